@@ -1,0 +1,67 @@
+/*
+ * http -- an HTTP message head as parsed fields pointing into a buffer.
+ *
+ * A struct http never owns the bytes it points at: the parser fills it
+ * with pointers into the receive buffer, and builders point it at
+ * workspace copies.  The header array is the caller's (usually workspace).
+ */
+#ifndef SUROGAT_HTTP_H
+#define SUROGAT_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct txt {
+    const char *b;
+    size_t len;
+};
+#define TXT_LIT(s) ((struct txt){ (s), sizeof(s) - 1 })
+
+struct http_hdr {
+    struct txt name;
+    struct txt val; /* leading and trailing whitespace already trimmed */
+};
+
+struct http {
+    unsigned magic;
+#define HTTP_MAGIC 0x7c1d95e2
+    struct txt method; /* request */
+    struct txt url;    /* request: request-target as sent */
+    struct txt reason; /* response */
+    unsigned proto;    /* 10 for HTTP/1.0, 11 for HTTP/1.1 */
+    unsigned status;   /* response: 100..999 */
+    unsigned nhdr;     /* headers in use */
+    unsigned maxhdr;   /* room in hdr[] */
+    struct http_hdr *hdr;
+};
+
+void http_init(struct http *hp, struct http_hdr *hdrs, unsigned maxhdr);
+/* Case-insensitive name match against a NUL-terminated name. */
+bool http_name_eq(const struct txt *name, const char *want);
+/* First header named `name`, or NULL. */
+const struct http_hdr *http_find(const struct http *hp, const char *name);
+/* Number of headers named `name`. */
+unsigned http_count(const struct http *hp, const char *name);
+/* Append a header; -1 when hdr[] is full.  The text must outlive hp. */
+int http_add(struct http *hp, struct txt name, struct txt val);
+/* Remove every header named `name`; returns how many went. */
+unsigned http_unset(struct http *hp, const char *name);
+/*
+ * Whether the comma-separated list in the field values of every `name`
+ * header contains `token` (case-insensitive, as Connection: close).
+ */
+bool http_has_token(const struct http *hp, const char *name, const char *token);
+/*
+ * Remove the hop-by-hop headers of RFC 9110 section 7.6.1: Connection,
+ * Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade,
+ * Proxy-Authenticate, Proxy-Authorization, and every header named in a
+ * Connection field.
+ */
+void http_strip_hop_by_hop(struct http *hp);
+/* Whether `m` is a method RFC 9110 calls idempotent (GET HEAD PUT DELETE OPTIONS TRACE). */
+bool http_method_idempotent(const struct txt *m);
+/* The standard reason phrase for a status, "Unknown" if none. */
+const char *http_reason(unsigned status);
+
+#endif

@@ -1,0 +1,20 @@
+/*
+ * num -- the one parser for counts, sizes, durations and booleans, used by
+ * the command line, the config file and the admin interface alike.
+ * Each returns 0, or -1 (errno EINVAL or ERANGE) leaving *out untouched.
+ */
+#ifndef SUROGAT_NUM_H
+#define SUROGAT_NUM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+int num_uint(const char *s, unsigned *out);
+/* "4096", "64k", "1.5m", "2g", "1t" (binary multiples; b/B suffixes allowed) */
+int num_bytes(const char *s, uint64_t *out);
+/* "0.5", "250ms", "5s", "2m", "1h", "1d", "1w", "1y" (365 days); plain numbers are seconds */
+int num_duration(const char *s, double *out);
+/* on/off, true/false, yes/no, 1/0 */
+int num_bool(const char *s, bool *out);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * req -- one client request, from its head to the end of its response.
+ *
+ * struct req is visible because every stage of the hot path reads it; the
+ * comments say which module writes which field.  It lives in the worker's
+ * workspace and dies when the request ends.
+ */
+#ifndef SUROGAT_REQ_H
+#define SUROGAT_REQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "surogat/http.h"
+#include "surogat/h1.h"
+
+struct sess;
+struct wrk;
+struct be;
+
+struct req {
+    unsigned magic;
+#define REQ_MAGIC 0x58a3c6f1
+    struct sess *sp;
+    struct wrk *wrk;
+    /* req: the parsed request; points into wrk->rx */
+    struct http http[1];
+    enum h1_body body;   /* how the request body is framed */
+    uint64_t clen;       /* its length, for H1_BODY_LENGTH */
+    size_t rx_head;      /* bytes of wrk->rx taken by the head */
+    size_t rx_pos;       /* first byte of wrk->rx not consumed yet */
+    size_t rx_len;       /* bytes valid in wrk->rx */
+    uint64_t body_left;  /* req_body: H1_BODY_LENGTH bytes still to read */
+    struct h1_chunk chunk; /* req_body: the chunked decoder */
+    bool body_done;      /* req_body: the whole request body has been read */
+    bool expect_100;     /* client sent Expect: 100-continue */
+    bool want_close;     /* client asked to close, or 1.0 without keep-alive */
+    bool keepalive_10;   /* HTTP/1.0 client sent Connection: keep-alive */
+    bool head_only;      /* HEAD */
+    bool close;          /* anyone: close the session after this response */
+    bool abort;          /* fetch: response truncated, close at once */
+    /* delivery */
+    unsigned status;     /* status sent to the client */
+    uint64_t resp_bytes; /* body bytes sent */
+    const char *be_name; /* backend used, for the log */
+    const char *cache;   /* cache status for the log: PASS, SYNTH ... */
+    double t_start;      /* tim_real() when the head was complete */
+    double t_mono;       /* tim_mono() at the same time */
+    double t_first;      /* tim_mono() when the first response byte was sent */
+    double t_end;        /* tim_mono() when the response ended */
+};
+
+/* The pool task of a session: read, serve and log requests until idle. */
+void req_sess_task(struct wrk *wrk, void *priv);
+/*
+ * Send a complete generated response (status, reason, small HTML body).
+ * Sets req->status, req->cache = "SYNTH".  0, or -1 when the client is gone.
+ */
+int req_synth(struct req *req, unsigned status, const char *extra_hdr);
+/*
+ * The next piece of the (decoded) request body, pointing into wrk->rx.
+ * >0 its length, 0 at the end of the body, -1 when the client failed
+ * (gone, too slow, or malformed chunking: req->close is then set).
+ */
+ssize_t req_body_next(struct req *req, const char **data);
+/* Deadline for the next write to the client. */
+double req_send_deadline(const struct req *req);
+
+#endif

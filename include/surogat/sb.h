@@ -1,0 +1,30 @@
+/*
+ * sb -- a string builder over a caller-supplied buffer.  It never
+ * allocates: when the buffer is full it marks itself overflowed and
+ * ignores further appends, so callers check once at the end.
+ */
+#ifndef SUROGAT_SB_H
+#define SUROGAT_SB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct sb {
+    char *buf;
+    size_t len; /* bytes used, excluding the NUL kept after them */
+    size_t cap; /* bytes in buf, including room for that NUL */
+    bool overflow;
+};
+
+void sb_init(struct sb *sb, char *buf, size_t cap); /* cap >= 1 */
+void sb_cat(struct sb *sb, const char *s);
+void sb_bcat(struct sb *sb, const void *p, size_t len);
+void sb_printf(struct sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_uint(struct sb *sb, unsigned long long v); /* faster than printf on hot paths */
+static inline bool
+sb_ok(const struct sb *sb)
+{
+    return !sb->overflow;
+}
+
+#endif

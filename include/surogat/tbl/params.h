@@ -1,0 +1,78 @@
+/*
+ * The runtime parameters -- no include guard: an X-macro table.
+ *
+ * PARAM(name, type, default, min, max, flags, doc)
+ *
+ * Every parameter is settable with -p name=value, in the -c config file
+ * and, when flagged PAR_LIVE, at runtime through the admin interface.
+ * `surogatd -x params` prints this table; the man page is built from it.
+ * Types: UINT (a count), BYTES (a size: 64k, 1m, 2g), DURATION (seconds
+ * with an optional unit: 250ms, 5s, 2m, 1h, 1d), BOOL (on/off), STRING.
+ */
+PARAM(thread_pools, UINT, "2", "1", "64", PAR_RESTART,
+      "Number of worker pools. Sessions are spread over the pools round-robin; each pool has "
+      "its own queue and lock, so more pools means less lock contention.")
+PARAM(thread_pool_min, UINT, "8", "1", "10000", PAR_LIVE,
+      "Worker threads started per pool at startup and never retired.")
+PARAM(thread_pool_max, UINT, "500", "1", "10000", PAR_LIVE,
+      "Most worker threads per pool. A pool grows while tasks wait in its queue.")
+PARAM(thread_pool_timeout, DURATION, "300s", "10ms", NULL, PAR_LIVE,
+      "An idle worker above thread_pool_min exits after this long without work.")
+PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
+      "Requests that may wait for a worker in each pool. When the queue is full a new request "
+      "is answered 503 with Retry-After at once and its connection closed (sess_dropped).")
+PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
+      "Backlog of each listen socket: connections the kernel queues before accept().")
+PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
+      "How long an idle keep-alive client connection is kept open between requests, and how "
+      "long a client may take to send a complete request head.")
+PARAM(timeout_linger, DURATION, "50ms", "0s", NULL, PAR_LIVE,
+      "After a response, a worker waits this long for the next request on the same "
+      "connection before handing the idle session to the waiter.")
+PARAM(send_timeout, DURATION, "600s", "1s", NULL, PAR_LIVE,
+      "Longest time a response may take to reach a client; after it the connection is "
+      "closed. Also bounds each single write to a slow client.")
+PARAM(shutdown_timeout, DURATION, "30s", "0s", NULL, PAR_LIVE,
+      "On SIGTERM, how long in-flight requests may take to finish before the daemon exits.")
+PARAM(http_req_size, BYTES, "32k", "256", "4m", PAR_LIVE,
+      "Largest client request head (request line and headers). Larger heads get 431, or "
+      "414 if the request line alone does not fit.")
+PARAM(http_req_hdr_len, BYTES, "8k", "40", "1m", PAR_LIVE,
+      "Longest single request header line; longer gets 431. A longer request line gets 414.")
+PARAM(http_max_hdr, UINT, "64", "8", "1024", PAR_LIVE,
+      "Most header fields in a request or a backend response; more gets 431 (client) or 502.")
+PARAM(http_resp_size, BYTES, "32k", "256", "4m", PAR_LIVE,
+      "Largest backend response head; a larger one is answered 502.")
+PARAM(http_chunk_ext_max, BYTES, "1k", "0", "64k", PAR_LIVE,
+      "Longest chunk extension or trailer section accepted in a chunked body.")
+PARAM(workspace_client, BYTES, "64k", "8k", "16m", PAR_LIVE,
+      "Per-request memory arena for the request, the backend request and the response "
+      "heads. When it runs out the request is answered 500 (ws_overflow).")
+PARAM(backend_connect_timeout, DURATION, "3.5s", "1ms", NULL, PAR_LIVE,
+      "Default time allowed to open a connection to a backend. Failure answers 503.")
+PARAM(backend_first_byte_timeout, DURATION, "60s", "1ms", NULL, PAR_LIVE,
+      "Default time to wait for the first byte of a backend response. Failure answers 504.")
+PARAM(backend_between_bytes_timeout, DURATION, "60s", "1ms", NULL, PAR_LIVE,
+      "Default longest silence while reading a backend response. Before the head is complete "
+      "this answers 504; during the body the client connection is aborted.")
+PARAM(backend_idle_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
+      "An idle pooled backend connection older than this is closed instead of reused.")
+PARAM(backend_max_connections, UINT, "0", "0", NULL, PAR_LIVE,
+      "Most connections open to one backend (0: no limit). Beyond it requests get 503 at once "
+      "(backend_busy).")
+PARAM(backend_max_retries, UINT, "1", "0", "10", PAR_LIVE,
+      "Times an idempotent request without a body is retried on a fresh connection when a "
+      "reused backend connection turns out to be closed before any response byte arrived.")
+PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
+      "Access log file (NCSA combined with extra fields), relative to the working directory. "
+      "Empty: no access log. Reopened on SIGHUP.")
+PARAM(error_log, STRING, "", NULL, NULL, PAR_RESTART,
+      "Daemon log file. Empty: standard error. Reopened on SIGHUP.")
+PARAM(log_level, UINT, "6", "0", "7", PAR_LIVE,
+      "Least severe daemon log message written, as a syslog level (3 error .. 7 debug).")
+PARAM(xff, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "Append the client address to X-Forwarded-For and set X-Forwarded-Proto on backend "
+      "requests.")
+PARAM(via, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "Add a Via header to backend requests and to responses.")
+#undef PARAM

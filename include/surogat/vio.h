@@ -1,0 +1,24 @@
+/*
+ * vio -- blocking I/O with deadlines on non-blocking sockets, for workers.
+ * Every socket surogat owns is non-blocking; a worker waits in poll(2)
+ * with the time left to a deadline (tim_mono() seconds).
+ */
+#ifndef SUROGAT_VIO_H
+#define SUROGAT_VIO_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/*
+ * Read at most len bytes.  >0 bytes read, 0 at EOF, -1 with errno
+ * (ETIMEDOUT past the deadline).
+ */
+ssize_t vio_read(int fd, void *buf, size_t len, double deadline);
+/* Write everything, advancing iov in place.  0, or -1 with errno. */
+int vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline);
+int vio_write(int fd, const void *buf, size_t len, double deadline);
+/* Wait until fd is readable: 1 readable (or EOF/error pending), 0 timed out, -1 error. */
+int vio_wait_readable(int fd, double timeout);
+
+#endif

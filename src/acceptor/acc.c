@@ -1,0 +1,257 @@
+/*
+ * Listen sockets and the acceptor thread.
+ *
+ * Sockets are bound in acc_listen() on the main thread at startup, so a
+ * bad -a stops the daemon before it forks anything.  One acceptor thread
+ * polls them all plus a wake-up pipe, accepts, and schedules each new
+ * session on a pool; acc_stop() closes the sockets first (new connections
+ * are then refused by the kernel) and joins the thread.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "surogat/acc.h"
+#include "surogat/defs.h"
+#include "surogat/log.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+
+#define ACC_MAX_LISTEN 32
+
+static struct lsock *lsocks[ACC_MAX_LISTEN];
+static unsigned nlsocks;
+static pthread_t acc_thread;
+static int wake_pipe[2] = { -1, -1 };
+static bool acc_running;
+
+/*
+ * Split "host:port", "[v6]:port" or ":port" into host (NULL for every
+ * address) and port.  0, or -1 for a malformed spec.
+ */
+static int
+split_spec(const char *spec, char *host, size_t hostlen, char *port, size_t portlen)
+{
+    const char *colon, *h = spec;
+    size_t hl;
+
+    if (*spec == '[') {
+        const char *rb = strchr(spec, ']');
+        if (rb == NULL || rb[1] != ':')
+            return (-1);
+        h = spec + 1;
+        hl = (size_t)(rb - h);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(spec, ':');
+        if (colon == NULL || memchr(spec, ':', (size_t)(colon - spec)) != NULL)
+            return (-1);
+        hl = (size_t)(colon - spec);
+    }
+    if (hl >= hostlen || strlen(colon + 1) >= portlen || colon[1] == '\0')
+        return (-1);
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    strcpy(port, colon + 1);
+    return (0);
+}
+
+static int
+bind_one(const char *spec, const struct addrinfo *ai, struct sb *err)
+{
+    struct lsock *ls;
+    char addr[INET6_ADDRSTRLEN];
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd, one = 1;
+
+    if (nlsocks == ACC_MAX_LISTEN) {
+        sb_printf(err, "-a %s: too many listen addresses", spec);
+        return (-1);
+    }
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+        sb_printf(err, "-a %s: socket: %s", spec, strerror(errno));
+        return (-1);
+    }
+    AZ(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+    if (ai->ai_family == AF_INET6)
+        AZ(setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        listen(fd, (int)par.listen_depth) != 0) {
+        sb_printf(err, "-a %s: cannot listen: %s", spec, strerror(errno));
+        close(fd);
+        return (-1);
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+#if HAVE_TCP_DEFER_ACCEPT
+    {
+        /* Wake us only when the first request bytes are in: most clients send at once. */
+        int secs = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof secs);
+    }
+#endif
+    AZ(fcntl(fd, F_SETFL, O_NONBLOCK));
+    AZ(getsockname(fd, (struct sockaddr *)&ss, &sl));
+    OBJ_NEW(ls, LSOCK_MAGIC);
+    ls->fd = fd;
+    ls->spec = strdup(spec);
+    AN(ls->spec);
+    ls->proto = "http";
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        AN(inet_ntop(AF_INET6, &s6->sin6_addr, addr, sizeof addr));
+        snprintf(ls->port, sizeof ls->port, "%u", ntohs(s6->sin6_port));
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        AN(inet_ntop(AF_INET, &s4->sin_addr, addr, sizeof addr));
+        snprintf(ls->port, sizeof ls->port, "%u", ntohs(s4->sin_port));
+    }
+    ls->addr = strdup(addr);
+    AN(ls->addr);
+    lsocks[nlsocks++] = ls;
+    return (0);
+}
+
+int
+acc_listen(const char *spec, struct sb *err)
+{
+    struct addrinfo hints, *res, *ai;
+    char host[256], port[32];
+    int rv;
+
+    AN(spec);
+    if (split_spec(spec, host, sizeof host, port, sizeof port) != 0) {
+        sb_printf(err, "-a %s: expected HOST:PORT, [IPV6]:PORT or :PORT", spec);
+        return (-1);
+    }
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    rv = getaddrinfo(*host == '\0' ? NULL : host, port, &hints, &res);
+    if (rv != 0) {
+        sb_printf(err, "-a %s: %s", spec, gai_strerror(rv));
+        return (-1);
+    }
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+        if (bind_one(spec, ai, err) != 0) {
+            freeaddrinfo(res);
+            return (-1);
+        }
+    }
+    freeaddrinfo(res);
+    return (0);
+}
+
+static void
+accept_one(const struct lsock *ls)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    struct sess *sp;
+    static double last_warn;
+    struct timespec ts;
+    int fd;
+
+    fd = accept4(ls->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+            return;
+        STAT_INC(sess_fail);
+        AZ(clock_gettime(CLOCK_MONOTONIC, &ts));
+        if (ts.tv_sec - last_warn >= 10) {
+            last_warn = (double)ts.tv_sec;
+            log_msg(LOG_WARNING, "accept on %s: %s", ls->spec, strerror(errno));
+        }
+        /* EMFILE and friends leave the socket readable: do not spin on it. */
+        usleep(10000);
+        return;
+    }
+    sp = sess_new(fd, ls, (struct sockaddr *)&ss);
+    sess_schedule(&sp);
+}
+
+static void *
+acceptor_thread(void *priv)
+{
+    struct pollfd pfd[ACC_MAX_LISTEN + 1];
+    unsigned i;
+
+    stat_thread_enter();
+    for (i = 0; i < nlsocks; i++) {
+        pfd[i].fd = lsocks[i]->fd;
+        pfd[i].events = POLLIN;
+    }
+    pfd[nlsocks].fd = wake_pipe[0];
+    pfd[nlsocks].events = POLLIN;
+    for (;;) {
+        if (poll(pfd, nlsocks + 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_msg(LOG_ERR, "acceptor poll: %s", strerror(errno));
+            break;
+        }
+        if (pfd[nlsocks].revents != 0)
+            break;
+        for (i = 0; i < nlsocks; i++) {
+            if (pfd[i].revents == 0)
+                continue;
+            /* A few per wake-up: fair to the other sockets under a flood. */
+            for (int k = 0; k < 16; k++)
+                accept_one(lsocks[i]);
+        }
+    }
+    stat_thread_leave();
+    return (NULL);
+}
+
+int
+acc_start(void)
+{
+    AZ(pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK));
+    AZ(pthread_create(&acc_thread, NULL, acceptor_thread, NULL));
+    acc_running = true;
+    return (0);
+}
+
+void
+acc_stop(void)
+{
+    if (acc_running) {
+        (void)!write(wake_pipe[1], "x", 1);
+        AZ(pthread_join(acc_thread, NULL));
+        acc_running = false;
+        close(wake_pipe[0]);
+        close(wake_pipe[1]);
+    }
+    for (unsigned i = 0; i < nlsocks; i++) {
+        close(lsocks[i]->fd);
+        free(lsocks[i]->spec);
+        free(lsocks[i]->addr);
+        OBJ_FREE(&lsocks[i]);
+    }
+    nlsocks = 0;
+}
+
+void
+acc_dump(struct sb *out)
+{
+    for (unsigned i = 0; i < nlsocks; i++)
+        sb_printf(out, "%s %s\n", lsocks[i]->addr, lsocks[i]->port);
+}

@@ -1,0 +1,136 @@
+/*
+ * Client sessions: creation, scheduling on a pool, and closing.
+ *
+ * Closing matters more than it looks.  close(2) on a socket with unread
+ * bytes makes Linux send a RST, and a RST can destroy the error response
+ * we just wrote before the client reads it.  So error paths close by
+ * shutting down our side and discarding what the client still sends.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "surogat/acc.h"
+#include "surogat/defs.h"
+#include "surogat/req.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/vio.h"
+
+static const char canned_503[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                                 "Retry-After: 1\r\n"
+                                 "Content-Type: text/plain\r\n"
+                                 "Content-Length: 20\r\n"
+                                 "Connection: close\r\n"
+                                 "\r\n"
+                                 "Server is too busy.\n";
+
+struct sess *
+sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
+{
+    struct sess *sp;
+
+    OBJ_NEW(sp, SESS_MAGIC);
+    sp->fd = fd;
+    sp->ls = ls;
+    sp->pool = pool_pick();
+    sp->task.func = req_sess_task;
+    sp->task.priv = sp;
+    sp->t_open = tim_real();
+    sp->t_idle = tim_mono();
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
+        AN(inet_ntop(AF_INET, &sin->sin_addr, sp->client_ip, sizeof sp->client_ip));
+        snprintf(sp->client_port, sizeof sp->client_port, "%u", ntohs(sin->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)(const void *)sa;
+        AN(inet_ntop(AF_INET6, &sin6->sin6_addr, sp->client_ip, sizeof sp->client_ip));
+        snprintf(sp->client_port, sizeof sp->client_port, "%u", ntohs(sin6->sin6_port));
+    } else {
+        strcpy(sp->client_ip, "0.0.0.0");
+        strcpy(sp->client_port, "0");
+    }
+    STAT_INC(sess_conn);
+    return (sp);
+}
+
+void
+sess_close(struct sess **spp)
+{
+    struct sess *sp;
+
+    OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (sp->fd >= 0)
+        close(sp->fd);
+    STAT_INC(sess_closed);
+    OBJ_FREE(&sp);
+}
+
+/* Discard what the client already sent so close(2) does not answer with a RST. */
+static void
+drain_nonblocking(int fd)
+{
+    char buf[4096];
+
+    for (int i = 0; i < 16; i++)
+        if (read(fd, buf, sizeof buf) <= 0)
+            break;
+}
+
+void
+sess_close_lingering(struct sess **spp, double linger)
+{
+    struct sess *sp = *spp;
+    char buf[4096];
+    double deadline;
+    size_t total = 0;
+    ssize_t n;
+
+    OBJ_CHECK(sp, SESS_MAGIC);
+    if (shutdown(sp->fd, SHUT_WR) == 0 && linger > 0) {
+        deadline = tim_mono() + linger;
+        /* Bounded in bytes too: a client streaming forever must not hold the worker. */
+        while (total < 1024 * 1024) {
+            n = vio_read(sp->fd, buf, sizeof buf, deadline);
+            if (n <= 0)
+                break;
+            total += (size_t)n;
+        }
+    }
+    sess_close(spp);
+}
+
+void
+sess_schedule(struct sess **spp)
+{
+    struct sess *sp;
+
+    OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (pool_submit(sp->pool, &sp->task, POOL_PRIO_REQ) == 0)
+        return;
+    STAT_INC(sess_dropped);
+    (void)!write(sp->fd, canned_503, sizeof canned_503 - 1);
+    (void)shutdown(sp->fd, SHUT_WR);
+    drain_nonblocking(sp->fd);
+    sess_close(&sp);
+}
+
+static volatile int drain_flag;
+
+void
+sess_drain(void)
+{
+    __atomic_store_n(&drain_flag, 1, __ATOMIC_RELEASE);
+}
+
+bool
+sess_draining(void)
+{
+    return (__atomic_load_n(&drain_flag, __ATOMIC_ACQUIRE) != 0);
+}

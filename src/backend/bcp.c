@@ -1,0 +1,229 @@
+/*
+ * Backend connection pools.
+ *
+ * Each pool keeps its idle connections on a LIFO list under its mtx and
+ * counts every open connection (idle or busy) against
+ * backend_max_connections.  Connecting happens outside the lock, with the
+ * slot reserved first so concurrent connects cannot overshoot the limit.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "surogat/bcp.h"
+#include "surogat/defs.h"
+#include "surogat/par.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+
+struct bcp {
+    unsigned magic;
+#define BCP_MAGIC 0x3c9d7b10
+    pthread_mutex_t mtx;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    struct bcp_conn *idle; /* under mtx, most recently used first */
+    unsigned nidle;        /* under mtx */
+    unsigned nconn;        /* under mtx: open connections, busy or idle */
+};
+
+struct bcp *
+bcp_new(const struct sockaddr *sa, socklen_t salen)
+{
+    struct bcp *bp;
+
+    SRG_ASSERT(salen <= sizeof bp->sa);
+    OBJ_NEW(bp, BCP_MAGIC);
+    AZ(pthread_mutex_init(&bp->mtx, NULL));
+    memcpy(&bp->sa, sa, salen);
+    bp->salen = salen;
+    return (bp);
+}
+
+static void
+conn_free(struct bcp_conn *c)
+{
+    close(c->fd);
+    STAT_DEC(backend_conn_open);
+    OBJ_FREE(&c);
+}
+
+void
+bcp_free(struct bcp **bpp)
+{
+    struct bcp *bp;
+    struct bcp_conn *c;
+
+    OBJ_TAKE(bp, bpp, BCP_MAGIC);
+    while ((c = bp->idle) != NULL) {
+        bp->idle = c->next;
+        conn_free(c);
+    }
+    AZ(pthread_mutex_destroy(&bp->mtx));
+    OBJ_FREE(&bp);
+}
+
+/*
+ * An idle connection is usable if the backend has neither closed it nor
+ * sent anything unsolicited (which would desynchronise the next response).
+ */
+static bool
+idle_conn_usable(const struct bcp_conn *c, double now)
+{
+    char ch;
+    ssize_t n;
+
+    if (now - c->t_idle > par.backend_idle_timeout)
+        return (false);
+    n = recv(c->fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+    return (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
+static int
+connect_tmo(const struct bcp *bp, double tmo)
+{
+    struct pollfd pfd;
+    socklen_t sl = sizeof(int);
+    int fd, one = 1, soerr = 0, ms;
+
+    fd = socket(bp->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return (-1);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (const struct sockaddr *)&bp->sa, bp->salen) == 0)
+        return (fd);
+    if (errno != EINPROGRESS)
+        goto fail;
+    pfd.fd = fd;
+    pfd.events = POLLOUT;
+    ms = (int)(tmo * 1e3);
+    if (ms < 1)
+        ms = 1;
+    for (;;) {
+        int n = poll(&pfd, 1, ms);
+        if (n > 0)
+            break;
+        if (n == 0) {
+            errno = ETIMEDOUT;
+            goto fail;
+        }
+        if (errno != EINTR)
+            goto fail;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+        goto fail;
+    if (soerr != 0) {
+        errno = soerr;
+        goto fail;
+    }
+    return (fd);
+fail:
+    soerr = errno;
+    close(fd);
+    errno = soerr;
+    return (-1);
+}
+
+enum bcp_err
+bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
+{
+    struct bcp_conn *c, *stale = NULL;
+    double now = tim_mono();
+    int fd;
+
+    OBJ_CHECK(bp, BCP_MAGIC);
+    AN(out);
+    *out = NULL;
+    AZ(pthread_mutex_lock(&bp->mtx));
+    while (!fresh && (c = bp->idle) != NULL) {
+        bp->idle = c->next;
+        bp->nidle--;
+        if (idle_conn_usable(c, now)) {
+            AZ(pthread_mutex_unlock(&bp->mtx));
+            c->next = NULL;
+            c->reused = true;
+            *out = c;
+            return (BCP_OK);
+        }
+        bp->nconn--;
+        c->next = stale;
+        stale = c;
+    }
+    if (par.backend_max_connections > 0 && bp->nconn >= par.backend_max_connections) {
+        AZ(pthread_mutex_unlock(&bp->mtx));
+        while ((c = stale) != NULL) {
+            stale = c->next;
+            conn_free(c);
+        }
+        return (BCP_E_BUSY);
+    }
+    bp->nconn++;
+    AZ(pthread_mutex_unlock(&bp->mtx));
+    while ((c = stale) != NULL) {
+        stale = c->next;
+        conn_free(c);
+    }
+    fd = connect_tmo(bp, tmo);
+    if (fd < 0) {
+        AZ(pthread_mutex_lock(&bp->mtx));
+        bp->nconn--;
+        AZ(pthread_mutex_unlock(&bp->mtx));
+        return (BCP_E_CONNECT);
+    }
+    OBJ_NEW(c, BCP_CONN_MAGIC);
+    c->fd = fd;
+    c->pool = bp;
+    STAT_INC(backend_conn);
+    STAT_INC(backend_conn_open);
+    *out = c;
+    return (BCP_OK);
+}
+
+void
+bcp_recycle(struct bcp_conn **connp)
+{
+    struct bcp_conn *c;
+    struct bcp *bp;
+
+    OBJ_TAKE(c, connp, BCP_CONN_MAGIC);
+    bp = c->pool;
+    OBJ_CHECK(bp, BCP_MAGIC);
+    c->t_idle = tim_mono();
+    AZ(pthread_mutex_lock(&bp->mtx));
+    c->next = bp->idle;
+    bp->idle = c;
+    bp->nidle++;
+    AZ(pthread_mutex_unlock(&bp->mtx));
+    STAT_INC(backend_recycle);
+}
+
+void
+bcp_close(struct bcp_conn **connp)
+{
+    struct bcp_conn *c;
+    struct bcp *bp;
+
+    OBJ_TAKE(c, connp, BCP_CONN_MAGIC);
+    bp = c->pool;
+    OBJ_CHECK(bp, BCP_MAGIC);
+    AZ(pthread_mutex_lock(&bp->mtx));
+    bp->nconn--;
+    AZ(pthread_mutex_unlock(&bp->mtx));
+    conn_free(c);
+}
+
+unsigned
+bcp_idle_count(const struct bcp *bp)
+{
+    OBJ_CHECK(bp, BCP_MAGIC);
+    return (__atomic_load_n(&bp->nidle, __ATOMIC_RELAXED));
+}

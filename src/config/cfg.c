@@ -1,0 +1,135 @@
+/*
+ * The daemon configuration file: `name = value` lines setting parameters.
+ * Read once at startup on the main thread, before any other thread runs.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "surogat/cfg.h"
+#include "surogat/defs.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
+
+#define CFG_LINE_MAX 4096
+
+static char *
+trim(char *s)
+{
+    char *e;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+        *--e = '\0';
+    return (s);
+}
+
+/*
+ * Unquote "..." in place, handling \" and \\.  A value not starting with
+ * a quote loses its trailing comment.  NULL on an unterminated quote.
+ */
+static char *
+parse_value(char *v)
+{
+    char *r, *w;
+
+    if (*v != '"') {
+        r = strchr(v, '#');
+        if (r != NULL)
+            *r = '\0';
+        return (trim(v));
+    }
+    for (r = v + 1, w = v; *r != '\0' && *r != '"'; r++) {
+        if (*r == '\\' && (r[1] == '"' || r[1] == '\\'))
+            r++;
+        *w++ = *r;
+    }
+    if (*r != '"')
+        return (NULL);
+    *w = '\0';
+    r = trim(r + 1);
+    if (*r != '\0' && *r != '#')
+        return (NULL);
+    return (v);
+}
+
+static int
+load_line(const char *path, unsigned lineno, char *line, struct sb *err)
+{
+    char *p, *eq, *name, *value;
+    char ebuf[256];
+    struct sb perr;
+
+    p = trim(line);
+    if (*p == '\0' || *p == '#')
+        return (0);
+    eq = strchr(p, '=');
+    if (eq == NULL) {
+        sb_printf(err, "%s:%u: expected 'name = value'", path, lineno);
+        return (-1);
+    }
+    *eq = '\0';
+    name = trim(p);
+    value = parse_value(trim(eq + 1));
+    if (*name == '\0') {
+        sb_printf(err, "%s:%u: missing parameter name", path, lineno);
+        return (-1);
+    }
+    if (value == NULL) {
+        sb_printf(err, "%s:%u: unterminated or malformed quoted value", path, lineno);
+        return (-1);
+    }
+    sb_init(&perr, ebuf, sizeof ebuf);
+    if (par_set(name, value, &perr) != 0) {
+        sb_printf(err, "%s:%u: %s", path, lineno, perr.buf);
+        return (-1);
+    }
+    return (0);
+}
+
+int
+cfg_load(const char *path, struct sb *err)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned lineno = 0;
+    ssize_t len;
+    FILE *f;
+    int rv = 0;
+
+    AN(path);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        sb_printf(err, "%s: %s", path, strerror(errno));
+        return (-1);
+    }
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len > CFG_LINE_MAX) {
+            sb_printf(err, "%s:%u: line too long", path, lineno);
+            rv = -1;
+            break;
+        }
+        if (strlen(line) != (size_t)len) {
+            sb_printf(err, "%s:%u: NUL byte in line", path, lineno);
+            rv = -1;
+            break;
+        }
+        if (load_line(path, lineno, line, err) != 0) {
+            rv = -1;
+            break;
+        }
+    }
+    if (rv == 0 && ferror(f)) {
+        sb_printf(err, "%s: read error", path);
+        rv = -1;
+    }
+    free(line);
+    fclose(f);
+    return (rv);
+}

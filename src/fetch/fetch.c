@@ -1,0 +1,571 @@
+/*
+ * The backend transaction of a pass: request out, response back, body
+ * streamed from the backend buffer to the client as it arrives.
+ *
+ * Runs on the worker of the client request.  The backend connection
+ * belongs to this function from bcp_get() until it is recycled (the
+ * response was complete and the backend keeps the connection) or closed.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "surogat/bcp.h"
+#include "surogat/be.h"
+#include "surogat/defs.h"
+#include "surogat/fetch.h"
+#include "surogat/h1.h"
+#include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/vio.h"
+#include "surogat/wrk.h"
+
+#define OUT_IOV 64
+
+/* Client writes gathered into one writev(2): the head with the first body bytes. */
+struct out {
+    struct iovec iov[OUT_IOV];
+    char chdr[OUT_IOV / 3 + 1][H1_CHUNK_HDR_MAX];
+    int niov;
+    int nchdr;
+    uint64_t body_bytes; /* body bytes queued, for the log */
+};
+
+enum be_head {
+    BEH_OK,
+    BEH_RETRY,   /* a reused connection was dead before any byte came back */
+    BEH_TIMEOUT, /* 504 */
+    BEH_BAD,     /* 502 */
+};
+
+struct fetch {
+    struct req *req;
+    struct be *be;
+    struct bcp_conn *conn;
+    struct http resp[1];
+    size_t be_len;       /* bytes in wrk->be */
+    size_t be_pos;       /* first unconsumed byte in wrk->be */
+    enum h1_body body;
+    uint64_t clen;
+    bool be_keepalive;   /* the backend allows reuse of the connection */
+    bool chunk_out;      /* we chunk the body towards the client */
+};
+
+static int
+out_flush(struct req *req, struct out *o)
+{
+    int rv = 0;
+
+    if (o->niov > 0) {
+        if (req->t_first == 0)
+            req->t_first = tim_mono();
+        rv = vio_writev(req->sp->fd, o->iov, o->niov, req_send_deadline(req));
+    }
+    if (rv == 0) {
+        req->resp_bytes += o->body_bytes;
+        STAT_ADD(resp_body_bytes, o->body_bytes);
+    }
+    o->niov = 0;
+    o->nchdr = 0;
+    o->body_bytes = 0;
+    return (rv);
+}
+
+static int
+out_add(struct req *req, struct out *o, const void *p, size_t len)
+{
+    if (len == 0)
+        return (0);
+    if (o->niov == OUT_IOV && out_flush(req, o) != 0)
+        return (-1);
+    o->iov[o->niov].iov_base = (void *)(uintptr_t)p;
+    o->iov[o->niov].iov_len = len;
+    o->niov++;
+    return (0);
+}
+
+/* Body bytes, chunked or raw as this response is delivered. */
+static int
+out_body(struct fetch *f, struct out *o, const char *p, size_t len)
+{
+    struct req *req = f->req;
+
+    if (len == 0)
+        return (0);
+    if (f->chunk_out) {
+        if ((o->niov + 3 > OUT_IOV || o->nchdr == (int)ARRAY_LEN(o->chdr)) &&
+            out_flush(req, o) != 0)
+            return (-1);
+        size_t hl = h1_chunk_header(o->chdr[o->nchdr], len);
+        if (out_add(req, o, o->chdr[o->nchdr++], hl) != 0)
+            return (-1);
+    }
+    if (out_add(req, o, p, len) != 0)
+        return (-1);
+    o->body_bytes += len;
+    if (f->chunk_out && out_add(req, o, "\r\n", 2) != 0)
+        return (-1);
+    return (0);
+}
+
+/* ---- the backend request ---- */
+
+/* Build the backend request head into workspace.  NULL on overflow. */
+static struct txt
+build_bereq(struct req *req, struct be *be)
+{
+    struct http *hp = req->http;
+    struct http_hdr *hdrs;
+    struct http bereq;
+    struct sb sb;
+    char *buf, *xff;
+    size_t room, xfflen = 0, n;
+    struct txt empty = { NULL, 0 };
+
+    hdrs = ws_alloc(&req->wrk->ws, (hp->nhdr + 8) * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (empty);
+    http_init(&bereq, hdrs, hp->nhdr + 8);
+    bereq.method = hp->method;
+    bereq.url = hp->url;
+    bereq.proto = 11;
+    memcpy(hdrs, hp->hdr, hp->nhdr * sizeof *hdrs);
+    bereq.nhdr = hp->nhdr;
+    http_strip_hop_by_hop(&bereq);
+    if (par.xff) {
+        /* One X-Forwarded-For with the client appended to what earlier proxies said. */
+        for (unsigned i = 0; i < bereq.nhdr; i++)
+            if (http_name_eq(&bereq.hdr[i].name, "X-Forwarded-For"))
+                xfflen += bereq.hdr[i].val.len + 2;
+        xfflen += strlen(req->sp->client_ip) + 1;
+        xff = ws_alloc(&req->wrk->ws, xfflen);
+        if (xff == NULL)
+            return (empty);
+        n = 0;
+        for (unsigned i = 0; i < bereq.nhdr; i++) {
+            if (!http_name_eq(&bereq.hdr[i].name, "X-Forwarded-For"))
+                continue;
+            memcpy(xff + n, bereq.hdr[i].val.b, bereq.hdr[i].val.len);
+            n += bereq.hdr[i].val.len;
+            memcpy(xff + n, ", ", 2);
+            n += 2;
+        }
+        memcpy(xff + n, req->sp->client_ip, strlen(req->sp->client_ip));
+        n += strlen(req->sp->client_ip);
+        http_unset(&bereq, "X-Forwarded-For");
+        http_unset(&bereq, "X-Forwarded-Proto");
+        AZ(http_add(&bereq, TXT_LIT("X-Forwarded-For"), (struct txt){ xff, n }));
+        AZ(http_add(&bereq, TXT_LIT("X-Forwarded-Proto"), TXT_LIT("http")));
+    }
+    if (par.via)
+        AZ(http_add(&bereq, TXT_LIT("Via"),
+                    hp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
+    if (http_find(&bereq, "Host") == NULL)
+        AZ(http_add(&bereq, TXT_LIT("Host"), (struct txt){ be->hostport, strlen(be->hostport) }));
+    if (req->body == H1_BODY_CHUNKED)
+        AZ(http_add(&bereq, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
+    buf = ws_reserve_all(&req->wrk->ws, &room);
+    sb_init(&sb, buf, room);
+    h1_write_request(&sb, &bereq);
+    if (!sb_ok(&sb)) {
+        ws_release(&req->wrk->ws, 0);
+        return (empty);
+    }
+    ws_release(&req->wrk->ws, sb.len + 1);
+    return ((struct txt){ buf, sb.len });
+}
+
+/*
+ * Send the head and stream the request body.  0 sent; -1 the backend
+ * failed (retryable when nothing of the body was consumed); -2 the
+ * client failed while we read its body.
+ */
+static int
+send_bereq(struct fetch *f, struct txt head)
+{
+    struct req *req = f->req;
+    int fd = f->conn->fd;
+    double tmo = be_between_bytes_timeout(f->be);
+    char chdr[H1_CHUNK_HDR_MAX];
+    struct iovec iov[4];
+    const char *data;
+    ssize_t n;
+
+    iov[0].iov_base = (void *)(uintptr_t)head.b;
+    iov[0].iov_len = head.len;
+    if (req->body == H1_BODY_NONE)
+        return (vio_writev(fd, iov, 1, tim_mono() + tmo) == 0 ? 0 : -1);
+    /* First body piece with the head, so small uploads take one write. */
+    n = req_body_next(req, &data);
+    for (int first = 1;; first = 0) {
+        int k = first ? 1 : 0;
+        if (n < 0)
+            return (-2);
+        if (req->body == H1_BODY_CHUNKED) {
+            size_t hl = h1_chunk_header(chdr, (uint64_t)n);
+            if (n == 0) {
+                iov[k].iov_base = (void *)(uintptr_t) "0\r\n\r\n";
+                iov[k++].iov_len = 5;
+            } else {
+                iov[k].iov_base = chdr;
+                iov[k++].iov_len = hl;
+                iov[k].iov_base = (void *)(uintptr_t)data;
+                iov[k++].iov_len = (size_t)n;
+                iov[k].iov_base = (void *)(uintptr_t) "\r\n";
+                iov[k++].iov_len = 2;
+            }
+        } else if (n > 0) {
+            iov[k].iov_base = (void *)(uintptr_t)data;
+            iov[k++].iov_len = (size_t)n;
+        }
+        if (k > 0 && vio_writev(fd, iov, k, tim_mono() + tmo) != 0)
+            return (-1);
+        if (n == 0)
+            return (0);
+        n = req_body_next(req, &data);
+    }
+}
+
+/* ---- the backend response ---- */
+
+static enum be_head
+read_beresp_head(struct fetch *f)
+{
+    struct wrk *wrk = f->req->wrk;
+    struct h1_limits lim = {
+        .max_head = par.http_resp_size,
+        .max_line = par.http_resp_size,
+        .max_hdr = par.http_max_hdr,
+    };
+    double deadline = tim_mono() + be_first_byte_timeout(f->be);
+    size_t used, room = par.http_resp_size + 1;
+    enum h1_status st;
+    ssize_t n;
+
+    if (room > wrk->be_size)
+        room = wrk->be_size;
+    f->be_len = 0;
+    for (;;) {
+        if (f->be_len > 0) {
+            st = h1_parse_response(wrk->be, f->be_len, &lim, f->resp, &used);
+            if (st == H1_DONE && f->resp->status >= 100 && f->resp->status < 200 &&
+                f->resp->status != 101) {
+                /* Interim responses (100, 103) are for the backend's peer: skip them. */
+                memmove(wrk->be, wrk->be + used, f->be_len - used);
+                f->be_len -= used;
+                continue;
+            }
+            if (st == H1_DONE) {
+                f->be_pos = used;
+                return (f->resp->status == 101 ? BEH_BAD : BEH_OK);
+            }
+            if (st != H1_MORE)
+                return (BEH_BAD);
+        }
+        if (f->be_len >= room)
+            return (BEH_BAD);
+        n = vio_read(f->conn->fd, wrk->be + f->be_len, room - f->be_len, deadline);
+        if (n > 0) {
+            if (f->be_len == 0)
+                deadline = tim_mono() + be_between_bytes_timeout(f->be);
+            f->be_len += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == ETIMEDOUT)
+            return (BEH_TIMEOUT);
+        /* EOF or reset before a single byte on a reused connection: it was stale. */
+        if (f->be_len == 0 && f->conn->reused)
+            return (BEH_RETRY);
+        return (BEH_BAD);
+    }
+}
+
+/* Build the client response head from the backend's.  -1 on workspace overflow. */
+static int
+build_resp_head(struct fetch *f, struct out *o)
+{
+    struct req *req = f->req;
+    struct http *be = f->resp;
+    struct http resp;
+    struct http_hdr *hdrs;
+    char *date, *buf;
+    struct sb sb;
+    size_t room;
+
+    hdrs = ws_alloc(&req->wrk->ws, (be->nhdr + 6) * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (-1);
+    http_init(&resp, hdrs, be->nhdr + 6);
+    memcpy(hdrs, be->hdr, be->nhdr * sizeof *hdrs);
+    resp.nhdr = be->nhdr;
+    resp.proto = 11;
+    resp.status = be->status;
+    resp.reason = be->reason.len > 0 ? be->reason : (struct txt){ http_reason(be->status),
+                                                                   strlen(http_reason(be->status)) };
+    http_strip_hop_by_hop(&resp);
+    if (http_find(&resp, "Date") == NULL) {
+        date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
+        if (date == NULL)
+            return (-1);
+        tim_http_date(tim_real(), date);
+        AZ(http_add(&resp, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
+    }
+    if (par.via)
+        AZ(http_add(&resp, TXT_LIT("Via"),
+                    be->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
+    f->chunk_out = false;
+    if (f->body == H1_BODY_CHUNKED || f->body == H1_BODY_EOF) {
+        if (req->http->proto == 11) {
+            f->chunk_out = true;
+            AZ(http_add(&resp, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
+        } else {
+            req->close = true; /* an HTTP/1.0 client learns the end from the close */
+        }
+    }
+    if (req->close || req->want_close || sess_draining())
+        AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("close")));
+    else if (req->keepalive_10)
+        AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("keep-alive")));
+    buf = ws_reserve_all(&req->wrk->ws, &room);
+    sb_init(&sb, buf, room);
+    h1_write_response(&sb, &resp);
+    if (!sb_ok(&sb)) {
+        ws_release(&req->wrk->ws, 0);
+        return (-1);
+    }
+    ws_release(&req->wrk->ws, sb.len + 1);
+    req->status = resp.status;
+    STAT_ADD(resp_head_bytes, sb.len);
+    return (out_add(req, o, buf, sb.len) == 0 ? 0 : -1);
+}
+
+/*
+ * Stream the body.  0 complete; -1 the backend failed (the client must be
+ * aborted); -2 the client failed.
+ */
+static int
+deliver_body(struct fetch *f, struct out *o)
+{
+    struct req *req = f->req;
+    struct wrk *wrk = req->wrk;
+    double tmo = be_between_bytes_timeout(f->be);
+    uint64_t left = f->clen;
+    struct h1_chunk ck;
+    enum h1_chunk_status cs;
+    const char *data;
+    size_t used, len;
+    ssize_t n;
+    bool done = false;
+
+    if (f->body == H1_BODY_NONE)
+        return (out_flush(req, o) == 0 ? 0 : -2);
+    if (f->body == H1_BODY_CHUNKED)
+        h1_chunk_init(&ck, par.http_chunk_ext_max);
+    while (!done) {
+        /* Consume what is buffered from be_pos to be_len. */
+        switch (f->body) {
+        case H1_BODY_LENGTH:
+            len = f->be_len - f->be_pos;
+            if (len > left)
+                len = (size_t)left;
+            if (out_body(f, o, wrk->be + f->be_pos, len) != 0)
+                return (-2);
+            f->be_pos += len;
+            left -= len;
+            done = left == 0;
+            break;
+        case H1_BODY_CHUNKED:
+            while (f->be_pos < f->be_len && !done) {
+                cs = h1_chunk_decode(&ck, wrk->be + f->be_pos, f->be_len - f->be_pos, &used,
+                                     &data, &len);
+                f->be_pos += used;
+                if (cs == H1_CHUNK_ERROR) {
+                    STAT_INC(backend_bad_resp);
+                    return (-1);
+                }
+                if (cs == H1_CHUNK_DATA && out_body(f, o, data, len) != 0)
+                    return (-2);
+                done = cs == H1_CHUNK_DONE;
+            }
+            break;
+        case H1_BODY_EOF:
+            if (out_body(f, o, wrk->be + f->be_pos, f->be_len - f->be_pos) != 0)
+                return (-2);
+            f->be_pos = f->be_len;
+            break;
+        default:
+            SRG_WRONG("response body framing");
+        }
+        if (done)
+            break;
+        /* Everything buffered is queued for the client: send it before reusing the buffer. */
+        if (out_flush(req, o) != 0)
+            return (-2);
+        f->be_pos = f->be_len = 0;
+        n = vio_read(f->conn->fd, wrk->be, wrk->be_size, tim_mono() + tmo);
+        if (n > 0) {
+            f->be_len = (size_t)n;
+            continue;
+        }
+        if (n == 0 && f->body == H1_BODY_EOF) {
+            f->be_keepalive = false;
+            break;
+        }
+        return (-1);
+    }
+    if (f->chunk_out && out_add(req, o, "0\r\n\r\n", 5) != 0)
+        return (-2);
+    /* Bytes past the end of the body: the backend is out of step, do not reuse it. */
+    if (f->be_pos != f->be_len)
+        f->be_keepalive = false;
+    return (out_flush(req, o) == 0 ? 0 : -2);
+}
+
+static bool
+can_retry(const struct req *req, unsigned retries)
+{
+    return (retries < par.backend_max_retries && req->body == H1_BODY_NONE &&
+            http_method_idempotent(&req->http->method));
+}
+
+static void
+fail(struct fetch *f, unsigned status)
+{
+    if (f->conn != NULL)
+        bcp_close(&f->conn);
+    (void)req_synth(f->req, status, NULL);
+}
+
+void
+fetch_pass(struct req *req, struct be *be)
+{
+    struct fetch f;
+    struct out o;
+    struct txt head;
+    unsigned retries = 0;
+    int rv;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    memset(&f, 0, sizeof f);
+    memset(&o, 0, sizeof o);
+    f.req = req;
+    f.be = be;
+    req->cache = "PASS";
+    if (be == NULL) {
+        (void)req_synth(req, 503, NULL);
+        return;
+    }
+    OBJ_CHECK(be, BE_MAGIC);
+    req->be_name = be->name;
+    head = build_bereq(req, be);
+    if (head.b == NULL) {
+        STAT_INC(ws_overflow);
+        STAT_INC(client_resp_500);
+        req->close = true;
+        (void)req_synth(req, 500, NULL);
+        return;
+    }
+    for (;;) {
+        switch (bcp_get(be->pool, be_connect_timeout(be), retries > 0, &f.conn)) {
+        case BCP_OK:
+            break;
+        case BCP_E_BUSY:
+            STAT_INC(backend_busy);
+            fail(&f, 503);
+            return;
+        case BCP_E_CONNECT:
+            STAT_INC(backend_fail);
+            fail(&f, 503);
+            return;
+        }
+        if (f.conn->reused)
+            STAT_INC(backend_reuse);
+        STAT_INC(backend_req);
+        rv = send_bereq(&f, head);
+        if (rv == -2) {
+            req->close = true;
+            bcp_close(&f.conn);
+            return; /* the client is gone or broke its body: nobody to answer */
+        }
+        if (rv == -1) {
+            if (f.conn->reused && can_retry(req, retries)) {
+                bcp_close(&f.conn);
+                retries++;
+                STAT_INC(backend_retry);
+                continue;
+            }
+            STAT_INC(backend_fail);
+            if (req->body != H1_BODY_NONE)
+                req->close = true;
+            fail(&f, 503);
+            return;
+        }
+        http_init(f.resp, ws_alloc(&req->wrk->ws, par.http_max_hdr * sizeof(struct http_hdr)),
+                  par.http_max_hdr);
+        if (f.resp->hdr == NULL) {
+            STAT_INC(ws_overflow);
+            STAT_INC(client_resp_500);
+            req->close = true;
+            fail(&f, 500);
+            return;
+        }
+        switch (read_beresp_head(&f)) {
+        case BEH_OK:
+            break;
+        case BEH_RETRY:
+            if (can_retry(req, retries)) {
+                bcp_close(&f.conn);
+                retries++;
+                STAT_INC(backend_retry);
+                continue;
+            }
+            STAT_INC(backend_bad_resp);
+            fail(&f, 502);
+            return;
+        case BEH_TIMEOUT:
+            STAT_INC(backend_timeout);
+            fail(&f, 504);
+            return;
+        case BEH_BAD:
+            STAT_INC(backend_bad_resp);
+            fail(&f, 502);
+            return;
+        }
+        break;
+    }
+    f.body = h1_resp_body(f.resp, req->head_only, &f.clen);
+    if (f.body == H1_BODY_E_AMBIGUOUS || f.body == H1_BODY_E_CODING) {
+        STAT_INC(backend_bad_resp);
+        fail(&f, 502);
+        return;
+    }
+    f.be_keepalive = f.resp->proto == 11 ? !http_has_token(f.resp, "Connection", "close")
+                                         : http_has_token(f.resp, "Connection", "keep-alive");
+    if (build_resp_head(&f, &o) != 0) {
+        STAT_INC(ws_overflow);
+        STAT_INC(client_resp_500);
+        req->close = true;
+        fail(&f, 500);
+        return;
+    }
+    rv = deliver_body(&f, &o);
+    if (rv == 0 && f.be_keepalive) {
+        bcp_recycle(&f.conn);
+        return;
+    }
+    bcp_close(&f.conn);
+    if (rv == -1) {
+        /* The head is out: only a cut connection tells the client the body is short. */
+        STAT_INC(fetch_aborted);
+        req->abort = true;
+    } else if (rv == -2) {
+        req->close = true;
+    }
+}

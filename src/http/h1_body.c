@@ -1,0 +1,365 @@
+/*
+ * Message body framing (RFC 9112 section 6) and the chunked transfer
+ * coding (section 7.1).
+ *
+ * Framing decides where one message ends and the next begins, so every
+ * doubt is an error: a message two parsers could delimit differently is
+ * never forwarded.
+ */
+#include "config.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "surogat/defs.h"
+#include "surogat/h1.h"
+#include "surogat/http.h"
+
+/* Largest body length accepted: leaves headroom in every uint64 sum. */
+#define H1_CLEN_MAX (UINT64_C(1) << 62)
+
+/*
+ * Every Content-Length field must be 1*DIGIT; identical duplicates are
+ * collapsed (RFC 9110 section 8.6), anything else is ambiguous.
+ * 0 none, 1 found (*clen), -1 invalid.
+ */
+static int
+content_length(const struct http *hp, uint64_t *clen)
+{
+    bool found = false;
+    uint64_t v, first = 0;
+
+    for (unsigned i = 0; i < hp->nhdr; i++) {
+        const struct txt *t = &hp->hdr[i].val;
+
+        if (!http_name_eq(&hp->hdr[i].name, "Content-Length"))
+            continue;
+        if (t->len == 0 || t->len > 19)
+            return (-1);
+        v = 0;
+        for (size_t j = 0; j < t->len; j++) {
+            if (t->b[j] < '0' || t->b[j] > '9')
+                return (-1);
+            v = v * 10 + (uint64_t)(t->b[j] - '0');
+        }
+        if (v > H1_CLEN_MAX || (found && v != first))
+            return (-1);
+        first = v;
+        found = true;
+    }
+    if (found)
+        *clen = first;
+    return (found ? 1 : 0);
+}
+
+enum te_kind {
+    TE_NONE,
+    TE_CHUNKED,      /* chunked, once, last */
+    TE_BAD_CHUNKED,  /* chunked twice, or not last, or an empty field */
+    TE_OTHER,        /* a coding other than chunked, chunked (if any) last */
+};
+
+/* Walk every Transfer-Encoding element in order, as one list. */
+static enum te_kind
+transfer_encoding(const struct http *hp)
+{
+    unsigned nchunked = 0, nelem = 0, nother = 0;
+    bool last_chunked = false, any = false;
+
+    for (unsigned i = 0; i < hp->nhdr; i++) {
+        const char *p, *e, *s, *t;
+
+        if (!http_name_eq(&hp->hdr[i].name, "Transfer-Encoding"))
+            continue;
+        any = true;
+        p = hp->hdr[i].val.b;
+        e = p + hp->hdr[i].val.len;
+        while (p < e) {
+            while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
+                p++;
+            if (p == e)
+                break;
+            s = p;
+            while (p < e && *p != ',')
+                p++;
+            for (t = p; t > s && (t[-1] == ' ' || t[-1] == '\t'); t--)
+                continue;
+            nelem++;
+            last_chunked = (size_t)(t - s) == 7 && strncasecmp(s, "chunked", 7) == 0;
+            if (last_chunked)
+                nchunked++;
+            else
+                nother++;
+        }
+    }
+    if (!any)
+        return (TE_NONE);
+    if (nelem == 0 || nchunked > 1 || (nchunked == 1 && !last_chunked))
+        return (TE_BAD_CHUNKED);
+    if (nother > 0)
+        return (TE_OTHER);
+    return (TE_CHUNKED);
+}
+
+enum h1_body
+h1_req_body(const struct http *req, uint64_t *clen)
+{
+    enum te_kind te;
+    int cl;
+
+    OBJ_CHECK(req, HTTP_MAGIC);
+    AN(clen);
+    te = transfer_encoding(req);
+    cl = content_length(req, clen);
+    if (te != TE_NONE) {
+        /* RFC 9112 6.1: TE in HTTP/1.0 means faulty framing; 6.3: CL and TE is an attack. */
+        if (req->proto < 11 || cl != 0)
+            return (H1_BODY_E_AMBIGUOUS);
+        switch (te) {
+        case TE_CHUNKED:
+            return (H1_BODY_CHUNKED);
+        case TE_BAD_CHUNKED:
+            return (H1_BODY_E_AMBIGUOUS);
+        case TE_OTHER:
+            return (H1_BODY_E_CODING);
+        case TE_NONE:
+            break;
+        }
+        SRG_WRONG("transfer-encoding kind");
+    }
+    if (cl < 0)
+        return (H1_BODY_E_AMBIGUOUS);
+    if (cl == 0 || *clen == 0)
+        return (H1_BODY_NONE);
+    return (H1_BODY_LENGTH);
+}
+
+enum h1_body
+h1_resp_body(const struct http *resp, bool head, uint64_t *clen)
+{
+    enum te_kind te;
+    int cl;
+
+    OBJ_CHECK(resp, HTTP_MAGIC);
+    AN(clen);
+    *clen = 0;
+    if (head || resp->status < 200 || resp->status == 204 || resp->status == 304)
+        return (H1_BODY_NONE);
+    te = transfer_encoding(resp);
+    cl = content_length(resp, clen);
+    if (te != TE_NONE) {
+        if (resp->proto < 11 || cl != 0)
+            return (H1_BODY_E_AMBIGUOUS);
+        switch (te) {
+        case TE_CHUNKED:
+            return (H1_BODY_CHUNKED);
+        case TE_BAD_CHUNKED:
+            return (H1_BODY_E_AMBIGUOUS);
+        case TE_OTHER:
+            /* We would have to forward transfer-coded bytes we cannot label: refuse. */
+            return (H1_BODY_E_CODING);
+        case TE_NONE:
+            break;
+        }
+        SRG_WRONG("transfer-encoding kind");
+    }
+    if (cl < 0)
+        return (H1_BODY_E_AMBIGUOUS);
+    if (cl > 0)
+        return (*clen == 0 ? H1_BODY_NONE : H1_BODY_LENGTH);
+    return (H1_BODY_EOF);
+}
+
+/* ---- chunked decoder ---- */
+
+enum chunk_state {
+    CS_SIZE_FIRST, /* expecting the first hex digit of a chunk-size */
+    CS_SIZE,       /* in hex digits */
+    CS_EXT,        /* in a chunk extension, up to CR */
+    CS_SIZE_LF,    /* after the CR of the size line */
+    CS_DATA,       /* in chunk data: remain bytes left */
+    CS_DATA_CR,    /* expecting CR after data */
+    CS_DATA_LF,    /* expecting LF after data */
+    CS_TRL_START,  /* at the start of a trailer line (or the final CRLF) */
+    CS_TRL_LINE,   /* inside a trailer line */
+    CS_TRL_LF,     /* after the CR of a trailer line */
+    CS_END_LF,     /* after the CR of the final empty line */
+    CS_DONE,
+    CS_ERROR,
+};
+
+void
+h1_chunk_init(struct h1_chunk *c, size_t ext_max)
+{
+    AN(c);
+    memset(c, 0, sizeof *c);
+    c->state = CS_SIZE_FIRST;
+    c->ext_max = ext_max;
+}
+
+static int
+hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return (ch - '0');
+    if (ch >= 'a' && ch <= 'f')
+        return (ch - 'a' + 10);
+    if (ch >= 'A' && ch <= 'F')
+        return (ch - 'A' + 10);
+    return (-1);
+}
+
+/* Bytes allowed in extensions and trailer lines: HTAB, SP, VCHAR, obs-text. */
+static inline bool
+line_byte_ok(unsigned char ch)
+{
+    return (ch == '\t' || ch >= 0x20) && ch != 0x7f;
+}
+
+static enum h1_chunk_status
+chunk_fail(struct h1_chunk *c)
+{
+    c->state = CS_ERROR;
+    return (H1_CHUNK_ERROR);
+}
+
+enum h1_chunk_status
+h1_chunk_decode(struct h1_chunk *c, const char *in, size_t len, size_t *consumed,
+                const char **data, size_t *datalen)
+{
+    size_t i = 0, n;
+    int h;
+
+    AN(c);
+    AN(consumed);
+    AN(data);
+    AN(datalen);
+    *data = NULL;
+    *datalen = 0;
+    while (i < len) {
+        unsigned char ch = (unsigned char)in[i];
+
+        switch (c->state) {
+        case CS_SIZE_FIRST:
+        case CS_SIZE:
+            h = hexval((char)ch);
+            if (h >= 0) {
+                /* 15 digits is 2^60: more than any sane chunk, no overflow possible. */
+                if (++c->ndigits > 15)
+                    return (chunk_fail(c));
+                c->remain = (c->remain << 4) | (uint64_t)h;
+                c->state = CS_SIZE;
+            } else if (c->state == CS_SIZE_FIRST) {
+                return (chunk_fail(c));
+            } else if (ch == ';' || ch == ' ' || ch == '\t') {
+                c->state = CS_EXT;
+                c->extlen = 1;
+            } else if (ch == '\r') {
+                c->state = CS_SIZE_LF;
+            } else {
+                return (chunk_fail(c));
+            }
+            i++;
+            break;
+        case CS_EXT:
+            if (ch == '\r') {
+                c->state = CS_SIZE_LF;
+            } else if (!line_byte_ok(ch) || ++c->extlen > c->ext_max) {
+                return (chunk_fail(c));
+            }
+            i++;
+            break;
+        case CS_SIZE_LF:
+            if (ch != '\n')
+                return (chunk_fail(c));
+            i++;
+            c->ndigits = 0;
+            c->extlen = 0;
+            c->state = c->remain == 0 ? CS_TRL_START : CS_DATA;
+            break;
+        case CS_DATA:
+            n = len - i;
+            if (n > c->remain)
+                n = (size_t)c->remain;
+            c->remain -= n;
+            if (c->remain == 0)
+                c->state = CS_DATA_CR;
+            *data = in + i;
+            *datalen = n;
+            *consumed = i + n;
+            return (H1_CHUNK_DATA);
+        case CS_DATA_CR:
+            if (ch != '\r')
+                return (chunk_fail(c));
+            c->state = CS_DATA_LF;
+            i++;
+            break;
+        case CS_DATA_LF:
+            if (ch != '\n')
+                return (chunk_fail(c));
+            c->state = CS_SIZE_FIRST;
+            i++;
+            break;
+        case CS_TRL_START:
+            if (ch == '\r') {
+                c->state = CS_END_LF;
+            } else if (ch == ' ' || ch == '\t' || !line_byte_ok(ch)) {
+                return (chunk_fail(c)); /* obs-fold in trailers, or a control byte */
+            } else {
+                c->state = CS_TRL_LINE;
+                if (++c->extlen > c->ext_max)
+                    return (chunk_fail(c));
+            }
+            i++;
+            break;
+        case CS_TRL_LINE:
+            if (ch == '\r')
+                c->state = CS_TRL_LF;
+            else if (!line_byte_ok(ch) || ++c->extlen > c->ext_max)
+                return (chunk_fail(c));
+            i++;
+            break;
+        case CS_TRL_LF:
+            if (ch != '\n')
+                return (chunk_fail(c));
+            c->state = CS_TRL_START;
+            i++;
+            break;
+        case CS_END_LF:
+            if (ch != '\n')
+                return (chunk_fail(c));
+            c->state = CS_DONE;
+            *consumed = i + 1;
+            return (H1_CHUNK_DONE);
+        case CS_DONE:
+            *consumed = 0;
+            return (H1_CHUNK_DONE);
+        default:
+            return (chunk_fail(c));
+        }
+    }
+    *consumed = i;
+    if (c->state == CS_DONE)
+        return (H1_CHUNK_DONE);
+    if (c->state == CS_ERROR)
+        return (H1_CHUNK_ERROR);
+    return (H1_CHUNK_MORE);
+}
+
+size_t
+h1_chunk_header(char *buf, uint64_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char tmp[17];
+    size_t k = 0, len = 0;
+
+    do {
+        tmp[k++] = hex[n & 0xf];
+        n >>= 4;
+    } while (n != 0);
+    while (k > 0)
+        buf[len++] = tmp[--k];
+    buf[len++] = '\r';
+    buf[len++] = '\n';
+    return (len);
+}

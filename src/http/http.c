@@ -1,0 +1,217 @@
+/*
+ * Header helpers over struct http.  Headers are few (tens), so linear
+ * scans beat any index here.
+ */
+#include "config.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "surogat/defs.h"
+#include "surogat/http.h"
+
+void
+http_init(struct http *hp, struct http_hdr *hdrs, unsigned maxhdr)
+{
+    AN(hp);
+    memset(hp, 0, sizeof *hp);
+    hp->magic = HTTP_MAGIC;
+    hp->hdr = hdrs;
+    hp->maxhdr = maxhdr;
+}
+
+bool
+http_name_eq(const struct txt *name, const char *want)
+{
+    size_t l = strlen(want);
+
+    return (name->len == l && strncasecmp(name->b, want, l) == 0);
+}
+
+const struct http_hdr *
+http_find(const struct http *hp, const char *name)
+{
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    for (unsigned i = 0; i < hp->nhdr; i++)
+        if (http_name_eq(&hp->hdr[i].name, name))
+            return (&hp->hdr[i]);
+    return (NULL);
+}
+
+unsigned
+http_count(const struct http *hp, const char *name)
+{
+    unsigned n = 0;
+
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    for (unsigned i = 0; i < hp->nhdr; i++)
+        if (http_name_eq(&hp->hdr[i].name, name))
+            n++;
+    return (n);
+}
+
+int
+http_add(struct http *hp, struct txt name, struct txt val)
+{
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    if (hp->nhdr >= hp->maxhdr)
+        return (-1);
+    hp->hdr[hp->nhdr].name = name;
+    hp->hdr[hp->nhdr].val = val;
+    hp->nhdr++;
+    return (0);
+}
+
+unsigned
+http_unset(struct http *hp, const char *name)
+{
+    unsigned i, j, n = 0;
+
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    for (i = j = 0; i < hp->nhdr; i++) {
+        if (http_name_eq(&hp->hdr[i].name, name)) {
+            n++;
+            continue;
+        }
+        hp->hdr[j++] = hp->hdr[i];
+    }
+    hp->nhdr = j;
+    return (n);
+}
+
+/* Whether `token` is an element of a comma-separated list (OWS trimmed, empty elements skipped). */
+static bool
+list_has(const struct txt *v, const char *token)
+{
+    const char *p = v->b, *e = v->b + v->len, *s, *t;
+    size_t tl = strlen(token);
+
+    while (p < e) {
+        while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        s = p;
+        while (p < e && *p != ',')
+            p++;
+        t = p;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - s) == tl && strncasecmp(s, token, tl) == 0)
+            return (true);
+    }
+    return (false);
+}
+
+bool
+http_has_token(const struct http *hp, const char *name, const char *token)
+{
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    for (unsigned i = 0; i < hp->nhdr; i++)
+        if (http_name_eq(&hp->hdr[i].name, name) && list_has(&hp->hdr[i].val, token))
+            return (true);
+    return (false);
+}
+
+static const char *const hop_by_hop[] = {
+    "Connection",        "Keep-Alive", "Proxy-Connection",   "TE",   "Trailer",
+    "Transfer-Encoding", "Upgrade",    "Proxy-Authenticate", "Proxy-Authorization",
+};
+
+/* Whether a header name appears as an element of any Connection header. */
+static bool
+named_by_connection(const struct http *hp, const struct txt *name)
+{
+    char tmp[128];
+
+    if (name->len >= sizeof tmp)
+        return (false);
+    memcpy(tmp, name->b, name->len);
+    tmp[name->len] = '\0';
+    return (http_has_token(hp, "Connection", tmp));
+}
+
+void
+http_strip_hop_by_hop(struct http *hp)
+{
+    unsigned i, j;
+    bool drop;
+
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    if (http_find(hp, "Connection") != NULL) {
+        /* Two passes: Connection itself must survive until every name it lists went. */
+        for (i = j = 0; i < hp->nhdr; i++) {
+            drop = !http_name_eq(&hp->hdr[i].name, "Connection") &&
+                   named_by_connection(hp, &hp->hdr[i].name);
+            if (!drop)
+                hp->hdr[j++] = hp->hdr[i];
+        }
+        hp->nhdr = j;
+    }
+    for (i = j = 0; i < hp->nhdr; i++) {
+        drop = false;
+        for (size_t k = 0; k < ARRAY_LEN(hop_by_hop) && !drop; k++)
+            drop = http_name_eq(&hp->hdr[i].name, hop_by_hop[k]);
+        if (!drop)
+            hp->hdr[j++] = hp->hdr[i];
+    }
+    hp->nhdr = j;
+}
+
+bool
+http_method_idempotent(const struct txt *m)
+{
+    static const char *const idem[] = { "GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE" };
+
+    for (size_t i = 0; i < ARRAY_LEN(idem); i++)
+        if (m->len == strlen(idem[i]) && memcmp(m->b, idem[i], m->len) == 0)
+            return (true);
+    return (false);
+}
+
+const char *
+http_reason(unsigned status)
+{
+    static const struct {
+        unsigned status;
+        const char *reason;
+    } reasons[] = {
+        { 100, "Continue" },
+        { 101, "Switching Protocols" },
+        { 200, "OK" },
+        { 201, "Created" },
+        { 202, "Accepted" },
+        { 203, "Non-Authoritative Information" },
+        { 204, "No Content" },
+        { 206, "Partial Content" },
+        { 301, "Moved Permanently" },
+        { 302, "Found" },
+        { 303, "See Other" },
+        { 304, "Not Modified" },
+        { 307, "Temporary Redirect" },
+        { 308, "Permanent Redirect" },
+        { 400, "Bad Request" },
+        { 401, "Unauthorized" },
+        { 403, "Forbidden" },
+        { 404, "Not Found" },
+        { 405, "Method Not Allowed" },
+        { 408, "Request Timeout" },
+        { 411, "Length Required" },
+        { 412, "Precondition Failed" },
+        { 413, "Content Too Large" },
+        { 414, "URI Too Long" },
+        { 416, "Range Not Satisfiable" },
+        { 417, "Expectation Failed" },
+        { 429, "Too Many Requests" },
+        { 431, "Request Header Fields Too Large" },
+        { 500, "Internal Server Error" },
+        { 501, "Not Implemented" },
+        { 502, "Bad Gateway" },
+        { 503, "Service Unavailable" },
+        { 504, "Gateway Timeout" },
+        { 505, "HTTP Version Not Supported" },
+    };
+
+    for (size_t i = 0; i < ARRAY_LEN(reasons); i++)
+        if (reasons[i].status == status)
+            return (reasons[i].reason);
+    return ("Unknown");
+}

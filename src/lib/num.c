@@ -1,0 +1,142 @@
+/*
+ * The single parser for numbers with units.  Config files, -p and the
+ * admin interface all come through here, so "5m" means the same thing
+ * everywhere (and a year is 365 days, not 365 x 30).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "surogat/defs.h"
+#include "surogat/num.h"
+
+struct unit {
+    const char *name;
+    double mult;
+};
+
+static const struct unit duration_units[] = {
+    { "", 1 },       { "s", 1 },         { "ms", 1e-3 },     { "us", 1e-6 },
+    { "m", 60 },     { "h", 3600 },      { "d", 86400 },     { "w", 7 * 86400 },
+    { "y", 365.0 * 86400 },
+};
+
+static const struct unit byte_units[] = {
+    { "", 1 },           { "b", 1 },
+    { "k", 1024.0 },     { "kb", 1024.0 },     { "kib", 1024.0 },
+    { "m", 1048576.0 },  { "mb", 1048576.0 },  { "mib", 1048576.0 },
+    { "g", 1073741824.0 }, { "gb", 1073741824.0 }, { "gib", 1073741824.0 },
+    { "t", 1099511627776.0 }, { "tb", 1099511627776.0 }, { "tib", 1099511627776.0 },
+};
+
+/*
+ * A non-negative decimal number followed by one of `units`.  strtod()
+ * alone would accept "inf", "nan", hex floats and leading blanks: refuse
+ * them by checking the first character ourselves.
+ */
+static int
+parse_with_unit(const char *s, const struct unit *units, size_t nunits, double *out)
+{
+    char *end;
+    double v;
+
+    AN(s);
+    AN(out);
+    if (!((*s >= '0' && *s <= '9') || (*s == '.' && s[1] >= '0' && s[1] <= '9'))) {
+        errno = EINVAL;
+        return (-1);
+    }
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        errno = EINVAL;
+        return (-1);
+    }
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || !isfinite(v)) {
+        errno = ERANGE;
+        return (-1);
+    }
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < nunits; i++) {
+        if (strcasecmp(end, units[i].name) == 0) {
+            *out = v * units[i].mult;
+            return (0);
+        }
+    }
+    errno = EINVAL;
+    return (-1);
+}
+
+int
+num_duration(const char *s, double *out)
+{
+    return (parse_with_unit(s, duration_units, ARRAY_LEN(duration_units), out));
+}
+
+int
+num_bytes(const char *s, uint64_t *out)
+{
+    double v;
+
+    if (parse_with_unit(s, byte_units, ARRAY_LEN(byte_units), &v) != 0)
+        return (-1);
+    if (v >= 18446744073709551615.0) {
+        errno = ERANGE;
+        return (-1);
+    }
+    *out = (uint64_t)v;
+    return (0);
+}
+
+int
+num_uint(const char *s, unsigned *out)
+{
+    unsigned long long v = 0;
+
+    AN(s);
+    AN(out);
+    if (*s == '\0') {
+        errno = EINVAL;
+        return (-1);
+    }
+    for (const char *p = s; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            errno = EINVAL;
+            return (-1);
+        }
+        v = v * 10 + (unsigned)(*p - '0');
+        if (v > 0xffffffffULL) {
+            errno = ERANGE;
+            return (-1);
+        }
+    }
+    *out = (unsigned)v;
+    return (0);
+}
+
+int
+num_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = { "on", "true", "yes", "1" };
+    static const char *const no[] = { "off", "false", "no", "0" };
+
+    AN(s);
+    AN(out);
+    for (size_t i = 0; i < ARRAY_LEN(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return (0);
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return (0);
+        }
+    }
+    errno = EINVAL;
+    return (-1);
+}

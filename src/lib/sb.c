@@ -1,0 +1,79 @@
+/*
+ * String builder over a fixed buffer: no allocation, overflow remembered
+ * and checked once by the caller.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "surogat/defs.h"
+#include "surogat/sb.h"
+
+void
+sb_init(struct sb *sb, char *buf, size_t cap)
+{
+    AN(sb);
+    AN(buf);
+    SRG_ASSERT(cap >= 1);
+    sb->buf = buf;
+    sb->cap = cap;
+    sb->len = 0;
+    sb->overflow = false;
+    buf[0] = '\0';
+}
+
+void
+sb_bcat(struct sb *sb, const void *p, size_t len)
+{
+    if (sb->overflow)
+        return;
+    if (len >= sb->cap - sb->len) {
+        sb->overflow = true;
+        return;
+    }
+    memcpy(sb->buf + sb->len, p, len);
+    sb->len += len;
+    sb->buf[sb->len] = '\0';
+}
+
+void
+sb_cat(struct sb *sb, const char *s)
+{
+    sb_bcat(sb, s, strlen(s));
+}
+
+void
+sb_printf(struct sb *sb, const char *fmt, ...)
+{
+    va_list ap;
+    size_t room;
+    int n;
+
+    if (sb->overflow)
+        return;
+    room = sb->cap - sb->len;
+    va_start(ap, fmt);
+    n = vsnprintf(sb->buf + sb->len, room, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= room) {
+        sb->overflow = true;
+        sb->buf[sb->len] = '\0';
+        return;
+    }
+    sb->len += (size_t)n;
+}
+
+void
+sb_uint(struct sb *sb, unsigned long long v)
+{
+    char tmp[24];
+    char *p = tmp + sizeof tmp;
+
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    sb_bcat(sb, p, (size_t)(tmp + sizeof tmp - p));
+}

@@ -1,0 +1,120 @@
+/*
+ * Deadline I/O for workers.  Sockets are non-blocking; when one would
+ * block we poll(2) for the time left.  A worker is a thread of its own, so
+ * blocking it is the design: the waiter is the only place that must
+ * never block.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <math.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "surogat/defs.h"
+#include "surogat/tim.h"
+#include "surogat/vio.h"
+
+/* 1 ready, 0 deadline passed, -1 poll error. */
+static int
+wait_fd(int fd, short events, double deadline)
+{
+    struct pollfd pfd = { .fd = fd, .events = events };
+    double left;
+    int ms, n;
+
+    for (;;) {
+        left = deadline - tim_mono();
+        if (left <= 0)
+            return (0);
+        ms = left > 86400 ? 86400000 : (int)ceil(left * 1e3);
+        n = poll(&pfd, 1, ms);
+        if (n > 0)
+            return (1);
+        if (n < 0 && errno != EINTR)
+            return (-1);
+    }
+}
+
+ssize_t
+vio_read(int fd, void *buf, size_t len, double deadline)
+{
+    ssize_t n;
+    int w;
+
+    for (;;) {
+        n = read(fd, buf, len);
+        if (n >= 0)
+            return (n);
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
+            return (-1);
+        w = wait_fd(fd, POLLIN, deadline);
+        if (w == 0) {
+            errno = ETIMEDOUT;
+            return (-1);
+        }
+        if (w < 0)
+            return (-1);
+    }
+}
+
+int
+vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline)
+{
+    ssize_t n;
+    int w;
+
+    while (iovcnt > 0) {
+        if (iov->iov_len == 0) {
+            iov++;
+            iovcnt--;
+            continue;
+        }
+        n = writev(fd, iov, iovcnt > IOV_MAX ? IOV_MAX : iovcnt);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN)
+                return (-1);
+            w = wait_fd(fd, POLLOUT, deadline);
+            if (w == 0) {
+                errno = ETIMEDOUT;
+                return (-1);
+            }
+            if (w < 0)
+                return (-1);
+            continue;
+        }
+        while (n > 0 && iovcnt > 0) {
+            if ((size_t)n >= iov->iov_len) {
+                n -= (ssize_t)iov->iov_len;
+                iov->iov_len = 0;
+                iov++;
+                iovcnt--;
+            } else {
+                iov->iov_base = (char *)iov->iov_base + n;
+                iov->iov_len -= (size_t)n;
+                n = 0;
+            }
+        }
+    }
+    return (0);
+}
+
+int
+vio_write(int fd, const void *buf, size_t len, double deadline)
+{
+    struct iovec iov = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+
+    return (vio_writev(fd, &iov, 1, deadline));
+}
+
+int
+vio_wait_readable(int fd, double timeout)
+{
+    return (wait_fd(fd, POLLIN, tim_mono() + timeout));
+}

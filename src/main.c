@@ -1,0 +1,396 @@
+/*
+ * surogatd: the command line, the order of init and fini, and the signal
+ * loop.  Nothing else lives here.
+ *
+ * Every thread is started with SIGTERM, SIGINT and SIGHUP blocked; the
+ * main thread takes them with sigwait(), so signal handling is ordinary
+ * code and never runs inside a worker.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "surogat/acc.h"
+#include "surogat/alog.h"
+#include "surogat/be.h"
+#include "surogat/cfg.h"
+#include "surogat/cli.h"
+#include "surogat/defs.h"
+#include "surogat/log.h"
+#include "surogat/num.h"
+#include "surogat/par.h"
+#include "surogat/pool.h"
+#include "surogat/sb.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/wtr.h"
+
+#define MAX_ARGS 64
+
+struct opts {
+    const char *listen[MAX_ARGS];
+    unsigned nlisten;
+    const char *params[MAX_ARGS];
+    unsigned nparams;
+    const char *backend;
+    const char *policy;
+    const char *storage[MAX_ARGS];
+    unsigned nstorage;
+    const char *admin;
+    const char *secret;
+    const char *config;
+    const char *workdir;
+    const char *pidfile;
+    bool foreground;
+};
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "usage: surogatd [options]\n"
+            "  -a ADDR:PORT       listen address (repeatable; [::1]:80 for IPv6, :80 for all;"
+            " default :80)\n"
+            "  -b HOST:PORT       the backend (default port 80)\n"
+            "  -f FILE            policy script\n"
+            "  -s malloc,SIZE     storage (repeatable); also file,PATH,SIZE\n"
+            "  -T ADDR:PORT       admin interface (or a Unix socket path)\n"
+            "  -S FILE            admin secret file\n"
+            "  -p NAME=VALUE      set a parameter (repeatable; see -x params)\n"
+            "  -c FILE            configuration file of NAME = VALUE lines\n"
+            "  -n DIR             working directory (created if missing)\n"
+            "  -P FILE            write the process id to FILE\n"
+            "  -F                 stay in the foreground\n"
+            "  -x params          print the parameter reference and exit\n"
+            "  -V                 print the version and exit\n"
+            "  -h                 this help\n");
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("surogatd: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+static void
+push(const char **arr, unsigned *n, const char *v, char flag)
+{
+    if (*n == MAX_ARGS)
+        die("too many -%c options", flag);
+    arr[(*n)++] = v;
+}
+
+/* Storage is parsed and checked now; the stores themselves come with the cache. */
+static void
+check_storage(const char *spec)
+{
+    char buf[1024], *f[4], *save = NULL, *tok;
+    unsigned n = 0;
+    uint64_t size;
+
+    if (strlen(spec) >= sizeof buf)
+        die("-s %s: too long", spec);
+    strcpy(buf, spec);
+    for (tok = strtok_r(buf, ",", &save); tok != NULL && n < 4; tok = strtok_r(NULL, ",", &save))
+        f[n++] = tok;
+    if (n == 2 && strcmp(f[0], "malloc") == 0) {
+        if (num_bytes(f[1], &size) != 0 || size == 0)
+            die("-s %s: bad size '%s'", spec, f[1]);
+        return;
+    }
+    if (n == 3 && strcmp(f[0], "file") == 0) {
+        if (num_bytes(f[2], &size) != 0 || size == 0)
+            die("-s %s: bad size '%s'", spec, f[2]);
+        return;
+    }
+    die("-s %s: expected malloc,SIZE or file,PATH,SIZE", spec);
+}
+
+static void
+parse_args(int argc, char **argv, struct opts *o)
+{
+    int c;
+
+    opterr = 0;
+    while ((c = getopt(argc, argv, ":a:b:c:f:hn:p:s:FP:S:T:Vx:")) != -1) {
+        switch (c) {
+        case 'a':
+            push(o->listen, &o->nlisten, optarg, 'a');
+            break;
+        case 'b':
+            o->backend = optarg;
+            break;
+        case 'c':
+            o->config = optarg;
+            break;
+        case 'f':
+            o->policy = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case 'n':
+            o->workdir = optarg;
+            break;
+        case 'p':
+            push(o->params, &o->nparams, optarg, 'p');
+            break;
+        case 's':
+            check_storage(optarg);
+            push(o->storage, &o->nstorage, optarg, 's');
+            break;
+        case 'F':
+            o->foreground = true;
+            break;
+        case 'P':
+            o->pidfile = optarg;
+            break;
+        case 'S':
+            o->secret = optarg;
+            break;
+        case 'T':
+            o->admin = optarg;
+            break;
+        case 'V':
+            printf("surogatd (surogat-%s)\n", SUROGAT_VERSION);
+            exit(0);
+        case 'x':
+            if (strcmp(optarg, "params") == 0) {
+                char *buf = malloc(1 << 20);
+                struct sb sb;
+                AN(buf);
+                sb_init(&sb, buf, 1 << 20);
+                par_dump_doc(&sb);
+                fputs(buf, stdout);
+                free(buf);
+                exit(0);
+            }
+            die("-x %s: unknown (try -x params)", optarg);
+        case ':':
+            die("option -%c needs an argument", optopt);
+        default:
+            die("unknown option -%c (see -h)", optopt);
+        }
+    }
+    if (optind < argc)
+        die("unexpected argument '%s' (see -h)", argv[optind]);
+}
+
+static void
+apply_params(const struct opts *o)
+{
+    char ebuf[512], name[128];
+    struct sb err;
+    const char *eq;
+
+    sb_init(&err, ebuf, sizeof ebuf);
+    if (o->config != NULL && cfg_load(o->config, &err) != 0)
+        die("%s", ebuf);
+    for (unsigned i = 0; i < o->nparams; i++) {
+        eq = strchr(o->params[i], '=');
+        if (eq == NULL || eq == o->params[i] || (size_t)(eq - o->params[i]) >= sizeof name)
+            die("-p %s: expected NAME=VALUE", o->params[i]);
+        memcpy(name, o->params[i], (size_t)(eq - o->params[i]));
+        name[eq - o->params[i]] = '\0';
+        if (par_set(name, eq + 1, &err) != 0)
+            die("-p %s", ebuf);
+    }
+}
+
+static void
+enter_workdir(const char *dir)
+{
+    char *p, *s;
+
+    if (dir == NULL)
+        return;
+    s = strdup(dir);
+    AN(s);
+    /* mkdir -p */
+    for (p = s + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(s, 0755) != 0 && errno != EEXIST)
+            die("-n %s: cannot create %s: %s", dir, s, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(s, 0755) != 0 && errno != EEXIST)
+        die("-n %s: %s", dir, strerror(errno));
+    free(s);
+    if (chdir(dir) != 0)
+        die("-n %s: %s", dir, strerror(errno));
+}
+
+static void
+raise_fd_limit(void)
+{
+    struct rlimit rl;
+
+    /* 10,000 idle keep-alive clients need as many descriptors: take what we may. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static void
+daemonize(void)
+{
+    pid_t pid;
+    int fd;
+
+    pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid > 0)
+        _exit(0);
+    if (setsid() < 0)
+        die("setsid: %s", strerror(errno));
+    fd = open("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2(fd, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        if (par.error_log[0] != '\0')
+            dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO)
+            close(fd);
+    }
+}
+
+static void
+write_pidfile(const char *path)
+{
+    FILE *f;
+
+    if (path == NULL)
+        return;
+    f = fopen(path, "w");
+    if (f == NULL)
+        die("-P %s: %s", path, strerror(errno));
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+}
+
+/* SIGTERM: refuse new connections, let in-flight requests finish, then stop. */
+static void
+drain_and_stop(const struct opts *o)
+{
+    double deadline = tim_mono() + par.shutdown_timeout;
+    unsigned busy;
+
+    log_msg(LOG_INFO, "stopping: draining in-flight requests");
+    acc_stop();
+    sess_drain();
+    while ((busy = pool_busy()) > 0 && tim_mono() < deadline)
+        usleep(10000);
+    if (busy > 0) {
+        log_msg(LOG_WARNING, "shutdown_timeout: %u requests still running, exiting anyway", busy);
+        if (o->pidfile != NULL)
+            unlink(o->pidfile);
+        _exit(0);
+    }
+    wtr_fini();
+    pool_fini();
+    cli_fini();
+    be_fini();
+    alog_fini();
+    if (o->pidfile != NULL)
+        unlink(o->pidfile);
+    log_msg(LOG_INFO, "stopped");
+    log_fini();
+    stat_fini();
+}
+
+int
+main(int argc, char **argv)
+{
+    struct opts o;
+    char ebuf[512];
+    struct sb err;
+    sigset_t sigs;
+    int sig;
+
+    memset(&o, 0, sizeof o);
+    par_init();
+    AZ(stat_init());
+    parse_args(argc, argv, &o);
+    apply_params(&o);
+    if (o.policy != NULL)
+        die("-f %s: policy scripts are not supported by this version", o.policy);
+    if (o.backend == NULL)
+        die("no backend: give -b HOST:PORT");
+    if (o.nlisten == 0)
+        o.listen[o.nlisten++] = ":80";
+    enter_workdir(o.workdir);
+    if (log_init(par.error_log) != 0)
+        die("error_log %s: %s", par.error_log, strerror(errno));
+    log_set_level((int)par.log_level);
+    if (alog_init(par.access_log) != 0)
+        die("access_log %s: %s", par.access_log, strerror(errno));
+    sb_init(&err, ebuf, sizeof ebuf);
+    AZ(be_init());
+    if (be_add("default", o.backend, &err) != 0)
+        die("-b %s", ebuf);
+    raise_fd_limit();
+    for (unsigned i = 0; i < o.nlisten; i++)
+        if (acc_listen(o.listen[i], &err) != 0)
+            die("%s", ebuf);
+    if (!o.foreground)
+        daemonize();
+    write_pidfile(o.pidfile);
+
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    AZ(pthread_sigmask(SIG_BLOCK, &sigs, NULL));
+
+    if (wtr_init() != 0)
+        die("cannot start the waiter: %s", strerror(errno));
+    AZ(pool_init());
+    if (o.admin != NULL && cli_init(o.admin, o.secret, &err) != 0)
+        die("-T %s: %s", o.admin, ebuf);
+    AZ(acc_start());
+    sb_init(&err, ebuf, sizeof ebuf);
+    acc_dump(&err);
+    for (char *l = ebuf, *nl; *l != '\0'; l = nl + 1) {
+        nl = strchr(l, '\n');
+        AN(nl);
+        *nl = '\0';
+        log_msg(LOG_INFO, "listening on %s, backend %s", l, o.backend);
+    }
+    for (;;) {
+        if (sigwait(&sigs, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            if (log_reopen() != 0 || alog_reopen() != 0)
+                log_msg(LOG_ERR, "SIGHUP: cannot reopen logs: %s", strerror(errno));
+            else
+                log_msg(LOG_INFO, "SIGHUP: logs reopened");
+            continue;
+        }
+        break;
+    }
+    drain_and_stop(&o);
+    return (0);
+}

@@ -1,0 +1,352 @@
+/*
+ * Worker pools.
+ *
+ * Threads: per pool, a herder that starts workers while tasks wait, and
+ * thread_pool_min .. thread_pool_max detached workers.  Everything in a
+ * pool is under its mtx.  An idle worker sleeps on its own condition
+ * variable on the pool's idle stack; pool_submit() hands a task straight
+ * to the most recently idle worker (its cache is warmest) and only queues
+ * it when none is idle.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "surogat/alog.h"
+#include "surogat/defs.h"
+#include "surogat/log.h"
+#include "surogat/par.h"
+#include "surogat/pool.h"
+#include "surogat/stat.h"
+#include "surogat/wrk.h"
+
+struct worker {
+    struct wrk wrk;
+    pthread_cond_t cond;
+    struct pool_task *task;   /* handed over by pool_submit, under pool mtx */
+    struct worker *next_idle; /* idle stack, under pool mtx */
+    struct pool *pp;
+};
+
+struct pool {
+    unsigned magic;
+#define POOL_MAGIC 0x0a17c3d5
+    pthread_mutex_t mtx;
+    pthread_cond_t herder_cond; /* tasks wait and more threads may start */
+    pthread_cond_t exit_cond;   /* a worker exited (for pool_fini) */
+    struct pool_task *qhead[POOL_PRIO__N];
+    struct pool_task **qtail[POOL_PRIO__N];
+    unsigned nqueued[POOL_PRIO__N];
+    struct worker *idle; /* most recently idle first */
+    unsigned nthreads;   /* started or starting */
+    unsigned nidle;
+    bool shutdown;
+    pthread_t herder;
+};
+
+static struct pool **pools;
+static unsigned npools;
+static unsigned next_pool;
+
+static void *worker_thread(void *priv);
+
+static unsigned
+queued_total(const struct pool *pp)
+{
+    unsigned n = 0;
+
+    for (int i = 0; i < POOL_PRIO__N; i++)
+        n += pp->nqueued[i];
+    return (n);
+}
+
+static struct pool_task *
+dequeue(struct pool *pp)
+{
+    struct pool_task *t;
+
+    for (int i = 0; i < POOL_PRIO__N; i++) {
+        t = pp->qhead[i];
+        if (t == NULL)
+            continue;
+        pp->qhead[i] = t->next;
+        if (pp->qhead[i] == NULL)
+            pp->qtail[i] = &pp->qhead[i];
+        pp->nqueued[i]--;
+        t->next = NULL;
+        return (t);
+    }
+    return (NULL);
+}
+
+/* Called with pp->mtx held; the count was already raised by the caller. */
+static int
+spawn_worker(struct pool *pp)
+{
+    pthread_attr_t attr;
+    pthread_t thr;
+    struct worker *w;
+    int err;
+
+    w = calloc(1, sizeof *w);
+    AN(w);
+    w->wrk.magic = WRK_MAGIC;
+    w->pp = pp;
+    AZ(pthread_cond_init(&w->cond, NULL));
+    AZ(pthread_attr_init(&attr));
+    AZ(pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED));
+    /* Workers keep their big buffers on the heap; 256k of stack is plenty. */
+    AZ(pthread_attr_setstacksize(&attr, 256 * 1024));
+    err = pthread_create(&thr, &attr, worker_thread, w);
+    AZ(pthread_attr_destroy(&attr));
+    if (err != 0) {
+        AZ(pthread_cond_destroy(&w->cond));
+        free(w);
+        errno = err;
+        return (-1);
+    }
+    return (0);
+}
+
+static double
+timeout_abs(struct timespec *ts, double seconds)
+{
+    double t;
+
+    AZ(clock_gettime(CLOCK_REALTIME, ts));
+    t = (double)ts->tv_sec + ts->tv_nsec * 1e-9 + seconds;
+    ts->tv_sec = (time_t)t;
+    ts->tv_nsec = (long)((t - floor(t)) * 1e9);
+    return (t);
+}
+
+static void *
+worker_thread(void *priv)
+{
+    struct worker *w = priv;
+    struct pool *pp = w->pp;
+    struct pool_task *t;
+    struct timespec ts;
+    struct worker **wp;
+    int rc;
+
+    stat_thread_enter();
+    STAT_INC(threads_created);
+    STAT_INC(threads);
+    w->wrk.alog = alog_buf_new();
+    wrk_buffers_fit(&w->wrk);
+    AZ(pthread_mutex_lock(&pp->mtx));
+    for (;;) {
+        t = dequeue(pp);
+        if (t == NULL && !pp->shutdown) {
+            /* About to sleep: write out buffered log lines first. */
+            AZ(pthread_mutex_unlock(&pp->mtx));
+            alog_flush(w->wrk.alog);
+            AZ(pthread_mutex_lock(&pp->mtx));
+            t = dequeue(pp);
+        }
+        if (t == NULL && !pp->shutdown) {
+            w->task = NULL;
+            w->next_idle = pp->idle;
+            pp->idle = w;
+            pp->nidle++;
+            timeout_abs(&ts, par.thread_pool_timeout);
+            rc = 0;
+            while (w->task == NULL && !pp->shutdown && rc != ETIMEDOUT)
+                rc = pthread_cond_timedwait(&w->cond, &pp->mtx, &ts);
+            t = w->task;
+            w->task = NULL;
+            if (t == NULL) {
+                /* Not handed anything: we are still on the idle stack. */
+                for (wp = &pp->idle; *wp != w; wp = &(*wp)->next_idle)
+                    AN(*wp);
+                *wp = w->next_idle;
+                pp->nidle--;
+                if (pp->shutdown || pp->nthreads > par.thread_pool_min)
+                    break;
+                continue;
+            }
+        }
+        if (t == NULL)
+            break; /* shutdown and nothing left to run */
+        AZ(pthread_mutex_unlock(&pp->mtx));
+        STAT_DEC(queue_len);
+        t->func(&w->wrk, t->priv);
+        ws_reset(&w->wrk.ws);
+        AZ(pthread_mutex_lock(&pp->mtx));
+    }
+    pp->nthreads--;
+    AZ(pthread_cond_broadcast(&pp->exit_cond));
+    AZ(pthread_mutex_unlock(&pp->mtx));
+    alog_buf_free(&w->wrk.alog);
+    wrk_buffers_free(&w->wrk);
+    AZ(pthread_cond_destroy(&w->cond));
+    free(w);
+    STAT_INC(threads_destroyed);
+    STAT_DEC(threads);
+    stat_thread_leave();
+    return (NULL);
+}
+
+static void *
+herder_thread(void *priv)
+{
+    struct pool *pp = priv;
+
+    stat_thread_enter();
+    AZ(pthread_mutex_lock(&pp->mtx));
+    for (;;) {
+        while (!pp->shutdown && !(queued_total(pp) > 0 && pp->nidle == 0 &&
+                                  pp->nthreads < par.thread_pool_max))
+            AZ(pthread_cond_wait(&pp->herder_cond, &pp->mtx));
+        if (pp->shutdown)
+            break;
+        pp->nthreads++;
+        if (spawn_worker(pp) != 0) {
+            pp->nthreads--;
+            STAT_INC(threads_failed);
+            AZ(pthread_mutex_unlock(&pp->mtx));
+            log_msg(LOG_WARNING, "cannot start a worker thread: %s", strerror(errno));
+            usleep(100000); /* the limit is usually transient: back off */
+            AZ(pthread_mutex_lock(&pp->mtx));
+        }
+    }
+    AZ(pthread_mutex_unlock(&pp->mtx));
+    stat_thread_leave();
+    return (NULL);
+}
+
+static struct pool *
+pool_new(void)
+{
+    struct pool *pp;
+
+    OBJ_NEW(pp, POOL_MAGIC);
+    AZ(pthread_mutex_init(&pp->mtx, NULL));
+    AZ(pthread_cond_init(&pp->herder_cond, NULL));
+    AZ(pthread_cond_init(&pp->exit_cond, NULL));
+    for (int i = 0; i < POOL_PRIO__N; i++)
+        pp->qtail[i] = &pp->qhead[i];
+    AZ(pthread_mutex_lock(&pp->mtx));
+    for (unsigned i = 0; i < par.thread_pool_min; i++) {
+        pp->nthreads++;
+        if (spawn_worker(pp) != 0) {
+            pp->nthreads--;
+            break;
+        }
+    }
+    AZ(pthread_mutex_unlock(&pp->mtx));
+    AZ(pthread_create(&pp->herder, NULL, herder_thread, pp));
+    return (pp);
+}
+
+int
+pool_init(void)
+{
+    npools = par.thread_pools;
+    pools = calloc(npools, sizeof *pools);
+    AN(pools);
+    for (unsigned i = 0; i < npools; i++)
+        pools[i] = pool_new();
+    return (0);
+}
+
+void
+pool_fini(void)
+{
+    struct pool *pp;
+
+    for (unsigned i = 0; i < npools; i++) {
+        pp = pools[i];
+        AZ(pthread_mutex_lock(&pp->mtx));
+        pp->shutdown = true;
+        AZ(pthread_cond_broadcast(&pp->herder_cond));
+        for (struct worker *w = pp->idle; w != NULL; w = w->next_idle)
+            AZ(pthread_cond_signal(&w->cond));
+        AZ(pthread_mutex_unlock(&pp->mtx));
+        AZ(pthread_join(pp->herder, NULL));
+    }
+    for (unsigned i = 0; i < npools; i++) {
+        pp = pools[i];
+        AZ(pthread_mutex_lock(&pp->mtx));
+        while (pp->nthreads > 0)
+            AZ(pthread_cond_wait(&pp->exit_cond, &pp->mtx));
+        AZ(pthread_mutex_unlock(&pp->mtx));
+        AZ(pthread_cond_destroy(&pp->herder_cond));
+        AZ(pthread_cond_destroy(&pp->exit_cond));
+        AZ(pthread_mutex_destroy(&pp->mtx));
+        OBJ_FREE(&pools[i]);
+    }
+    free(pools);
+    pools = NULL;
+    npools = 0;
+}
+
+struct pool *
+pool_pick(void)
+{
+    unsigned i = __atomic_fetch_add(&next_pool, 1, __ATOMIC_RELAXED);
+
+    return (pools[i % npools]);
+}
+
+int
+pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
+{
+    struct worker *w;
+
+    OBJ_CHECK(pp, POOL_MAGIC);
+    AN(t);
+    AN(t->func);
+    SRG_ASSERT(prio < POOL_PRIO__N);
+    AZ(pthread_mutex_lock(&pp->mtx));
+    if (pp->shutdown) {
+        AZ(pthread_mutex_unlock(&pp->mtx));
+        return (-1);
+    }
+    w = pp->idle;
+    if (w != NULL) {
+        pp->idle = w->next_idle;
+        pp->nidle--;
+        w->task = t;
+        AZ(pthread_cond_signal(&w->cond));
+        AZ(pthread_mutex_unlock(&pp->mtx));
+        STAT_INC(queue_len); /* the worker lowers it when it starts the task */
+        return (0);
+    }
+    if (prio == POOL_PRIO_REQ && pp->nqueued[prio] >= par.thread_queue_limit) {
+        AZ(pthread_mutex_unlock(&pp->mtx));
+        return (-1);
+    }
+    t->next = NULL;
+    *pp->qtail[prio] = t;
+    pp->qtail[prio] = &t->next;
+    pp->nqueued[prio]++;
+    if (pp->nthreads < par.thread_pool_max)
+        AZ(pthread_cond_signal(&pp->herder_cond));
+    AZ(pthread_mutex_unlock(&pp->mtx));
+    STAT_INC(queue_len);
+    STAT_INC(sess_queued);
+    return (0);
+}
+
+unsigned
+pool_busy(void)
+{
+    unsigned n = 0;
+    struct pool *pp;
+
+    for (unsigned i = 0; i < npools; i++) {
+        pp = pools[i];
+        AZ(pthread_mutex_lock(&pp->mtx));
+        n += pp->nthreads - pp->nidle + queued_total(pp);
+        AZ(pthread_mutex_unlock(&pp->mtx));
+    }
+    return (n);
+}

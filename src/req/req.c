@@ -1,0 +1,403 @@
+/*
+ * The client side of a request: the session loop a worker runs.
+ *
+ * A worker owns the session from the moment it is scheduled until the
+ * connection goes idle: it reads a head, checks it, hands it to fetch,
+ * logs it, and goes on with the next request if one is already buffered
+ * (pipelining) or arrives within timeout_linger.  Only then does the
+ * session go back to the waiter, so a busy keep-alive connection costs no
+ * thread switch per request.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "surogat/alog.h"
+#include "surogat/be.h"
+#include "surogat/defs.h"
+#include "surogat/fetch.h"
+#include "surogat/par.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/vio.h"
+#include "surogat/wrk.h"
+#include "surogat/wtr.h"
+
+/* After an error response, how long to swallow what the client still sends. */
+#define REQ_ERROR_LINGER 0.5
+/* Header slots beyond http_max_hdr, for the ones surogat adds (Host, X-Forwarded-For ...). */
+#define REQ_EXTRA_HDR 8
+
+enum head_result {
+    HEAD_OK,     /* req->http parsed */
+    HEAD_IDLE,   /* nothing arrived in time: park the session */
+    HEAD_CLOSED, /* the client closed or failed: close the session */
+    HEAD_ERROR,  /* answered with an error status: close after it */
+};
+
+double
+req_send_deadline(const struct req *req)
+{
+    return (tim_mono() + par.send_timeout);
+}
+
+int
+req_synth(struct req *req, unsigned status, const char *extra_hdr)
+{
+    char date[TIM_HTTP_DATE_LEN + 1], head[1024], body[512];
+    struct sb hb, bb;
+    const char *reason = http_reason(status);
+    struct iovec iov[2];
+    int rv;
+
+    sb_init(&bb, body, sizeof body);
+    sb_printf(&bb,
+              "<!DOCTYPE html>\n<html><head><title>%u %s</title></head>\n"
+              "<body><h1>%u %s</h1><p>surogat</p></body></html>\n",
+              status, reason, status, reason);
+    tim_http_date(tim_real(), date);
+    sb_init(&hb, head, sizeof head);
+    sb_printf(&hb,
+              "HTTP/1.1 %u %s\r\nDate: %s\r\nServer: surogat\r\n"
+              "Content-Type: text/html; charset=utf-8\r\nContent-Length: %zu\r\n%s%s",
+              status, reason, date, bb.len, extra_hdr != NULL ? extra_hdr : "",
+              req->close || req->want_close ? "Connection: close\r\n"
+              : req->keepalive_10           ? "Connection: keep-alive\r\n"
+                                            : "");
+    sb_cat(&hb, "\r\n");
+    AN(sb_ok(&hb));
+    AN(sb_ok(&bb));
+    iov[0].iov_base = head;
+    iov[0].iov_len = hb.len;
+    iov[1].iov_base = body;
+    iov[1].iov_len = req->head_only ? 0 : bb.len;
+    req->status = status;
+    req->cache = "SYNTH";
+    req->t_first = tim_mono();
+    rv = vio_writev(req->sp->fd, iov, 2, req_send_deadline(req));
+    if (rv == 0) {
+        req->resp_bytes = req->head_only ? 0 : bb.len;
+        STAT_ADD(resp_head_bytes, hb.len);
+        STAT_ADD(resp_body_bytes, req->resp_bytes);
+    }
+    return (rv);
+}
+
+static void
+count_error(unsigned status)
+{
+    switch (status) {
+    case 400:
+        STAT_INC(client_req_400);
+        break;
+    case 414:
+        STAT_INC(client_req_414);
+        break;
+    case 431:
+        STAT_INC(client_req_431);
+        break;
+    case 501:
+        STAT_INC(client_req_501);
+        break;
+    case 505:
+        STAT_INC(client_req_505);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Answer a bad request and mark the session for closing. */
+static enum head_result
+reject(struct req *req, unsigned status)
+{
+    count_error(status);
+    req->close = true;
+    if (req->t_mono == 0) {
+        req->t_start = tim_real();
+        req->t_mono = tim_mono();
+    }
+    (void)req_synth(req, status, NULL);
+    return (HEAD_ERROR);
+}
+
+static unsigned
+h1_error_status(enum h1_status st)
+{
+    switch (st) {
+    case H1_E_SYNTAX:
+        return (400);
+    case H1_E_URI_TOO_LONG:
+        return (414);
+    case H1_E_TOO_BIG:
+        return (431);
+    case H1_E_VERSION:
+        return (505);
+    case H1_DONE:
+    case H1_MORE:
+        break;
+    }
+    SRG_WRONG("not an h1 error");
+}
+
+/*
+ * Read and parse a request head.  `fresh` means no byte of it has
+ * arrived yet, so running out of time means idle, not a slow client.
+ */
+static enum head_result
+read_head(struct req *req)
+{
+    struct wrk *wrk = req->wrk;
+    struct h1_limits lim = {
+        .max_head = par.http_req_size,
+        .max_line = par.http_req_hdr_len,
+        .max_hdr = par.http_max_hdr,
+    };
+    double deadline = 0;
+    enum h1_status st;
+    size_t room;
+    ssize_t n;
+
+    for (;;) {
+        if (req->rx_len > 0) {
+            st = h1_parse_request(wrk->rx, req->rx_len, &lim, req->http, &req->rx_head);
+            if (st == H1_DONE)
+                return (HEAD_OK);
+            if (st != H1_MORE)
+                return (reject(req, h1_error_status(st)));
+        }
+        room = par.http_req_size + 1 > wrk->rx_size ? wrk->rx_size : par.http_req_size + 1;
+        SRG_ASSERT(req->rx_len < room);
+        n = read(req->sp->fd, wrk->rx + req->rx_len, room - req->rx_len);
+        if (n > 0) {
+            req->rx_len += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return (HEAD_CLOSED);
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
+            return (HEAD_CLOSED);
+        if (req->rx_len == 0) {
+            /* Linger briefly: the next request of a busy client is usually close behind. */
+            if (vio_wait_readable(req->sp->fd, par.timeout_linger) <= 0)
+                return (HEAD_IDLE);
+            STAT_INC(sess_linger_hit);
+            continue;
+        }
+        if (deadline == 0)
+            deadline = tim_mono() + par.timeout_idle;
+        n = vio_read(req->sp->fd, wrk->rx + req->rx_len, room - req->rx_len, deadline);
+        if (n > 0) {
+            req->rx_len += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == ETIMEDOUT) {
+            req->close = true;
+            (void)req_synth(req, 408, NULL);
+            return (HEAD_ERROR);
+        }
+        return (HEAD_CLOSED);
+    }
+}
+
+/*
+ * absolute-form ("http://host/path", RFC 9112 section 3.2.2): the
+ * authority replaces any Host header and the backend gets origin-form.
+ * 0, or -1 when the target is not a usable absolute URI.
+ */
+static int
+absolute_form(struct req *req)
+{
+    struct http *hp = req->http;
+    const char *p = hp->url.b, *e = p + hp->url.len, *auth, *path;
+    size_t skip;
+
+    if (hp->url.len > 7 && strncasecmp(p, "http://", 7) == 0)
+        skip = 7;
+    else if (hp->url.len > 8 && strncasecmp(p, "https://", 8) == 0)
+        skip = 8;
+    else
+        return (-1);
+    auth = p + skip;
+    for (path = auth; path < e && *path != '/' && *path != '?' && *path != '#'; path++)
+        if (*path == '@')
+            return (-1); /* userinfo is not allowed in http(s) URIs (RFC 9110 4.2.4) */
+    if (path == auth || (path < e && *path == '#'))
+        return (-1);
+    http_unset(hp, "Host");
+    if (http_add(hp, TXT_LIT("Host"), (struct txt){ auth, (size_t)(path - auth) }) != 0)
+        return (-1);
+    if (path < e && *path == '/') {
+        hp->url.b = path;
+        hp->url.len = (size_t)(e - path);
+    } else {
+        char *u = ws_alloc(&req->wrk->ws, (size_t)(e - path) + 2);
+        if (u == NULL)
+            return (-1);
+        u[0] = '/';
+        memcpy(u + 1, path, (size_t)(e - path));
+        hp->url.b = u;
+        hp->url.len = (size_t)(e - path) + 1;
+    }
+    return (0);
+}
+
+/*
+ * Checks on a parsed head that the parser cannot make alone: Host,
+ * framing, the request-target form, Expect.  Answers and returns
+ * HEAD_ERROR for a request we refuse.
+ */
+static enum head_result
+check_request(struct req *req)
+{
+    struct http *hp = req->http;
+    const struct http_hdr *h;
+    unsigned nhost = http_count(hp, "Host");
+
+    if (nhost > 1 || (hp->proto == 11 && nhost == 0))
+        return (reject(req, 400));
+    switch (h1_req_body(hp, &req->clen)) {
+    case H1_BODY_NONE:
+        req->body = H1_BODY_NONE;
+        break;
+    case H1_BODY_LENGTH:
+        req->body = H1_BODY_LENGTH;
+        req->body_left = req->clen;
+        break;
+    case H1_BODY_CHUNKED:
+        req->body = H1_BODY_CHUNKED;
+        h1_chunk_init(&req->chunk, par.http_chunk_ext_max);
+        break;
+    case H1_BODY_E_CODING:
+        return (reject(req, 501));
+    case H1_BODY_EOF:
+    case H1_BODY_E_AMBIGUOUS:
+        return (reject(req, 400));
+    }
+    if (hp->url.b[0] != '/') {
+        /* asterisk-form is for OPTIONS only; authority-form is CONNECT, which we do not do. */
+        if (hp->url.len == 1 && hp->url.b[0] == '*') {
+            if (!(hp->method.len == 7 && memcmp(hp->method.b, "OPTIONS", 7) == 0))
+                return (reject(req, 400));
+        } else if (hp->method.len == 7 && memcmp(hp->method.b, "CONNECT", 7) == 0) {
+            return (reject(req, 501));
+        } else if (absolute_form(req) != 0) {
+            return (reject(req, 400));
+        }
+    }
+    h = http_find(hp, "Expect");
+    if (h != NULL) {
+        if (!(h->val.len == 12 && strncasecmp(h->val.b, "100-continue", 12) == 0) ||
+            http_count(hp, "Expect") > 1) {
+            req->close = true;
+            (void)req_synth(req, 417, NULL);
+            return (HEAD_ERROR);
+        }
+        req->expect_100 = hp->proto == 11 && req->body != H1_BODY_NONE;
+        http_unset(hp, "Expect"); /* we answer it ourselves */
+    }
+    req->head_only = hp->method.len == 4 && memcmp(hp->method.b, "HEAD", 4) == 0;
+    if (hp->proto == 11) {
+        req->want_close = http_has_token(hp, "Connection", "close");
+    } else {
+        req->keepalive_10 = http_has_token(hp, "Connection", "keep-alive") &&
+                            !http_has_token(hp, "Connection", "close");
+        req->want_close = !req->keepalive_10;
+    }
+    return (HEAD_OK);
+}
+
+/* A request has been answered: count, log, and work out what the session does next. */
+static void
+req_finish(struct req *req)
+{
+    req->t_end = tim_mono();
+    if (req->t_first == 0)
+        req->t_first = req->t_end;
+    if (alog_enabled())
+        alog_req(req->wrk->alog, req);
+    /* A body we never read leaves the connection out of step: close it. */
+    if (!req->body_done && req->body != H1_BODY_NONE)
+        req->close = true;
+}
+
+void
+req_sess_task(struct wrk *wrk, void *priv)
+{
+    struct sess *sp = priv;
+    struct http_hdr *hdrs;
+    struct req *req;
+    size_t carry = 0;
+    enum head_result hr;
+
+    OBJ_CHECK(wrk, WRK_MAGIC);
+    OBJ_CHECK(sp, SESS_MAGIC);
+    wrk_buffers_fit(wrk);
+    for (;;) {
+        ws_reset(&wrk->ws);
+        req = ws_alloc(&wrk->ws, sizeof *req);
+        hdrs = ws_alloc(&wrk->ws, (par.http_max_hdr + REQ_EXTRA_HDR) * sizeof *hdrs);
+        AN(req); /* workspace_client has a minimum far above these */
+        AN(hdrs);
+        OBJ_INIT(req, REQ_MAGIC);
+        req->sp = sp;
+        req->wrk = wrk;
+        req->rx_len = carry;
+        http_init(req->http, hdrs, par.http_max_hdr + REQ_EXTRA_HDR);
+        hr = read_head(req);
+        if (hr == HEAD_OK) {
+            req->t_start = tim_real();
+            req->t_mono = tim_mono();
+            req->rx_pos = req->rx_head;
+            STAT_INC(client_req);
+            sp->nreq++;
+            hr = check_request(req);
+        }
+        switch (hr) {
+        case HEAD_IDLE:
+            sp->t_idle = tim_mono();
+            if (sess_draining()) {
+                sess_close(&sp);
+                return;
+            }
+            wtr_enter(&sp);
+            return;
+        case HEAD_CLOSED:
+            sess_close(&sp);
+            return;
+        case HEAD_ERROR:
+            req_finish(req);
+            sess_close_lingering(&sp, REQ_ERROR_LINGER);
+            return;
+        case HEAD_OK:
+            break;
+        }
+        fetch_pass(req, be_default());
+        req_finish(req);
+        if (req->abort) {
+            sess_close(&sp);
+            return;
+        }
+        carry = req->rx_len - req->rx_pos;
+        if (req->close || req->want_close || sess_draining()) {
+            if (carry > 0)
+                sess_close_lingering(&sp, REQ_ERROR_LINGER);
+            else
+                sess_close(&sp);
+            return;
+        }
+        if (carry > 0) {
+            memmove(wrk->rx, wrk->rx + req->rx_pos, carry);
+            STAT_INC(sess_herd);
+        }
+        sp->t_idle = tim_mono();
+    }
+}
