@@ -15,6 +15,12 @@
  * (ETIMEDOUT past the deadline).
  */
 ssize_t vio_read(int fd, void *buf, size_t len, double deadline);
+/*
+ * The same, but poll(2) before the first read: for when the bytes are
+ * known not to be there yet (an answer to what we just sent), saving the
+ * read that would fail with EAGAIN.
+ */
+ssize_t vio_read_wait(int fd, void *buf, size_t len, double deadline);
 /* Write everything, advancing iov in place.  0, or -1 with errno. */
 int vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline);
 int vio_write(int fd, const void *buf, size_t len, double deadline);

@@ -271,7 +271,7 @@ read_beresp_head(struct fetch *f)
         }
         if (f->be_len >= room)
             return (BEH_BAD);
-        n = vio_read(f->conn->fd, wrk->be + f->be_len, room - f->be_len, deadline);
+        n = vio_read_wait(f->conn->fd, wrk->be + f->be_len, room - f->be_len, deadline);
         if (n > 0) {
             if (f->be_len == 0)
                 deadline = tim_mono() + be_between_bytes_timeout(f->be);

@@ -62,6 +62,20 @@ vio_read(int fd, void *buf, size_t len, double deadline)
     }
 }
 
+ssize_t
+vio_read_wait(int fd, void *buf, size_t len, double deadline)
+{
+    int w = wait_fd(fd, POLLIN, deadline);
+
+    if (w == 0) {
+        errno = ETIMEDOUT;
+        return (-1);
+    }
+    if (w < 0)
+        return (-1);
+    return (vio_read(fd, buf, len, deadline));
+}
+
 int
 vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline)
 {

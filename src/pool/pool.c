@@ -45,6 +45,7 @@ struct pool {
     unsigned nqueued[POOL_PRIO__N];
     struct worker *idle; /* most recently idle first */
     unsigned nthreads;   /* started or starting */
+    unsigned nstarting;  /* started but not yet looking for work */
     unsigned nidle;
     bool shutdown;
     pthread_t herder;
@@ -142,6 +143,7 @@ worker_thread(void *priv)
     w->wrk.alog = alog_buf_new();
     wrk_buffers_fit(&w->wrk);
     AZ(pthread_mutex_lock(&pp->mtx));
+    pp->nstarting--;
     for (;;) {
         t = dequeue(pp);
         if (t == NULL && !pp->shutdown) {
@@ -202,14 +204,17 @@ herder_thread(void *priv)
     stat_thread_enter();
     AZ(pthread_mutex_lock(&pp->mtx));
     for (;;) {
-        while (!pp->shutdown && !(queued_total(pp) > 0 && pp->nidle == 0 &&
+        /* One new thread per waiting task not already covered by a starting thread. */
+        while (!pp->shutdown && !(queued_total(pp) > pp->nstarting && pp->nidle == 0 &&
                                   pp->nthreads < par.thread_pool_max))
             AZ(pthread_cond_wait(&pp->herder_cond, &pp->mtx));
         if (pp->shutdown)
             break;
         pp->nthreads++;
+        pp->nstarting++;
         if (spawn_worker(pp) != 0) {
             pp->nthreads--;
+            pp->nstarting--;
             STAT_INC(threads_failed);
             AZ(pthread_mutex_unlock(&pp->mtx));
             log_msg(LOG_WARNING, "cannot start a worker thread: %s", strerror(errno));
@@ -236,8 +241,10 @@ pool_new(void)
     AZ(pthread_mutex_lock(&pp->mtx));
     for (unsigned i = 0; i < par.thread_pool_min; i++) {
         pp->nthreads++;
+        pp->nstarting++;
         if (spawn_worker(pp) != 0) {
             pp->nthreads--;
+            pp->nstarting--;
             break;
         }
     }
@@ -315,9 +322,9 @@ pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
         pp->idle = w->next_idle;
         pp->nidle--;
         w->task = t;
+        STAT_INC(queue_len); /* the worker lowers it when it starts the task */
         AZ(pthread_cond_signal(&w->cond));
         AZ(pthread_mutex_unlock(&pp->mtx));
-        STAT_INC(queue_len); /* the worker lowers it when it starts the task */
         return (0);
     }
     if (prio == POOL_PRIO_REQ && pp->nqueued[prio] >= par.thread_queue_limit) {
@@ -328,11 +335,11 @@ pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
     *pp->qtail[prio] = t;
     pp->qtail[prio] = &t->next;
     pp->nqueued[prio]++;
+    STAT_INC(queue_len);
+    STAT_INC(sess_queued);
     if (pp->nthreads < par.thread_pool_max)
         AZ(pthread_cond_signal(&pp->herder_cond));
     AZ(pthread_mutex_unlock(&pp->mtx));
-    STAT_INC(queue_len);
-    STAT_INC(sess_queued);
     return (0);
 }
 
@@ -345,7 +352,7 @@ pool_busy(void)
     for (unsigned i = 0; i < npools; i++) {
         pp = pools[i];
         AZ(pthread_mutex_lock(&pp->mtx));
-        n += pp->nthreads - pp->nidle + queued_total(pp);
+        n += pp->nthreads - pp->nstarting - pp->nidle + queued_total(pp);
         AZ(pthread_mutex_unlock(&pp->mtx));
     }
     return (n);

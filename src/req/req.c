@@ -151,7 +151,7 @@ h1_error_status(enum h1_status st)
  * arrived yet, so running out of time means idle, not a slow client.
  */
 static enum head_result
-read_head(struct req *req)
+read_head(struct req *req, bool expect_wait)
 {
     struct wrk *wrk = req->wrk;
     struct h1_limits lim = {
@@ -164,6 +164,15 @@ read_head(struct req *req)
     size_t room;
     ssize_t n;
 
+    /*
+     * Right after a response the next request is rarely in yet: wait for
+     * it first instead of paying for a read that fails with EAGAIN.
+     */
+    if (expect_wait && req->rx_len == 0) {
+        if (vio_wait_readable(req->sp->fd, par.timeout_linger) <= 0)
+            return (HEAD_IDLE);
+        STAT_INC(sess_linger_hit);
+    }
     for (;;) {
         if (req->rx_len > 0) {
             st = h1_parse_request(wrk->rx, req->rx_len, &lim, req->http, &req->rx_head);
@@ -320,6 +329,10 @@ static void
 req_finish(struct req *req)
 {
     req->t_end = tim_mono();
+    if (req->t_mono == 0) {
+        req->t_start = tim_real();
+        req->t_mono = req->t_end;
+    }
     if (req->t_first == 0)
         req->t_first = req->t_end;
     if (alog_enabled())
@@ -336,6 +349,7 @@ req_sess_task(struct wrk *wrk, void *priv)
     struct http_hdr *hdrs;
     struct req *req;
     size_t carry = 0;
+    unsigned served = 0;
     enum head_result hr;
 
     OBJ_CHECK(wrk, WRK_MAGIC);
@@ -352,7 +366,7 @@ req_sess_task(struct wrk *wrk, void *priv)
         req->wrk = wrk;
         req->rx_len = carry;
         http_init(req->http, hdrs, par.http_max_hdr + REQ_EXTRA_HDR);
-        hr = read_head(req);
+        hr = read_head(req, served > 0);
         if (hr == HEAD_OK) {
             req->t_start = tim_real();
             req->t_mono = tim_mono();
@@ -382,6 +396,7 @@ req_sess_task(struct wrk *wrk, void *priv)
         }
         fetch_pass(req, be_default());
         req_finish(req);
+        served++;
         if (req->abort) {
             sess_close(&sp);
             return;

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Install the Debian 12 packages surogat needs to build, test and benchmark,
+# skipping what is already there.  Run as root.
+set -eu
+
+PKGS="build-essential pkg-config meson ninja-build clang libclang-rt-14-dev
+libevent-dev libssl-dev libpcre2-dev libjemalloc-dev liblua5.4-dev zlib1g-dev check
+python3 python3-pytest curl openssl apache2 varnish nginx wrk"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+if [ -n "$missing" ]; then
+    echo "deps: installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
