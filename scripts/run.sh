@@ -16,9 +16,19 @@ work=$(mktemp -d /tmp/surogat-demo.XXXXXX)
 
 python3 scripts/demo_origin.py 127.0.0.1 "$ORIGIN_PORT" &
 origin=$!
-trap 'kill $origin 2>/dev/null; rm -rf "$work"' EXIT INT TERM
+build/surogatd -F -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" -T "$ADMIN" \
+    -n "$work" -p access_log="$work/access.log" &
+sg=$!
+stop() {
+    kill "$sg" "$origin" 2>/dev/null
+    wait "$sg" "$origin" 2>/dev/null
+    rm -rf "$work"
+}
+trap 'stop; exit 0' INT TERM
 
 echo "surogat: http://127.0.0.1:$PORT/  (origin on 127.0.0.1:$ORIGIN_PORT, admin $ADMIN)"
 echo "counters: build/surogatctl -T $ADMIN stats      stop: Ctrl-C"
-build/surogatd -F -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" -T "$ADMIN" \
-    -n "$work" -p access_log="$work/access.log"
+wait "$sg"
+rc=$?
+stop
+exit $rc

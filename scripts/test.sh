@@ -1,5 +1,5 @@
 #!/bin/sh
-# Install what is missing, build surogat three ways and run every suite:
+# Install what is missing, build surogat four ways and run every suite:
 #   build        default (debugoptimized): unit, e2e, fuzz corpus replay
 #   build-asan   ASan+UBSan: unit, e2e
 #   build-fuzz   clang libFuzzer: bounded fuzz runs of each parser

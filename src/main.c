@@ -252,28 +252,56 @@ raise_fd_limit(void)
     }
 }
 
+/*
+ * Fork into the background.  The parent waits on a pipe until the child
+ * reports that startup completed, so a failure after the fork (an admin
+ * port in use, say) still reaches the terminal -- the child keeps the
+ * terminal's stderr until then -- and the exit code.
+ */
+static int ready_fd = -1;
+
 static void
 daemonize(void)
 {
+    int pfd[2], fd;
+    char c;
     pid_t pid;
-    int fd;
 
+    if (pipe(pfd) != 0)
+        die("pipe: %s", strerror(errno));
     pid = fork();
     if (pid < 0)
         die("fork: %s", strerror(errno));
-    if (pid > 0)
-        _exit(0);
+    if (pid > 0) {
+        close(pfd[1]);
+        _exit(read(pfd[0], &c, 1) == 1 ? 0 : 2);
+    }
+    close(pfd[0]);
+    ready_fd = pfd[1];
     if (setsid() < 0)
         die("setsid: %s", strerror(errno));
     fd = open("/dev/null", O_RDWR);
     if (fd >= 0) {
         dup2(fd, STDIN_FILENO);
         dup2(fd, STDOUT_FILENO);
-        if (par.error_log[0] != '\0')
-            dup2(fd, STDERR_FILENO);
         if (fd > STDERR_FILENO)
             close(fd);
     }
+}
+
+/* Startup is complete: let the parent exit 0 and leave the terminal. */
+static void
+daemon_ready(void)
+{
+    int fd = open("/dev/null", O_WRONLY);
+
+    if (fd >= 0) {
+        dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO)
+            close(fd);
+    }
+    (void)!write(ready_fd, "R", 1);
+    close(ready_fd);
 }
 
 static void
@@ -371,6 +399,8 @@ main(int argc, char **argv)
     if (o.admin != NULL && cli_init(o.admin, o.secret, &err) != 0)
         die("-T %s: %s", o.admin, ebuf);
     AZ(acc_start());
+    if (!o.foreground)
+        daemon_ready();
     sb_init(&err, ebuf, sizeof ebuf);
     acc_dump(&err);
     for (char *l = ebuf, *nl; *l != '\0'; l = nl + 1) {
