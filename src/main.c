@@ -346,6 +346,7 @@ drain_and_stop(const struct opts *o)
     log_msg(LOG_INFO, "stopped");
     log_fini();
     stat_fini();
+    par_fini();
 }
 
 int

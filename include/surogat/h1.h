@@ -54,7 +54,9 @@ enum h1_body {
     H1_BODY_CHUNKED,
     H1_BODY_EOF,     /* responses only: until the connection closes */
     H1_BODY_E_AMBIGUOUS, /* 400/502: CL with TE, differing or invalid CL, chunked not last */
-    H1_BODY_E_CODING,    /* 501: a transfer coding other than chunked in a request */
+    H1_BODY_E_CODING,    /* a transfer coding other than chunked: 501 for a request; a
+                          * response is refused (502) rather than forwarded with a coding
+                          * we cannot label once Transfer-Encoding is stripped */
 };
 
 enum h1_body h1_req_body(const struct http *req, uint64_t *clen);
@@ -77,7 +79,8 @@ enum h1_chunk_status {
     H1_CHUNK_DATA,  /* *data, *datalen: body bytes (inside the input) */
     H1_CHUNK_MORE,  /* everything consumed; feed more */
     H1_CHUNK_DONE,  /* last chunk and trailers read; *consumed ends the message */
-    H1_CHUNK_ERROR, /* malformed: invalid size, missing CRLF, oversized extension */
+    H1_CHUNK_ERROR, /* malformed: invalid size, bad extension syntax, missing CRLF,
+                     * oversized extension; *consumed is where it went wrong */
 };
 
 void h1_chunk_init(struct h1_chunk *c, size_t ext_max);

@@ -14,6 +14,8 @@ int num_uint(const char *s, unsigned *out);
 int num_bytes(const char *s, uint64_t *out);
 /* "0.5", "250ms", "5s", "2m", "1h", "1d", "1w", "1y" (365 days); plain numbers are seconds */
 int num_duration(const char *s, double *out);
+/* A TCP port number, 0..65535, digits only. */
+int num_port(const char *s, unsigned *out);
 /* on/off, true/false, yes/no, 1/0 */
 int num_bool(const char *s, bool *out);
 

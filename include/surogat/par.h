@@ -32,6 +32,7 @@ struct par {
 extern struct par par;
 
 void par_init(void); /* every parameter to its default */
+void par_fini(void); /* free the string values; no thread may read `par` afterwards */
 /*
  * Set one parameter from text, checked against its type and bounds.
  * 0, or -1 with a one-line reason written to err.

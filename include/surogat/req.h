@@ -34,6 +34,7 @@ struct req {
     uint64_t body_left;  /* req_body: H1_BODY_LENGTH bytes still to read */
     struct h1_chunk chunk; /* req_body: the chunked decoder */
     bool body_done;      /* req_body: the whole request body has been read */
+    bool body_bad;       /* req_body: the client's chunked framing was malformed */
     bool expect_100;     /* client sent Expect: 100-continue */
     bool want_close;     /* client asked to close, or 1.0 without keep-alive */
     bool keepalive_10;   /* HTTP/1.0 client sent Connection: keep-alive */

@@ -27,6 +27,7 @@
 #include "surogat/acc.h"
 #include "surogat/defs.h"
 #include "surogat/log.h"
+#include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -133,11 +134,16 @@ acc_listen(const char *spec, struct sb *err)
 {
     struct addrinfo hints, *res, *ai;
     char host[256], port[32];
+    unsigned portnum;
     int rv;
 
     AN(spec);
     if (split_spec(spec, host, sizeof host, port, sizeof port) != 0) {
         sb_printf(err, "-a %s: expected HOST:PORT, [IPV6]:PORT or :PORT", spec);
+        return (-1);
+    }
+    if (num_port(port, &portnum) != 0) {
+        sb_printf(err, "-a %s: '%s' is not a port number (0-65535)", spec, port);
         return (-1);
     }
     memset(&hints, 0, sizeof hints);

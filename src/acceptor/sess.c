@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "surogat/acc.h"
@@ -23,13 +25,14 @@
 #include "surogat/tim.h"
 #include "surogat/vio.h"
 
-static const char canned_503[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                                 "Retry-After: 1\r\n"
-                                 "Content-Type: text/plain\r\n"
-                                 "Content-Length: 20\r\n"
-                                 "Connection: close\r\n"
-                                 "\r\n"
-                                 "Server is too busy.\n";
+/* Built per refusal but from constant parts: this path must stay cheap under overload. */
+static const char busy_head[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                                "Retry-After: 1\r\n"
+                                "Content-Type: text/plain\r\n"
+                                "Content-Length: 20\r\n"
+                                "Connection: close\r\n"
+                                "Date: ";
+static const char busy_tail[] = "\r\n\r\nServer is too busy.\n";
 
 struct sess *
 sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
@@ -109,13 +112,22 @@ sess_close_lingering(struct sess **spp, double linger)
 void
 sess_schedule(struct sess **spp)
 {
+    char date[TIM_HTTP_DATE_LEN + 1];
+    struct iovec iov[3];
     struct sess *sp;
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
     if (pool_submit(sp->pool, &sp->task, POOL_PRIO_REQ) == 0)
         return;
     STAT_INC(sess_dropped);
-    (void)!write(sp->fd, canned_503, sizeof canned_503 - 1);
+    tim_http_date(tim_real(), date);
+    iov[0].iov_base = (void *)(uintptr_t)busy_head;
+    iov[0].iov_len = sizeof busy_head - 1;
+    iov[1].iov_base = date;
+    iov[1].iov_len = TIM_HTTP_DATE_LEN;
+    iov[2].iov_base = (void *)(uintptr_t)busy_tail;
+    iov[2].iov_len = sizeof busy_tail - 1;
+    (void)!writev(sp->fd, iov, 3);
     (void)shutdown(sp->fd, SHUT_WR);
     drain_nonblocking(sp->fd);
     sess_close(&sp);

@@ -13,6 +13,7 @@
 #include "surogat/bcp.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
+#include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
 
@@ -50,6 +51,7 @@ be_add(const char *name, const char *hostport, struct sb *err)
     const char *colon, *h = hostport;
     size_t hl;
     struct be *be;
+    unsigned portnum;
     int rv;
 
     if (nbackends == BE_MAX) {
@@ -77,6 +79,10 @@ be_add(const char *name, const char *hostport, struct sb *err)
     memcpy(host, h, hl);
     host[hl] = '\0';
     snprintf(port, sizeof port, "%s", colon != NULL ? colon + 1 : "80");
+    if (num_port(port, &portnum) != 0 || portnum == 0) {
+        sb_printf(err, "backend %s: '%s' is not a port number (1-65535)", name, port);
+        return (-1);
+    }
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;

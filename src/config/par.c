@@ -5,13 +5,15 @@
  *
  * Setting happens on the main thread at startup and on the CLI thread at
  * runtime; readers take no lock (see par.h).  A replaced STRING value is
- * leaked on purpose: a worker may still be reading the old pointer, and
- * string parameters change rarely.
+ * not freed at once, since a worker may still be reading the old pointer:
+ * it goes on a retired list that par_fini() frees.  String parameters
+ * change rarely, so the list stays short.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <float.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +45,12 @@ static const char *const type_name[] = {
     [PT_UINT] = "count", [PT_BYTES] = "bytes", [PT_DURATION] = "seconds",
     [PT_BOOL] = "bool",  [PT_STRING] = "string",
 };
+
+struct retired {
+    struct retired *next;
+    char *str;
+};
+static struct retired *retired;
 
 static const struct par_def *
 find_def(const char *name)
@@ -98,8 +106,19 @@ set_def(const struct par_def *d, const char *value, struct sb *err)
         return (0);
     }
     if (d->type == PT_STRING) {
+        struct retired *r;
+        char *old;
+
         copy = strdup(value);
         AN(copy);
+        memcpy(&old, field, sizeof old);
+        if (old != NULL) {
+            r = malloc(sizeof *r);
+            AN(r);
+            r->str = old;
+            r->next = retired;
+            retired = r;
+        }
         memcpy(field, &copy, sizeof copy);
         return (0);
     }
@@ -153,6 +172,27 @@ par_init(void)
         AZ(set_def(&par_defs[i], par_defs[i].def, &err));
 }
 
+void
+par_fini(void)
+{
+    struct retired *r;
+    char *str;
+
+    while ((r = retired) != NULL) {
+        retired = r->next;
+        free(r->str);
+        free(r);
+    }
+    for (size_t i = 0; i < ARRAY_LEN(par_defs); i++) {
+        if (par_defs[i].type != PT_STRING)
+            continue;
+        memcpy(&str, (char *)&par + par_defs[i].off, sizeof str);
+        free(str);
+        str = NULL;
+        memcpy((char *)&par + par_defs[i].off, &str, sizeof str);
+    }
+}
+
 int
 par_set(const char *name, const char *value, struct sb *err)
 {
@@ -189,7 +229,12 @@ format_value(const struct par_def *d, struct sb *out)
     case PT_DURATION: {
         double v;
         memcpy(&v, field, sizeof v);
-        sb_printf(out, "%.3f", v);
+        char tmp[40];
+        /* The shortest text that sets the same value again. */
+        snprintf(tmp, sizeof tmp, "%.15g", v);
+        if (strtod(tmp, NULL) != v)
+            snprintf(tmp, sizeof tmp, "%.17g", v);
+        sb_cat(out, tmp);
         break;
     }
     case PT_BOOL: {
@@ -201,7 +246,7 @@ format_value(const struct par_def *d, struct sb *out)
     case PT_STRING: {
         const char *s;
         memcpy(&s, field, sizeof s);
-        sb_printf(out, "\"%s\"", s);
+        sb_cat(out, s);
         break;
     }
     }

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -169,8 +170,18 @@ build_bereq(struct req *req, struct be *be)
                     hp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
     if (http_find(&bereq, "Host") == NULL)
         AZ(http_add(&bereq, TXT_LIT("Host"), (struct txt){ be->hostport, strlen(be->hostport) }));
-    if (req->body == H1_BODY_CHUNKED)
+    /* The framing we send is ours, stated once, whatever the client wrote. */
+    http_unset(&bereq, "Content-Length");
+    if (req->body == H1_BODY_CHUNKED) {
         AZ(http_add(&bereq, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
+    } else if (req->body == H1_BODY_LENGTH) {
+        char *cl = ws_alloc(&req->wrk->ws, 24);
+        if (cl == NULL)
+            return (empty);
+        AZ(http_add(&bereq, TXT_LIT("Content-Length"),
+                    (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu",
+                                                       (unsigned long long)req->clen) }));
+    }
     buf = ws_reserve_all(&req->wrk->ws, &room);
     sb_init(&sb, buf, room);
     h1_write_request(&sb, &bereq);
@@ -321,6 +332,15 @@ build_resp_head(struct fetch *f, struct out *o)
         AZ(http_add(&resp, TXT_LIT("Via"),
                     be->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
     f->chunk_out = false;
+    if (f->body == H1_BODY_LENGTH) {
+        char *cl = ws_alloc(&req->wrk->ws, 24);
+        if (cl == NULL)
+            return (-1);
+        http_unset(&resp, "Content-Length");
+        AZ(http_add(&resp, TXT_LIT("Content-Length"),
+                    (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu",
+                                                       (unsigned long long)f->clen) }));
+    }
     if (f->body == H1_BODY_CHUNKED || f->body == H1_BODY_EOF) {
         if (req->http->proto == 11) {
             f->chunk_out = true;
@@ -492,7 +512,11 @@ fetch_pass(struct req *req, struct be *be)
         if (rv == -2) {
             req->close = true;
             bcp_close(&f.conn);
-            return; /* the client is gone or broke its body: nobody to answer */
+            if (req->body_bad) {
+                STAT_INC(client_req_400);
+                (void)req_synth(req, 400, NULL);
+            }
+            return; /* otherwise the client is gone: nobody to answer */
         }
         if (rv == -1) {
             if (f.conn->reused && can_retry(req, retries)) {
@@ -561,7 +585,11 @@ fetch_pass(struct req *req, struct be *be)
         return;
     }
     bcp_close(&f.conn);
-    if (rv == -1) {
+    if (rv == -1 && req->t_first == 0) {
+        /* Nothing reached the client yet: it can still get a clean 502. */
+        req->resp_bytes = 0;
+        (void)req_synth(req, 502, NULL);
+    } else if (rv == -1) {
         /* The head is out: only a cut connection tells the client the body is short. */
         STAT_INC(fetch_aborted);
         req->abort = true;

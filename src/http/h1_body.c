@@ -175,7 +175,14 @@ h1_resp_body(const struct http *resp, bool head, uint64_t *clen)
 enum chunk_state {
     CS_SIZE_FIRST, /* expecting the first hex digit of a chunk-size */
     CS_SIZE,       /* in hex digits */
-    CS_EXT,        /* in a chunk extension, up to CR */
+    CS_EXT_WS,     /* BWS after the size or a value: expect ';' or CR */
+    CS_EXT_NAME0,  /* after ';': BWS, then the first tchar of a name */
+    CS_EXT_NAME,   /* in a chunk-ext-name */
+    CS_EXT_EQ,     /* BWS after a name: '=', ';' or CR */
+    CS_EXT_VAL0,   /* after '=': BWS, then a token or a quoted-string */
+    CS_EXT_TOKEN,  /* in a token value */
+    CS_EXT_QS,     /* in a quoted-string */
+    CS_EXT_QP,     /* after a backslash in a quoted-string */
     CS_SIZE_LF,    /* after the CR of the size line */
     CS_DATA,       /* in chunk data: remain bytes left */
     CS_DATA_CR,    /* expecting CR after data */
@@ -187,6 +194,11 @@ enum chunk_state {
     CS_DONE,
     CS_ERROR,
 };
+
+/* Leading zeros are free; beyond this many digits a size line is abuse. */
+#define CHUNK_DIGITS_MAX 32
+/* 15 significant hex digits is 2^60: more than any sane chunk, and no overflow. */
+#define CHUNK_SIGNIFICANT_MAX 15
 
 void
 h1_chunk_init(struct h1_chunk *c, size_t ext_max)
@@ -209,17 +221,100 @@ hexval(char ch)
     return (-1);
 }
 
-/* Bytes allowed in extensions and trailer lines: HTAB, SP, VCHAR, obs-text. */
+/* Bytes allowed in trailer lines and quoted strings: HTAB, SP, VCHAR, obs-text. */
 static inline bool
 line_byte_ok(unsigned char ch)
 {
     return (ch == '\t' || ch >= 0x20) && ch != 0x7f;
 }
 
+static inline bool
+is_tchar(unsigned char ch)
+{
+    return ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL));
+}
+
+static inline bool
+is_bws(unsigned char ch)
+{
+    return (ch == ' ' || ch == '\t');
+}
+
+/*
+ * One byte of a chunk extension (RFC 9112 section 7.1.1):
+ *   *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ) BWS CRLF
+ * Returns false on a syntax error.
+ */
+static bool
+chunk_ext_byte(struct h1_chunk *c, unsigned char ch)
+{
+    switch (c->state) {
+    case CS_EXT_WS:
+        if (ch == ';')
+            c->state = CS_EXT_NAME0;
+        else if (ch == '\r')
+            c->state = CS_SIZE_LF;
+        else if (!is_bws(ch))
+            return (false);
+        return (true);
+    case CS_EXT_NAME0:
+        if (is_tchar(ch))
+            c->state = CS_EXT_NAME;
+        else if (!is_bws(ch))
+            return (false);
+        return (true);
+    case CS_EXT_NAME:
+    case CS_EXT_EQ:
+        if (c->state == CS_EXT_NAME && is_tchar(ch))
+            return (true);
+        if (is_bws(ch))
+            c->state = CS_EXT_EQ;
+        else if (ch == '=')
+            c->state = CS_EXT_VAL0;
+        else if (ch == ';')
+            c->state = CS_EXT_NAME0;
+        else if (ch == '\r')
+            c->state = CS_SIZE_LF;
+        else
+            return (false);
+        return (true);
+    case CS_EXT_VAL0:
+        if (ch == '"')
+            c->state = CS_EXT_QS;
+        else if (is_tchar(ch))
+            c->state = CS_EXT_TOKEN;
+        else if (!is_bws(ch))
+            return (false);
+        return (true);
+    case CS_EXT_TOKEN:
+        if (is_tchar(ch))
+            return (true);
+        c->state = CS_EXT_WS;
+        return (chunk_ext_byte(c, ch));
+    case CS_EXT_QS:
+        if (ch == '"')
+            c->state = CS_EXT_WS;
+        else if (ch == '\\')
+            c->state = CS_EXT_QP;
+        else if (!line_byte_ok(ch))
+            return (false);
+        return (true);
+    case CS_EXT_QP:
+        if (!line_byte_ok(ch))
+            return (false);
+        c->state = CS_EXT_QS;
+        return (true);
+    default:
+        SRG_WRONG("not in a chunk extension");
+    }
+}
+
 static enum h1_chunk_status
-chunk_fail(struct h1_chunk *c)
+chunk_fail(struct h1_chunk *c, size_t at, size_t *consumed)
 {
     c->state = CS_ERROR;
+    *consumed = at;
     return (H1_CHUNK_ERROR);
 }
 
@@ -244,34 +339,38 @@ h1_chunk_decode(struct h1_chunk *c, const char *in, size_t len, size_t *consumed
         case CS_SIZE:
             h = hexval((char)ch);
             if (h >= 0) {
-                /* 15 digits is 2^60: more than any sane chunk, no overflow possible. */
-                if (++c->ndigits > 15)
-                    return (chunk_fail(c));
+                if (++c->ndigits > CHUNK_DIGITS_MAX ||
+                    (c->remain >> (4 * (CHUNK_SIGNIFICANT_MAX - 1))) != 0)
+                    return (chunk_fail(c, i, consumed));
                 c->remain = (c->remain << 4) | (uint64_t)h;
                 c->state = CS_SIZE;
             } else if (c->state == CS_SIZE_FIRST) {
-                return (chunk_fail(c));
-            } else if (ch == ';' || ch == ' ' || ch == '\t') {
-                c->state = CS_EXT;
+                return (chunk_fail(c, i, consumed));
+            } else if (ch == ';' || is_bws(ch)) {
+                c->state = ch == ';' ? CS_EXT_NAME0 : CS_EXT_WS;
                 c->extlen = 1;
             } else if (ch == '\r') {
                 c->state = CS_SIZE_LF;
             } else {
-                return (chunk_fail(c));
+                return (chunk_fail(c, i, consumed));
             }
             i++;
             break;
-        case CS_EXT:
-            if (ch == '\r') {
-                c->state = CS_SIZE_LF;
-            } else if (!line_byte_ok(ch) || ++c->extlen > c->ext_max) {
-                return (chunk_fail(c));
-            }
+        case CS_EXT_WS:
+        case CS_EXT_NAME0:
+        case CS_EXT_NAME:
+        case CS_EXT_EQ:
+        case CS_EXT_VAL0:
+        case CS_EXT_TOKEN:
+        case CS_EXT_QS:
+        case CS_EXT_QP:
+            if (++c->extlen > c->ext_max || !chunk_ext_byte(c, ch))
+                return (chunk_fail(c, i, consumed));
             i++;
             break;
         case CS_SIZE_LF:
             if (ch != '\n')
-                return (chunk_fail(c));
+                return (chunk_fail(c, i, consumed));
             i++;
             c->ndigits = 0;
             c->extlen = 0;
@@ -290,13 +389,13 @@ h1_chunk_decode(struct h1_chunk *c, const char *in, size_t len, size_t *consumed
             return (H1_CHUNK_DATA);
         case CS_DATA_CR:
             if (ch != '\r')
-                return (chunk_fail(c));
+                return (chunk_fail(c, i, consumed));
             c->state = CS_DATA_LF;
             i++;
             break;
         case CS_DATA_LF:
             if (ch != '\n')
-                return (chunk_fail(c));
+                return (chunk_fail(c, i, consumed));
             c->state = CS_SIZE_FIRST;
             i++;
             break;
@@ -304,11 +403,11 @@ h1_chunk_decode(struct h1_chunk *c, const char *in, size_t len, size_t *consumed
             if (ch == '\r') {
                 c->state = CS_END_LF;
             } else if (ch == ' ' || ch == '\t' || !line_byte_ok(ch)) {
-                return (chunk_fail(c)); /* obs-fold in trailers, or a control byte */
+                return (chunk_fail(c, i, consumed)); /* obs-fold in trailers, or a control byte */
             } else {
                 c->state = CS_TRL_LINE;
                 if (++c->extlen > c->ext_max)
-                    return (chunk_fail(c));
+                    return (chunk_fail(c, i, consumed));
             }
             i++;
             break;
@@ -316,26 +415,26 @@ h1_chunk_decode(struct h1_chunk *c, const char *in, size_t len, size_t *consumed
             if (ch == '\r')
                 c->state = CS_TRL_LF;
             else if (!line_byte_ok(ch) || ++c->extlen > c->ext_max)
-                return (chunk_fail(c));
+                return (chunk_fail(c, i, consumed));
             i++;
             break;
         case CS_TRL_LF:
             if (ch != '\n')
-                return (chunk_fail(c));
+                return (chunk_fail(c, i, consumed));
             c->state = CS_TRL_START;
             i++;
             break;
         case CS_END_LF:
             if (ch != '\n')
-                return (chunk_fail(c));
+                return (chunk_fail(c, i, consumed));
             c->state = CS_DONE;
             *consumed = i + 1;
             return (H1_CHUNK_DONE);
         case CS_DONE:
             *consumed = 0;
             return (H1_CHUNK_DONE);
-        default:
-            return (chunk_fail(c));
+        case CS_ERROR:
+            return (chunk_fail(c, i, consumed));
         }
     }
     *consumed = i;

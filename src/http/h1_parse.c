@@ -188,6 +188,8 @@ static enum h1_status
 check_partial_first_line(const char *p, size_t len, const struct h1_limits *lim, bool request)
 {
     if (request) {
+        if (len == 1 && p[0] == '\r')
+            return (H1_MORE); /* the start of an empty line before the request-line */
         for (size_t i = 0; i < len && p[i] != ' '; i++)
             if (!is_class((unsigned char)p[i], C_TCHAR))
                 return (H1_E_SYNTAX);

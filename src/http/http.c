@@ -116,12 +116,19 @@ static const char *const hop_by_hop[] = {
     "Transfer-Encoding", "Upgrade",    "Proxy-Authenticate", "Proxy-Authorization",
 };
 
-/* Whether a header name appears as an element of any Connection header. */
+/*
+ * Whether a header name appears as an element of any Connection header.
+ * The fields that frame or route the message are never dropped this way:
+ * "Connection: Content-Length" would otherwise strip the length from a
+ * message whose body we still send, and smuggle the body as a request.
+ */
 static bool
 named_by_connection(const struct http *hp, const struct txt *name)
 {
     char tmp[128];
 
+    if (http_name_eq(name, "Content-Length") || http_name_eq(name, "Host"))
+        return (false);
     if (name->len >= sizeof tmp)
         return (false);
     memcpy(tmp, name->b, name->len);

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,39 +35,56 @@ static const struct unit byte_units[] = {
 };
 
 /*
- * A non-negative decimal number followed by one of `units`.  strtod()
- * alone would accept "inf", "nan", hex floats and leading blanks: refuse
- * them by checking the first character ourselves.
+ * DIGITS [ "." DIGITS ] [ " "* unit ]: strtod() alone would also take
+ * "inf", "nan", hex floats, exponents and leading blanks, so the syntax is
+ * checked here and strtod() only converts.  *exact holds the value when
+ * it is a whole number (no fraction), without the rounding of a double.
  */
 static int
-parse_with_unit(const char *s, const struct unit *units, size_t nunits, double *out)
+parse_with_unit(const char *s, const struct unit *units, size_t nunits, double *out,
+                uint64_t *exact, double *mult)
 {
-    char *end;
-    double v;
+    const char *p = s, *end;
+    uint64_t whole = 0;
+    bool overflow = false, fraction = false;
 
     AN(s);
     AN(out);
-    if (!((*s >= '0' && *s <= '9') || (*s == '.' && s[1] >= '0' && s[1] <= '9'))) {
+    if (*p < '0' || *p > '9') {
         errno = EINVAL;
         return (-1);
     }
-    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-        errno = EINVAL;
-        return (-1);
+    for (; *p >= '0' && *p <= '9'; p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (whole > UINT64_MAX / 10 || (whole == UINT64_MAX / 10 && d > UINT64_MAX % 10))
+            overflow = true;
+        whole = whole * 10 + d;
     }
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || !isfinite(v)) {
-        errno = ERANGE;
-        return (-1);
+    if (*p == '.') {
+        fraction = true;
+        if (p[1] < '0' || p[1] > '9') {
+            errno = EINVAL;
+            return (-1);
+        }
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            continue;
     }
+    end = p;
     while (*end == ' ')
         end++;
     for (size_t i = 0; i < nunits; i++) {
-        if (strcasecmp(end, units[i].name) == 0) {
-            *out = v * units[i].mult;
-            return (0);
+        if (strcasecmp(end, units[i].name) != 0)
+            continue;
+        *out = strtod(s, NULL) * units[i].mult;
+        if (!isfinite(*out) || (overflow && !fraction)) {
+            errno = ERANGE;
+            return (-1);
         }
+        if (exact != NULL)
+            *exact = fraction ? 0 : whole;
+        if (mult != NULL)
+            *mult = fraction ? 0 : units[i].mult;
+        return (0);
     }
     errno = EINVAL;
     return (-1);
@@ -75,21 +93,32 @@ parse_with_unit(const char *s, const struct unit *units, size_t nunits, double *
 int
 num_duration(const char *s, double *out)
 {
-    return (parse_with_unit(s, duration_units, ARRAY_LEN(duration_units), out));
+    return (parse_with_unit(s, duration_units, ARRAY_LEN(duration_units), out, NULL, NULL));
 }
 
 int
 num_bytes(const char *s, uint64_t *out)
 {
-    double v;
+    double v, mult;
+    uint64_t whole;
 
-    if (parse_with_unit(s, byte_units, ARRAY_LEN(byte_units), &v) != 0)
+    if (parse_with_unit(s, byte_units, ARRAY_LEN(byte_units), &v, &whole, &mult) != 0)
         return (-1);
+    if (mult != 0) {
+        /* Whole numbers stay exact: no detour through a double's 53 bits. */
+        uint64_t m = (uint64_t)mult;
+        if (m != 0 && whole > UINT64_MAX / m) {
+            errno = ERANGE;
+            return (-1);
+        }
+        *out = whole * m;
+        return (0);
+    }
     if (v >= 18446744073709551615.0) {
         errno = ERANGE;
         return (-1);
     }
-    *out = (uint64_t)v;
+    *out = (uint64_t)(v + 0.5);
     return (0);
 }
 
@@ -116,6 +145,19 @@ num_uint(const char *s, unsigned *out)
         }
     }
     *out = (unsigned)v;
+    return (0);
+}
+
+int
+num_port(const char *s, unsigned *out)
+{
+    unsigned v;
+
+    if (strlen(s) > 5 || num_uint(s, &v) != 0 || v > 65535) {
+        errno = EINVAL;
+        return (-1);
+    }
+    *out = v;
     return (0);
 }
 

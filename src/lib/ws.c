@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "surogat/defs.h"
@@ -13,11 +14,14 @@
 void
 ws_init(struct ws *ws, void *block, size_t len)
 {
+    uintptr_t a = ((uintptr_t)block + WS_ALIGN - 1) & ~(uintptr_t)(WS_ALIGN - 1);
+
     AN(ws);
     AN(block);
+    SRG_ASSERT(a - (uintptr_t)block <= len);
     ws->magic = WS_MAGIC;
-    ws->s = block;
-    ws->f = block;
+    ws->s = (char *)a;
+    ws->f = ws->s;
     ws->e = (char *)block + len;
 }
 

@@ -42,7 +42,6 @@ refill(struct req *req)
     if (n <= 0)
         return (-1);
     req->rx_len += (size_t)n;
-    STAT_ADD(client_body_bytes, n);
     return (0);
 }
 
@@ -81,6 +80,7 @@ req_body_next(struct req *req, const char **data)
         *data = wrk->rx + req->rx_pos;
         req->rx_pos += (size_t)n;
         req->body_left -= n;
+        STAT_ADD(client_body_bytes, n);
         return ((ssize_t)n);
     case H1_BODY_CHUNKED:
         for (;;) {
@@ -94,6 +94,7 @@ req_body_next(struct req *req, const char **data)
             req->rx_pos += used;
             switch (cs) {
             case H1_CHUNK_DATA:
+                STAT_ADD(client_body_bytes, len);
                 return ((ssize_t)len);
             case H1_CHUNK_MORE:
                 continue;
@@ -101,6 +102,7 @@ req_body_next(struct req *req, const char **data)
                 req->body_done = true;
                 return (0);
             case H1_CHUNK_ERROR:
+                req->body_bad = true;
                 return (fail(req));
             }
         }

@@ -1,0 +1,503 @@
+/*
+ * The admin commands: request-line splitting, the command registry and
+ * the built-in commands (ping, help, stats, param.*, status, banner, auth,
+ * quit).
+ *
+ * Built-ins live in a constant table; other modules add commands with
+ * cli_register() into a list sorted by name.  Locks: reg_mtx guards the
+ * list and is held only to look up or list; exec_mtx is held around each
+ * handler so that handlers never run concurrently (the CLI thread and a
+ * cli_exec() caller) and need no locking of their own.  exec_mtx ranks
+ * above reg_mtx, so a handler may call cli_register().
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "surogat/defs.h"
+#include "surogat/cli.h"
+#include "surogat/log.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
+#include "surogat/stat.h"
+
+#include "cli_priv.h"
+
+struct cli_cmd {
+    unsigned magic;
+#define CLI_CMD_MAGIC 0x2bd4a611
+    const char *name;
+    const char *usage; /* arguments only, or NULL */
+    const char *help;
+    int min_args;
+    int max_args; /* -1: unbounded */
+    cli_cmd_f *fn;
+    void *priv;
+    struct cli_cmd *next; /* registered commands, sorted by name; under reg_mtx */
+};
+
+static pthread_mutex_t reg_mtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t exec_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct cli_cmd *cmd_list; /* under reg_mtx */
+
+static const char *const stat_names[] = {
+#define STAT(name, kind, doc) #name,
+#include "surogat/tbl/stats.h"
+};
+
+/*--------------------------------------------------------------------
+ * Splitting a request line.  The rules are varnishadm's as far as it
+ * writes them: spaces separate arguments, and inside double quotes
+ * \" \\ \n \r \t are escapes.  An unknown escape keeps its backslash, so a
+ * quoted regex like "req.url ~ \.png$" means what its author meant.
+ * Outside quotes a backslash is an ordinary byte.
+ */
+
+int
+cli__split(char *line, char ***argvp, int *argcp, struct sb *err)
+{
+    char **argv;
+    char *r = line, *w;
+    size_t max;
+    int argc = 0;
+
+    AN(line);
+    AN(argvp);
+    AN(argcp);
+    /* Each argument takes at least one byte and one separator. */
+    max = strlen(line) / 2 + 2;
+    argv = calloc(max, sizeof *argv);
+    AN(argv);
+    for (;;) {
+        while (*r == ' ' || *r == '\t')
+            r++;
+        if (*r == '\0')
+            break;
+        /* Unescaping only shrinks, so w never overtakes r. */
+        w = r;
+        argv[argc++] = w;
+        SRG_ASSERT((size_t)argc < max);
+        if (*r != '"') {
+            while (*r != '\0' && *r != ' ' && *r != '\t')
+                *w++ = *r++;
+            if (*r != '\0')
+                r++;
+            *w = '\0';
+            continue;
+        }
+        for (r++; *r != '"'; r++) {
+            if (*r == '\0') {
+                sb_cat(err, "Unterminated quoted argument");
+                free(argv);
+                return (-1);
+            }
+            if (*r != '\\') {
+                *w++ = *r;
+                continue;
+            }
+            switch (r[1]) {
+            case 'n':
+                *w++ = '\n';
+                break;
+            case 'r':
+                *w++ = '\r';
+                break;
+            case 't':
+                *w++ = '\t';
+                break;
+            case '"':
+            case '\\':
+                *w++ = r[1];
+                break;
+            case '\0':
+                sb_cat(err, "Unterminated quoted argument");
+                free(argv);
+                return (-1);
+            default:
+                *w++ = '\\';
+                *w++ = r[1];
+                break;
+            }
+            r++;
+        }
+        r++;
+        if (*r != '\0' && *r != ' ' && *r != '\t') {
+            sb_cat(err, "Missing space after quoted argument");
+            free(argv);
+            return (-1);
+        }
+        *w = '\0';
+    }
+    argv[argc] = NULL;
+    *argvp = argv;
+    *argcp = argc;
+    return (0);
+}
+
+/*--------------------------------------------------------------------
+ * Built-in commands.
+ */
+
+void
+cli__banner(struct sb *out)
+{
+    struct utsname u;
+
+    sb_cat(out, "-----------------------------\n"
+                "surogat admin interface 1.0\n"
+                "-----------------------------\n");
+    if (uname(&u) == 0)
+        sb_printf(out, "%s,%s,%s\n", u.sysname, u.release, u.machine);
+    sb_cat(out, "surogat-" SUROGAT_VERSION "\n"
+                "\n"
+                "Type 'help' for command list.\n"
+                "Type 'quit' to close CLI session.\n");
+}
+
+static unsigned
+cmd_ping(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    /* "1.0" is the protocol version Varnish answers; varnishadm checks nothing more. */
+    sb_printf(out, "PONG %jd 1.0", (intmax_t)time(NULL));
+    return (CLI_OK);
+}
+
+static unsigned
+cmd_banner(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    cli__banner(out);
+    return (CLI_OK);
+}
+
+static unsigned
+cmd_status(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    /* Varnish's wording: monitoring scripts written for varnishadm grep for it. */
+    sb_cat(out, "Child in state running");
+    return (CLI_OK);
+}
+
+/*
+ * The connection layer answers `auth` and `quit` itself (cli.c); these
+ * bodies serve cli_exec() and a server without a secret.
+ */
+static unsigned
+cmd_auth(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    return (CLI_OK);
+}
+
+static unsigned
+cmd_quit(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    sb_cat(out, "Closing CLI connection");
+    return (CLI_CLOSE);
+}
+
+static void
+stats_json(struct sb *out)
+{
+    struct stat_block b;
+
+    stat_sum(&b);
+    sb_cat(out, "{\n");
+    for (unsigned i = 0; i < STAT__N; i++)
+        sb_printf(out, "  \"%s\": %" PRIu64 "%s\n", stat_names[i], b.v[i],
+                  i + 1 < STAT__N ? "," : "");
+    sb_cat(out, "}\n");
+}
+
+static unsigned
+cmd_stats(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    if (argc == 1) {
+        stat_dump(out);
+        return (CLI_OK);
+    }
+    if (strcmp(argv[1], "-j") == 0) {
+        stats_json(out);
+        return (CLI_OK);
+    }
+    sb_printf(out, "Unknown option '%s'.\nUsage: stats [-j]", argv[1]);
+    return (CLI_USAGE);
+}
+
+/* Cut out back to `len`, dropping a partial answer. */
+static void
+sb_rewind(struct sb *out, size_t len)
+{
+    SRG_ASSERT(len <= out->len);
+    out->len = len;
+    out->buf[len] = '\0';
+}
+
+static unsigned
+cmd_param_show(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    size_t mark = out->len;
+
+    if (argc == 1) {
+        par_dump_values(out);
+        return (CLI_OK);
+    }
+    /* The same "name value" layout as the full listing, so one parser reads both. */
+    sb_printf(out, "%-32s ", argv[1]);
+    if (par_get(argv[1], out) != 0) {
+        sb_rewind(out, mark);
+        sb_printf(out, "Unknown parameter '%s'.", argv[1]);
+        return (CLI_PARAM);
+    }
+    sb_cat(out, "\n");
+    return (CLI_OK);
+}
+
+static unsigned
+cmd_param_set(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    char buf[64];
+    struct sb probe;
+
+    /* par_get() fails only for an unknown name; an overflowing value is still found. */
+    sb_init(&probe, buf, sizeof buf);
+    if (par_get(argv[1], &probe) != 0) {
+        sb_printf(out, "Unknown parameter '%s'.", argv[1]);
+        return (CLI_PARAM);
+    }
+    if (!par_is_live(argv[1])) {
+        sb_printf(out,
+                  "Parameter '%s' is read at startup only: it needs a restart "
+                  "(set it with -p or in the config file).",
+                  argv[1]);
+        return (CLI_PARAM);
+    }
+    if (par_set(argv[1], argv[2], out) != 0)
+        return (CLI_PARAM);
+    log_msg(LOG_NOTICE, "cli: param.set %s %s", argv[1], argv[2]);
+    return (CLI_OK);
+}
+
+static unsigned cmd_help(int argc, char *const *argv, struct sb *out, void *priv);
+
+/* Sorted by name, as help lists them. */
+static const struct cli_cmd builtins[] = {
+    { CLI_CMD_MAGIC, "auth", "<response>", "Authenticate: answer the challenge sent on connect.",
+      1, 1, cmd_auth, NULL, NULL },
+    { CLI_CMD_MAGIC, "banner", NULL, "Print the welcome banner.", 0, 0, cmd_banner, NULL, NULL },
+    { CLI_CMD_MAGIC, "help", "[<command>]",
+      "List the commands, or show what one does.", 0, 1, cmd_help, NULL, NULL },
+    { CLI_CMD_MAGIC, "param.set", "<name> <value>",
+      "Change a runtime parameter.  Only parameters that take effect at once may be set; "
+      "the others need a restart.",
+      2, 2, cmd_param_set, NULL, NULL },
+    { CLI_CMD_MAGIC, "param.show", "[<name>]",
+      "Show every parameter, or one, as \"name value\" lines.", 0, 1, cmd_param_show, NULL,
+      NULL },
+    { CLI_CMD_MAGIC, "ping", "[<timestamp>]", "Keep the connection alive; answers PONG.", 0, 1,
+      cmd_ping, NULL, NULL },
+    { CLI_CMD_MAGIC, "quit", NULL, "Close the connection.", 0, 0, cmd_quit, NULL, NULL },
+    { CLI_CMD_MAGIC, "stats", "[-j]",
+      "Print every counter as \"name value\" lines, or with -j as one JSON object.", 0, 1,
+      cmd_stats, NULL, NULL },
+    { CLI_CMD_MAGIC, "status", NULL, "Check the state of the cache process.", 0, 0, cmd_status,
+      NULL, NULL },
+};
+
+static const struct cli_cmd *
+find_builtin(const char *name)
+{
+    for (size_t i = 0; i < ARRAY_LEN(builtins); i++)
+        if (strcmp(builtins[i].name, name) == 0)
+            return (&builtins[i]);
+    return (NULL);
+}
+
+/* Under reg_mtx. */
+static const struct cli_cmd *
+find_registered(const char *name)
+{
+    for (const struct cli_cmd *cp = cmd_list; cp != NULL; cp = cp->next)
+        if (strcmp(cp->name, name) == 0)
+            return (cp);
+    return (NULL);
+}
+
+/* "name usage", tolerating a usage string that already starts with the name. */
+static void
+cmd_synopsis(const struct cli_cmd *cp, struct sb *out)
+{
+    size_t n = strlen(cp->name);
+
+    if (cp->usage == NULL || cp->usage[0] == '\0')
+        sb_cat(out, cp->name);
+    else if (strncmp(cp->usage, cp->name, n) == 0 &&
+             (cp->usage[n] == '\0' || cp->usage[n] == ' '))
+        sb_cat(out, cp->usage);
+    else
+        sb_printf(out, "%s %s", cp->name, cp->usage);
+}
+
+static void
+help_line(const struct cli_cmd *cp, struct sb *out)
+{
+    char buf[256];
+    struct sb syn;
+
+    sb_init(&syn, buf, sizeof buf);
+    cmd_synopsis(cp, &syn);
+    sb_printf(out, "%-30s %s\n", syn.buf, cp->help != NULL ? cp->help : "");
+}
+
+static unsigned
+cmd_help(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    const struct cli_cmd *cp, *rp;
+    size_t i = 0;
+
+    AZ(pthread_mutex_lock(&reg_mtx));
+    if (argc == 2) {
+        cp = find_builtin(argv[1]);
+        if (cp == NULL)
+            cp = find_registered(argv[1]);
+        if (cp != NULL) {
+            cmd_synopsis(cp, out);
+            sb_printf(out, "\n    %s\n", cp->help != NULL ? cp->help : "");
+        }
+        AZ(pthread_mutex_unlock(&reg_mtx));
+        if (cp != NULL)
+            return (CLI_OK);
+        sb_printf(out, "Unknown command '%s'.", argv[1]);
+        return (CLI_UNKNOWN);
+    }
+    /* Merge the two sorted lists. */
+    rp = cmd_list;
+    while (i < ARRAY_LEN(builtins) || rp != NULL) {
+        if (rp == NULL || (i < ARRAY_LEN(builtins) && strcmp(builtins[i].name, rp->name) < 0)) {
+            help_line(&builtins[i++], out);
+        } else {
+            help_line(rp, out);
+            rp = rp->next;
+        }
+    }
+    AZ(pthread_mutex_unlock(&reg_mtx));
+    return (CLI_OK);
+}
+
+/*--------------------------------------------------------------------
+ * The registry and dispatch.
+ */
+
+void
+cli_register(const char *name, const char *usage, const char *help, int min_args,
+             int max_args, cli_cmd_f *fn, void *priv)
+{
+    struct cli_cmd *cp, **pp;
+
+    AN(name);
+    AN(*name);
+    AN(fn);
+    SRG_ASSERT(min_args >= 0);
+    SRG_ASSERT(max_args == -1 || max_args >= min_args);
+    SRG_ASSERT(strchr(name, ' ') == NULL && strchr(name, '"') == NULL);
+    if (find_builtin(name) != NULL)
+        SRG_WRONG("cli_register: name of a built-in command");
+    OBJ_NEW(cp, CLI_CMD_MAGIC);
+    cp->name = name;
+    cp->usage = usage;
+    cp->help = help;
+    cp->min_args = min_args;
+    cp->max_args = max_args;
+    cp->fn = fn;
+    cp->priv = priv;
+    AZ(pthread_mutex_lock(&reg_mtx));
+    if (find_registered(name) != NULL)
+        SRG_WRONG("cli_register: command registered twice");
+    for (pp = &cmd_list; *pp != NULL && strcmp((*pp)->name, name) < 0; pp = &(*pp)->next)
+        continue;
+    cp->next = *pp;
+    *pp = cp;
+    AZ(pthread_mutex_unlock(&reg_mtx));
+}
+
+void
+cli__cmds_fini(void)
+{
+    struct cli_cmd *cp;
+
+    AZ(pthread_mutex_lock(&reg_mtx));
+    while (cmd_list != NULL) {
+        cp = cmd_list;
+        cmd_list = cp->next;
+        OBJ_CHECK(cp, CLI_CMD_MAGIC);
+        OBJ_FREE(&cp);
+    }
+    AZ(pthread_mutex_unlock(&reg_mtx));
+}
+
+unsigned
+cli__dispatch(int argc, char *const *argv, struct sb *out)
+{
+    const struct cli_cmd *cp;
+    struct cli_cmd c;
+    unsigned status;
+
+    SRG_ASSERT(argc >= 1);
+    AN(argv[0]);
+    cp = find_builtin(argv[0]);
+    AZ(pthread_mutex_lock(&reg_mtx));
+    if (cp == NULL)
+        cp = find_registered(argv[0]);
+    /* A copy: cli_fini() may free the entry while the handler runs. */
+    if (cp != NULL)
+        c = *cp;
+    AZ(pthread_mutex_unlock(&reg_mtx));
+    if (cp == NULL) {
+        sb_printf(out, "Unknown request '%s'.\nType 'help' for more info.", argv[0]);
+        return (CLI_UNKNOWN);
+    }
+    OBJ_CHECK(&c, CLI_CMD_MAGIC);
+    if (argc - 1 < c.min_args || (c.max_args >= 0 && argc - 1 > c.max_args)) {
+        sb_printf(out, "Too %s arguments.\nUsage: ", argc - 1 < c.min_args ? "few" : "many");
+        cmd_synopsis(&c, out);
+        return (CLI_USAGE);
+    }
+    AZ(pthread_mutex_lock(&exec_mtx));
+    status = c.fn(argc, argv, out, c.priv);
+    AZ(pthread_mutex_unlock(&exec_mtx));
+    SRG_ASSERT(status >= 100 && status <= 999);
+    if (status == CLI_OK && !sb_ok(out))
+        status = CLI_TRUNCATED;
+    return (status);
+}
+
+unsigned
+cli_exec(const char *line, struct sb *out)
+{
+    char *copy, **argv;
+    unsigned status;
+    int argc;
+
+    AN(line);
+    AN(out);
+    copy = strdup(line);
+    AN(copy);
+    if (cli__split(copy, &argv, &argc, out) != 0) {
+        free(copy);
+        return (CLI_USAGE);
+    }
+    if (argc == 0) {
+        sb_cat(out, "Empty request.");
+        status = CLI_USAGE;
+    } else {
+        status = cli__dispatch(argc, argv, out);
+    }
+    free(argv);
+    free(copy);
+    return (status);
+}

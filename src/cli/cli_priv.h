@@ -1,0 +1,28 @@
+/*
+ * cli_priv -- shared between cli.c (listener, connections, authentication)
+ * and cli_cmd.c (request parsing, the command registry, the built-in
+ * commands).
+ */
+#ifndef SUROGAT_CLI_PRIV_H
+#define SUROGAT_CLI_PRIV_H
+
+struct sb;
+
+/*
+ * Split a request line into arguments, in place: the argument strings are
+ * the line's own bytes, unquoted and unescaped.  0 with a malloc'd,
+ * NULL-terminated *argvp (free it; argc may be 0 for a blank line), or -1
+ * with the reason in err.
+ */
+int cli__split(char *line, char ***argvp, int *argcp, struct sb *err);
+/*
+ * Look up argv[0], check the argument count and run the handler, under
+ * the lock that keeps handlers one at a time.  argc >= 1.
+ */
+unsigned cli__dispatch(int argc, char *const *argv, struct sb *out);
+/* What a client sees on connect and from `banner`. */
+void cli__banner(struct sb *out);
+/* Forget every registered command (cli_fini). */
+void cli__cmds_fini(void);
+
+#endif

@@ -1,0 +1,17 @@
+/*
+ * unit -- what every Check test file includes.  meson builds one
+ * executable per module from its test file and runner.c, defining
+ * UNIT_SUITE as that module's suite function (-DUNIT_SUITE=num_suite).
+ */
+#ifndef SUROGAT_UNIT_H
+#define SUROGAT_UNIT_H
+
+#include <check.h>
+
+#ifndef UNIT_SUITE
+#error "build with -DUNIT_SUITE=<name>_suite"
+#endif
+
+Suite *UNIT_SUITE(void);
+
+#endif
