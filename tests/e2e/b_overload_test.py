@@ -78,3 +78,28 @@ def test_backend_max_connections(origin, surogat):
     assert sg.stat("backend_busy") >= 1
     assert origin.hits("/other") == 0
     assert sg.get("/other").status == 200
+
+
+def test_pool_grows_under_load_and_shrinks_when_idle(origin, surogat):
+    """Waiting requests start new workers up to thread_pool_max; workers
+    idle for thread_pool_timeout retire down to thread_pool_min."""
+    origin.route("/slow", body=b"slow", delay=1.0)
+    sg = surogat(params={"thread_pools": "1", "thread_pool_min": "2", "thread_pool_max": "6",
+                         "thread_pool_timeout": "500ms", "thread_queue_limit": "100"})
+    assert sg.stat("threads") == 2
+    results = []
+    threads = [threading.Thread(target=_fire, args=(sg.port, "/slow", results, i))
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert [r["status"] for r in results] == [200] * 6, results
+    st = sg.stats()
+    assert st["threads_created"] == 6 and st["sess_dropped"] == 0
+    deadline = time.monotonic() + 10
+    while sg.stat("threads") > 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    st = sg.stats()
+    assert st["threads"] == 2 and st["threads_destroyed"] == 4, st
+    assert sg.get("/fast").status == 200
