@@ -39,7 +39,8 @@ def build_counts(builddir):
     with open(log) as fh:
         entries = [json.loads(line) for line in fh if line.strip()]
     for e in entries:
-        suites = " ".join(e.get("suite", []))
+        # meson 1.0 names a test "project:suite / name" and has no "suite" key
+        suites = " ".join(e.get("suite", [])) or e.get("name", "").split(" / ")[0]
         result = e.get("result")
         out = e.get("stdout") or ""
         if result == "SKIP":

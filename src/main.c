@@ -369,6 +369,19 @@ main(int argc, char **argv)
         die("no backend: give -b HOST:PORT");
     if (o.nlisten == 0)
         o.listen[o.nlisten++] = ":80";
+    /* Paths on the command line are relative to where we were started, not to -n. */
+    if (o.secret != NULL && *o.secret != '\0') {
+        char *abs = realpath(o.secret, NULL);
+        if (abs == NULL)
+            die("-S %s: %s", o.secret, strerror(errno));
+        o.secret = abs;
+    }
+    if (o.pidfile != NULL && *o.pidfile != '/') {
+        char cwd[4096], *abs;
+        if (getcwd(cwd, sizeof cwd) == NULL || asprintf(&abs, "%s/%s", cwd, o.pidfile) < 0)
+            die("-P %s: %s", o.pidfile, strerror(errno));
+        o.pidfile = abs;
+    }
     enter_workdir(o.workdir);
     if (log_init(par.error_log) != 0)
         die("error_log %s: %s", par.error_log, strerror(errno));

@@ -21,11 +21,11 @@ struct sb;
 
 /* Response statuses; the numbers are Varnish's (CLIS_*), so varnishadm reads them. */
 enum cli_status {
-    CLI_UNKNOWN = 101,   /* no such command */
-    CLI_USAGE = 102,     /* syntax error or wrong number of arguments */
-    CLI_BADVAL = 104,    /* an argument has a bad value */
-    CLI_PARAM = 106,     /* parameter error: unknown, not live, value refused */
-    CLI_AUTH = 107,      /* authentication required, or failed */
+    CLI_UNKNOWN = 101, /* no such command */
+    CLI_USAGE = 102,   /* syntax error or wrong number of arguments */
+    CLI_BADVAL = 104,  /* an argument has a bad value */
+    CLI_PARAM = 106,   /* parameter error: unknown, not live, value refused */
+    CLI_AUTH = 107,    /* authentication required, or failed */
     CLI_OK = 200,
     CLI_TRUNCATED = 201, /* the answer did not fit CLI_BODY_MAX and was cut */
     CLI_FAILED = 300,    /* the command could not be done */
@@ -68,8 +68,8 @@ typedef unsigned cli_cmd_f(int argc, char *const *argv, struct sb *out, void *pr
  * The strings must outlive the registration (literals, usually).
  * Registering a name twice is a bug.
  */
-void cli_register(const char *name, const char *usage, const char *help, int min_args,
-                  int max_args, cli_cmd_f *fn, void *priv);
+void cli_register(const char *name, const char *usage, const char *help, int min_args, int max_args,
+                  cli_cmd_f *fn, void *priv);
 /*
  * Run one request line as an authenticated client would, on the calling
  * thread, and return its status with the body in `out`.  For tests and

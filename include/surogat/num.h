@@ -12,7 +12,12 @@
 int num_uint(const char *s, unsigned *out);
 /* "4096", "64k", "1.5m", "2g", "1t" (binary multiples; b/B suffixes allowed) */
 int num_bytes(const char *s, uint64_t *out);
-/* "0.5", "250ms", "5s", "2m", "1h", "1d", "1w", "1y" (365 days); plain numbers are seconds */
+/*
+ * "0.5", "250ms", "5s", "2m", "1h", "1d", "1w", "1y" (365 days); plain
+ * numbers are seconds.  Rounded to the microsecond; at most
+ * NUM_DURATION_MAX seconds (about 31 years).
+ */
+#define NUM_DURATION_MAX 1e9
 int num_duration(const char *s, double *out);
 /* A TCP port number, 0..65535, digits only. */
 int num_port(const char *s, unsigned *out);

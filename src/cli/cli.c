@@ -53,18 +53,18 @@
 #include "cli_priv.h"
 
 #define CLI_MAXCONN     16
-#define CLI_IDLE        600.0  /* seconds an admin connection may stay silent */
-#define CLI_CHALLENGE   32     /* letters, as Varnish sends */
-#define CLI_SECRET_MAX  65536  /* Varnish's are 37 bytes; anything this big is a mistake */
-#define CLI_ACCEPT_REST 0.1    /* seconds without accept() after EMFILE and friends */
+#define CLI_IDLE        600.0 /* seconds an admin connection may stay silent */
+#define CLI_CHALLENGE   32    /* letters, as Varnish sends */
+#define CLI_SECRET_MAX  65536 /* Varnish's are 37 bytes; anything this big is a mistake */
+#define CLI_ACCEPT_REST 0.1   /* seconds without accept() after EMFILE and friends */
 
 struct cli_conn {
     unsigned magic;
 #define CLI_CONN_MAGIC 0x6a0f3dc2
     int fd;
     bool authed;
-    bool eof;     /* the client sent no more: answer what was read, then close */
-    bool closing; /* close once the output is sent */
+    bool eof;      /* the client sent no more: answer what was read, then close */
+    bool closing;  /* close once the output is sent */
     double t_last; /* tim_mono() of the last byte read or written */
     char peer[INET6_ADDRSTRLEN + 8];
     char challenge[CLI_CHALLENGE + 1];
@@ -76,8 +76,8 @@ struct cli_conn {
 
 static int listen_fd = -1;
 static int wake_fd = -1;
-static char *unix_path;   /* to unlink at cli_fini(), or NULL */
-static char *secret;      /* the secret file's bytes, or NULL: no authentication */
+static char *unix_path; /* to unlink at cli_fini(), or NULL */
+static char *secret;    /* the secret file's bytes, or NULL: no authentication */
 static size_t secret_len;
 static pthread_t cli_thr;
 static bool running;
@@ -380,8 +380,7 @@ accept_conns(void)
                          sizeof "Too many admin connections." - 1, "Too many admin connections.");
             (void)!send(fd, full, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
             (void)close(fd);
-            log_msg(LOG_WARNING, "cli: %s refused: %d admin connections open", who,
-                    CLI_MAXCONN);
+            log_msg(LOG_WARNING, "cli: %s refused: %d admin connections open", who, CLI_MAXCONN);
             continue;
         }
         OBJ_NEW(cp, CLI_CONN_MAGIC);
@@ -466,8 +465,7 @@ cli_thread(void *arg)
             if (conns[i] == NULL)
                 continue;
             if (now - conns[i]->t_last >= CLI_IDLE) {
-                log_msg(LOG_INFO, "cli: %s idle for %.0f s, closing", conns[i]->peer,
-                        CLI_IDLE);
+                log_msg(LOG_INFO, "cli: %s idle for %.0f s, closing", conns[i]->peer, CLI_IDLE);
                 conn_close(&conns[i]);
                 continue;
             }
@@ -475,7 +473,9 @@ cli_thread(void *arg)
             idx[i] = n;
             pfd[n++] = (struct pollfd){
                 .fd = conns[i]->fd,
-                .events = (short)(conns[i]->olen > 0 ? POLLOUT : conns[i]->eof ? 0 : POLLIN),
+                .events = (short)(conns[i]->olen > 0 ? POLLOUT
+                                  : conns[i]->eof    ? 0
+                                                     : POLLIN),
             };
         }
         tmo = (int)((next - now) * 1e3) + 1;
@@ -671,8 +671,7 @@ listen_tcp(const char *addr, struct sb *err)
         return (-1);
     }
     for (ai = res; ai != NULL; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
             saved = errno;
             continue;

@@ -287,18 +287,17 @@ static unsigned cmd_help(int argc, char *const *argv, struct sb *out, void *priv
 
 /* Sorted by name, as help lists them. */
 static const struct cli_cmd builtins[] = {
-    { CLI_CMD_MAGIC, "auth", "<response>", "Authenticate: answer the challenge sent on connect.",
-      1, 1, cmd_auth, NULL, NULL },
+    { CLI_CMD_MAGIC, "auth", "<response>", "Authenticate: answer the challenge sent on connect.", 1,
+      1, cmd_auth, NULL, NULL },
     { CLI_CMD_MAGIC, "banner", NULL, "Print the welcome banner.", 0, 0, cmd_banner, NULL, NULL },
-    { CLI_CMD_MAGIC, "help", "[<command>]",
-      "List the commands, or show what one does.", 0, 1, cmd_help, NULL, NULL },
+    { CLI_CMD_MAGIC, "help", "[<command>]", "List the commands, or show what one does.", 0, 1,
+      cmd_help, NULL, NULL },
     { CLI_CMD_MAGIC, "param.set", "<name> <value>",
       "Change a runtime parameter.  Only parameters that take effect at once may be set; "
       "the others need a restart.",
       2, 2, cmd_param_set, NULL, NULL },
     { CLI_CMD_MAGIC, "param.show", "[<name>]",
-      "Show every parameter, or one, as \"name value\" lines.", 0, 1, cmd_param_show, NULL,
-      NULL },
+      "Show every parameter, or one, as \"name value\" lines.", 0, 1, cmd_param_show, NULL, NULL },
     { CLI_CMD_MAGIC, "ping", "[<timestamp>]", "Keep the connection alive; answers PONG.", 0, 1,
       cmd_ping, NULL, NULL },
     { CLI_CMD_MAGIC, "quit", NULL, "Close the connection.", 0, 0, cmd_quit, NULL, NULL },
@@ -336,8 +335,7 @@ cmd_synopsis(const struct cli_cmd *cp, struct sb *out)
 
     if (cp->usage == NULL || cp->usage[0] == '\0')
         sb_cat(out, cp->name);
-    else if (strncmp(cp->usage, cp->name, n) == 0 &&
-             (cp->usage[n] == '\0' || cp->usage[n] == ' '))
+    else if (strncmp(cp->usage, cp->name, n) == 0 && (cp->usage[n] == '\0' || cp->usage[n] == ' '))
         sb_cat(out, cp->usage);
     else
         sb_printf(out, "%s %s", cp->name, cp->usage);
@@ -394,8 +392,8 @@ cmd_help(int argc, char *const *argv, struct sb *out, void *priv)
  */
 
 void
-cli_register(const char *name, const char *usage, const char *help, int min_args,
-             int max_args, cli_cmd_f *fn, void *priv)
+cli_register(const char *name, const char *usage, const char *help, int min_args, int max_args,
+             cli_cmd_f *fn, void *priv)
 {
     struct cli_cmd *cp, **pp;
 

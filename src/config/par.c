@@ -230,10 +230,13 @@ format_value(const struct par_def *d, struct sb *out)
         double v;
         memcpy(&v, field, sizeof v);
         char tmp[40];
-        /* The shortest text that sets the same value again. */
-        snprintf(tmp, sizeof tmp, "%.15g", v);
-        if (strtod(tmp, NULL) != v)
-            snprintf(tmp, sizeof tmp, "%.17g", v);
+        size_t n;
+        /* num_duration() keeps microseconds, so six decimals say it all. */
+        n = (size_t)snprintf(tmp, sizeof tmp, "%.6f", v);
+        while (n > 1 && tmp[n - 1] == '0')
+            tmp[--n] = '\0';
+        if (tmp[n - 1] == '.')
+            tmp[--n] = '\0';
         sb_cat(out, tmp);
         break;
     }

@@ -284,8 +284,7 @@ read_resp(int fd, struct resp *rp)
         return (-1);
     }
     /* The body, then the "\n" that ends every answer. */
-    if (read_full(fd, rp->body, rp->len, deadline) != 0 ||
-        read_full(fd, hdr, 1, deadline) != 0) {
+    if (read_full(fd, rp->body, rp->len, deadline) != 0 || read_full(fd, hdr, 1, deadline) != 0) {
         comm_error("reading the answer");
         free(rp->body);
         return (-1);
@@ -400,8 +399,8 @@ handshake(int fd, const char *secret_file, struct resp *banner)
             free(r.body);
             return (-1);
         }
-        if (r.len < CHALLENGE_LEN || strspn(r.body, "abcdefghijklmnopqrstuvwxyz") !=
-                                         CHALLENGE_LEN) {
+        if (r.len < CHALLENGE_LEN ||
+            strspn(r.body, "abcdefghijklmnopqrstuvwxyz") != CHALLENGE_LEN) {
             fprintf(stderr, "%s: malformed authentication challenge\n", prog);
             free(r.body);
             return (-1);
@@ -421,8 +420,7 @@ handshake(int fd, const char *secret_file, struct resp *banner)
         }
     }
     if (r.status != CLI_OK) {
-        fprintf(stderr, "%s: surogatd refused the connection: %u %s\n", prog, r.status,
-                r.body);
+        fprintf(stderr, "%s: surogatd refused the connection: %u %s\n", prog, r.status, r.body);
         free(r.body);
         return (-1);
     }
@@ -598,8 +596,7 @@ main(int argc, char **argv)
             errno = 0;
             timeout = strtod(optarg, &end);
             if (errno != 0 || end == optarg || *end != '\0' || !(timeout > 0)) {
-                fprintf(stderr, "%s: -t %s: expected a positive number of seconds\n", prog,
-                        optarg);
+                fprintf(stderr, "%s: -t %s: expected a positive number of seconds\n", prog, optarg);
                 return (2);
             }
             break;

@@ -90,10 +90,23 @@ parse_with_unit(const char *s, const struct unit *units, size_t nunits, double *
     return (-1);
 }
 
+/*
+ * Durations are kept to the microsecond and below NUM_DURATION_MAX, so
+ * that "%.6f" prints every value back exactly (par_get, param.show).
+ */
 int
 num_duration(const char *s, double *out)
 {
-    return (parse_with_unit(s, duration_units, ARRAY_LEN(duration_units), out, NULL, NULL));
+    double v;
+
+    if (parse_with_unit(s, duration_units, ARRAY_LEN(duration_units), &v, NULL, NULL) != 0)
+        return (-1);
+    if (v > NUM_DURATION_MAX) {
+        errno = ERANGE;
+        return (-1);
+    }
+    *out = round(v * 1e6) / 1e6;
+    return (0);
 }
 
 int
