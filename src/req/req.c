@@ -359,12 +359,22 @@ req_sess_task(struct wrk *wrk, void *priv)
         ws_reset(&wrk->ws);
         req = ws_alloc(&wrk->ws, sizeof *req);
         hdrs = ws_alloc(&wrk->ws, (par.http_max_hdr + REQ_EXTRA_HDR) * sizeof *hdrs);
-        AN(req); /* workspace_client has a minimum far above these */
-        AN(hdrs);
+        AN(req); /* workspace_client's minimum is far above sizeof(struct req) */
         OBJ_INIT(req, REQ_MAGIC);
         req->sp = sp;
         req->wrk = wrk;
         req->rx_len = carry;
+        if (hdrs == NULL) {
+            /* http_max_hdr set too high for workspace_client: say so, do not crash. */
+            http_init(req->http, NULL, 0);
+            STAT_INC(ws_overflow);
+            STAT_INC(client_resp_500);
+            req->close = true;
+            (void)req_synth(req, 500, NULL);
+            req_finish(req);
+            sess_close_lingering(&sp, REQ_ERROR_LINGER);
+            return;
+        }
         http_init(req->http, hdrs, par.http_max_hdr + REQ_EXTRA_HDR);
         hr = read_head(req, served > 0);
         if (hr == HEAD_OK) {
