@@ -26,6 +26,7 @@
 #include "surogat/cfg.h"
 #include "surogat/cli.h"
 #include "surogat/defs.h"
+#include "surogat/hsh.h"
 #include "surogat/log.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
@@ -33,6 +34,7 @@
 #include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
+#include "surogat/sto.h"
 #include "surogat/tim.h"
 #include "surogat/wtr.h"
 
@@ -116,11 +118,8 @@ check_storage(const char *spec)
             die("-s %s: bad size '%s'", spec, f[1]);
         return;
     }
-    if (n == 3 && strcmp(f[0], "file") == 0) {
-        if (num_bytes(f[2], &size) != 0 || size == 0)
-            die("-s %s: bad size '%s'", spec, f[2]);
-        return;
-    }
+    if (n == 3 && strcmp(f[0], "file") == 0)
+        die("-s %s: the file store is not supported by this version (use malloc,SIZE)", spec);
     die("-s %s: expected malloc,SIZE or file,PATH,SIZE", spec);
 }
 
@@ -340,6 +339,8 @@ drain_and_stop(const struct opts *o)
     pool_fini();
     cli_fini();
     be_fini();
+    hsh_fini();
+    sto_fini();
     alog_fini();
     if (o->pidfile != NULL)
         unlink(o->pidfile);
@@ -390,6 +391,11 @@ main(int argc, char **argv)
         die("access_log %s: %s", par.access_log, strerror(errno));
     sb_init(&err, ebuf, sizeof ebuf);
     AZ(be_init());
+    AZ(hsh_init());
+    if (o.nstorage > 1)
+        die("-s: one store only in this version");
+    if (sto_init(o.nstorage > 0 ? o.storage[0] : NULL, &err) != 0)
+        die("%s", ebuf);
     if (be_add("default", o.backend, &err) != 0)
         die("-b %s", ebuf);
     raise_fd_limit();

@@ -13,8 +13,16 @@
 
 struct req;
 struct be;
+struct cobj;
 
 /* Pass the request to `be` and deliver the answer.  Never fails: errors are answered. */
 void fetch_pass(struct req *req, struct be *be);
+/*
+ * A cache miss: fetch the full object for the busy *ocp (GET even for a
+ * HEAD, without the client's conditional fields), deliver it while it is
+ * stored, then publish it -- or abandon it when the response may not be
+ * stored or the fetch fails.  Takes the caller's reference.
+ */
+void fetch_miss(struct req *req, struct be *be, struct cobj **ocp);
 
 #endif

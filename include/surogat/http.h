@@ -41,6 +41,8 @@ void http_init(struct http *hp, struct http_hdr *hdrs, unsigned maxhdr);
 bool http_name_eq(const struct txt *name, const char *want);
 /* First header named `name`, or NULL. */
 const struct http_hdr *http_find(const struct http *hp, const char *name);
+/* The value of the first header named `name`, or NULL. */
+const struct txt *http_value(const struct http *hp, const char *name);
 /* Number of headers named `name`. */
 unsigned http_count(const struct http *hp, const char *name);
 /* Append a header; -1 when hdr[] is full.  The text must outlive hp. */

@@ -52,6 +52,14 @@ struct req {
     double t_end;        /* tim_mono() when the response ended */
 };
 
+/*
+ * Whether the request's If-None-Match (else If-Modified-Since) says the
+ * client already has the representation with these validators (either
+ * may be NULL): RFC 9110 section 13.2.2, for GET and HEAD.
+ */
+bool req_not_modified(const struct req *req, const struct txt *etag, const struct txt *lm);
+/* Answer a checked request: from the cache, or through a fetch. */
+void req_dispatch(struct req *req);
 /* The pool task of a session: read, serve and log requests until idle. */
 void req_sess_task(struct wrk *wrk, void *priv);
 /*

@@ -17,7 +17,10 @@
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
+#include "surogat/cc.h"
+#include "surogat/fresh.h"
 #include "surogat/h1.h"
+#include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
 #include "surogat/req.h"
@@ -57,6 +60,11 @@ struct fetch {
     uint64_t clen;
     bool be_keepalive;   /* the backend allows reuse of the connection */
     bool chunk_out;      /* we chunk the body towards the client */
+    bool body_to_client; /* false for HEAD and 304: the body is only stored */
+    unsigned status_override; /* 304 for a conditional miss, or 0 */
+    struct cobj *oc;     /* the busy object being filled, or NULL for a pass */
+    double t_req;        /* tim_real() when the request went out */
+    double t_resp;       /* tim_real() when the response head arrived */
 };
 
 static int
@@ -100,6 +108,10 @@ out_body(struct fetch *f, struct out *o, const char *p, size_t len)
 
     if (len == 0)
         return (0);
+    if (f->oc != NULL && hsh_append(f->oc, p, len) != 0)
+        hsh_abandon(&f->oc, 0); /* no room: the client still gets everything */
+    if (!f->body_to_client)
+        return (0);
     if (f->chunk_out) {
         if ((o->niov + 3 > OUT_IOV || o->nchdr == (int)ARRAY_LEN(o->chdr)) &&
             out_flush(req, o) != 0)
@@ -119,8 +131,13 @@ out_body(struct fetch *f, struct out *o, const char *p, size_t len)
 /* ---- the backend request ---- */
 
 /* Build the backend request head into workspace.  NULL on overflow. */
+/* Request fields that would turn the full response a miss must store into a 304, 412 or 206. */
+static const char *const miss_strip[] = {
+    "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range",
+};
+
 static struct txt
-build_bereq(struct req *req, struct be *be)
+build_bereq(struct req *req, struct be *be, bool miss)
 {
     struct http *hp = req->http;
     struct http_hdr *hdrs;
@@ -135,11 +152,16 @@ build_bereq(struct req *req, struct be *be)
         return (empty);
     http_init(&bereq, hdrs, hp->nhdr + 8);
     bereq.method = hp->method;
+    /* A miss fetches the body even for HEAD: it is what the cache stores. */
+    if (miss && req->head_only)
+        bereq.method = TXT_LIT("GET");
     bereq.url = hp->url;
     bereq.proto = 11;
     memcpy(hdrs, hp->hdr, hp->nhdr * sizeof *hdrs);
     bereq.nhdr = hp->nhdr;
     http_strip_hop_by_hop(&bereq);
+    for (size_t i = 0; miss && i < ARRAY_LEN(miss_strip); i++)
+        http_unset(&bereq, miss_strip[i]);
     if (par.xff) {
         /* One X-Forwarded-For with the client appended to what earlier proxies said. */
         for (unsigned i = 0; i < bereq.nhdr; i++)
@@ -310,16 +332,20 @@ build_resp_head(struct fetch *f, struct out *o)
     struct sb sb;
     size_t room;
 
-    hdrs = ws_alloc(&req->wrk->ws, (be->nhdr + 6) * sizeof *hdrs);
+    hdrs = ws_alloc(&req->wrk->ws, (be->nhdr + 7) * sizeof *hdrs);
     if (hdrs == NULL)
         return (-1);
-    http_init(&resp, hdrs, be->nhdr + 6);
+    http_init(&resp, hdrs, be->nhdr + 7);
     memcpy(hdrs, be->hdr, be->nhdr * sizeof *hdrs);
     resp.nhdr = be->nhdr;
     resp.proto = 11;
     resp.status = be->status;
     resp.reason = be->reason.len > 0 ? be->reason : (struct txt){ http_reason(be->status),
                                                                    strlen(http_reason(be->status)) };
+    if (f->status_override != 0) {
+        resp.status = f->status_override;
+        resp.reason = (struct txt){ http_reason(resp.status), strlen(http_reason(resp.status)) };
+    }
     http_strip_hop_by_hop(&resp);
     if (http_find(&resp, "Date") == NULL) {
         date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
@@ -341,7 +367,7 @@ build_resp_head(struct fetch *f, struct out *o)
                     (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu",
                                                        (unsigned long long)f->clen) }));
     }
-    if (f->body == H1_BODY_CHUNKED || f->body == H1_BODY_EOF) {
+    if ((f->body == H1_BODY_CHUNKED || f->body == H1_BODY_EOF) && f->status_override == 0) {
         if (req->http->proto == 11) {
             f->chunk_out = true;
             AZ(http_add(&resp, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
@@ -349,6 +375,11 @@ build_resp_head(struct fetch *f, struct out *o)
             req->close = true; /* an HTTP/1.0 client learns the end from the close */
         }
     }
+    if (par.cache_status)
+        AZ(http_add(&resp, TXT_LIT("Cache-Status"),
+                    f->oc != NULL ? TXT_LIT("surogat; fwd=miss; stored")
+                    : *req->cache == 'M' ? TXT_LIT("surogat; fwd=miss")
+                                         : TXT_LIT("surogat; fwd=bypass")));
     if (req->close || req->want_close || sess_draining())
         AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("close")));
     else if (req->keepalive_10)
@@ -440,7 +471,7 @@ deliver_body(struct fetch *f, struct out *o)
         }
         return (-1);
     }
-    if (f->chunk_out && out_add(req, o, "0\r\n\r\n", 5) != 0)
+    if (f->chunk_out && f->body_to_client && out_add(req, o, "0\r\n\r\n", 5) != 0)
         return (-2);
     /* Bytes past the end of the body: the backend is out of step, do not reuse it. */
     if (f->be_pos != f->be_len)
@@ -458,13 +489,109 @@ can_retry(const struct req *req, unsigned retries)
 static void
 fail(struct fetch *f, unsigned status)
 {
+    if (f->oc != NULL)
+        hsh_abandon(&f->oc, 0); /* waiters retry: one of them fetches again */
     if (f->conn != NULL)
         bcp_close(&f->conn);
     (void)req_synth(f->req, status, NULL);
 }
 
-void
-fetch_pass(struct req *req, struct be *be)
+/*
+ * A stored head: the status line and fields of the backend response as
+ * every later client gets them, minus what is per connection or per
+ * delivery (hop-by-hop fields, framing, Age), ending with the empty line.
+ * malloc'ed: it lives as long as the object.
+ */
+static int
+store_head(struct fetch *f, const struct cc *rcc)
+{
+    struct http h;
+    struct http_hdr *hdrs;
+    struct cobj *oc = f->oc;
+    char date[TIM_HTTP_DATE_LEN + 1];
+    size_t cap = 512;
+    struct sb sb;
+    char *buf;
+
+    hdrs = ws_alloc(&f->req->wrk->ws, (f->resp->nhdr + 4) * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (-1);
+    http_init(&h, hdrs, f->resp->nhdr + 4);
+    memcpy(hdrs, f->resp->hdr, f->resp->nhdr * sizeof *hdrs);
+    h.nhdr = f->resp->nhdr;
+    h.proto = 11;
+    h.status = f->resp->status;
+    h.reason = f->resp->reason.len > 0 ? f->resp->reason
+                                        : (struct txt){ http_reason(h.status),
+                                                        strlen(http_reason(h.status)) };
+    http_strip_hop_by_hop(&h);
+    http_unset(&h, "Content-Length");
+    http_unset(&h, "Age");
+    /* Fields the origin marked private="..." are for the requester only (RFC 9111 5.2.2.7). */
+    if (rcc->flags & CC_PRIVATE_FIELDS) {
+        for (unsigned i = 0; i < h.nhdr;) {
+            if (cc_field_listed(&rcc->private_fields, &h.hdr[i].name))
+                h.hdr[i] = h.hdr[--h.nhdr];
+            else
+                i++;
+        }
+    }
+    /* Targeted fields are for us, not for clients (RFC 9213 section 2.1). */
+    http_unset(&h, "CDN-Cache-Control");
+    http_unset(&h, "Surrogate-Control");
+    if (http_find(&h, "Date") == NULL) {
+        tim_http_date(f->t_resp, date);
+        AZ(http_add(&h, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
+    }
+    if (par.via)
+        AZ(http_add(&h, TXT_LIT("Via"),
+                    f->resp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
+    for (unsigned i = 0; i < h.nhdr; i++)
+        cap += h.hdr[i].name.len + h.hdr[i].val.len + 4;
+    buf = malloc(cap);
+    AN(buf);
+    sb_init(&sb, buf, cap);
+    h1_write_response(&sb, &h);
+    AN(sb_ok(&sb));
+    oc->head = buf;
+    oc->head_len = sb.len;
+    oc->status = h.status;
+    return (0);
+}
+
+/* After the response head: keep the busy object only if the response may be stored. */
+static void
+decide_store(struct fetch *f)
+{
+    struct req *req = f->req;
+    struct fresh_cfg cfg = FRESH_CFG_DEFAULT;
+    struct cc qcc, rcc;
+    enum fresh_store st;
+
+    cfg.default_ttl = par.default_ttl;
+    cfg.heuristic_max = par.heuristic_max;
+    cc_parse_request(req->http, &qcc);
+    cc_parse_response(f->resp, NULL, &rcc);
+    st = fresh_storable(req->http, &qcc, f->resp, &rcc, &cfg);
+    if (st == FRESH_STORE) {
+        fresh_obj_init(&f->oc->fresh, f->resp, &rcc, f->t_req, f->t_resp, &cfg);
+        /* Without revalidation yet, an object stale on arrival would never be used. */
+        if (f->oc->fresh.ttl <= 0)
+            st = FRESH_NOT_CACHEABLE;
+    }
+    if (st != FRESH_STORE || hsh_set_vary(f->oc, req->http, f->resp) != 0 ||
+        store_head(f, &rcc) != 0) {
+        STAT_INC(cache_uncacheable);
+        hsh_abandon(&f->oc, par.hitmiss_ttl);
+    }
+}
+
+/*
+ * The backend transaction, for a pass (oc NULL) or a miss filling the
+ * busy object oc.
+ */
+static void
+fetch_run(struct req *req, struct be *be, struct cobj *oc)
 {
     struct fetch f;
     struct out o;
@@ -477,19 +604,21 @@ fetch_pass(struct req *req, struct be *be)
     memset(&o, 0, sizeof o);
     f.req = req;
     f.be = be;
-    req->cache = "PASS";
+    f.oc = oc;
+    f.body_to_client = !req->head_only;
+    req->cache = oc != NULL ? "MISS" : "PASS";
     if (be == NULL) {
-        (void)req_synth(req, 503, NULL);
+        fail(&f, 503);
         return;
     }
     OBJ_CHECK(be, BE_MAGIC);
     req->be_name = be->name;
-    head = build_bereq(req, be);
+    head = build_bereq(req, be, oc != NULL);
     if (head.b == NULL) {
         STAT_INC(ws_overflow);
         STAT_INC(client_resp_500);
         req->close = true;
-        (void)req_synth(req, 500, NULL);
+        fail(&f, 500);
         return;
     }
     for (;;) {
@@ -508,9 +637,12 @@ fetch_pass(struct req *req, struct be *be)
         if (f.conn->reused)
             STAT_INC(backend_reuse);
         STAT_INC(backend_req);
+        f.t_req = tim_real();
         rv = send_bereq(&f, head);
         if (rv == -2) {
             req->close = true;
+            if (f.oc != NULL)
+                hsh_abandon(&f.oc, 0);
             bcp_close(&f.conn);
             if (req->body_bad) {
                 STAT_INC(client_req_400);
@@ -564,7 +696,9 @@ fetch_pass(struct req *req, struct be *be)
         }
         break;
     }
-    f.body = h1_resp_body(f.resp, req->head_only, &f.clen);
+    f.t_resp = tim_real();
+    /* The backend saw HEAD only on a pass: a miss asked it for GET. */
+    f.body = h1_resp_body(f.resp, req->head_only && oc == NULL, &f.clen);
     if (f.body == H1_BODY_E_AMBIGUOUS || f.body == H1_BODY_E_CODING) {
         STAT_INC(backend_bad_resp);
         fail(&f, 502);
@@ -572,6 +706,19 @@ fetch_pass(struct req *req, struct be *be)
     }
     f.be_keepalive = f.resp->proto == 11 ? !http_has_token(f.resp, "Connection", "close")
                                          : http_has_token(f.resp, "Connection", "keep-alive");
+    if (oc != NULL) {
+        decide_store(&f);
+        /*
+         * The backend was asked without the client's conditional fields, so
+         * that a full object could be stored; answer the client's own
+         * condition here.
+         */
+        if (f.resp->status == 200 && req_not_modified(req, http_value(f.resp, "ETag"),
+                                                      http_value(f.resp, "Last-Modified"))) {
+            f.status_override = 304;
+            f.body_to_client = false;
+        }
+    }
     if (build_resp_head(&f, &o) != 0) {
         STAT_INC(ws_overflow);
         STAT_INC(client_resp_500);
@@ -580,6 +727,15 @@ fetch_pass(struct req *req, struct be *be)
         return;
     }
     rv = deliver_body(&f, &o);
+    if (f.oc != NULL) {
+        if (rv == 0) {
+            f.oc->body_complete = true;
+            STAT_INC(cache_stored);
+            hsh_unbusy(&f.oc);
+        } else {
+            hsh_abandon(&f.oc, 0);
+        }
+    }
     if (rv == 0 && f.be_keepalive) {
         bcp_recycle(&f.conn);
         return;
@@ -596,4 +752,20 @@ fetch_pass(struct req *req, struct be *be)
     } else if (rv == -2) {
         req->close = true;
     }
+}
+
+void
+fetch_pass(struct req *req, struct be *be)
+{
+    STAT_INC(cache_pass);
+    fetch_run(req, be, NULL);
+}
+
+void
+fetch_miss(struct req *req, struct be *be, struct cobj **ocp)
+{
+    struct cobj *oc;
+
+    OBJ_TAKE(oc, ocp, COBJ_MAGIC);
+    fetch_run(req, be, oc);
 }

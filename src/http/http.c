@@ -38,6 +38,14 @@ http_find(const struct http *hp, const char *name)
     return (NULL);
 }
 
+const struct txt *
+http_value(const struct http *hp, const char *name)
+{
+    const struct http_hdr *h = http_find(hp, name);
+
+    return (h != NULL ? &h->val : NULL);
+}
+
 unsigned
 http_count(const struct http *hp, const char *name)
 {

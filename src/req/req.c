@@ -404,7 +404,7 @@ req_sess_task(struct wrk *wrk, void *priv)
         case HEAD_OK:
             break;
         }
-        fetch_pass(req, be_default());
+        req_dispatch(req);
         req_finish(req);
         served++;
         if (req->abort) {

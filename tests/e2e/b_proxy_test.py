@@ -85,7 +85,10 @@ def test_head(origin, surogat):
         c.request("GET", "/h")
         r2 = c.read_response()
         assert r2.status == 200 and r2.body == body
-    assert [q.method for q in origin.reqs("/h")] == ["HEAD", "GET"]
+    # A HEAD that misses the cache fetches the whole object (GET), which the
+    # cache could store; the origin's answer here is not cacheable, so the
+    # GET after it goes through as well.
+    assert [q.method for q in origin.reqs("/h")] == ["GET", "GET"]
 
 
 def test_date_added(origin, surogat):

@@ -75,4 +75,23 @@ PARAM(xff, BOOL, "on", NULL, NULL, PAR_LIVE,
       "requests.")
 PARAM(via, BOOL, "on", NULL, NULL, PAR_LIVE,
       "Add a Via header to backend requests and to responses.")
+PARAM(default_ttl, DURATION, "0s", "0s", NULL, PAR_LIVE,
+      "Freshness lifetime given to a cacheable response that carries no freshness information "
+      "and no Last-Modified to base a heuristic on. 0 (the default) is what RFC 9111 asks: "
+      "such a response is not served from cache without revalidation. Varnish uses 120s.")
+PARAM(heuristic_max, DURATION, "1d", "0s", NULL, PAR_LIVE,
+      "Cap on the heuristic freshness lifetime (10% of the time since Last-Modified).")
+PARAM(hitmiss_ttl, DURATION, "120s", "0s", NULL, PAR_LIVE,
+      "How long a URL whose response could not be cached is remembered as such, so that "
+      "concurrent requests for it go to the backend side by side instead of queueing.")
+PARAM(coalesce_timeout, DURATION, "10s", "0s", NULL, PAR_LIVE,
+      "Longest a request waits for another request's fetch of the same object before it goes "
+      "to the backend itself.")
+PARAM(coalesce_max_waiters, UINT, "1024", "0", NULL, PAR_LIVE,
+      "Most requests that may wait for one fetch; more go to the backend themselves.")
+PARAM(nuke_limit, UINT, "50", "0", NULL, PAR_LIVE,
+      "Objects evicted at most to make room for one object being stored; beyond it the object "
+      "is delivered without being stored.")
+PARAM(cache_status, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "Add a Cache-Status response header (RFC 9211) saying whether the response was a hit.")
 #undef PARAM

@@ -1,0 +1,90 @@
+/*
+ * hsh -- the cache index: objects by key (Host and URL), with Vary
+ * variants, busy objects for request coalescing, and SIEVE eviction.
+ *
+ * The index is split into HSH_SHARDS shards, each with its own lock, hash
+ * table and eviction queue, so lookups of different keys never contend.
+ * A complete object is immutable: deliveries read it without a lock,
+ * holding a reference.  A busy object (a fetch in progress) is written by
+ * its fetch only; other requests for the key wait until it is published
+ * (hsh_unbusy) or abandoned, at most coalesce_timeout.
+ */
+#ifndef SUROGAT_HSH_H
+#define SUROGAT_HSH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "surogat/fresh.h"
+#include "surogat/sto.h"
+
+struct http;
+struct objhead;
+struct sb;
+
+enum cobj_flag {
+    COBJ_BUSY = 1u << 0, /* being fetched: not yet visible to lookups */
+    COBJ_HFM = 1u << 1,  /* hit-for-miss marker: the response was not cacheable */
+    COBJ_DEAD = 1u << 2, /* unlinked from the index; freed with its last reference */
+};
+
+struct cobj {
+    unsigned magic;
+#define COBJ_MAGIC 0x5e0c41a7
+    unsigned refcnt;          /* atomic: the index holds one while linked */
+    unsigned flags;           /* enum cobj_flag, under the shard lock */
+    bool visited;             /* SIEVE: hit since the hand last passed; racy by design */
+    struct objhead *oh;       /* immutable */
+    struct cobj *next;        /* the objhead's variants, under the shard lock */
+    struct cobj *sv_newer;    /* the shard's SIEVE queue, under the shard lock */
+    struct cobj *sv_older;
+    /* Written by the fetch before hsh_unbusy(), read-only afterwards. */
+    struct fresh_obj fresh;
+    double t_hfm_end;   /* COBJ_HFM: tim_real() until which the marker stands */
+    unsigned status;
+    char *head;         /* status line and fields, each ending in CRLF, no empty line */
+    size_t head_len;
+    char *vary;         /* the request's values of the Vary fields: "name\0value\0"... */
+    size_t vary_len;
+    struct sto_body body;
+    bool body_complete; /* the whole body is stored */
+};
+
+enum hsh_result {
+    HSH_HIT,  /* *ocp: a referenced, complete, usable object */
+    HSH_MISS, /* *ocp: a new busy object; the caller fetches and publishes or abandons it */
+    HSH_PASS, /* a hit-for-miss marker, or coalescing gave up: fetch, do not store */
+};
+
+int hsh_init(void);
+void hsh_fini(void); /* drops every object; no lookup may run */
+/*
+ * Look up `key` for request `req` (for Vary) with directives qcc at time
+ * now.  May block while another request fetches the same key.
+ */
+enum hsh_result hsh_lookup(const char *key, size_t keylen, const struct http *req,
+                           const struct cc *qcc, double now, struct cobj **ocp);
+/*
+ * Record the request's values for the response's Vary fields on a busy
+ * object.  -1 if the object cannot be stored (Vary too large).
+ */
+int hsh_set_vary(struct cobj *oc, const struct http *req, const struct http *resp);
+/* Store body bytes of a busy object, evicting others to make room.  -1: give up storing. */
+int hsh_append(struct cobj *oc, const void *p, size_t len);
+/*
+ * The fetch completed: the object replaces older variants that match the
+ * same request and becomes visible; waiters are woken.  Drops the
+ * caller's reference.
+ */
+void hsh_unbusy(struct cobj **ocp);
+/*
+ * The fetch failed or the response is not cacheable.  With hfm_ttl > 0 a
+ * hit-for-miss marker stays for that long so later requests do not queue
+ * behind each other for an uncacheable URL.  Drops the caller's reference.
+ */
+void hsh_abandon(struct cobj **ocp, double hfm_ttl);
+void hsh_deref(struct cobj **ocp);
+unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */
+
+#endif

@@ -1,0 +1,626 @@
+/*
+ * The cache index.
+ *
+ * Locks: one mutex per shard guards its hash table, its objheads, the
+ * variant lists and flags of their objects, and its SIEVE queue.  No
+ * other lock is taken while a shard lock is held, and object storage is
+ * freed only after the lock is dropped (hsh_deref).  Reference counts are
+ * atomic so a delivery drops its reference without the lock; the index's
+ * own reference is dropped only by code holding the shard lock, after it
+ * unlinked the object, so a count that reaches zero means nobody can find
+ * the object any more.
+ *
+ * Eviction is SIEVE (Zhang et al., NSDI 2024), one queue per shard: new
+ * objects enter at the head, a hit only sets `visited` (no lock, no list
+ * move: a hit costs nothing here), and the hand walks from the tail
+ * towards the head, sparing and clearing visited objects and evicting the
+ * first unvisited one.  A scan of one-hit wonders therefore passes
+ * through without displacing objects that are hit again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "surogat/defs.h"
+#include "surogat/hsh.h"
+#include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+
+#define HSH_SHARDS      64
+#define HSH_BUCKETS_MIN 256
+
+struct objhead {
+    unsigned magic;
+#define OBJHEAD_MAGIC 0x2f61c0d8
+    struct objhead *hnext; /* hash chain */
+    uint64_t hash;
+    char *key;
+    size_t keylen;
+    struct cobj *objs;     /* variants, busy ones included */
+    unsigned nwaiting;     /* requests waiting for a busy object */
+    unsigned nobjs;
+    pthread_cond_t cond;   /* broadcast when a busy object is published or abandoned */
+};
+
+struct shard {
+    pthread_mutex_t mtx;
+    struct objhead **buckets;
+    size_t nbuckets;  /* a power of two */
+    size_t nheads;
+    struct cobj *sv_head; /* newest */
+    struct cobj *sv_tail; /* oldest */
+    struct cobj *hand;    /* next to examine, moving towards the head; NULL: from the tail */
+} __attribute__((aligned(64)));
+
+static struct shard shards[HSH_SHARDS];
+static unsigned evict_next; /* round-robin over shards for eviction */
+
+/* FNV-1a, 64 bits: keys are short, and the key is compared in full anyway. */
+static uint64_t
+key_hash(const char *k, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)k[i];
+        h *= 0x100000001b3ULL;
+    }
+    return (h ^ (h >> 29));
+}
+
+static struct shard *
+shard_of(uint64_t hash)
+{
+    return (&shards[hash % HSH_SHARDS]);
+}
+
+static size_t
+bucket_of(const struct shard *sh, uint64_t hash)
+{
+    return ((size_t)(hash / HSH_SHARDS) & (sh->nbuckets - 1));
+}
+
+int
+hsh_init(void)
+{
+    for (unsigned i = 0; i < HSH_SHARDS; i++) {
+        AZ(pthread_mutex_init(&shards[i].mtx, NULL));
+        shards[i].nbuckets = HSH_BUCKETS_MIN;
+        shards[i].buckets = calloc(HSH_BUCKETS_MIN, sizeof *shards[i].buckets);
+        AN(shards[i].buckets);
+    }
+    return (0);
+}
+
+static void
+cobj_free(struct cobj *oc)
+{
+    sto_body_free(&oc->body);
+    free(oc->head);
+    free(oc->vary);
+    STAT_DEC(n_object);
+    OBJ_FREE(&oc);
+}
+
+void
+hsh_deref(struct cobj **ocp)
+{
+    struct cobj *oc;
+
+    OBJ_TAKE(oc, ocp, COBJ_MAGIC);
+    if (__atomic_sub_fetch(&oc->refcnt, 1, __ATOMIC_ACQ_REL) == 0)
+        cobj_free(oc);
+}
+
+/* ---- SIEVE queue, under the shard lock ---- */
+
+static void
+sieve_insert(struct shard *sh, struct cobj *oc)
+{
+    oc->sv_older = NULL;
+    oc->sv_newer = NULL;
+    oc->sv_older = sh->sv_head;
+    if (sh->sv_head != NULL)
+        sh->sv_head->sv_newer = oc;
+    sh->sv_head = oc;
+    if (sh->sv_tail == NULL)
+        sh->sv_tail = oc;
+}
+
+static void
+sieve_remove(struct shard *sh, struct cobj *oc)
+{
+    if (sh->hand == oc)
+        sh->hand = oc->sv_newer;
+    if (oc->sv_newer != NULL)
+        oc->sv_newer->sv_older = oc->sv_older;
+    else
+        sh->sv_head = oc->sv_older;
+    if (oc->sv_older != NULL)
+        oc->sv_older->sv_newer = oc->sv_newer;
+    else
+        sh->sv_tail = oc->sv_newer;
+    oc->sv_newer = oc->sv_older = NULL;
+}
+
+/* ---- objheads and variants, under the shard lock ---- */
+
+static struct objhead *
+oh_find(struct shard *sh, uint64_t hash, const char *key, size_t keylen)
+{
+    struct objhead *oh;
+
+    for (oh = sh->buckets[bucket_of(sh, hash)]; oh != NULL; oh = oh->hnext)
+        if (oh->hash == hash && oh->keylen == keylen && memcmp(oh->key, key, keylen) == 0)
+            return (oh);
+    return (NULL);
+}
+
+static void
+grow(struct shard *sh)
+{
+    size_t n = sh->nbuckets * 2;
+    struct objhead **nb = calloc(n, sizeof *nb), *oh, *next;
+    size_t old = sh->nbuckets;
+
+    AN(nb);
+    sh->nbuckets = n;
+    for (size_t i = 0; i < old; i++) {
+        for (oh = sh->buckets[i]; oh != NULL; oh = next) {
+            next = oh->hnext;
+            size_t b = bucket_of(sh, oh->hash);
+            oh->hnext = nb[b];
+            nb[b] = oh;
+        }
+    }
+    free(sh->buckets);
+    sh->buckets = nb;
+}
+
+static struct objhead *
+oh_new(struct shard *sh, uint64_t hash, const char *key, size_t keylen)
+{
+    struct objhead *oh;
+    size_t b;
+
+    if (sh->nheads >= sh->nbuckets * 2)
+        grow(sh);
+    OBJ_NEW(oh, OBJHEAD_MAGIC);
+    oh->hash = hash;
+    oh->key = malloc(keylen + 1);
+    AN(oh->key);
+    memcpy(oh->key, key, keylen);
+    oh->key[keylen] = '\0';
+    oh->keylen = keylen;
+    AZ(pthread_cond_init(&oh->cond, NULL));
+    b = bucket_of(sh, hash);
+    oh->hnext = sh->buckets[b];
+    sh->buckets[b] = oh;
+    sh->nheads++;
+    STAT_INC(n_objecthead);
+    return (oh);
+}
+
+/* Free an objhead nobody needs: no objects, nobody waiting. */
+static void
+oh_maybe_free(struct shard *sh, struct objhead *oh)
+{
+    struct objhead **pp;
+
+    if (oh->objs != NULL || oh->nwaiting > 0)
+        return;
+    for (pp = &sh->buckets[bucket_of(sh, oh->hash)]; *pp != oh; pp = &(*pp)->hnext)
+        AN(*pp);
+    *pp = oh->hnext;
+    sh->nheads--;
+    AZ(pthread_cond_destroy(&oh->cond));
+    free(oh->key);
+    STAT_DEC(n_objecthead);
+    OBJ_FREE(&oh);
+}
+
+/*
+ * Unlink a variant from the index.  Returns it with the index's reference
+ * still counted: the caller drops it with hsh_deref() after unlocking.
+ */
+static struct cobj *
+unlink_obj(struct shard *sh, struct cobj *oc)
+{
+    struct objhead *oh = oc->oh;
+    struct cobj **pp;
+
+    for (pp = &oh->objs; *pp != oc; pp = &(*pp)->next)
+        AN(*pp);
+    *pp = oc->next;
+    oc->next = NULL;
+    oh->nobjs--;
+    if (!(oc->flags & COBJ_BUSY))
+        sieve_remove(sh, oc);
+    oc->flags |= COBJ_DEAD;
+    return (oc);
+}
+
+/* ---- Vary ---- */
+
+/* The values of every field `name` of hp, joined with ", " as one field. */
+static size_t
+joined_value(const struct http *hp, const char *name, size_t nlen, char *out, size_t cap)
+{
+    size_t n = 0;
+    bool first = true;
+
+    for (unsigned i = 0; i < hp->nhdr; i++) {
+        const struct txt *fn = &hp->hdr[i].name, *fv = &hp->hdr[i].val;
+        if (fn->len != nlen || strncasecmp(fn->b, name, nlen) != 0)
+            continue;
+        if (!first && n + 2 <= cap) {
+            memcpy(out + n, ", ", 2);
+            n += 2;
+        }
+        first = false;
+        if (n + fv->len > cap)
+            return (cap + 1);
+        memcpy(out + n, fv->b, fv->len);
+        n += fv->len;
+    }
+    return (n);
+}
+
+/* Whether the request matches the Vary values stored with oc (RFC 9111 section 4.1). */
+static bool
+vary_match(const struct cobj *oc, const struct http *req)
+{
+    const char *p = oc->vary, *e = oc->vary + oc->vary_len;
+    char buf[1024];
+
+    while (p < e) {
+        const char *name = p, *val;
+        size_t nlen = strlen(name), vlen, got;
+
+        val = name + nlen + 1;
+        vlen = strlen(val);
+        got = joined_value(req, name, nlen, buf, sizeof buf);
+        if (got != vlen || memcmp(buf, val, vlen) != 0)
+            return (false);
+        p = val + vlen + 1;
+    }
+    return (true);
+}
+
+int
+hsh_set_vary(struct cobj *oc, const struct http *req, const struct http *resp)
+{
+    char val[1024], *v;
+    size_t len = 0, n;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    v = malloc(8192);
+    AN(v);
+    for (unsigned i = 0; i < resp->nhdr; i++) {
+        const char *p, *end, *s, *t;
+
+        if (!http_name_eq(&resp->hdr[i].name, "Vary"))
+            continue;
+        p = resp->hdr[i].val.b;
+        end = p + resp->hdr[i].val.len;
+        while (p < end) {
+            while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+                p++;
+            for (s = p; p < end && *p != ','; p++)
+                continue;
+            for (t = p; t > s && (t[-1] == ' ' || t[-1] == '\t'); t--)
+                continue;
+            if (t == s)
+                continue;
+            n = joined_value(req, s, (size_t)(t - s), val, sizeof val);
+            if (n > sizeof val || len + (size_t)(t - s) + n + 2 > 8192) {
+                free(v);
+                return (-1);
+            }
+            memcpy(v + len, s, (size_t)(t - s));
+            len += (size_t)(t - s);
+            v[len++] = '\0';
+            memcpy(v + len, val, n);
+            len += n;
+            v[len++] = '\0';
+        }
+    }
+    free(oc->vary);
+    oc->vary = len > 0 ? realloc(v, len) : NULL;
+    if (len == 0)
+        free(v);
+    oc->vary_len = len;
+    return (0);
+}
+
+/* ---- lookup ---- */
+
+static struct cobj *
+busy_new(struct shard *sh, struct objhead *oh)
+{
+    struct cobj *oc;
+
+    OBJ_NEW(oc, COBJ_MAGIC);
+    oc->oh = oh;
+    oc->flags = COBJ_BUSY;
+    oc->refcnt = 2; /* the index's and the fetch's */
+    oc->next = oh->objs;
+    oh->objs = oc;
+    oh->nobjs++;
+    STAT_INC(n_object);
+    (void)sh;
+    return (oc);
+}
+
+static void
+abs_deadline(struct timespec *ts, double seconds)
+{
+    double t;
+
+    AZ(clock_gettime(CLOCK_REALTIME, ts));
+    t = (double)ts->tv_sec + ts->tv_nsec * 1e-9 + seconds;
+    ts->tv_sec = (time_t)t;
+    ts->tv_nsec = (long)((t - floor(t)) * 1e9);
+}
+
+enum hsh_result
+hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc,
+           double now, struct cobj **ocp)
+{
+    uint64_t hash = key_hash(key, keylen);
+    struct shard *sh = shard_of(hash);
+    struct cobj *oc, *busy, *expired[8];
+    unsigned nexpired = 0;
+    struct objhead *oh;
+    struct timespec ts;
+    bool waited = false;
+    enum fresh_verdict v;
+
+    AN(ocp);
+    *ocp = NULL;
+    AZ(pthread_mutex_lock(&sh->mtx));
+    oh = oh_find(sh, hash, key, keylen);
+    if (oh == NULL)
+        oh = oh_new(sh, hash, key, keylen);
+    for (;;) {
+        busy = NULL;
+        for (oc = oh->objs; oc != NULL; oc = oc->next) {
+            if (oc->flags & COBJ_BUSY) {
+                busy = oc;
+                continue;
+            }
+            if (!vary_match(oc, req))
+                continue;
+            if (oc->flags & COBJ_HFM) {
+                if (oc->t_hfm_end > now) {
+                    AZ(pthread_mutex_unlock(&sh->mtx));
+                    STAT_INC(cache_hitmiss);
+                    return (HSH_PASS);
+                }
+                continue;
+            }
+            v = fresh_decide(&oc->fresh, qcc, now);
+            if (v == FRESH_V_FRESH || v == FRESH_V_STALE_OK) {
+                __atomic_add_fetch(&oc->refcnt, 1, __ATOMIC_RELAXED);
+                oc->visited = true;
+                AZ(pthread_mutex_unlock(&sh->mtx));
+                *ocp = oc;
+                return (HSH_HIT);
+            }
+        }
+        if (busy == NULL)
+            break;
+        /* Someone is fetching this key: wait for it rather than asking the backend too. */
+        if (oh->nwaiting >= par.coalesce_max_waiters) {
+            AZ(pthread_mutex_unlock(&sh->mtx));
+            STAT_INC(coalesce_overflow);
+            return (HSH_PASS);
+        }
+        if (!waited) {
+            abs_deadline(&ts, par.coalesce_timeout);
+            STAT_INC(cache_coalesced);
+            waited = true;
+        }
+        oh->nwaiting++;
+        int rc = pthread_cond_timedwait(&oh->cond, &sh->mtx, &ts);
+        oh->nwaiting--;
+        if (rc == ETIMEDOUT) {
+            AZ(pthread_mutex_unlock(&sh->mtx));
+            STAT_INC(coalesce_timeout);
+            return (HSH_PASS);
+        }
+        now = tim_real();
+    }
+    /* A miss.  Expired variants of this request go now; the fetch replaces them. */
+    for (oc = oh->objs; oc != NULL && nexpired < ARRAY_LEN(expired);) {
+        struct cobj *next = oc->next;
+        if (!(oc->flags & COBJ_BUSY) && vary_match(oc, req))
+            expired[nexpired++] = unlink_obj(sh, oc);
+        oc = next;
+    }
+    *ocp = busy_new(sh, oh);
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    while (nexpired > 0)
+        hsh_deref(&expired[--nexpired]);
+    STAT_INC(cache_miss);
+    return (HSH_MISS);
+}
+
+/* ---- publishing ---- */
+
+void
+hsh_unbusy(struct cobj **ocp)
+{
+    struct cobj *oc = *ocp, *o, *next, *old[8];
+    unsigned nold = 0;
+    struct objhead *oh;
+    struct shard *sh;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    oh = oc->oh;
+    sh = shard_of(oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    /* Older variants for the same request are superseded. */
+    for (o = oh->objs; o != NULL && nold < ARRAY_LEN(old); o = next) {
+        next = o->next;
+        if (o != oc && !(o->flags & COBJ_BUSY) && o->vary_len == oc->vary_len &&
+            (o->vary_len == 0 || memcmp(o->vary, oc->vary, o->vary_len) == 0))
+            old[nold++] = unlink_obj(sh, o);
+    }
+    oc->flags &= ~COBJ_BUSY;
+    sieve_insert(sh, oc);
+    AZ(pthread_cond_broadcast(&oh->cond));
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    while (nold > 0)
+        hsh_deref(&old[--nold]);
+    hsh_deref(ocp);
+}
+
+void
+hsh_abandon(struct cobj **ocp, double hfm_ttl)
+{
+    struct cobj *oc = *ocp, *gone = NULL;
+    struct objhead *oh;
+    struct shard *sh;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    oh = oc->oh;
+    sh = shard_of(oh->hash);
+    /* A marker holds no body: give the storage back now. */
+    sto_body_free(&oc->body);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    if (hfm_ttl > 0) {
+        oc->flags = COBJ_HFM;
+        oc->t_hfm_end = tim_real() + hfm_ttl;
+        sieve_insert(sh, oc);
+    } else {
+        gone = unlink_obj(sh, oc);
+        oh_maybe_free(sh, oh);
+    }
+    AZ(pthread_cond_broadcast(&oh->cond));
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    if (gone != NULL)
+        hsh_deref(&gone);
+    hsh_deref(ocp);
+}
+
+/*
+ * Evict one object from some shard.  Returns false when no shard had an
+ * evictable object (everything busy or in use).
+ */
+static bool
+evict_one(void)
+{
+    for (unsigned tries = 0; tries < HSH_SHARDS; tries++) {
+        struct shard *sh =
+            &shards[__atomic_fetch_add(&evict_next, 1, __ATOMIC_RELAXED) % HSH_SHARDS];
+        struct cobj *oc, *victim = NULL;
+        unsigned steps = 0;
+
+        if (pthread_mutex_trylock(&sh->mtx) != 0)
+            continue; /* busy shard: try another rather than wait */
+        oc = sh->hand != NULL ? sh->hand : sh->sv_tail;
+        while (oc != NULL && steps++ < 1024) {
+            if (oc->visited) {
+                oc->visited = false;
+            } else if (__atomic_load_n(&oc->refcnt, __ATOMIC_RELAXED) == 1) {
+                victim = oc;
+                break;
+            }
+            oc = oc->sv_newer != NULL ? oc->sv_newer : sh->sv_tail;
+        }
+        if (victim != NULL) {
+            struct objhead *oh = victim->oh;
+            sh->hand = victim->sv_newer;
+            (void)unlink_obj(sh, victim);
+            oh_maybe_free(sh, oh);
+        }
+        AZ(pthread_mutex_unlock(&sh->mtx));
+        if (victim != NULL) {
+            STAT_INC(n_lru_nuked);
+            hsh_deref(&victim);
+            return (true);
+        }
+    }
+    return (false);
+}
+
+int
+hsh_append(struct cobj *oc, const void *p, size_t len)
+{
+    unsigned nuked = 0;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    for (;;) {
+        uint64_t before = oc->body.len;
+        size_t done;
+
+        if (sto_append(&oc->body, p, len) == 0)
+            return (0);
+        /* sto_append() may have stored a part: it stays, and we retry the rest. */
+        done = (size_t)(oc->body.len - before);
+        p = (const char *)p + done;
+        len -= done;
+        if (nuked++ >= par.nuke_limit || !evict_one()) {
+            STAT_INC(n_lru_limited);
+            return (-1);
+        }
+    }
+}
+
+unsigned
+hsh_purge(const char *key, size_t keylen)
+{
+    uint64_t hash = key_hash(key, keylen);
+    struct shard *sh = shard_of(hash);
+    struct cobj *oc, *next, *gone[64];
+    struct objhead *oh;
+    unsigned n = 0;
+
+    AZ(pthread_mutex_lock(&sh->mtx));
+    oh = oh_find(sh, hash, key, keylen);
+    if (oh != NULL) {
+        for (oc = oh->objs; oc != NULL && n < ARRAY_LEN(gone); oc = next) {
+            next = oc->next;
+            if (!(oc->flags & COBJ_BUSY))
+                gone[n++] = unlink_obj(sh, oc);
+        }
+        oh_maybe_free(sh, oh);
+    }
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    for (unsigned i = 0; i < n; i++)
+        hsh_deref(&gone[i]);
+    return (n);
+}
+
+void
+hsh_fini(void)
+{
+    for (unsigned i = 0; i < HSH_SHARDS; i++) {
+        struct shard *sh = &shards[i];
+        for (size_t b = 0; b < sh->nbuckets; b++) {
+            struct objhead *oh;
+            while ((oh = sh->buckets[b]) != NULL) {
+                struct cobj *oc;
+                while ((oc = oh->objs) != NULL) {
+                    (void)unlink_obj(sh, oc);
+                    hsh_deref(&oc);
+                }
+                oh_maybe_free(sh, oh);
+            }
+        }
+        free(sh->buckets);
+        AZ(pthread_mutex_destroy(&sh->mtx));
+    }
+}

@@ -1,0 +1,359 @@
+/*
+ * The cache side of a client request: which requests look up, and the
+ * delivery of a hit.
+ *
+ * Until policy scripts exist this is the built-in policy, Varnish's
+ * builtin.vcl in spirit: GET and HEAD without Authorization or Cookie
+ * are looked up, everything else passes, and a successful unsafe method
+ * invalidates the URL (RFC 9111 section 4.4).
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "surogat/be.h"
+#include "surogat/cc.h"
+#include "surogat/defs.h"
+#include "surogat/fetch.h"
+#include "surogat/fresh.h"
+#include "surogat/h1.h"
+#include "surogat/hsh.h"
+#include "surogat/par.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/vio.h"
+#include "surogat/wrk.h"
+
+/* The cache key: Host (lower case, as hosts compare) then the request-target. */
+static char *
+cache_key(struct req *req, size_t *len)
+{
+    const struct http_hdr *host = http_find(req->http, "Host");
+    size_t hl = host != NULL ? host->val.len : 0;
+    char *k = ws_alloc(&req->wrk->ws, hl + 1 + req->http->url.len);
+
+    if (k == NULL)
+        return (NULL);
+    for (size_t i = 0; i < hl; i++) {
+        char c = host->val.b[i];
+        k[i] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+    }
+    k[hl] = '\0';
+    memcpy(k + hl + 1, req->http->url.b, req->http->url.len);
+    *len = hl + 1 + req->http->url.len;
+    return (k);
+}
+
+static bool
+is_method(const struct req *req, const char *m)
+{
+    return (req->http->method.len == strlen(m) &&
+            memcmp(req->http->method.b, m, req->http->method.len) == 0);
+}
+
+/* Find field `name` in a stored head (status line first, fields CRLF-terminated). */
+static bool
+head_field(const struct cobj *oc, const char *name, struct txt *val)
+{
+    const char *p = memchr(oc->head, '\n', oc->head_len), *e = oc->head + oc->head_len;
+    size_t nl = strlen(name);
+
+    for (p = p + 1; p < e;) {
+        const char *eol = memchr(p, '\n', (size_t)(e - p));
+        if (eol == NULL)
+            break;
+        if ((size_t)(eol - p) > nl + 1 && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
+            const char *v = p + nl + 1, *ve = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            val->b = v;
+            val->len = (size_t)(ve - v);
+            return (true);
+        }
+        p = eol + 1;
+    }
+    return (false);
+}
+
+/* Whether an entity-tag list (If-None-Match) matches etag, weakly (RFC 9110 13.1.2). */
+static bool
+etag_list_match(const struct txt *list, const struct txt *etag)
+{
+    const char *p = list->b, *e = list->b + list->len;
+    struct txt tag = *etag;
+
+    if (tag.len > 2 && tag.b[0] == 'W' && tag.b[1] == '/') {
+        tag.b += 2;
+        tag.len -= 2;
+    }
+    while (p < e) {
+        const char *s, *t;
+        while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        if (p < e && *p == '*')
+            return (true);
+        for (s = p; p < e && *p != ','; p++)
+            continue;
+        for (t = p; t > s && (t[-1] == ' ' || t[-1] == '\t'); t--)
+            continue;
+        if (t - s > 2 && s[0] == 'W' && s[1] == '/')
+            s += 2;
+        if ((size_t)(t - s) == tag.len && memcmp(s, tag.b, tag.len) == 0)
+            return (true);
+    }
+    return (false);
+}
+
+bool
+req_not_modified(const struct req *req, const struct txt *etag, const struct txt *lm)
+{
+    const struct http_hdr *inm = http_find(req->http, "If-None-Match");
+    const struct http_hdr *ims;
+    double t_ims, t_lm;
+
+    if (!is_method(req, "GET") && !is_method(req, "HEAD"))
+        return (false);
+    if (inm != NULL)
+        return (etag != NULL && etag_list_match(&inm->val, etag));
+    ims = http_find(req->http, "If-Modified-Since");
+    if (ims == NULL || lm == NULL)
+        return (false);
+    if (fresh_parse_date(ims->val.b, ims->val.len, &t_ims) != 0 ||
+        fresh_parse_date(lm->b, lm->len, &t_lm) != 0)
+        return (false);
+    return (t_lm <= t_ims);
+}
+
+static bool
+not_modified(const struct req *req, const struct cobj *oc)
+{
+    struct txt etag, lm;
+    bool has_etag = head_field(oc, "ETag", &etag), has_lm = head_field(oc, "Last-Modified", &lm);
+
+    return (oc->status == 200 &&
+            req_not_modified(req, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
+}
+
+/*
+ * A single byte range of a body of `len` bytes (RFC 9110 section 14.1.2):
+ * 1 satisfiable (*first..*last), 0 unsatisfiable (416), -1 no usable Range
+ * (absent, not bytes, several ranges, If-Range not matching): serve it whole.
+ */
+static int
+want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t *first,
+           uint64_t *last)
+{
+    const struct http_hdr *rh = http_find(req->http, "Range");
+    const struct http_hdr *ir = http_find(req->http, "If-Range");
+    const char *p, *e;
+    uint64_t a = 0, b = 0;
+    bool have_a = false, have_b = false;
+    struct txt v;
+
+    if (rh == NULL || oc->status != 200)
+        return (-1);
+    if (ir != NULL) {
+        /* Only a strong validator that matches exactly keeps the range (section 13.1.5). */
+        if (!((head_field(oc, "ETag", &v) && v.len == ir->val.len &&
+               memcmp(v.b, ir->val.b, v.len) == 0 && v.b[0] == '"') ||
+              (head_field(oc, "Last-Modified", &v) && v.len == ir->val.len &&
+               memcmp(v.b, ir->val.b, v.len) == 0)))
+            return (-1);
+    }
+    p = rh->val.b;
+    e = p + rh->val.len;
+    if (e - p < 6 || strncasecmp(p, "bytes=", 6) != 0)
+        return (-1);
+    for (p += 6; p < e && *p >= '0' && *p <= '9'; p++, have_a = true)
+        if ((a = a * 10 + (uint64_t)(*p - '0')) > (UINT64_C(1) << 62))
+            return (-1);
+    if (p == e || *p != '-')
+        return (-1);
+    for (p++; p < e && *p >= '0' && *p <= '9'; p++, have_b = true)
+        if ((b = b * 10 + (uint64_t)(*p - '0')) > (UINT64_C(1) << 62))
+            return (-1);
+    if (p != e || (!have_a && !have_b))
+        return (-1); /* several ranges or junk: a 200 is always a valid answer */
+    if (!have_a) { /* suffix: the last b bytes */
+        if (b == 0)
+            return (0);
+        *first = b >= len ? 0 : len - b;
+        *last = len - 1;
+        return (len > 0 ? 1 : 0);
+    }
+    if (have_b && b < a)
+        return (-1);
+    if (a >= len)
+        return (0);
+    *first = a;
+    *last = !have_b || b >= len ? len - 1 : b;
+    return (1);
+}
+
+/* Body bytes [first, last] of an object into iovecs from *n on; returns false if out of room. */
+static bool
+body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov, int *n,
+         int max)
+{
+    uint64_t off = 0;
+
+    for (const struct sto_seg *s = oc->body.first; s != NULL && off <= last; s = s->next) {
+        uint64_t s_end = off + s->len; /* exclusive */
+        if (s_end > first) {
+            uint64_t from = first > off ? first - off : 0;
+            uint64_t to = last + 1 < s_end ? last + 1 - off : s->len;
+            if (*n == max)
+                return (false);
+            iov[*n].iov_base = (void *)(uintptr_t)(s->data + from);
+            iov[(*n)++].iov_len = (size_t)(to - from);
+        }
+        off = s_end;
+    }
+    return (true);
+}
+
+/*
+ * Deliver a hit: the stored head with this delivery's fields appended,
+ * then the body straight from its storage segments, in one writev(2)
+ * when it fits.
+ */
+static void
+deliver_hit(struct req *req, struct cobj *oc, double now)
+{
+    char tail[256], status_line[64];
+    struct iovec iov[64];
+    struct sb sb;
+    double age = now - oc->fresh.t_origin;
+    bool nm = not_modified(req, oc);
+    uint64_t first = 0, last = oc->body.len > 0 ? oc->body.len - 1 : 0;
+    int range = nm ? -1 : want_range(req, oc, oc->body.len, &first, &last);
+    const char *sl_end;
+    int n = 0;
+
+    req->cache = "HIT";
+    req->status = nm ? 304 : range == 1 ? 206 : range == 0 ? 416 : oc->status;
+    sb_init(&sb, tail, sizeof tail);
+    if (range == 1)
+        sb_printf(&sb, "Content-Range: bytes %llu-%llu/%llu\r\nContent-Length: %llu\r\n",
+                  (unsigned long long)first, (unsigned long long)last,
+                  (unsigned long long)oc->body.len, (unsigned long long)(last - first + 1));
+    else if (range == 0)
+        sb_printf(&sb, "Content-Range: bytes */%llu\r\nContent-Length: 0\r\n",
+                  (unsigned long long)oc->body.len);
+    else if (!nm)
+        sb_printf(&sb, "Content-Length: %llu\r\n", (unsigned long long)oc->body.len);
+    sb_printf(&sb, "Age: %.0f\r\n", age < 0 ? 0 : age);
+    if (par.cache_status)
+        sb_printf(&sb, "Cache-Status: surogat; hit; ttl=%.0f\r\n",
+                  oc->fresh.ttl - (age < 0 ? 0 : age));
+    if (req->close || req->want_close || sess_draining())
+        sb_cat(&sb, "Connection: close\r\n");
+    else if (req->keepalive_10)
+        sb_cat(&sb, "Connection: keep-alive\r\n");
+    sb_cat(&sb, "\r\n");
+    AN(sb_ok(&sb));
+    if (nm || range >= 0) {
+        /* 304, 206, 416: the stored fields with the status line replaced. */
+        if (nm)
+            STAT_INC(cache_304);
+        sl_end = memchr(oc->head, '\n', oc->head_len);
+        AN(sl_end);
+        iov[n].iov_base = status_line;
+        iov[n++].iov_len = (size_t)snprintf(status_line, sizeof status_line, "HTTP/1.1 %u %s\r\n",
+                                            req->status, http_reason(req->status));
+        iov[n].iov_base = (void *)(uintptr_t)(sl_end + 1);
+        iov[n++].iov_len = oc->head_len - 2 - (size_t)(sl_end + 1 - oc->head);
+    } else {
+        iov[n].iov_base = oc->head;
+        iov[n++].iov_len = oc->head_len - 2; /* without the empty line: ours follows */
+    }
+    iov[n].iov_base = tail;
+    iov[n++].iov_len = sb.len;
+    STAT_ADD(resp_head_bytes, iov[0].iov_len + (n == 3 ? iov[1].iov_len : 0) + sb.len);
+    req->t_first = tim_mono();
+    if (nm || range == 0 || req->head_only || oc->body.len == 0) {
+        if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0)
+            req->close = true;
+        return;
+    }
+    /* Bodies of more segments than fit go in rounds of iovecs. */
+    for (uint64_t from = first; from <= last;) {
+        uint64_t to = last, off = 0;
+        int before = n;
+        if (!body_iov(oc, from, last, iov, &n, (int)ARRAY_LEN(iov))) {
+            /* Out of iovecs: send what fits, up to the last whole segment. */
+            for (int i = before; i < n; i++)
+                off += iov[i].iov_len;
+            to = from + off - 1;
+        }
+        if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0) {
+            req->close = true;
+            return;
+        }
+        n = 0;
+        from = to + 1;
+    }
+    req->resp_bytes = last - first + 1;
+    STAT_ADD(resp_body_bytes, req->resp_bytes);
+}
+
+void
+req_dispatch(struct req *req)
+{
+    struct be *be = be_default();
+    struct cobj *oc = NULL;
+    struct cc qcc;
+    char *key;
+    size_t keylen;
+    double now;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
+        http_find(req->http, "Authorization") != NULL || http_find(req->http, "Cookie") != NULL) {
+        fetch_pass(req, be);
+        /* A successful unsafe method invalidates what is cached for its URL. */
+        if (req->status >= 200 && req->status < 400 && !is_method(req, "GET") &&
+            !is_method(req, "HEAD") && !is_method(req, "OPTIONS") && !is_method(req, "TRACE") &&
+            (key = cache_key(req, &keylen)) != NULL)
+            (void)hsh_purge(key, keylen);
+        return;
+    }
+    key = cache_key(req, &keylen);
+    if (key == NULL) {
+        fetch_pass(req, be);
+        return;
+    }
+    cc_parse_request(req->http, &qcc);
+    now = tim_real();
+    switch (hsh_lookup(key, keylen, req->http, &qcc, now, &oc)) {
+    case HSH_HIT:
+        STAT_INC(cache_hit);
+        deliver_hit(req, oc, now);
+        hsh_deref(&oc);
+        return;
+    case HSH_MISS:
+        if (http_find(req->http, "Range") != NULL) {
+            /* The backend serves the range; the object is fetched whole next time. */
+            hsh_abandon(&oc, 0);
+            fetch_pass(req, be);
+            return;
+        }
+        if (qcc.flags & CC_ONLY_IF_CACHED) {
+            hsh_abandon(&oc, 0);
+            req->cache = "MISS";
+            (void)req_synth(req, 504, NULL);
+            return;
+        }
+        fetch_miss(req, be, &oc);
+        return;
+    case HSH_PASS:
+        fetch_pass(req, be);
+        return;
+    }
+}
