@@ -28,9 +28,11 @@
  *      stale-if-error             0: no stale serving
  *      request max-stale          absent: no staleness accepted
  *      request min-fresh          CC_DELTA_MAX: nothing is fresh enough
- *      no-cache="..", private=".." (unterminated quote, two different
- *                                 lists, or with the bare form) the
- *                                 unqualified form: whole response
+ *      no-cache="..", private=".." (unterminated quote, quoted-pair,
+ *                                 two different lists, or with the bare
+ *                                 form) the unqualified form: the whole
+ *                                 response.  An empty list ("") reads as
+ *                                 bare too, without CC_INVALID.
  *  - A restrictive flag directive with a stray value (no-store=1,
  *    must-revalidate="x") still counts; a permissive one (public=1,
  *    immutable=x, must-understand=x) is ignored and sets CC_INVALID.
@@ -45,6 +47,8 @@
 #include <stdint.h>
 
 #include "surogat/http.h"
+
+struct sb;
 
 /* 2^31: the value a cache must assume for larger delta-seconds (RFC 9111 section 1.2.2). */
 #define CC_DELTA_MAX INT64_C(2147483648)
@@ -61,7 +65,7 @@ enum cc_flag {
     CC_PROXY_REVALIDATE = 1u << 7,
     CC_NO_TRANSFORM = 1u << 8,
     CC_MUST_UNDERSTAND = 1u << 9,
-    CC_IMMUTABLE = 1u << 10,    /* RFC 8246 */
+    CC_IMMUTABLE = 1u << 10,      /* RFC 8246 */
     CC_ONLY_IF_CACHED = 1u << 11, /* request */
     CC_MAX_STALE_ANY = 1u << 12,  /* request max-stale without a value */
     CC_INVALID = 1u << 13,        /* some directive invalid or conflicting (see above) */
@@ -90,9 +94,9 @@ struct cc {
 };
 
 enum cc_status {
-    CC_NONE,      /* no such field, or only empty list elements: *out is cc_init() */
-    CC_OK,        /* at least one element, all well-formed */
-    CC_E_SYNTAX,  /* some element malformed (CC_MALFORMED); the others were applied */
+    CC_NONE,     /* no such field, or only empty list elements: *out is cc_init() */
+    CC_OK,       /* at least one element, all well-formed */
+    CC_E_SYNTAX, /* some element malformed (CC_MALFORMED); the others were applied */
 };
 
 /* Every value CC_ABSENT, no flags. */
@@ -132,5 +136,10 @@ extern const char *const cc_targets_default[];
  * response it serves without revalidating (section 5.2.2.4).
  */
 bool cc_field_listed(const struct txt *list, const struct txt *name);
+/*
+ * One line for logs and panic dumps, directives in table order:
+ * "Cache-Control: no-cache=\"Set-Cookie\" max-age=60 invalid".
+ */
+void cc_dump(const struct cc *cc, struct sb *out);
 
 #endif

@@ -19,11 +19,14 @@
 #include "surogat/cc.h"
 #include "surogat/http.h"
 
+struct sb;
+
 /* Operator choices; every field has an RFC-conforming default in FRESH_CFG_DEFAULT. */
 struct fresh_cfg {
     /*
-     * Lifetime given to a response that allows heuristics but carries no
-     * Last-Modified to base one on.  0: such a response is stale at once,
+     * Lifetime given to a response that allows heuristics but has no
+     * usable Last-Modified (absent, invalid, or not before Date, which
+     * gives a heuristic of 0).  0: such a response is stale at once,
      * so it is never served without revalidation (RFC 9111 section 4.2.2
      * leaves the heuristic to the cache; Varnish uses 120 s here).
      */
@@ -42,9 +45,12 @@ struct fresh_cfg {
      */
     bool store_set_cookie;
 };
-#define FRESH_CFG_DEFAULT                                                                  \
-    ((struct fresh_cfg){ .default_ttl = 0, .default_grace = 0, .heuristic_fraction = 0.1, \
-                         .heuristic_max = 86400, .store_set_cookie = false })
+#define FRESH_CFG_DEFAULT                           \
+    ((struct fresh_cfg){ .default_ttl = 0,          \
+                         .default_grace = 0,        \
+                         .heuristic_fraction = 0.1, \
+                         .heuristic_max = 86400,    \
+                         .store_set_cookie = false })
 
 /*
  * An HTTP-date (RFC 9110 section 5.6.7) into seconds since the epoch:
@@ -71,8 +77,8 @@ double fresh_date_value(const struct http *resp, double t_resp);
  * absent or invalid (negative, not digits), which section 5.1 says to ignore.
  */
 double fresh_age_value(const struct http *resp);
-double fresh_apparent_age(double date_value, double t_resp);   /* max(0, t_resp - date) */
-double fresh_response_delay(double t_req, double t_resp);      /* max(0, t_resp - t_req) */
+double fresh_apparent_age(double date_value, double t_resp); /* max(0, t_resp - date) */
+double fresh_response_delay(double t_req, double t_resp);    /* max(0, t_resp - t_req) */
 double fresh_corrected_age_value(double age_value, double t_req, double t_resp);
 double fresh_corrected_initial_age(double apparent_age, double corrected_age_value); /* max */
 double fresh_current_age(double corrected_initial_age, double t_resp, double now);
@@ -106,16 +112,16 @@ double fresh_lifetime(const struct http *resp, const struct cc *rcc, double t_re
  */
 enum fresh_store {
     FRESH_STORE,
-    FRESH_METHOD,         /* not GET or HEAD */
-    FRESH_STATUS,         /* not final 200..599, or 206 or 304 (this cache stores neither) */
+    FRESH_METHOD,          /* not GET or HEAD */
+    FRESH_STATUS,          /* not final 200..599, or 206 or 304 (this cache stores neither) */
     FRESH_MUST_UNDERSTAND, /* must-understand with a status this cache does not know */
-    FRESH_NO_STORE_REQ,   /* request no-store (section 5.2.1.5) */
-    FRESH_NO_STORE_RESP,  /* response no-store, not lifted by must-understand */
-    FRESH_PRIVATE,        /* unqualified private (section 5.2.2.7) */
-    FRESH_AUTHORIZATION,  /* request Authorization, no public/s-maxage/must-revalidate (3.5) */
-    FRESH_VARY_STAR,      /* Vary: * never matches a later request (section 4.1) */
-    FRESH_SET_COOKIE,     /* see fresh_cfg.store_set_cookie */
-    FRESH_NOT_CACHEABLE,  /* no explicit freshness or public, status not heuristically cacheable */
+    FRESH_NO_STORE_REQ,    /* request no-store (section 5.2.1.5) */
+    FRESH_NO_STORE_RESP,   /* response no-store, not lifted by must-understand */
+    FRESH_PRIVATE,         /* unqualified private (section 5.2.2.7) */
+    FRESH_AUTHORIZATION,   /* request Authorization, no public/s-maxage/must-revalidate (3.5) */
+    FRESH_VARY_STAR,       /* Vary: * never matches a later request (section 4.1) */
+    FRESH_SET_COOKIE,      /* see fresh_cfg.store_set_cookie */
+    FRESH_NOT_CACHEABLE,   /* no explicit freshness or public, status not heuristically cacheable */
     /*
      * Heuristically cacheable status, but no Last-Modified, no ETag and
      * default_ttl 0: stored, it would be stale at once and not even
@@ -156,6 +162,8 @@ struct fresh_obj {
  * merges the new header fields into the stored ones (section 4.3.4) and
  * calls this again.
  */
+/* One line for logs and panic dumps: "ttl=60.000 swr=0.000 sie=0.000 src=max-age t_origin=...". */
+void fresh_obj_dump(const struct fresh_obj *o, struct sb *out);
 void fresh_obj_init(struct fresh_obj *o, const struct http *resp, const struct cc *rcc,
                     double t_req, double t_resp, const struct fresh_cfg *cfg);
 

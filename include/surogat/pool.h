@@ -23,6 +23,7 @@ struct pool_task {
     pool_task_f *func;
     void *priv;
     struct pool_task *next; /* private to pool */
+    double t_queued;        /* private to pool: tim_mono() when it joined the queue */
 };
 
 enum pool_prio {
@@ -38,6 +39,22 @@ void pool_fini(void);
 struct pool *pool_pick(void); /* round-robin over the pools */
 /* 0, or -1 when the queue is full (REQ only) or the pool is shutting down. */
 int pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio);
+/*
+ * Whether tasks wait for a worker in pp.  Racy by design: a worker asks
+ * it to decide whether to linger on an idle connection (no: others need
+ * the thread) and a stale answer only costs a little latency.
+ */
+bool pool_has_waiting(const struct pool *pp);
+/*
+ * A worker asks to linger on an idle keep-alive connection for the next
+ * request.  Granted while no task waits and fewer workers than CPUs
+ * already linger in the pool: a lingering worker saves the trip through
+ * the waiter at low load, but at high load every blocked worker costs a
+ * context switch per request, which the waiter's batching avoids.
+ * A grant must be returned with pool_linger_end().
+ */
+bool pool_linger_begin(struct pool *pp);
+void pool_linger_end(struct pool *pp);
 /* Tasks running or queued in every pool: SIGTERM drains until this is 0. */
 unsigned pool_busy(void);
 

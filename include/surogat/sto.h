@@ -24,6 +24,7 @@ struct sto_body {
     struct sto_seg *last;
     uint64_t len;   /* body bytes */
     uint64_t bytes; /* store bytes charged: segments and their headers */
+    uint64_t size_hint; /* expected body length (Content-Length), 0 if unknown */
 };
 
 /* "malloc,SIZE"; 0, or -1 with a reason in err.  Without a call the store is malloc,256m. */
@@ -35,6 +36,8 @@ void sto_fini(void);
  */
 int sto_append(struct sto_body *b, const void *p, size_t len);
 void sto_body_free(struct sto_body *b); /* frees the segments and credits the store */
+/* The body is complete: give the unused tail of its last segment back. */
+void sto_body_trim(struct sto_body *b);
 uint64_t sto_size(void);
 uint64_t sto_used(void);
 

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "surogat/defs.h"
+#include "surogat/sb.h"
 #include "surogat/cc.h"
 
 const char *const cc_targets_default[] = { "CDN-Cache-Control", "Surrogate-Control", NULL };
@@ -45,11 +46,11 @@ digit(char c)
 /* One list element, as found. */
 struct elem {
     struct txt name;
-    struct txt val;   /* without the quotes of a quoted-string */
-    bool has_val;     /* there was an "=" */
+    struct txt val; /* without the quotes of a quoted-string */
+    bool has_val;   /* there was an "=" */
     bool quoted;
-    bool escaped;     /* the quoted-string held a quoted-pair */
-    bool ok;          /* well-formed */
+    bool escaped; /* the quoted-string held a quoted-pair */
+    bool ok;      /* well-formed */
 };
 
 /*
@@ -410,4 +411,46 @@ cc_field_listed(const struct txt *list, const struct txt *name)
             return true;
     }
     return false;
+}
+
+void
+cc_dump(const struct cc *cc, struct sb *out)
+{
+    AN(cc);
+    AN(out);
+    sb_printf(out, "%s:", cc->src != NULL ? cc->src : "(none)");
+    for (unsigned i = 0; i < ARRAY_LEN(dirs); i++) {
+        const struct dir *d = &dirs[i];
+        const struct txt *t;
+        int64_t v;
+
+        switch (d->kind) {
+        case K_STRICT:
+        case K_LOOSE:
+            if (cc->flags & d->flag)
+                sb_printf(out, " %s", d->name);
+            break;
+        case K_DELTA:
+        case K_STALE:
+            v = *(const int64_t *)(const void *)((const char *)cc + d->off);
+            if (d->kind == K_STALE && (cc->flags & d->flag))
+                sb_printf(out, " %s", d->name);
+            else if (v != CC_ABSENT)
+                sb_printf(out, " %s=%lld", d->name, (long long)v);
+            break;
+        case K_LIST:
+            t = (const struct txt *)(const void *)((const char *)cc + d->off);
+            if (cc->flags & d->flag)
+                sb_printf(out, " %s", d->name);
+            else if (cc->flags & d->flag2)
+                sb_printf(out, " %s=\"%.*s\"", d->name, (int)SRG_MIN(t->len, 256), t->b);
+            break;
+        }
+    }
+    if (cc->flags & CC_INVALID)
+        sb_cat(out, " invalid");
+    if (cc->flags & CC_MALFORMED)
+        sb_cat(out, " malformed");
+    if (cc->flags & CC_TARGETED)
+        sb_cat(out, " targeted");
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "surogat/defs.h"
+#include "surogat/sb.h"
 #include "surogat/cc.h"
 #include "surogat/fresh.h"
 
@@ -274,10 +275,11 @@ heuristic_status(unsigned status)
 static bool
 understood_status(unsigned status)
 {
-    static const unsigned ok[] = { 200, 201, 202, 203, 204, 205, 300, 301, 302, 303, 307,
-                                   308, 400, 401, 402, 403, 404, 405, 406, 407, 408, 409,
-                                   410, 411, 412, 413, 414, 415, 416, 417, 421, 422, 426,
-                                   500, 501, 502, 503, 504, 505 };
+    static const unsigned ok[] = {
+        200, 201, 202, 203, 204, 205, 300, 301, 302, 303, 307, 308, 400,
+        401, 402, 403, 404, 405, 406, 407, 408, 409, 410, 411, 412, 413,
+        414, 415, 416, 417, 421, 422, 426, 500, 501, 502, 503, 504, 505
+    };
 
     for (size_t i = 0; i < ARRAY_LEN(ok); i++)
         if (ok[i] == status)
@@ -469,8 +471,8 @@ fresh_storable(const struct http *req, const struct cc *qcc, const struct http *
 /* The stored object and the lookup verdict */
 
 void
-fresh_obj_init(struct fresh_obj *o, const struct http *resp, const struct cc *rcc,
-               double t_req, double t_resp, const struct fresh_cfg *cfg)
+fresh_obj_init(struct fresh_obj *o, const struct http *resp, const struct cc *rcc, double t_req,
+               double t_resp, const struct fresh_cfg *cfg)
 {
     double apparent, corrected, initial;
 
@@ -495,6 +497,21 @@ fresh_obj_init(struct fresh_obj *o, const struct http *resp, const struct cc *rc
     o->sie = rcc->sie >= 0 ? (double)rcc->sie : 0;
     if (o->flags & (FRESH_F_MUST_REVALIDATE | FRESH_F_NO_CACHE))
         o->swr = o->sie = 0;
+}
+
+void
+fresh_obj_dump(const struct fresh_obj *o, struct sb *out)
+{
+    AN(o);
+    AN(out);
+    sb_printf(out, "ttl=%.3f swr=%.3f sie=%.3f src=%s t_origin=%.3f", o->ttl, o->swr, o->sie,
+              fresh_src_name(o->src), o->t_origin);
+    if (o->flags & FRESH_F_MUST_REVALIDATE)
+        sb_cat(out, " must-revalidate");
+    if (o->flags & FRESH_F_NO_CACHE)
+        sb_cat(out, " no-cache");
+    if (o->flags & FRESH_F_IMMUTABLE)
+        sb_cat(out, " immutable");
 }
 
 const char *

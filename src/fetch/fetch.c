@@ -347,6 +347,9 @@ build_resp_head(struct fetch *f, struct out *o)
         resp.reason = (struct txt){ http_reason(resp.status), strlen(http_reason(resp.status)) };
     }
     http_strip_hop_by_hop(&resp);
+    /* Targeted fields are addressed to this cache, not to clients (RFC 9213 section 2.1). */
+    http_unset(&resp, "CDN-Cache-Control");
+    http_unset(&resp, "Surrogate-Control");
     if (http_find(&resp, "Date") == NULL) {
         date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
         if (date == NULL)
@@ -567,6 +570,7 @@ decide_store(struct fetch *f)
     struct fresh_cfg cfg = FRESH_CFG_DEFAULT;
     struct cc qcc, rcc;
     enum fresh_store st;
+    double hfm_ttl = par.hitmiss_ttl;
 
     cfg.default_ttl = par.default_ttl;
     cfg.heuristic_max = par.heuristic_max;
@@ -575,15 +579,32 @@ decide_store(struct fetch *f)
     st = fresh_storable(req->http, &qcc, f->resp, &rcc, &cfg);
     if (st == FRESH_STORE) {
         fresh_obj_init(&f->oc->fresh, f->resp, &rcc, f->t_req, f->t_resp, &cfg);
-        /* Without revalidation yet, an object stale on arrival would never be used. */
-        if (f->oc->fresh.ttl <= 0)
+        /*
+         * Until revalidation exists, an object that every use must
+         * revalidate -- stale on arrival (max-age below its Age), or
+         * no-cache -- would be stored and never used, and requests would
+         * queue behind each other's fetches: treat it as uncacheable.
+         */
+        if (f->oc->fresh.t_origin + f->oc->fresh.ttl <= f->t_resp ||
+            (f->oc->fresh.flags & FRESH_F_NO_CACHE))
             st = FRESH_NOT_CACHEABLE;
     }
-    if (st != FRESH_STORE || hsh_set_vary(f->oc, req->http, f->resp) != 0 ||
-        store_head(f, &rcc) != 0) {
-        STAT_INC(cache_uncacheable);
-        hsh_abandon(&f->oc, par.hitmiss_ttl);
+    /* A marker must not outlive a reason that belongs to this request alone. */
+    if (st == FRESH_NO_STORE_REQ || st == FRESH_AUTHORIZATION || st == FRESH_METHOD)
+        hfm_ttl = 0;
+    /* Markers and objects alike answer only requests with the same Vary values. */
+    if (hsh_set_vary(f->oc, req->http, f->resp) != 0) {
+        st = FRESH_VARY_STAR;
+        hfm_ttl = 0;
     }
+    if (st == FRESH_STORE) {
+        if (f->body == H1_BODY_LENGTH)
+            f->oc->body.size_hint = f->clen;
+        if (store_head(f, &rcc) == 0)
+            return;
+    }
+    STAT_INC(cache_uncacheable);
+    hsh_abandon(&f->oc, hfm_ttl);
 }
 
 /*
@@ -729,6 +750,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc)
     rv = deliver_body(&f, &o);
     if (f.oc != NULL) {
         if (rv == 0) {
+            sto_body_trim(&f.oc->body);
             f.oc->body_complete = true;
             STAT_INC(cache_stored);
             hsh_unbusy(&f.oc);

@@ -24,6 +24,7 @@
 #include "surogat/par.h"
 #include "surogat/pool.h"
 #include "surogat/stat.h"
+#include "surogat/tim.h"
 #include "surogat/wrk.h"
 
 struct worker {
@@ -47,11 +48,13 @@ struct pool {
     unsigned nthreads;   /* started or starting */
     unsigned nstarting;  /* started but not yet looking for work */
     unsigned nidle;
+    unsigned nlinger;    /* atomic: workers lingering on an idle connection */
     bool shutdown;
     pthread_t herder;
 };
 
 static struct pool **pools;
+static unsigned linger_cap; /* lingering workers allowed per pool: the CPU count */
 static unsigned npools;
 static unsigned next_pool;
 
@@ -196,10 +199,32 @@ worker_thread(void *priv)
     return (NULL);
 }
 
+/* tim_mono() at which the longest-waiting task was queued; 0 if none waits. */
+static double
+oldest_queued(const struct pool *pp)
+{
+    double t = 0;
+
+    for (int i = 0; i < POOL_PRIO__N; i++)
+        if (pp->qhead[i] != NULL && (t == 0 || pp->qhead[i]->t_queued < t))
+            t = pp->qhead[i]->t_queued;
+    return (t);
+}
+
+/*
+ * The herder starts a worker for a task that has waited thread_pool_add_delay
+ * without one.  Starting one at once for every queued task would be wrong
+ * for CPU-bound work such as cache hits: the running workers drain the
+ * queue anyway, and every extra thread only adds context switches.  A
+ * task that waits is a sign the workers are blocked (on backends): then a
+ * new thread helps.
+ */
 static void *
 herder_thread(void *priv)
 {
     struct pool *pp = priv;
+    struct timespec ts;
+    double due;
 
     stat_thread_enter();
     AZ(pthread_mutex_lock(&pp->mtx));
@@ -210,6 +235,12 @@ herder_thread(void *priv)
             AZ(pthread_cond_wait(&pp->herder_cond, &pp->mtx));
         if (pp->shutdown)
             break;
+        due = oldest_queued(pp) + par.thread_pool_add_delay - tim_mono();
+        if (due > 0) {
+            timeout_abs(&ts, due);
+            (void)pthread_cond_timedwait(&pp->herder_cond, &pp->mtx, &ts);
+            continue;
+        }
         pp->nthreads++;
         pp->nstarting++;
         if (spawn_worker(pp) != 0) {
@@ -256,6 +287,9 @@ pool_new(void)
 int
 pool_init(void)
 {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+    linger_cap = ncpu > 0 ? (unsigned)ncpu : 1;
     npools = par.thread_pools;
     pools = calloc(npools, sizeof *pools);
     AN(pools);
@@ -332,6 +366,7 @@ pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
         return (-1);
     }
     t->next = NULL;
+    t->t_queued = tim_mono();
     *pp->qtail[prio] = t;
     pp->qtail[prio] = &t->next;
     pp->nqueued[prio]++;
@@ -341,6 +376,34 @@ pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
         AZ(pthread_cond_signal(&pp->herder_cond));
     AZ(pthread_mutex_unlock(&pp->mtx));
     return (0);
+}
+
+bool
+pool_has_waiting(const struct pool *pp)
+{
+    OBJ_CHECK(pp, POOL_MAGIC);
+    return (__atomic_load_n(&pp->nqueued[POOL_PRIO_REQ], __ATOMIC_RELAXED) > 0 ||
+            __atomic_load_n(&pp->nqueued[POOL_PRIO_FETCH], __ATOMIC_RELAXED) > 0);
+}
+
+bool
+pool_linger_begin(struct pool *pp)
+{
+    OBJ_CHECK(pp, POOL_MAGIC);
+    if (pool_has_waiting(pp))
+        return (false);
+    if (__atomic_add_fetch(&pp->nlinger, 1, __ATOMIC_RELAXED) > linger_cap) {
+        __atomic_sub_fetch(&pp->nlinger, 1, __ATOMIC_RELAXED);
+        return (false);
+    }
+    return (true);
+}
+
+void
+pool_linger_end(struct pool *pp)
+{
+    OBJ_CHECK(pp, POOL_MAGIC);
+    __atomic_sub_fetch(&pp->nlinger, 1, __ATOMIC_RELAXED);
 }
 
 unsigned

@@ -20,6 +20,7 @@
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
 #include "surogat/par.h"
+#include "surogat/pool.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -169,7 +170,13 @@ read_head(struct req *req, bool expect_wait)
      * it first instead of paying for a read that fails with EAGAIN.
      */
     if (expect_wait && req->rx_len == 0) {
-        if (vio_wait_readable(req->sp->fd, par.timeout_linger) <= 0)
+        int ready;
+
+        if (!pool_linger_begin(req->sp->pool))
+            return (HEAD_IDLE);
+        ready = vio_wait_readable(req->sp->fd, par.timeout_linger);
+        pool_linger_end(req->sp->pool);
+        if (ready <= 0)
             return (HEAD_IDLE);
         STAT_INC(sess_linger_hit);
     }

@@ -246,12 +246,25 @@ deliver_hit(struct req *req, struct cobj *oc, double now)
     else if (range == 0)
         sb_printf(&sb, "Content-Range: bytes */%llu\r\nContent-Length: 0\r\n",
                   (unsigned long long)oc->body.len);
-    else if (!nm)
-        sb_printf(&sb, "Content-Length: %llu\r\n", (unsigned long long)oc->body.len);
-    sb_printf(&sb, "Age: %.0f\r\n", age < 0 ? 0 : age);
-    if (par.cache_status)
-        sb_printf(&sb, "Cache-Status: surogat; hit; ttl=%.0f\r\n",
-                  oc->fresh.ttl - (age < 0 ? 0 : age));
+    else if (!nm && oc->status != 204) {
+        sb_cat(&sb, "Content-Length: ");
+        sb_uint(&sb, oc->body.len);
+        sb_cat(&sb, "\r\n");
+    }
+    /* Integer formatting by hand: printf's floating point shows in a hit's profile. */
+    if (age < 0)
+        age = 0;
+    sb_cat(&sb, "Age: ");
+    sb_uint(&sb, (unsigned long long)age);
+    sb_cat(&sb, "\r\n");
+    if (par.cache_status) {
+        sb_cat(&sb, "Cache-Status: surogat; hit; ttl=");
+        if (oc->fresh.ttl < age)
+            sb_cat(&sb, "-");
+        sb_uint(&sb, (unsigned long long)(oc->fresh.ttl < age ? age - oc->fresh.ttl
+                                                               : oc->fresh.ttl - age));
+        sb_cat(&sb, "\r\n");
+    }
     if (req->close || req->want_close || sess_draining())
         sb_cat(&sb, "Connection: close\r\n");
     else if (req->keepalive_10)
@@ -332,6 +345,11 @@ req_dispatch(struct req *req)
     cc_parse_request(req->http, &qcc);
     now = tim_real();
     switch (hsh_lookup(key, keylen, req->http, &qcc, now, &oc)) {
+    case HSH_PASS:
+        if (qcc.flags & CC_ONLY_IF_CACHED)
+            break;
+        fetch_pass(req, be);
+        return;
     case HSH_HIT:
         STAT_INC(cache_hit);
         deliver_hit(req, oc, now);
@@ -346,14 +364,12 @@ req_dispatch(struct req *req)
         }
         if (qcc.flags & CC_ONLY_IF_CACHED) {
             hsh_abandon(&oc, 0);
-            req->cache = "MISS";
-            (void)req_synth(req, 504, NULL);
-            return;
+            break;
         }
         fetch_miss(req, be, &oc);
         return;
-    case HSH_PASS:
-        fetch_pass(req, be);
-        return;
     }
+    /* only-if-cached with nothing usable: never contact the origin (RFC 9111 5.2.1.7). */
+    req->cache = "MISS";
+    (void)req_synth(req, 504, NULL);
 }

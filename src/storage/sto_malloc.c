@@ -70,7 +70,13 @@ sto_append(struct sto_body *b, const void *p, size_t len)
     while (len > 0) {
         s = b->last;
         if (s == NULL || s->len == s->cap) {
-            cap = b->len < SEG_MIN ? SEG_MIN : (b->len > SEG_MAX ? SEG_MAX : (size_t)b->len);
+            /* The announced length sizes segments exactly; otherwise they double. */
+            if (b->size_hint > b->len)
+                cap = b->size_hint - b->len > SEG_MAX ? SEG_MAX : (size_t)(b->size_hint - b->len);
+            else
+                cap = b->len < SEG_MIN ? SEG_MIN : (b->len > SEG_MAX ? SEG_MAX : (size_t)b->len);
+            if (cap < len && cap < SEG_MIN)
+                cap = len < SEG_MIN ? len : SEG_MIN;
             if (charge(sizeof *s + cap) != 0)
                 return (-1);
             s = malloc(sizeof *s + cap);
@@ -95,6 +101,27 @@ sto_append(struct sto_body *b, const void *p, size_t len)
         len -= n;
     }
     return (0);
+}
+
+void
+sto_body_trim(struct sto_body *b)
+{
+    struct sto_seg *s = b->last, *t, **pp;
+    size_t spare, keep;
+
+    if (s == NULL || s->len == s->cap)
+        return;
+    keep = s->len > 0 ? s->len : 1;
+    spare = s->cap - keep;
+    for (pp = &b->first; *pp != s; pp = &(*pp)->next)
+        AN(*pp);
+    t = realloc(s, sizeof *t + keep);
+    AN(t);
+    t->cap = keep;
+    *pp = t;
+    b->last = t;
+    b->bytes -= spare;
+    credit(spare);
 }
 
 void

@@ -12,10 +12,15 @@
 PARAM(thread_pools, UINT, "2", "1", "64", PAR_RESTART,
       "Number of worker pools. Sessions are spread over the pools round-robin; each pool has "
       "its own queue and lock, so more pools means less lock contention.")
-PARAM(thread_pool_min, UINT, "8", "1", "10000", PAR_LIVE,
+PARAM(thread_pool_min, UINT, "4", "1", "10000", PAR_LIVE,
       "Worker threads started per pool at startup and never retired.")
 PARAM(thread_pool_max, UINT, "500", "1", "10000", PAR_LIVE,
       "Most worker threads per pool. A pool grows while tasks wait in its queue.")
+PARAM(thread_pool_add_delay, DURATION, "1ms", "0s", "10s", PAR_LIVE,
+      "A new worker is started for a request that has waited this long in the queue. Busy "
+      "workers drain the queue themselves when the work is CPU-bound (cache hits), so extra "
+      "threads would only add context switches; a request that waits means the workers are "
+      "blocked on backends.")
 PARAM(thread_pool_timeout, DURATION, "300s", "10ms", NULL, PAR_LIVE,
       "An idle worker above thread_pool_min exits after this long without work.")
 PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
@@ -28,7 +33,8 @@ PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
       "long a client may take to send a complete request head.")
 PARAM(timeout_linger, DURATION, "50ms", "0s", NULL, PAR_LIVE,
       "After a response, a worker waits this long for the next request on the same "
-      "connection before handing the idle session to the waiter.")
+      "connection before handing the idle session to the waiter -- but only while no other "
+      "request waits for a worker: under load the session goes to the waiter at once.")
 PARAM(send_timeout, DURATION, "600s", "1s", NULL, PAR_LIVE,
       "Longest time a response may take to reach a client; after it the connection is "
       "closed. Also bounds each single write to a slow client.")

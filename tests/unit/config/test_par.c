@@ -61,7 +61,7 @@ get(const char *name)
 START_TEST(defaults)
 {
     ck_assert_uint_eq(par.thread_pools, 2);
-    ck_assert_uint_eq(par.thread_pool_min, 8);
+    ck_assert_uint_eq(par.thread_pool_min, 4);
     ck_assert_uint_eq(par.thread_pool_max, 500);
     ck_assert(par.thread_pool_timeout > 300 - 1e-9 && par.thread_pool_timeout < 300 + 1e-9);
     ck_assert(par.timeout_linger > 0.05 - 1e-9 && par.timeout_linger < 0.05 + 1e-9);
