@@ -562,6 +562,16 @@ store_head(struct fetch *f, const struct cc *rcc)
     return (0);
 }
 
+/* The workspace ran out: a 500, and the connection closes (what was cut is unknown). */
+static void
+fail_overflow(struct fetch *f)
+{
+    STAT_INC(ws_overflow);
+    STAT_INC(client_resp_500);
+    f->req->close = true;
+    fail(f, 500);
+}
+
 /* After the response head: keep the busy object only if the response may be stored. */
 static void
 decide_store(struct fetch *f)
@@ -636,10 +646,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc)
     req->be_name = be->name;
     head = build_bereq(req, be, oc != NULL);
     if (head.b == NULL) {
-        STAT_INC(ws_overflow);
-        STAT_INC(client_resp_500);
-        req->close = true;
-        fail(&f, 500);
+        fail_overflow(&f);
         return;
     }
     for (;;) {
@@ -687,10 +694,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc)
         http_init(f.resp, ws_alloc(&req->wrk->ws, par.http_max_hdr * sizeof(struct http_hdr)),
                   par.http_max_hdr);
         if (f.resp->hdr == NULL) {
-            STAT_INC(ws_overflow);
-            STAT_INC(client_resp_500);
-            req->close = true;
-            fail(&f, 500);
+            fail_overflow(&f);
             return;
         }
         switch (read_beresp_head(&f)) {
@@ -741,10 +745,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc)
         }
     }
     if (build_resp_head(&f, &o) != 0) {
-        STAT_INC(ws_overflow);
-        STAT_INC(client_resp_500);
-        req->close = true;
-        fail(&f, 500);
+        fail_overflow(&f);
         return;
     }
     rv = deliver_body(&f, &o);
