@@ -55,6 +55,7 @@ struct opts {
     const char *workdir;
     const char *pidfile;
     bool foreground;
+    char *owned[2]; /* absolute -S and -P paths we made, freed at exit */
 };
 
 static void
@@ -348,6 +349,8 @@ drain_and_stop(const struct opts *o)
     log_fini();
     stat_fini();
     par_fini();
+    free(o->owned[0]);
+    free(o->owned[1]);
 }
 
 int
@@ -375,13 +378,13 @@ main(int argc, char **argv)
         char *abs = realpath(o.secret, NULL);
         if (abs == NULL)
             die("-S %s: %s", o.secret, strerror(errno));
-        o.secret = abs;
+        o.secret = o.owned[0] = abs;
     }
     if (o.pidfile != NULL && *o.pidfile != '/') {
         char cwd[4096], *abs;
         if (getcwd(cwd, sizeof cwd) == NULL || asprintf(&abs, "%s/%s", cwd, o.pidfile) < 0)
             die("-P %s: %s", o.pidfile, strerror(errno));
-        o.pidfile = abs;
+        o.pidfile = o.owned[1] = abs;
     }
     enter_workdir(o.workdir);
     if (log_init(par.error_log) != 0)
