@@ -17,12 +17,16 @@ struct cobj;
 
 /* Pass the request to `be` and deliver the answer.  Never fails: errors are answered. */
 void fetch_pass(struct req *req, struct be *be);
+struct hsh_stale;
 /*
  * A cache miss: fetch the full object for the busy *ocp (GET even for a
  * HEAD, without the client's conditional fields), deliver it while it is
  * stored, then publish it -- or abandon it when the response may not be
- * stored or the fetch fails.  Takes the caller's reference.
+ * stored or the fetch fails.  With a stale object that has validators the
+ * request is conditional, and a 304 renews the stale object instead; if
+ * the backend fails and the stale object's stale-if-error window allows,
+ * the stale object is served.  Takes the caller's references.
  */
-void fetch_miss(struct req *req, struct be *be, struct cobj **ocp);
+void fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
 
 #endif

@@ -49,6 +49,13 @@ struct cobj {
     size_t vary_len;
     struct sto_body body;
     bool body_complete; /* the whole body is stored */
+    bool has_validator; /* ETag or Last-Modified: worth keeping for revalidation */
+};
+
+/* A stale object found by a miss: for revalidation, or to serve if the backend fails. */
+struct hsh_stale {
+    struct cobj *oc;               /* referenced, or NULL */
+    enum fresh_verdict verdict;    /* what fresh_decide() said of it */
 };
 
 enum hsh_result {
@@ -61,10 +68,15 @@ int hsh_init(void);
 void hsh_fini(void); /* drops every object; no lookup may run */
 /*
  * Look up `key` for request `req` (for Vary) with directives qcc at time
- * now.  May block while another request fetches the same key.
+ * now.  May block while another request fetches the same key -- unless a
+ * stale copy is within its stale-while-revalidate (grace) window: then
+ * that copy is the hit.  On a miss, *stale holds the newest stale variant
+ * (referenced) if there is one.
  */
 enum hsh_result hsh_lookup(const char *key, size_t keylen, const struct http *req,
-                           const struct cc *qcc, double now, struct cobj **ocp);
+                           const struct cc *qcc, double now, struct cobj **ocp,
+                           struct hsh_stale *stale);
+void hsh_ref(struct cobj *oc); /* one more reference to an object the caller holds */
 /*
  * Record the request's values for the response's Vary fields on a busy
  * object.  -1 if the object cannot be stored (Vary too large).

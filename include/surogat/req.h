@@ -58,6 +58,12 @@ struct req {
  * may be NULL): RFC 9110 section 13.2.2, for GET and HEAD.
  */
 bool req_not_modified(const struct req *req, const struct txt *etag, const struct txt *lm);
+/*
+ * Deliver a cached object (a hit, or the result of a revalidation):
+ * 304, 206 or 416 as the request's conditions and range say.
+ */
+struct cobj;
+void req_deliver_obj(struct req *req, struct cobj *oc, double now);
 /* Answer a checked request: from the cache, or through a fetch. */
 void req_dispatch(struct req *req);
 /* The pool task of a session: read, serve and log requests until idle. */

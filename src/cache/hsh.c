@@ -372,27 +372,45 @@ abs_deadline(struct timespec *ts, double seconds)
     ts->tv_nsec = (long)((t - floor(t)) * 1e9);
 }
 
+/* Past any use: beyond its freshness, its stale windows and its keep time. */
+static bool
+obj_dead(const struct cobj *oc, double now)
+{
+    double stale = oc->fresh.swr > oc->fresh.sie ? oc->fresh.swr : oc->fresh.sie;
+    double keep = oc->has_validator ? par.default_keep : 0;
+
+    return (now - oc->fresh.t_origin > oc->fresh.ttl + stale + keep);
+}
+
+static void
+take_ref(struct cobj *oc)
+{
+    __atomic_add_fetch(&oc->refcnt, 1, __ATOMIC_RELAXED);
+}
+
 enum hsh_result
 hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc,
-           double now, struct cobj **ocp)
+           double now, struct cobj **ocp, struct hsh_stale *stale)
 {
     uint64_t hash = key_hash(key, keylen);
     struct shard *sh = shard_of(hash);
-    struct cobj *oc, *busy, *expired[8];
-    unsigned nexpired = 0;
+    struct cobj *oc, *busy, *swr, *old, *dead[8];
+    enum fresh_verdict v, old_v = FRESH_V_REVALIDATE;
+    unsigned ndead = 0;
     struct objhead *oh;
     struct timespec ts;
     bool waited = false;
-    enum fresh_verdict v;
 
     AN(ocp);
+    AN(stale);
     *ocp = NULL;
+    memset(stale, 0, sizeof *stale);
     AZ(pthread_mutex_lock(&sh->mtx));
     oh = oh_find(sh, hash, key, keylen);
     if (oh == NULL)
         oh = oh_new(sh, hash, key, keylen);
     for (;;) {
-        busy = NULL;
+        busy = swr = old = NULL;
         for (oc = oh->objs; oc != NULL; oc = oc->next) {
             if (oc->flags & COBJ_BUSY) {
                 busy = oc;
@@ -410,12 +428,27 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             }
             v = fresh_decide(&oc->fresh, qcc, now);
             if (v == FRESH_V_FRESH || v == FRESH_V_STALE_OK) {
-                __atomic_add_fetch(&oc->refcnt, 1, __ATOMIC_RELAXED);
+                take_ref(oc);
                 oc->visited = true;
                 AZ(pthread_mutex_unlock(&sh->mtx));
                 *ocp = oc;
                 return (HSH_HIT);
             }
+            if (v == FRESH_V_STALE_WHILE_REVALIDATE && swr == NULL)
+                swr = oc;
+            if (old == NULL || oc->fresh.t_origin > old->fresh.t_origin) {
+                old = oc;
+                old_v = v;
+            }
+        }
+        if (busy != NULL && swr != NULL) {
+            /* Grace: someone is already refreshing it; serve the stale copy now. */
+            take_ref(swr);
+            swr->visited = true;
+            AZ(pthread_mutex_unlock(&sh->mtx));
+            STAT_INC(cache_hit_grace);
+            *ocp = swr;
+            return (HSH_HIT);
         }
         if (busy == NULL)
             break;
@@ -440,19 +473,36 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         }
         now = tim_real();
     }
-    /* A miss.  Expired variants of this request go now; the fetch replaces them. */
-    for (oc = oh->objs; oc != NULL && nexpired < ARRAY_LEN(expired);) {
+    /*
+     * A miss.  The newest stale variant stays in the index (later
+     * requests may get it in grace while we refresh) and goes to the
+     * caller for revalidation and stale-if-error; variants past all use
+     * go now.
+     */
+    for (oc = oh->objs; oc != NULL && ndead < ARRAY_LEN(dead);) {
         struct cobj *next = oc->next;
-        if (!(oc->flags & COBJ_BUSY) && vary_match(oc, req))
-            expired[nexpired++] = unlink_obj(sh, oc);
+        if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now))
+            dead[ndead++] = unlink_obj(sh, oc);
         oc = next;
+    }
+    if (old != NULL) {
+        take_ref(old);
+        stale->oc = old;
+        stale->verdict = old_v;
     }
     *ocp = busy_new(sh, oh);
     AZ(pthread_mutex_unlock(&sh->mtx));
-    while (nexpired > 0)
-        hsh_deref(&expired[--nexpired]);
+    while (ndead > 0)
+        hsh_deref(&dead[--ndead]);
     STAT_INC(cache_miss);
     return (HSH_MISS);
+}
+
+void
+hsh_ref(struct cobj *oc)
+{
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    take_ref(oc);
 }
 
 /* ---- publishing ---- */

@@ -63,6 +63,7 @@ struct fetch {
     bool body_to_client; /* false for HEAD and 304: the body is only stored */
     unsigned status_override; /* 304 for a conditional miss, or 0 */
     struct cobj *oc;     /* the busy object being filled, or NULL for a pass */
+    struct hsh_stale stale; /* a stale copy: to revalidate, or to serve on error */
     double t_req;        /* tim_real() when the request went out */
     double t_resp;       /* tim_real() when the response head arrived */
 };
@@ -136,8 +137,31 @@ static const char *const miss_strip[] = {
     "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range",
 };
 
+/* Find a field of a stored head; the stored head is ours, so it is well-formed. */
+static bool
+stored_field(const struct cobj *oc, const char *name, struct txt *val)
+{
+    const char *p = memchr(oc->head, '\n', oc->head_len), *e = oc->head + oc->head_len;
+    size_t nl = strlen(name);
+
+    for (p = p + 1; p < e;) {
+        const char *eol = memchr(p, '\n', (size_t)(e - p));
+        if (eol == NULL)
+            break;
+        if ((size_t)(eol - p) > nl + 1 && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
+            const char *v = p + nl + 1, *ve = eol[-1] == '\r' ? eol - 1 : eol;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            *val = (struct txt){ v, (size_t)(ve - v) };
+            return (true);
+        }
+        p = eol + 1;
+    }
+    return (false);
+}
+
 static struct txt
-build_bereq(struct req *req, struct be *be, bool miss)
+build_bereq(struct req *req, struct be *be, bool miss, const struct cobj *stale)
 {
     struct http *hp = req->http;
     struct http_hdr *hdrs;
@@ -147,10 +171,10 @@ build_bereq(struct req *req, struct be *be, bool miss)
     size_t room, xfflen = 0, n;
     struct txt empty = { NULL, 0 };
 
-    hdrs = ws_alloc(&req->wrk->ws, (hp->nhdr + 8) * sizeof *hdrs);
+    hdrs = ws_alloc(&req->wrk->ws, (hp->nhdr + 10) * sizeof *hdrs);
     if (hdrs == NULL)
         return (empty);
-    http_init(&bereq, hdrs, hp->nhdr + 8);
+    http_init(&bereq, hdrs, hp->nhdr + 10);
     bereq.method = hp->method;
     /* A miss fetches the body even for HEAD: it is what the cache stores. */
     if (miss && req->head_only)
@@ -162,6 +186,14 @@ build_bereq(struct req *req, struct be *be, bool miss)
     http_strip_hop_by_hop(&bereq);
     for (size_t i = 0; miss && i < ARRAY_LEN(miss_strip); i++)
         http_unset(&bereq, miss_strip[i]);
+    if (stale != NULL) {
+        /* Revalidation (RFC 9111 section 4.3.1): ask whether our stale copy still holds. */
+        struct txt v;
+        if (stored_field(stale, "ETag", &v))
+            AZ(http_add(&bereq, TXT_LIT("If-None-Match"), v));
+        if (stored_field(stale, "Last-Modified", &v))
+            AZ(http_add(&bereq, TXT_LIT("If-Modified-Since"), v));
+    }
     if (par.xff) {
         /* One X-Forwarded-For with the client appended to what earlier proxies said. */
         for (unsigned i = 0; i < bereq.nhdr; i++)
@@ -489,6 +521,22 @@ can_retry(const struct req *req, unsigned retries)
             http_method_idempotent(&req->http->method));
 }
 
+/* Whether the stale copy may stand in for a failed backend (RFC 5861 section 4). */
+static bool
+stale_usable(const struct fetch *f)
+{
+    return (f->stale.oc != NULL && (f->stale.verdict == FRESH_V_STALE_IF_ERROR ||
+                                    f->stale.verdict == FRESH_V_STALE_WHILE_REVALIDATE));
+}
+
+static void
+serve_stale(struct fetch *f)
+{
+    STAT_INC(cache_stale_if_error);
+    req_deliver_obj(f->req, f->stale.oc, tim_real());
+    f->req->cache = "STALE";
+}
+
 static void
 fail(struct fetch *f, unsigned status)
 {
@@ -496,6 +544,10 @@ fail(struct fetch *f, unsigned status)
         hsh_abandon(&f->oc, 0); /* waiters retry: one of them fetches again */
     if (f->conn != NULL)
         bcp_close(&f->conn);
+    if (status >= 500 && stale_usable(f)) {
+        serve_stale(f);
+        return;
+    }
     (void)req_synth(f->req, status, NULL);
 }
 
@@ -559,6 +611,7 @@ store_head(struct fetch *f, const struct cc *rcc)
     oc->head = buf;
     oc->head_len = sb.len;
     oc->status = h.status;
+    oc->has_validator = http_find(&h, "ETag") != NULL || http_find(&h, "Last-Modified") != NULL;
     return (0);
 }
 
@@ -583,6 +636,7 @@ decide_store(struct fetch *f)
     double hfm_ttl = par.hitmiss_ttl;
 
     cfg.default_ttl = par.default_ttl;
+    cfg.default_grace = par.default_grace;
     cfg.heuristic_max = par.heuristic_max;
     cc_parse_request(req->http, &qcc);
     cc_parse_response(f->resp, NULL, &rcc);
@@ -617,12 +671,117 @@ decide_store(struct fetch *f)
     hsh_abandon(&f->oc, hfm_ttl);
 }
 
+/* Fields a 304 must not change in the stored response (RFC 9111 section 3.2). */
+static const char *const keep_on_304[] = {
+    "Content-Length", "Content-Encoding", "Content-Range", "Age",
+};
+
+/*
+ * The backend answered our conditional request with 304: the stale copy
+ * is good.  Build its renewed copy -- the stored fields updated with
+ * those of the 304 (RFC 9111 section 4.3.4) and the same body -- publish
+ * it and deliver it.  -1 if the stored head could not be reused (then the
+ * caller answers 502).
+ */
+static int
+revalidated(struct fetch *f)
+{
+    struct req *req = f->req;
+    struct cobj *old = f->stale.oc, *oc = f->oc;
+    struct h1_limits lim = { old->head_len + 1, old->head_len + 1, 1024 };
+    struct fresh_cfg cfg = FRESH_CFG_DEFAULT;
+    struct http oh, upd, merged;
+    struct http_hdr *hdrs;
+    struct cc rcc;
+    unsigned n304 = f->resp->nhdr;
+    size_t used, cap = 512;
+    struct sb sb;
+    char *buf;
+
+    hdrs = ws_alloc(&req->wrk->ws, 1024 * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (-1);
+    http_init(&oh, hdrs, 1024);
+    if (h1_parse_response(old->head, old->head_len, &lim, &oh, &used) != H1_DONE)
+        return (-1);
+    hdrs = ws_alloc(&req->wrk->ws, (oh.nhdr + n304 + 2) * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (-1);
+    http_init(&merged, hdrs, oh.nhdr + n304 + 2);
+    memcpy(hdrs, oh.hdr, oh.nhdr * sizeof *hdrs);
+    merged.nhdr = oh.nhdr;
+    merged.proto = 11;
+    merged.status = oh.status;
+    merged.reason = oh.reason;
+    upd = *f->resp;
+    http_strip_hop_by_hop(&upd);
+    for (unsigned i = 0; i < upd.nhdr; i++) {
+        bool keep = false;
+        for (size_t k = 0; k < ARRAY_LEN(keep_on_304) && !keep; k++)
+            keep = http_name_eq(&upd.hdr[i].name, keep_on_304[k]);
+        if (keep)
+            continue;
+        /* Replace every stored field of that name with the 304's (all of them, in order). */
+        char name[128];
+        if (upd.hdr[i].name.len >= sizeof name)
+            continue;
+        memcpy(name, upd.hdr[i].name.b, upd.hdr[i].name.len);
+        name[upd.hdr[i].name.len] = '\0';
+        bool first = true;
+        for (unsigned j = 0; j < i; j++)
+            if (http_name_eq(&upd.hdr[j].name, name))
+                first = false;
+        if (first)
+            http_unset(&merged, name);
+        AZ(http_add(&merged, upd.hdr[i].name, upd.hdr[i].val));
+    }
+    cfg.default_ttl = par.default_ttl;
+    cfg.default_grace = par.default_grace;
+    cfg.heuristic_max = par.heuristic_max;
+    cc_parse_response(&merged, NULL, &rcc);
+    fresh_obj_init(&oc->fresh, &merged, &rcc, f->t_req, f->t_resp, &cfg);
+    for (unsigned i = 0; i < merged.nhdr; i++)
+        cap += merged.hdr[i].name.len + merged.hdr[i].val.len + 4;
+    buf = malloc(cap);
+    AN(buf);
+    sb_init(&sb, buf, cap);
+    h1_write_response(&sb, &merged);
+    AN(sb_ok(&sb));
+    oc->head = buf;
+    oc->head_len = sb.len;
+    oc->status = old->status;
+    oc->has_validator = old->has_validator;
+    if (old->vary_len > 0) {
+        oc->vary = malloc(old->vary_len);
+        AN(oc->vary);
+        memcpy(oc->vary, old->vary, old->vary_len);
+        oc->vary_len = old->vary_len;
+    }
+    oc->body.size_hint = old->body.len;
+    for (const struct sto_seg *s = old->body.first; s != NULL; s = s->next) {
+        if (hsh_append(oc, s->data, s->len) != 0) {
+            /* No room for the renewed copy: this client still gets the validated one. */
+            hsh_abandon(&f->oc, 0);
+            req_deliver_obj(req, old, tim_real());
+            return (0);
+        }
+    }
+    oc->body_complete = true;
+    STAT_INC(cache_revalidated);
+    hsh_ref(oc);
+    hsh_unbusy(&f->oc);
+    req_deliver_obj(req, oc, tim_real());
+    req->cache = "REVALIDATED";
+    hsh_deref(&oc);
+    return (0);
+}
+
 /*
  * The backend transaction, for a pass (oc NULL) or a miss filling the
  * busy object oc.
  */
 static void
-fetch_run(struct req *req, struct be *be, struct cobj *oc)
+fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale)
 {
     struct fetch f;
     struct out o;
@@ -636,6 +795,8 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc)
     f.req = req;
     f.be = be;
     f.oc = oc;
+    if (stale != NULL)
+        f.stale = *stale; /* borrowed: the caller holds the reference */
     f.body_to_client = !req->head_only;
     req->cache = oc != NULL ? "MISS" : "PASS";
     if (be == NULL) {
@@ -644,7 +805,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc)
     }
     OBJ_CHECK(be, BE_MAGIC);
     req->be_name = be->name;
-    head = build_bereq(req, be, oc != NULL);
+    head = build_bereq(req, be, oc != NULL, f.stale.oc);
     if (head.b == NULL) {
         fail_overflow(&f);
         return;
@@ -722,6 +883,23 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc)
         break;
     }
     f.t_resp = tim_real();
+    if (f.stale.oc != NULL && f.oc != NULL && f.resp->status == 304) {
+        f.be_keepalive = f.resp->proto == 11 ? !http_has_token(f.resp, "Connection", "close")
+                                             : http_has_token(f.resp, "Connection", "keep-alive");
+        if (f.be_keepalive && http_find(f.resp, "Content-Length") == NULL &&
+            http_find(f.resp, "Transfer-Encoding") == NULL)
+            bcp_recycle(&f.conn);
+        else
+            bcp_close(&f.conn);
+        if (revalidated(&f) != 0)
+            fail(&f, 502);
+        return;
+    }
+    if (f.resp->status >= 500 && f.resp->status <= 504 && stale_usable(&f)) {
+        /* stale-if-error covers the backend's own 5xx too (RFC 5861 section 4). */
+        fail(&f, f.resp->status);
+        return;
+    }
     /* The backend saw HEAD only on a pass: a miss asked it for GET. */
     f.body = h1_resp_body(f.resp, req->head_only && oc == NULL, &f.clen);
     if (f.body == H1_BODY_E_AMBIGUOUS || f.body == H1_BODY_E_CODING) {
@@ -781,14 +959,16 @@ void
 fetch_pass(struct req *req, struct be *be)
 {
     STAT_INC(cache_pass);
-    fetch_run(req, be, NULL);
+    fetch_run(req, be, NULL, NULL);
 }
 
 void
-fetch_miss(struct req *req, struct be *be, struct cobj **ocp)
+fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
 {
     struct cobj *oc;
 
     OBJ_TAKE(oc, ocp, COBJ_MAGIC);
-    fetch_run(req, be, oc);
+    fetch_run(req, be, oc, stale);
+    if (stale->oc != NULL)
+        hsh_deref(&stale->oc);
 }

@@ -223,8 +223,8 @@ body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov
  * then the body straight from its storage segments, in one writev(2)
  * when it fits.
  */
-static void
-deliver_hit(struct req *req, struct cobj *oc, double now)
+void
+req_deliver_obj(struct req *req, struct cobj *oc, double now)
 {
     char tail[256], status_line[64];
     struct iovec iov[64];
@@ -321,6 +321,7 @@ req_dispatch(struct req *req)
 {
     struct be *be = be_default();
     struct cobj *oc = NULL;
+    struct hsh_stale stale;
     struct cc qcc;
     char *key;
     size_t keylen;
@@ -344,7 +345,7 @@ req_dispatch(struct req *req)
     }
     cc_parse_request(req->http, &qcc);
     now = tim_real();
-    switch (hsh_lookup(key, keylen, req->http, &qcc, now, &oc)) {
+    switch (hsh_lookup(key, keylen, req->http, &qcc, now, &oc, &stale)) {
     case HSH_PASS:
         if (qcc.flags & CC_ONLY_IF_CACHED)
             break;
@@ -352,21 +353,21 @@ req_dispatch(struct req *req)
         return;
     case HSH_HIT:
         STAT_INC(cache_hit);
-        deliver_hit(req, oc, now);
+        req_deliver_obj(req, oc, now);
         hsh_deref(&oc);
         return;
     case HSH_MISS:
-        if (http_find(req->http, "Range") != NULL) {
-            /* The backend serves the range; the object is fetched whole next time. */
+        if (http_find(req->http, "Range") != NULL || (qcc.flags & CC_ONLY_IF_CACHED)) {
+            /* A range goes to the backend; the object is fetched whole next time. */
             hsh_abandon(&oc, 0);
+            if (stale.oc != NULL)
+                hsh_deref(&stale.oc);
+            if (qcc.flags & CC_ONLY_IF_CACHED)
+                break;
             fetch_pass(req, be);
             return;
         }
-        if (qcc.flags & CC_ONLY_IF_CACHED) {
-            hsh_abandon(&oc, 0);
-            break;
-        }
-        fetch_miss(req, be, &oc);
+        fetch_miss(req, be, &oc, &stale);
         return;
     }
     /* only-if-cached with nothing usable: never contact the origin (RFC 9111 5.2.1.7). */

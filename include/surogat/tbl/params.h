@@ -85,6 +85,14 @@ PARAM(default_ttl, DURATION, "0s", "0s", NULL, PAR_LIVE,
       "Freshness lifetime given to a cacheable response that carries no freshness information "
       "and no Last-Modified to base a heuristic on. 0 (the default) is what RFC 9111 asks: "
       "such a response is not served from cache without revalidation. Varnish uses 120s.")
+PARAM(default_grace, DURATION, "0s", "0s", NULL, PAR_LIVE,
+      "How long past its freshness an object may be served while one request refreshes it, "
+      "for responses without stale-while-revalidate. 0 (the default) follows RFC 9111, which "
+      "forbids serving stale content the origin did not allow; Varnish uses 10s.")
+PARAM(default_keep, DURATION, "300s", "0s", NULL, PAR_LIVE,
+      "How long past its freshness and stale windows an object with a validator (ETag or "
+      "Last-Modified) is kept, so that it can be revalidated with a conditional request and "
+      "reused on 304 instead of being fetched again.")
 PARAM(heuristic_max, DURATION, "1d", "0s", NULL, PAR_LIVE,
       "Cap on the heuristic freshness lifetime (10% of the time since Last-Modified).")
 PARAM(hitmiss_ttl, DURATION, "120s", "0s", NULL, PAR_LIVE,
