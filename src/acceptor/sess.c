@@ -119,6 +119,11 @@ sess_schedule(struct sess **spp)
     OBJ_TAKE(sp, spp, SESS_MAGIC);
     if (pool_submit(sp->pool, &sp->task, POOL_PRIO_REQ) == 0)
         return;
+    /* An idle client that hung up is not a refused request: just close it. */
+    if (recv(sp->fd, date, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+        sess_close(&sp);
+        return;
+    }
     STAT_INC(sess_dropped);
     tim_http_date(tim_real(), date);
     iov[0].iov_base = (void *)(uintptr_t)busy_head;

@@ -436,6 +436,8 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             }
             if (v == FRESH_V_STALE_WHILE_REVALIDATE && swr == NULL)
                 swr = oc;
+            if (obj_dead(oc, now))
+                continue; /* past all use: dropped below, not revalidated */
             if (old == NULL || oc->fresh.t_origin > old->fresh.t_origin) {
                 old = oc;
                 old_v = v;

@@ -704,10 +704,10 @@ revalidated(struct fetch *f)
     http_init(&oh, hdrs, 1024);
     if (h1_parse_response(old->head, old->head_len, &lim, &oh, &used) != H1_DONE)
         return (-1);
-    hdrs = ws_alloc(&req->wrk->ws, (oh.nhdr + n304 + 2) * sizeof *hdrs);
+    hdrs = ws_alloc(&req->wrk->ws, (oh.nhdr + n304 + 3) * sizeof *hdrs);
     if (hdrs == NULL)
         return (-1);
-    http_init(&merged, hdrs, oh.nhdr + n304 + 2);
+    http_init(&merged, hdrs, oh.nhdr + n304 + 3);
     memcpy(hdrs, oh.hdr, oh.nhdr * sizeof *hdrs);
     merged.nhdr = oh.nhdr;
     merged.proto = 11;
@@ -734,6 +734,15 @@ revalidated(struct fetch *f)
         if (first)
             http_unset(&merged, name);
         AZ(http_add(&merged, upd.hdr[i].name, upd.hdr[i].val));
+    }
+    /* A 304 without Date is dated on arrival (RFC 9110 6.6.1), not by the old copy's Date. */
+    if (http_find(f->resp, "Date") == NULL) {
+        char *date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
+        if (date == NULL)
+            return (-1);
+        tim_http_date(f->t_resp, date);
+        http_unset(&merged, "Date");
+        AZ(http_add(&merged, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
     }
     cfg.default_ttl = par.default_ttl;
     cfg.default_grace = par.default_grace;

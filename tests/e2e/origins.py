@@ -7,6 +7,7 @@ read (raw bytes included) so tests can assert on what surogat forwarded,
 and counts the connections it accepted.
 """
 
+import email.utils
 import hashlib
 import socket
 import threading
@@ -35,6 +36,7 @@ class OriginRequest:
         self.conn_id = 0
         self.conn_seq = 0  # 1 for the first request on its connection
         self.t = 0.0
+        self.answered = None  # the status the origin sent (None: no response head)
 
     def header(self, name):
         name = name.lower()
@@ -72,12 +74,18 @@ class Route:
                      Connection: close (a server timing out idle connections)
     send_100:        answer Expect: 100-continue before reading the body
     echo:            body = the request body; echo_sha: its sha256 hex
+    conditional:     answer a GET or HEAD whose If-None-Match matches the route's
+                     ETag (weak comparison, or *), or, without If-None-Match,
+                     whose If-Modified-Since is at or after its Last-Modified,
+                     with 304 and no body (the route's other fields kept, its
+                     Content-Length dropped); only when the route's status is 200
     """
 
     def __init__(self, status=200, reason=None, headers=None, body=b"ok", chunked=False,
                  chunks=None, close_delimited=False, content_length=None, die_after=None,
                  stall_after=None, delay=0.0, hang=False, garbage=None, raw=None,
-                 close_after=False, send_100=False, echo=False, echo_sha=False):
+                 close_after=False, send_100=False, echo=False, echo_sha=False,
+                 conditional=False):
         self.status = status
         self.reason = reason
         if isinstance(headers, dict):
@@ -98,6 +106,34 @@ class Route:
         self.send_100 = send_100
         self.echo = echo
         self.echo_sha = echo_sha
+        self.conditional = conditional
+
+    def header(self, name):
+        name = name.lower()
+        for n, v in self.headers:
+            if n.lower() == name:
+                return v
+        return None
+
+    def not_modified(self, req):
+        """Whether a conditional route answers req with 304 (RFC 9110 section 13.2.2)."""
+        if not self.conditional or self.status != 200 or req.method not in ("GET", "HEAD"):
+            return False
+        inm = req.header("If-None-Match")
+        if inm is not None:
+            etag = self.header("ETag")
+            if etag is None:
+                return False
+            strip = lambda t: t[2:] if t.startswith("W/") else t  # noqa: E731
+            tags = [t.strip() for t in inm.split(",") if t.strip()]
+            return "*" in tags or strip(etag) in [strip(t) for t in tags]
+        ims, lm = req.header("If-Modified-Since"), self.header("Last-Modified")
+        if ims is None or lm is None:
+            return False
+        try:
+            return email.utils.parsedate_to_datetime(ims) >= email.utils.parsedate_to_datetime(lm)
+        except (TypeError, ValueError):
+            return False
 
 
 REASONS = {100: "Continue", 200: "OK", 204: "No Content", 206: "Partial Content",
@@ -347,20 +383,28 @@ class Origin:
             body = route.body(req)
         else:
             body = route.body
-        head_only = req.method == "HEAD" or route.status in (204, 304) or route.status < 200
+        status = route.status
         hdrs = list(route.headers)
+        if route.not_modified(req):
+            status = 304
+            hdrs = [(n, v) for n, v in hdrs if n.lower() != "content-length"]
+        head_only = req.method == "HEAD" or status in (204, 304) or status < 200
         names = {n.lower() for n, _ in hdrs}
-        if route.chunked:
+        if route.chunked and status != 304:
             if "transfer-encoding" not in names:
                 hdrs.append(("Transfer-Encoding", "chunked"))
         elif not route.close_delimited and "content-length" not in names \
-                and route.status not in (204, 304) and route.status >= 200:
+                and status not in (204, 304) and status >= 200:
             n = route.content_length if route.content_length is not None else len(body)
             hdrs.append(("Content-Length", str(n)))
-        reason = route.reason if route.reason is not None else REASONS.get(route.status, "X")
-        head = "HTTP/1.1 %d %s\r\n" % (route.status, reason)
+        if status != route.status or route.reason is None:
+            reason = REASONS.get(status, "X")
+        else:
+            reason = route.reason
+        head = "HTTP/1.1 %d %s\r\n" % (status, reason)
         head += "".join("%s: %s\r\n" % (n, v) for n, v in hdrs) + "\r\n"
         head = head.encode("latin-1")
+        req.answered = status
         if head_only:
             s.sendall(head)
             return not (route.close_after or route.close_delimited)
