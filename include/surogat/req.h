@@ -46,6 +46,8 @@ struct req {
     uint64_t resp_bytes; /* body bytes sent */
     const char *be_name; /* backend used, for the log */
     const char *cache;   /* cache status for the log: PASS, SYNTH ... */
+    struct txt *resp_loc; /* fetch, unsafe methods: the response's Location and
+                           * Content-Location (workspace copies), for invalidation */
     double t_start;      /* tim_real() when the head was complete */
     double t_mono;       /* tim_mono() at the same time */
     double t_first;      /* tim_mono() when the first response byte was sent */

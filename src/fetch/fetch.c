@@ -615,6 +615,27 @@ store_head(struct fetch *f, const struct cc *rcc)
     return (0);
 }
 
+/*
+ * The response head is overwritten by body bytes as they stream: copy the
+ * fields the cache needs after the response (invalidation) to workspace.
+ */
+static void
+keep_locations(struct fetch *f)
+{
+    static const char *const names[] = { "Location", "Content-Location" };
+    struct req *req = f->req;
+    struct txt *loc = ws_alloc(&req->wrk->ws, 2 * sizeof *loc);
+
+    if (loc == NULL)
+        return;
+    for (int i = 0; i < 2; i++) {
+        const struct txt *v = http_value(f->resp, names[i]);
+        loc[i].b = v != NULL ? ws_strndup(&req->wrk->ws, v->b, v->len) : NULL;
+        loc[i].len = loc[i].b != NULL ? v->len : 0;
+    }
+    req->resp_loc = loc;
+}
+
 /* The workspace ran out: a 500, and the connection closes (what was cut is unknown). */
 static void
 fail_overflow(struct fetch *f)
@@ -918,6 +939,8 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
     }
     f.be_keepalive = f.resp->proto == 11 ? !http_has_token(f.resp, "Connection", "close")
                                          : http_has_token(f.resp, "Connection", "keep-alive");
+    if (oc == NULL && !http_method_idempotent(&req->http->method))
+        keep_locations(&f);
     if (oc != NULL) {
         decide_store(&f);
         /*

@@ -316,6 +316,58 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now)
     STAT_ADD(resp_body_bytes, req->resp_bytes);
 }
 
+/*
+ * A successful unsafe method invalidates the target URL and the URLs its
+ * response names in Location and Content-Location on the same host (RFC
+ * 9111 section 4.4): other hosts' caches are not ours to empty on one
+ * origin's word.
+ */
+static void
+invalidate_after_unsafe(struct req *req)
+{
+    static const char *const fields[] = { "Location", "Content-Location" };
+    const struct http_hdr *host = http_find(req->http, "Host");
+    char *key;
+    size_t keylen;
+
+    if ((key = cache_key(req, &keylen)) != NULL)
+        (void)hsh_purge(key, keylen);
+    if (host == NULL || req->resp_loc == NULL)
+        return;
+    for (size_t i = 0; i < ARRAY_LEN(fields); i++) {
+        const struct txt *v = &req->resp_loc[i];
+        const char *p = v->b, *e = v->b + v->len, *auth;
+        size_t skip = 0;
+
+        if (v->b == NULL || v->len == 0)
+            continue;
+        if (v->len > 7 && strncasecmp(p, "http://", 7) == 0)
+            skip = 7;
+        else if (v->len > 8 && strncasecmp(p, "https://", 8) == 0)
+            skip = 8;
+        else if (*p != '/')
+            continue; /* a relative reference: not worth resolving */
+        if (skip > 0) {
+            /* An absolute URI must name our Host; then keep its path. */
+            for (auth = p + skip, p = auth; p < e && *p != '/'; p++)
+                continue;
+            if ((size_t)(p - auth) != host->val.len ||
+                strncasecmp(auth, host->val.b, host->val.len) != 0 || p == e)
+                continue;
+        }
+        key = ws_alloc(&req->wrk->ws, host->val.len + 1 + (size_t)(e - p));
+        if (key == NULL)
+            return;
+        for (size_t k = 0; k < host->val.len; k++) {
+            char c = host->val.b[k];
+            key[k] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+        }
+        key[host->val.len] = '\0';
+        memcpy(key + host->val.len + 1, p, (size_t)(e - p));
+        (void)hsh_purge(key, host->val.len + 1 + (size_t)(e - p));
+    }
+}
+
 void
 req_dispatch(struct req *req)
 {
@@ -331,11 +383,9 @@ req_dispatch(struct req *req)
     if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
         http_find(req->http, "Authorization") != NULL || http_find(req->http, "Cookie") != NULL) {
         fetch_pass(req, be);
-        /* A successful unsafe method invalidates what is cached for its URL. */
         if (req->status >= 200 && req->status < 400 && !is_method(req, "GET") &&
-            !is_method(req, "HEAD") && !is_method(req, "OPTIONS") && !is_method(req, "TRACE") &&
-            (key = cache_key(req, &keylen)) != NULL)
-            (void)hsh_purge(key, keylen);
+            !is_method(req, "HEAD") && !is_method(req, "OPTIONS") && !is_method(req, "TRACE"))
+            invalidate_after_unsafe(req);
         return;
     }
     key = cache_key(req, &keylen);

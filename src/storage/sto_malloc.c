@@ -51,6 +51,7 @@ charge(uint64_t n)
             return (-1);
     } while (!__atomic_compare_exchange_n(&sto_bytes_used, &cur, cur + n, true, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
+    STAT_ADD(sto_bytes, n);
     return (0);
 }
 
@@ -58,6 +59,7 @@ static void
 credit(uint64_t n)
 {
     __atomic_fetch_sub(&sto_bytes_used, n, __ATOMIC_RELAXED);
+    STAT_ADD(sto_bytes, -n);
 }
 
 int

@@ -382,3 +382,26 @@ def test_only_if_cached(origin, surogat):
     assert_miss(sg.get("/oic"), b"cached")
     assert_hit(sg.get("/oic", headers={"Cache-Control": "only-if-cached"}), b"cached")
     assert origin.hits("/oic") == 1
+
+
+def test_unsafe_method_purges_location_on_same_host(origin, surogat):
+    """RFC 9111 section 4.4: Location and Content-Location of a successful
+    unsafe method's response are invalidated too, when on the same host."""
+    for p in ("/a", "/b", "/c"):
+        origin.route(p, body=p.encode(), headers={"Cache-Control": "max-age=60"})
+    sg = surogat()
+    host = "surogat.test"  # what httpc sends as Host
+    for p in ("/a", "/b", "/c"):
+        assert_miss(sg.get(p), p.encode())
+        assert_hit(sg.get(p), p.encode())
+    origin.route("/post", status=201, body=b"made",
+                 headers={"Location": "/a", "Content-Location": "http://%s/b" % host})
+    assert sg.request("POST", "/post", body=b"x").status == 201
+    assert_miss(sg.get("/a"), b"/a")
+    assert_miss(sg.get("/b"), b"/b")
+    assert_hit(sg.get("/c"), b"/c")
+    # another host's URL in Location is left alone
+    origin.route("/post2", status=201, body=b"made",
+                 headers={"Location": "http://elsewhere.example/c"})
+    assert sg.request("POST", "/post2", body=b"x").status == 201
+    assert_hit(sg.get("/c"), b"/c")

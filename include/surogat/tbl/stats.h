@@ -58,6 +58,7 @@ STAT(cache_stale_if_error, COUNTER, "Stale objects served because the backend fa
 STAT(cache_304, COUNTER, "Conditional requests answered 304 from the cache.")
 STAT(n_object, GAUGE, "Objects in the cache, busy ones and hit-for-miss markers included.")
 STAT(n_objecthead, GAUGE, "Distinct cache keys.")
+STAT(sto_bytes, GAUGE, "Bytes of the store in use by object bodies (segments and their headers).")
 STAT(n_lru_nuked, COUNTER, "Objects evicted to make room.")
 STAT(n_lru_limited, COUNTER, "Objects not stored because nuke_limit evictions did not make room.")
 #undef STAT
