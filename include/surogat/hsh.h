@@ -20,6 +20,7 @@
 #include "surogat/sto.h"
 
 struct http;
+struct txt;
 struct objhead;
 struct sb;
 
@@ -97,6 +98,8 @@ void hsh_unbusy(struct cobj **ocp);
  */
 void hsh_abandon(struct cobj **ocp, double hfm_ttl);
 void hsh_deref(struct cobj **ocp);
+/* The first field `name` of a published object's stored head (read-only, no lock needed). */
+bool hsh_head_field(const struct cobj *oc, const char *name, struct txt *val);
 unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */
 
 #endif

@@ -248,6 +248,32 @@ unlink_obj(struct shard *sh, struct cobj *oc)
     return (oc);
 }
 
+/* ---- stored heads ---- */
+
+bool
+hsh_head_field(const struct cobj *oc, const char *name, struct txt *val)
+{
+    const char *p = memchr(oc->head, '\n', oc->head_len), *e = oc->head + oc->head_len;
+    size_t nl = strlen(name);
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    AN(p);
+    for (p = p + 1; p < e;) {
+        const char *eol = memchr(p, '\n', (size_t)(e - p));
+        if (eol == NULL)
+            break;
+        if ((size_t)(eol - p) > nl + 1 && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
+            const char *v = p + nl + 1, *ve = eol[-1] == '\r' ? eol - 1 : eol;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            *val = (struct txt){ v, (size_t)(ve - v) };
+            return (true);
+        }
+        p = eol + 1;
+    }
+    return (false);
+}
+
 /* ---- Vary ---- */
 
 /* The values of every field `name` of hp, joined with ", " as one field. */
@@ -345,7 +371,7 @@ hsh_set_vary(struct cobj *oc, const struct http *req, const struct http *resp)
 /* ---- lookup ---- */
 
 static struct cobj *
-busy_new(struct shard *sh, struct objhead *oh)
+busy_new(struct objhead *oh)
 {
     struct cobj *oc;
 
@@ -357,7 +383,6 @@ busy_new(struct shard *sh, struct objhead *oh)
     oh->objs = oc;
     oh->nobjs++;
     STAT_INC(n_object);
-    (void)sh;
     return (oc);
 }
 
@@ -492,7 +517,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         stale->oc = old;
         stale->verdict = old_v;
     }
-    *ocp = busy_new(sh, oh);
+    *ocp = busy_new(oh);
     AZ(pthread_mutex_unlock(&sh->mtx));
     while (ndead > 0)
         hsh_deref(&dead[--ndead]);

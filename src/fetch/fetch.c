@@ -31,6 +31,8 @@
 #include "surogat/vio.h"
 #include "surogat/wrk.h"
 
+#include "fetch_priv.h"
+
 #define OUT_IOV 64
 
 /* Client writes gathered into one writev(2): the head with the first body bytes. */
@@ -47,25 +49,6 @@ enum be_head {
     BEH_RETRY,   /* a reused connection was dead before any byte came back */
     BEH_TIMEOUT, /* 504 */
     BEH_BAD,     /* 502 */
-};
-
-struct fetch {
-    struct req *req;
-    struct be *be;
-    struct bcp_conn *conn;
-    struct http resp[1];
-    size_t be_len;       /* bytes in wrk->be */
-    size_t be_pos;       /* first unconsumed byte in wrk->be */
-    enum h1_body body;
-    uint64_t clen;
-    bool be_keepalive;   /* the backend allows reuse of the connection */
-    bool chunk_out;      /* we chunk the body towards the client */
-    bool body_to_client; /* false for HEAD and 304: the body is only stored */
-    unsigned status_override; /* 304 for a conditional miss, or 0 */
-    struct cobj *oc;     /* the busy object being filled, or NULL for a pass */
-    struct hsh_stale stale; /* a stale copy: to revalidate, or to serve on error */
-    double t_req;        /* tim_real() when the request went out */
-    double t_resp;       /* tim_real() when the response head arrived */
 };
 
 static int
@@ -137,29 +120,6 @@ static const char *const miss_strip[] = {
     "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range",
 };
 
-/* Find a field of a stored head; the stored head is ours, so it is well-formed. */
-static bool
-stored_field(const struct cobj *oc, const char *name, struct txt *val)
-{
-    const char *p = memchr(oc->head, '\n', oc->head_len), *e = oc->head + oc->head_len;
-    size_t nl = strlen(name);
-
-    for (p = p + 1; p < e;) {
-        const char *eol = memchr(p, '\n', (size_t)(e - p));
-        if (eol == NULL)
-            break;
-        if ((size_t)(eol - p) > nl + 1 && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
-            const char *v = p + nl + 1, *ve = eol[-1] == '\r' ? eol - 1 : eol;
-            while (v < ve && (*v == ' ' || *v == '\t'))
-                v++;
-            *val = (struct txt){ v, (size_t)(ve - v) };
-            return (true);
-        }
-        p = eol + 1;
-    }
-    return (false);
-}
-
 static struct txt
 build_bereq(struct req *req, struct be *be, bool miss, const struct cobj *stale)
 {
@@ -189,9 +149,9 @@ build_bereq(struct req *req, struct be *be, bool miss, const struct cobj *stale)
     if (stale != NULL) {
         /* Revalidation (RFC 9111 section 4.3.1): ask whether our stale copy still holds. */
         struct txt v;
-        if (stored_field(stale, "ETag", &v))
+        if (hsh_head_field(stale, "ETag", &v))
             AZ(http_add(&bereq, TXT_LIT("If-None-Match"), v));
-        if (stored_field(stale, "Last-Modified", &v))
+        if (hsh_head_field(stale, "Last-Modified", &v))
             AZ(http_add(&bereq, TXT_LIT("If-Modified-Since"), v));
     }
     if (par.xff) {
@@ -551,91 +511,6 @@ fail(struct fetch *f, unsigned status)
     (void)req_synth(f->req, status, NULL);
 }
 
-/*
- * A stored head: the status line and fields of the backend response as
- * every later client gets them, minus what is per connection or per
- * delivery (hop-by-hop fields, framing, Age), ending with the empty line.
- * malloc'ed: it lives as long as the object.
- */
-static int
-store_head(struct fetch *f, const struct cc *rcc)
-{
-    struct http h;
-    struct http_hdr *hdrs;
-    struct cobj *oc = f->oc;
-    char date[TIM_HTTP_DATE_LEN + 1];
-    size_t cap = 512;
-    struct sb sb;
-    char *buf;
-
-    hdrs = ws_alloc(&f->req->wrk->ws, (f->resp->nhdr + 4) * sizeof *hdrs);
-    if (hdrs == NULL)
-        return (-1);
-    http_init(&h, hdrs, f->resp->nhdr + 4);
-    memcpy(hdrs, f->resp->hdr, f->resp->nhdr * sizeof *hdrs);
-    h.nhdr = f->resp->nhdr;
-    h.proto = 11;
-    h.status = f->resp->status;
-    h.reason = f->resp->reason.len > 0 ? f->resp->reason
-                                        : (struct txt){ http_reason(h.status),
-                                                        strlen(http_reason(h.status)) };
-    http_strip_hop_by_hop(&h);
-    http_unset(&h, "Content-Length");
-    http_unset(&h, "Age");
-    /* Fields the origin marked private="..." are for the requester only (RFC 9111 5.2.2.7). */
-    if (rcc->flags & CC_PRIVATE_FIELDS) {
-        for (unsigned i = 0; i < h.nhdr;) {
-            if (cc_field_listed(&rcc->private_fields, &h.hdr[i].name))
-                h.hdr[i] = h.hdr[--h.nhdr];
-            else
-                i++;
-        }
-    }
-    /* Targeted fields are for us, not for clients (RFC 9213 section 2.1). */
-    http_unset(&h, "CDN-Cache-Control");
-    http_unset(&h, "Surrogate-Control");
-    if (http_find(&h, "Date") == NULL) {
-        tim_http_date(f->t_resp, date);
-        AZ(http_add(&h, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
-    }
-    if (par.via)
-        AZ(http_add(&h, TXT_LIT("Via"),
-                    f->resp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
-    for (unsigned i = 0; i < h.nhdr; i++)
-        cap += h.hdr[i].name.len + h.hdr[i].val.len + 4;
-    buf = malloc(cap);
-    AN(buf);
-    sb_init(&sb, buf, cap);
-    h1_write_response(&sb, &h);
-    AN(sb_ok(&sb));
-    oc->head = buf;
-    oc->head_len = sb.len;
-    oc->status = h.status;
-    oc->has_validator = http_find(&h, "ETag") != NULL || http_find(&h, "Last-Modified") != NULL;
-    return (0);
-}
-
-/*
- * The response head is overwritten by body bytes as they stream: copy the
- * fields the cache needs after the response (invalidation) to workspace.
- */
-static void
-keep_locations(struct fetch *f)
-{
-    static const char *const names[] = { "Location", "Content-Location" };
-    struct req *req = f->req;
-    struct txt *loc = ws_alloc(&req->wrk->ws, 2 * sizeof *loc);
-
-    if (loc == NULL)
-        return;
-    for (int i = 0; i < 2; i++) {
-        const struct txt *v = http_value(f->resp, names[i]);
-        loc[i].b = v != NULL ? ws_strndup(&req->wrk->ws, v->b, v->len) : NULL;
-        loc[i].len = loc[i].b != NULL ? v->len : 0;
-    }
-    req->resp_loc = loc;
-}
-
 /* The workspace ran out: a 500, and the connection closes (what was cut is unknown). */
 static void
 fail_overflow(struct fetch *f)
@@ -644,166 +519,6 @@ fail_overflow(struct fetch *f)
     STAT_INC(client_resp_500);
     f->req->close = true;
     fail(f, 500);
-}
-
-/* After the response head: keep the busy object only if the response may be stored. */
-static void
-decide_store(struct fetch *f)
-{
-    struct req *req = f->req;
-    struct fresh_cfg cfg = FRESH_CFG_DEFAULT;
-    struct cc qcc, rcc;
-    enum fresh_store st;
-    double hfm_ttl = par.hitmiss_ttl;
-
-    cfg.default_ttl = par.default_ttl;
-    cfg.default_grace = par.default_grace;
-    cfg.heuristic_max = par.heuristic_max;
-    cc_parse_request(req->http, &qcc);
-    cc_parse_response(f->resp, NULL, &rcc);
-    st = fresh_storable(req->http, &qcc, f->resp, &rcc, &cfg);
-    if (st == FRESH_STORE) {
-        fresh_obj_init(&f->oc->fresh, f->resp, &rcc, f->t_req, f->t_resp, &cfg);
-        /*
-         * Until revalidation exists, an object that every use must
-         * revalidate -- stale on arrival (max-age below its Age), or
-         * no-cache -- would be stored and never used, and requests would
-         * queue behind each other's fetches: treat it as uncacheable.
-         */
-        if (f->oc->fresh.t_origin + f->oc->fresh.ttl <= f->t_resp ||
-            (f->oc->fresh.flags & FRESH_F_NO_CACHE))
-            st = FRESH_NOT_CACHEABLE;
-    }
-    /* A marker must not outlive a reason that belongs to this request alone. */
-    if (st == FRESH_NO_STORE_REQ || st == FRESH_AUTHORIZATION || st == FRESH_METHOD)
-        hfm_ttl = 0;
-    /* Markers and objects alike answer only requests with the same Vary values. */
-    if (hsh_set_vary(f->oc, req->http, f->resp) != 0) {
-        st = FRESH_VARY_STAR;
-        hfm_ttl = 0;
-    }
-    if (st == FRESH_STORE) {
-        if (f->body == H1_BODY_LENGTH)
-            f->oc->body.size_hint = f->clen;
-        if (store_head(f, &rcc) == 0)
-            return;
-    }
-    STAT_INC(cache_uncacheable);
-    hsh_abandon(&f->oc, hfm_ttl);
-}
-
-/* Fields a 304 must not change in the stored response (RFC 9111 section 3.2). */
-static const char *const keep_on_304[] = {
-    "Content-Length", "Content-Encoding", "Content-Range", "Age",
-};
-
-/*
- * The backend answered our conditional request with 304: the stale copy
- * is good.  Build its renewed copy -- the stored fields updated with
- * those of the 304 (RFC 9111 section 4.3.4) and the same body -- publish
- * it and deliver it.  -1 if the stored head could not be reused (then the
- * caller answers 502).
- */
-static int
-revalidated(struct fetch *f)
-{
-    struct req *req = f->req;
-    struct cobj *old = f->stale.oc, *oc = f->oc;
-    struct h1_limits lim = { old->head_len + 1, old->head_len + 1, 1024 };
-    struct fresh_cfg cfg = FRESH_CFG_DEFAULT;
-    struct http oh, upd, merged;
-    struct http_hdr *hdrs;
-    struct cc rcc;
-    unsigned n304 = f->resp->nhdr;
-    size_t used, cap = 512;
-    struct sb sb;
-    char *buf;
-
-    hdrs = ws_alloc(&req->wrk->ws, 1024 * sizeof *hdrs);
-    if (hdrs == NULL)
-        return (-1);
-    http_init(&oh, hdrs, 1024);
-    if (h1_parse_response(old->head, old->head_len, &lim, &oh, &used) != H1_DONE)
-        return (-1);
-    hdrs = ws_alloc(&req->wrk->ws, (oh.nhdr + n304 + 3) * sizeof *hdrs);
-    if (hdrs == NULL)
-        return (-1);
-    http_init(&merged, hdrs, oh.nhdr + n304 + 3);
-    memcpy(hdrs, oh.hdr, oh.nhdr * sizeof *hdrs);
-    merged.nhdr = oh.nhdr;
-    merged.proto = 11;
-    merged.status = oh.status;
-    merged.reason = oh.reason;
-    upd = *f->resp;
-    http_strip_hop_by_hop(&upd);
-    for (unsigned i = 0; i < upd.nhdr; i++) {
-        bool keep = false;
-        for (size_t k = 0; k < ARRAY_LEN(keep_on_304) && !keep; k++)
-            keep = http_name_eq(&upd.hdr[i].name, keep_on_304[k]);
-        if (keep)
-            continue;
-        /* Replace every stored field of that name with the 304's (all of them, in order). */
-        char name[128];
-        if (upd.hdr[i].name.len >= sizeof name)
-            continue;
-        memcpy(name, upd.hdr[i].name.b, upd.hdr[i].name.len);
-        name[upd.hdr[i].name.len] = '\0';
-        bool first = true;
-        for (unsigned j = 0; j < i; j++)
-            if (http_name_eq(&upd.hdr[j].name, name))
-                first = false;
-        if (first)
-            http_unset(&merged, name);
-        AZ(http_add(&merged, upd.hdr[i].name, upd.hdr[i].val));
-    }
-    /* A 304 without Date is dated on arrival (RFC 9110 6.6.1), not by the old copy's Date. */
-    if (http_find(f->resp, "Date") == NULL) {
-        char *date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
-        if (date == NULL)
-            return (-1);
-        tim_http_date(f->t_resp, date);
-        http_unset(&merged, "Date");
-        AZ(http_add(&merged, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
-    }
-    cfg.default_ttl = par.default_ttl;
-    cfg.default_grace = par.default_grace;
-    cfg.heuristic_max = par.heuristic_max;
-    cc_parse_response(&merged, NULL, &rcc);
-    fresh_obj_init(&oc->fresh, &merged, &rcc, f->t_req, f->t_resp, &cfg);
-    for (unsigned i = 0; i < merged.nhdr; i++)
-        cap += merged.hdr[i].name.len + merged.hdr[i].val.len + 4;
-    buf = malloc(cap);
-    AN(buf);
-    sb_init(&sb, buf, cap);
-    h1_write_response(&sb, &merged);
-    AN(sb_ok(&sb));
-    oc->head = buf;
-    oc->head_len = sb.len;
-    oc->status = old->status;
-    oc->has_validator = old->has_validator;
-    if (old->vary_len > 0) {
-        oc->vary = malloc(old->vary_len);
-        AN(oc->vary);
-        memcpy(oc->vary, old->vary, old->vary_len);
-        oc->vary_len = old->vary_len;
-    }
-    oc->body.size_hint = old->body.len;
-    for (const struct sto_seg *s = old->body.first; s != NULL; s = s->next) {
-        if (hsh_append(oc, s->data, s->len) != 0) {
-            /* No room for the renewed copy: this client still gets the validated one. */
-            hsh_abandon(&f->oc, 0);
-            req_deliver_obj(req, old, tim_real());
-            return (0);
-        }
-    }
-    oc->body_complete = true;
-    STAT_INC(cache_revalidated);
-    hsh_ref(oc);
-    hsh_unbusy(&f->oc);
-    req_deliver_obj(req, oc, tim_real());
-    req->cache = "REVALIDATED";
-    hsh_deref(&oc);
-    return (0);
 }
 
 /*
@@ -921,7 +636,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
             bcp_recycle(&f.conn);
         else
             bcp_close(&f.conn);
-        if (revalidated(&f) != 0)
+        if (fetch__revalidated(&f) != 0)
             fail(&f, 502);
         return;
     }
@@ -940,9 +655,9 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
     f.be_keepalive = f.resp->proto == 11 ? !http_has_token(f.resp, "Connection", "close")
                                          : http_has_token(f.resp, "Connection", "keep-alive");
     if (oc == NULL && !http_method_idempotent(&req->http->method))
-        keep_locations(&f);
+        fetch__keep_locations(&f);
     if (oc != NULL) {
-        decide_store(&f);
+        fetch__decide_store(&f);
         /*
          * The backend was asked without the client's conditional fields, so
          * that a full object could be stored; answer the client's own

@@ -57,30 +57,6 @@ is_method(const struct req *req, const char *m)
             memcmp(req->http->method.b, m, req->http->method.len) == 0);
 }
 
-/* Find field `name` in a stored head (status line first, fields CRLF-terminated). */
-static bool
-head_field(const struct cobj *oc, const char *name, struct txt *val)
-{
-    const char *p = memchr(oc->head, '\n', oc->head_len), *e = oc->head + oc->head_len;
-    size_t nl = strlen(name);
-
-    for (p = p + 1; p < e;) {
-        const char *eol = memchr(p, '\n', (size_t)(e - p));
-        if (eol == NULL)
-            break;
-        if ((size_t)(eol - p) > nl + 1 && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
-            const char *v = p + nl + 1, *ve = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
-            while (v < ve && (*v == ' ' || *v == '\t'))
-                v++;
-            val->b = v;
-            val->len = (size_t)(ve - v);
-            return (true);
-        }
-        p = eol + 1;
-    }
-    return (false);
-}
-
 /* Whether an entity-tag list (If-None-Match) matches etag, weakly (RFC 9110 13.1.2). */
 static bool
 etag_list_match(const struct txt *list, const struct txt *etag)
@@ -134,7 +110,7 @@ static bool
 not_modified(const struct req *req, const struct cobj *oc)
 {
     struct txt etag, lm;
-    bool has_etag = head_field(oc, "ETag", &etag), has_lm = head_field(oc, "Last-Modified", &lm);
+    bool has_etag = hsh_head_field(oc, "ETag", &etag), has_lm = hsh_head_field(oc, "Last-Modified", &lm);
 
     return (oc->status == 200 &&
             req_not_modified(req, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
@@ -160,9 +136,9 @@ want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t 
         return (-1);
     if (ir != NULL) {
         /* Only a strong validator that matches exactly keeps the range (section 13.1.5). */
-        if (!((head_field(oc, "ETag", &v) && v.len == ir->val.len &&
+        if (!((hsh_head_field(oc, "ETag", &v) && v.len == ir->val.len &&
                memcmp(v.b, ir->val.b, v.len) == 0 && v.b[0] == '"') ||
-              (head_field(oc, "Last-Modified", &v) && v.len == ir->val.len &&
+              (hsh_head_field(oc, "Last-Modified", &v) && v.len == ir->val.len &&
                memcmp(v.b, ir->val.b, v.len) == 0)))
             return (-1);
     }

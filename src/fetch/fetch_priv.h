@@ -1,0 +1,44 @@
+/*
+ * fetch_priv -- shared by the files of the fetch module: the transaction
+ * state and the cache-side steps (fetch_store.c).
+ */
+#ifndef SUROGAT_FETCH_PRIV_H
+#define SUROGAT_FETCH_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "surogat/h1.h"
+#include "surogat/hsh.h"
+#include "surogat/http.h"
+
+struct bcp_conn;
+
+struct fetch {
+    struct req *req;
+    struct be *be;
+    struct bcp_conn *conn;
+    struct http resp[1];
+    size_t be_len;       /* bytes in wrk->be */
+    size_t be_pos;       /* first unconsumed byte in wrk->be */
+    enum h1_body body;
+    uint64_t clen;
+    bool be_keepalive;   /* the backend allows reuse of the connection */
+    bool chunk_out;      /* we chunk the body towards the client */
+    bool body_to_client; /* false for HEAD and 304: the body is only stored */
+    unsigned status_override; /* 304 for a conditional miss, or 0 */
+    struct cobj *oc;     /* the busy object being filled, or NULL for a pass */
+    struct hsh_stale stale; /* a stale copy: to revalidate, or to serve on error */
+    double t_req;        /* tim_real() when the request went out */
+    double t_resp;       /* tim_real() when the response head arrived */
+};
+
+/* Keep the response's Location and Content-Location for invalidation (unsafe methods). */
+void fetch__keep_locations(struct fetch *f);
+/* After the response head: keep the busy object only if the response may be stored. */
+void fetch__decide_store(struct fetch *f);
+/* The backend said 304 to our revalidation: renew, publish and deliver.  -1: answer 502. */
+int fetch__revalidated(struct fetch *f);
+
+#endif

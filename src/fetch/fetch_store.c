@@ -1,0 +1,276 @@
+/*
+ * The cache side of a fetch: deciding whether a response is stored,
+ * building the stored head, and renewing a stale copy on a 304.  Runs on
+ * the worker of the request that fetches; the busy object is its own
+ * until hsh_unbusy() or hsh_abandon().
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "surogat/cc.h"
+#include "surogat/defs.h"
+#include "surogat/fresh.h"
+#include "surogat/h1.h"
+#include "surogat/hsh.h"
+#include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/wrk.h"
+
+#include "fetch_priv.h"
+
+/* The cache's parameters as the freshness rules take them. */
+static struct fresh_cfg
+fresh_cfg_now(void)
+{
+    struct fresh_cfg cfg = FRESH_CFG_DEFAULT;
+
+    cfg.default_ttl = par.default_ttl;
+    cfg.default_grace = par.default_grace;
+    cfg.heuristic_max = par.heuristic_max;
+    return (cfg);
+}
+
+/* Serialise h as oc's stored head (malloc'ed: it lives as long as the object). */
+static void
+set_head(struct cobj *oc, const struct http *h)
+{
+    size_t cap = 512;
+    struct sb sb;
+    char *buf;
+
+    for (unsigned i = 0; i < h->nhdr; i++)
+        cap += h->hdr[i].name.len + h->hdr[i].val.len + 4;
+    buf = malloc(cap);
+    AN(buf);
+    sb_init(&sb, buf, cap);
+    h1_write_response(&sb, h);
+    AN(sb_ok(&sb));
+    free(oc->head);
+    oc->head = buf;
+    oc->head_len = sb.len;
+    oc->status = h->status;
+    oc->has_validator = http_find(h, "ETag") != NULL || http_find(h, "Last-Modified") != NULL;
+}
+
+/*
+ * A stored head: the status line and fields of the backend response as
+ * every later client gets them, minus what is per connection or per
+ * delivery (hop-by-hop fields, framing, Age), ending with the empty line.
+ * malloc'ed: it lives as long as the object.
+ */
+static int
+store_head(struct fetch *f, const struct cc *rcc)
+{
+    struct http h;
+    struct http_hdr *hdrs;
+    struct cobj *oc = f->oc;
+    char date[TIM_HTTP_DATE_LEN + 1];
+
+    hdrs = ws_alloc(&f->req->wrk->ws, (f->resp->nhdr + 4) * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (-1);
+    http_init(&h, hdrs, f->resp->nhdr + 4);
+    memcpy(hdrs, f->resp->hdr, f->resp->nhdr * sizeof *hdrs);
+    h.nhdr = f->resp->nhdr;
+    h.proto = 11;
+    h.status = f->resp->status;
+    h.reason = f->resp->reason.len > 0 ? f->resp->reason
+                                        : (struct txt){ http_reason(h.status),
+                                                        strlen(http_reason(h.status)) };
+    http_strip_hop_by_hop(&h);
+    http_unset(&h, "Content-Length");
+    http_unset(&h, "Age");
+    /* Fields the origin marked private="..." are for the requester only (RFC 9111 5.2.2.7). */
+    if (rcc->flags & CC_PRIVATE_FIELDS) {
+        for (unsigned i = 0; i < h.nhdr;) {
+            if (cc_field_listed(&rcc->private_fields, &h.hdr[i].name))
+                h.hdr[i] = h.hdr[--h.nhdr];
+            else
+                i++;
+        }
+    }
+    /* Targeted fields are for us, not for clients (RFC 9213 section 2.1). */
+    http_unset(&h, "CDN-Cache-Control");
+    http_unset(&h, "Surrogate-Control");
+    if (http_find(&h, "Date") == NULL) {
+        tim_http_date(f->t_resp, date);
+        AZ(http_add(&h, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
+    }
+    if (par.via)
+        AZ(http_add(&h, TXT_LIT("Via"),
+                    f->resp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
+    set_head(oc, &h);
+    return (0);
+}
+
+/*
+ * The response head is overwritten by body bytes as they stream: copy the
+ * fields the cache needs after the response (invalidation) to workspace.
+ */
+void
+fetch__keep_locations(struct fetch *f)
+{
+    static const char *const names[] = { "Location", "Content-Location" };
+    struct req *req = f->req;
+    struct txt *loc = ws_alloc(&req->wrk->ws, 2 * sizeof *loc);
+
+    if (loc == NULL)
+        return;
+    for (int i = 0; i < 2; i++) {
+        const struct txt *v = http_value(f->resp, names[i]);
+        loc[i].b = v != NULL ? ws_strndup(&req->wrk->ws, v->b, v->len) : NULL;
+        loc[i].len = loc[i].b != NULL ? v->len : 0;
+    }
+    req->resp_loc = loc;
+}
+
+/* After the response head: keep the busy object only if the response may be stored. */
+void
+fetch__decide_store(struct fetch *f)
+{
+    struct req *req = f->req;
+    struct fresh_cfg cfg;
+    struct cc qcc, rcc;
+    enum fresh_store st;
+    double hfm_ttl = par.hitmiss_ttl;
+
+    cfg = fresh_cfg_now();
+    cc_parse_request(req->http, &qcc);
+    cc_parse_response(f->resp, NULL, &rcc);
+    st = fresh_storable(req->http, &qcc, f->resp, &rcc, &cfg);
+    if (st == FRESH_STORE) {
+        fresh_obj_init(&f->oc->fresh, f->resp, &rcc, f->t_req, f->t_resp, &cfg);
+        /*
+         * Until revalidation exists, an object that every use must
+         * revalidate -- stale on arrival (max-age below its Age), or
+         * no-cache -- would be stored and never used, and requests would
+         * queue behind each other's fetches: treat it as uncacheable.
+         */
+        if (f->oc->fresh.t_origin + f->oc->fresh.ttl <= f->t_resp ||
+            (f->oc->fresh.flags & FRESH_F_NO_CACHE))
+            st = FRESH_NOT_CACHEABLE;
+    }
+    /* A marker must not outlive a reason that belongs to this request alone. */
+    if (st == FRESH_NO_STORE_REQ || st == FRESH_AUTHORIZATION || st == FRESH_METHOD)
+        hfm_ttl = 0;
+    /* Markers and objects alike answer only requests with the same Vary values. */
+    if (hsh_set_vary(f->oc, req->http, f->resp) != 0) {
+        st = FRESH_VARY_STAR;
+        hfm_ttl = 0;
+    }
+    if (st == FRESH_STORE) {
+        if (f->body == H1_BODY_LENGTH)
+            f->oc->body.size_hint = f->clen;
+        if (store_head(f, &rcc) == 0)
+            return;
+    }
+    STAT_INC(cache_uncacheable);
+    hsh_abandon(&f->oc, hfm_ttl);
+}
+
+/* Fields a 304 must not change in the stored response (RFC 9111 section 3.2). */
+static const char *const keep_on_304[] = {
+    "Content-Length", "Content-Encoding", "Content-Range", "Age",
+};
+
+/*
+ * The backend answered our conditional request with 304: the stale copy
+ * is good.  Build its renewed copy -- the stored fields updated with
+ * those of the 304 (RFC 9111 section 4.3.4) and the same body -- publish
+ * it and deliver it.  -1 if the stored head could not be reused (then the
+ * caller answers 502).
+ */
+int
+fetch__revalidated(struct fetch *f)
+{
+    struct req *req = f->req;
+    struct cobj *old = f->stale.oc, *oc = f->oc;
+    struct h1_limits lim = { old->head_len + 1, old->head_len + 1, 1024 };
+    struct fresh_cfg cfg;
+    struct http oh, upd, merged;
+    struct http_hdr *hdrs;
+    struct cc rcc;
+    unsigned n304 = f->resp->nhdr;
+    size_t used;
+
+    hdrs = ws_alloc(&req->wrk->ws, 1024 * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (-1);
+    http_init(&oh, hdrs, 1024);
+    if (h1_parse_response(old->head, old->head_len, &lim, &oh, &used) != H1_DONE)
+        return (-1);
+    hdrs = ws_alloc(&req->wrk->ws, (oh.nhdr + n304 + 3) * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (-1);
+    http_init(&merged, hdrs, oh.nhdr + n304 + 3);
+    memcpy(hdrs, oh.hdr, oh.nhdr * sizeof *hdrs);
+    merged.nhdr = oh.nhdr;
+    merged.proto = 11;
+    merged.status = oh.status;
+    merged.reason = oh.reason;
+    upd = *f->resp;
+    http_strip_hop_by_hop(&upd);
+    for (unsigned i = 0; i < upd.nhdr; i++) {
+        bool keep = false;
+        for (size_t k = 0; k < ARRAY_LEN(keep_on_304) && !keep; k++)
+            keep = http_name_eq(&upd.hdr[i].name, keep_on_304[k]);
+        if (keep)
+            continue;
+        /* Replace every stored field of that name with the 304's (all of them, in order). */
+        char name[128];
+        if (upd.hdr[i].name.len >= sizeof name)
+            continue;
+        memcpy(name, upd.hdr[i].name.b, upd.hdr[i].name.len);
+        name[upd.hdr[i].name.len] = '\0';
+        bool first = true;
+        for (unsigned j = 0; j < i; j++)
+            if (http_name_eq(&upd.hdr[j].name, name))
+                first = false;
+        if (first)
+            http_unset(&merged, name);
+        AZ(http_add(&merged, upd.hdr[i].name, upd.hdr[i].val));
+    }
+    /* A 304 without Date is dated on arrival (RFC 9110 6.6.1), not by the old copy's Date. */
+    if (http_find(f->resp, "Date") == NULL) {
+        char *date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
+        if (date == NULL)
+            return (-1);
+        tim_http_date(f->t_resp, date);
+        http_unset(&merged, "Date");
+        AZ(http_add(&merged, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
+    }
+    cfg = fresh_cfg_now();
+    cc_parse_response(&merged, NULL, &rcc);
+    fresh_obj_init(&oc->fresh, &merged, &rcc, f->t_req, f->t_resp, &cfg);
+    set_head(oc, &merged);
+    if (old->vary_len > 0) {
+        oc->vary = malloc(old->vary_len);
+        AN(oc->vary);
+        memcpy(oc->vary, old->vary, old->vary_len);
+        oc->vary_len = old->vary_len;
+    }
+    oc->body.size_hint = old->body.len;
+    for (const struct sto_seg *s = old->body.first; s != NULL; s = s->next) {
+        if (hsh_append(oc, s->data, s->len) != 0) {
+            /* No room for the renewed copy: this client still gets the validated one. */
+            hsh_abandon(&f->oc, 0);
+            req_deliver_obj(req, old, tim_real());
+            return (0);
+        }
+    }
+    oc->body_complete = true;
+    STAT_INC(cache_revalidated);
+    hsh_ref(oc);
+    hsh_unbusy(&f->oc);
+    req_deliver_obj(req, oc, tim_real());
+    req->cache = "REVALIDATED";
+    hsh_deref(&oc);
+    return (0);
+}
