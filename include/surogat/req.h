@@ -61,11 +61,12 @@ struct req {
  */
 bool req_not_modified(const struct req *req, const struct txt *etag, const struct txt *lm);
 /*
- * Deliver a cached object (a hit, or the result of a revalidation):
- * 304, 206 or 416 as the request's conditions and range say.
+ * Deliver a cached object: 304, 206 or 416 as the request's conditions
+ * and range say.  fwd NULL for a hit; else the Cache-Status forward
+ * detail of RFC 9211 ("fwd=stale; fwd-status=304" for a revalidation).
  */
 struct cobj;
-void req_deliver_obj(struct req *req, struct cobj *oc, double now);
+void req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
 /* Answer a checked request: from the cache, or through a fetch. */
 void req_dispatch(struct req *req);
 /* The pool task of a session: read, serve and log requests until idle. */

@@ -324,10 +324,10 @@ build_resp_head(struct fetch *f, struct out *o)
     struct sb sb;
     size_t room;
 
-    hdrs = ws_alloc(&req->wrk->ws, (be->nhdr + 7) * sizeof *hdrs);
+    hdrs = ws_alloc(&req->wrk->ws, (be->nhdr + 8) * sizeof *hdrs);
     if (hdrs == NULL)
         return (-1);
-    http_init(&resp, hdrs, be->nhdr + 7);
+    http_init(&resp, hdrs, be->nhdr + 8);
     memcpy(hdrs, be->hdr, be->nhdr * sizeof *hdrs);
     resp.nhdr = be->nhdr;
     resp.proto = 11;
@@ -370,6 +370,9 @@ build_resp_head(struct fetch *f, struct out *o)
             req->close = true; /* an HTTP/1.0 client learns the end from the close */
         }
     }
+    if (par.x_cache)
+        AZ(http_add(&resp, TXT_LIT("X-Cache"),
+                    *req->cache == 'M' ? TXT_LIT("MISS") : TXT_LIT("PASS")));
     if (par.cache_status)
         AZ(http_add(&resp, TXT_LIT("Cache-Status"),
                     f->oc != NULL ? TXT_LIT("surogat; fwd=miss; stored")
@@ -490,10 +493,13 @@ stale_usable(const struct fetch *f)
 }
 
 static void
-serve_stale(struct fetch *f)
+serve_stale(struct fetch *f, unsigned status)
 {
+    char fwd[48];
+
     STAT_INC(cache_stale_if_error);
-    req_deliver_obj(f->req, f->stale.oc, tim_real());
+    snprintf(fwd, sizeof fwd, "fwd=stale; fwd-status=%u", status);
+    req_deliver_obj(f->req, f->stale.oc, tim_real(), fwd);
     f->req->cache = "STALE";
 }
 
@@ -505,7 +511,7 @@ fail(struct fetch *f, unsigned status)
     if (f->conn != NULL)
         bcp_close(&f->conn);
     if (status >= 500 && stale_usable(f)) {
-        serve_stale(f);
+        serve_stale(f, status);
         return;
     }
     (void)req_synth(f->req, status, NULL);

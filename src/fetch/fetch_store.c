@@ -261,7 +261,7 @@ fetch__revalidated(struct fetch *f)
         if (hsh_append(oc, s->data, s->len) != 0) {
             /* No room for the renewed copy: this client still gets the validated one. */
             hsh_abandon(&f->oc, 0);
-            req_deliver_obj(req, old, tim_real());
+            req_deliver_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
             return (0);
         }
     }
@@ -269,7 +269,7 @@ fetch__revalidated(struct fetch *f)
     STAT_INC(cache_revalidated);
     hsh_ref(oc);
     hsh_unbusy(&f->oc);
-    req_deliver_obj(req, oc, tim_real());
+    req_deliver_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");
     req->cache = "REVALIDATED";
     hsh_deref(&oc);
     return (0);

@@ -200,7 +200,7 @@ body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov
  * when it fits.
  */
 void
-req_deliver_obj(struct req *req, struct cobj *oc, double now)
+req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
 {
     char tail[256], status_line[64];
     struct iovec iov[64];
@@ -233,8 +233,12 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now)
     sb_cat(&sb, "Age: ");
     sb_uint(&sb, (unsigned long long)age);
     sb_cat(&sb, "\r\n");
+    if (par.x_cache)
+        sb_cat(&sb, fwd == NULL ? "X-Cache: HIT\r\n" : "X-Cache: MISS\r\n");
     if (par.cache_status) {
-        sb_cat(&sb, "Cache-Status: surogat; hit; ttl=");
+        sb_cat(&sb, "Cache-Status: surogat; ");
+        sb_cat(&sb, fwd == NULL ? "hit" : fwd);
+        sb_cat(&sb, "; ttl=");
         if (oc->fresh.ttl < age)
             sb_cat(&sb, "-");
         sb_uint(&sb, (unsigned long long)(oc->fresh.ttl < age ? age - oc->fresh.ttl
@@ -379,7 +383,7 @@ req_dispatch(struct req *req)
         return;
     case HSH_HIT:
         STAT_INC(cache_hit);
-        req_deliver_obj(req, oc, now);
+        req_deliver_obj(req, oc, now, NULL);
         hsh_deref(&oc);
         return;
     case HSH_MISS:

@@ -108,4 +108,6 @@ PARAM(nuke_limit, UINT, "50", "0", NULL, PAR_LIVE,
       "is delivered without being stored.")
 PARAM(cache_status, BOOL, "on", NULL, NULL, PAR_LIVE,
       "Add a Cache-Status response header (RFC 9211) saying whether the response was a hit.")
+PARAM(x_cache, BOOL, "off", NULL, NULL, PAR_LIVE,
+      "Also add the older X-Cache: HIT, MISS or PASS response header.")
 #undef PARAM
