@@ -6,6 +6,9 @@
 -- done() prints "fill-total ok=.. bad=..".  Requests a connection sends
 -- after its thread's range is used up go to /fill-sentinel (the origin
 -- answers 204) and are not counted.
+-- wrk calls request() once on thread 0 before the run starts (to check the
+-- request, which it then throws away): thread 0 answers that call with the
+-- sentinel, so its first index is not lost.
 local threads = {}
 local next_id = 0
 
@@ -25,9 +28,14 @@ function init(args)
    got, bad, extra = 0, 0, 0
    finished = false
    sentinel = wrk.format(nil, "/fill-sentinel")
+   skip = (id == 0)
 end
 
 function request()
+   if skip then
+      skip = false
+      return sentinel
+   end
    if i < n then
       local p = prefix .. i
       i = i + nthreads
