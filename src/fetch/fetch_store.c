@@ -52,6 +52,9 @@ set_head(struct cobj *oc, const struct http *h)
     sb_init(&sb, buf, cap);
     h1_write_response(&sb, h);
     AN(sb_ok(&sb));
+    /* Sized generously to build; trimmed because it lives as long as the object. */
+    buf = realloc(buf, sb.len);
+    AN(buf);
     free(oc->head);
     oc->head = buf;
     oc->head_len = sb.len;
