@@ -31,23 +31,30 @@
 #include "surogat/wrk.h"
 
 /* The cache key: Host (lower case, as hosts compare) then the request-target. */
+/* A cache key: the Host lower-cased (hosts compare so), a NUL, then the path. */
 static char *
-cache_key(struct req *req, size_t *len)
+make_key(struct req *req, const struct txt *host, const char *path, size_t plen, size_t *len)
 {
-    const struct http_hdr *host = http_find(req->http, "Host");
-    size_t hl = host != NULL ? host->val.len : 0;
-    char *k = ws_alloc(&req->wrk->ws, hl + 1 + req->http->url.len);
+    size_t hl = host != NULL ? host->len : 0;
+    char *k = ws_alloc(&req->wrk->ws, hl + 1 + plen);
 
     if (k == NULL)
         return (NULL);
     for (size_t i = 0; i < hl; i++) {
-        char c = host->val.b[i];
+        char c = host->b[i];
         k[i] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
     }
     k[hl] = '\0';
-    memcpy(k + hl + 1, req->http->url.b, req->http->url.len);
-    *len = hl + 1 + req->http->url.len;
+    memcpy(k + hl + 1, path, plen);
+    *len = hl + 1 + plen;
     return (k);
+}
+
+static char *
+cache_key(struct req *req, size_t *len)
+{
+    return (make_key(req, http_value(req->http, "Host"), req->http->url.b, req->http->url.len,
+                     len));
 }
 
 static bool
@@ -110,10 +117,15 @@ static bool
 not_modified(const struct req *req, const struct cobj *oc)
 {
     struct txt etag, lm;
-    bool has_etag = hsh_head_field(oc, "ETag", &etag), has_lm = hsh_head_field(oc, "Last-Modified", &lm);
+    bool has_etag, has_lm;
 
-    return (oc->status == 200 &&
-            req_not_modified(req, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
+    /* Most hits are unconditional: do not scan the stored head for them. */
+    if (oc->status != 200 || (http_find(req->http, "If-None-Match") == NULL &&
+                              http_find(req->http, "If-Modified-Since") == NULL))
+        return (false);
+    has_etag = hsh_head_field(oc, "ETag", &etag);
+    has_lm = hsh_head_field(oc, "Last-Modified", &lm);
+    return (req_not_modified(req, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
 }
 
 /*
@@ -335,16 +347,10 @@ invalidate_after_unsafe(struct req *req)
                 strncasecmp(auth, host->val.b, host->val.len) != 0 || p == e)
                 continue;
         }
-        key = ws_alloc(&req->wrk->ws, host->val.len + 1 + (size_t)(e - p));
+        key = make_key(req, &host->val, p, (size_t)(e - p), &keylen);
         if (key == NULL)
             return;
-        for (size_t k = 0; k < host->val.len; k++) {
-            char c = host->val.b[k];
-            key[k] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
-        }
-        key[host->val.len] = '\0';
-        memcpy(key + host->val.len + 1, p, (size_t)(e - p));
-        (void)hsh_purge(key, host->val.len + 1 + (size_t)(e - p));
+        (void)hsh_purge(key, keylen);
     }
 }
 
