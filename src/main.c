@@ -119,8 +119,11 @@ check_storage(const char *spec)
             die("-s %s: bad size '%s'", spec, f[1]);
         return;
     }
-    if (n == 3 && strcmp(f[0], "file") == 0)
-        die("-s %s: the file store is not supported by this version (use malloc,SIZE)", spec);
+    if (n == 3 && strcmp(f[0], "file") == 0) {
+        if (num_bytes(f[2], &size) != 0 || size == 0)
+            die("-s %s: bad size '%s'", spec, f[2]);
+        return;
+    }
     die("-s %s: expected malloc,SIZE or file,PATH,SIZE", spec);
 }
 
@@ -395,10 +398,12 @@ main(int argc, char **argv)
     sb_init(&err, ebuf, sizeof ebuf);
     AZ(be_init());
     AZ(hsh_init());
-    if (o.nstorage > 1)
-        die("-s: one store only in this version");
-    if (sto_init(o.nstorage > 0 ? o.storage[0] : NULL, &err) != 0)
-        die("%s", ebuf);
+    for (unsigned i = 0; i < o.nstorage; i++)
+        if (sto_init(o.storage[i], &err) != 0)
+            die("%s", ebuf);
+    if (o.nstorage == 0)
+        AZ(sto_init("malloc,256m", &err));
+    hsh_recover();
     if (be_add("default", o.backend, &err) != 0)
         die("-b %s", ebuf);
     raise_fd_limit();

@@ -29,6 +29,8 @@ void ext_destroy(struct ext_alloc **ap);
  * in *start.  The remainder of a split extent stays free.
  */
 uint64_t ext_get(struct ext_alloc *a, uint64_t want, uint64_t min, uint64_t *start);
+/* Length of the free extent starting at start, 0 if none does (after a split: the rest). */
+uint64_t ext_free_at(const struct ext_alloc *a, uint64_t start);
 /*
  * Give [start, start+n) back.  It merges with free neighbours; the free
  * extent it became part of is returned in *mstart, *mn.

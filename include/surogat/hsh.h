@@ -83,6 +83,13 @@ void hsh_ref(struct cobj *oc); /* one more reference to an object the caller hol
  * object.  -1 if the object cannot be stored (Vary too large).
  */
 int hsh_set_vary(struct cobj *oc, const struct http *req, const struct http *resp);
+/*
+ * The head, Vary values and timing of a busy object are set: bind it to
+ * a store, evicting others to make room.  -1: give up storing.
+ */
+int hsh_store_begin(struct cobj *oc);
+/* The object's timing changed after publication: tell a persistent store. */
+void hsh_store_attr(struct cobj *oc);
 /* Store body bytes of a busy object, evicting others to make room.  -1: give up storing. */
 int hsh_append(struct cobj *oc, const void *p, size_t len);
 /*
@@ -101,5 +108,15 @@ void hsh_deref(struct cobj **ocp);
 /* The first field `name` of a published object's stored head (read-only, no lock needed). */
 bool hsh_head_field(const struct cobj *oc, const char *name, struct txt *val);
 unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */
+/* Take a published object out of the index (it stays readable for those holding it). */
+void hsh_kill(struct cobj *oc);
+/*
+ * Whether a published object's body is intact: objects recovered from a
+ * file store are checked on first use.  One that fails is killed and must
+ * not be delivered.
+ */
+bool hsh_verify(struct cobj *oc);
+/* Put back what the persistent stores hold; before any worker starts. */
+void hsh_recover(void);
 
 #endif

@@ -1,44 +1,102 @@
 /*
- * sto -- object storage.  This is the malloc store (-s malloc,SIZE): body
- * bytes live in a chain of heap segments, counted against the store's
- * size.  An object is written once, by its fetch, and read by any number
- * of deliveries after it completes, so segments need no lock.
+ * sto -- object storage.  Each -s adds a store: `malloc,SIZE` keeps
+ * bodies on the heap; `file,PATH,SIZE` keeps them in a memory-mapped file
+ * that comes back warm after a restart or a crash of the daemon.
+ *
+ * A body belongs to one store, chosen when it is opened.  It is written
+ * once, by its fetch (sto_open, sto_append..., sto_seal), and read by any
+ * number of deliveries straight from its segments without a lock: bytes
+ * in a segment never move while the body lives.
  */
 #ifndef SUROGAT_STO_H
 #define SUROGAT_STO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct sb;
+struct stv; /* a store */
 
 struct sto_seg {
     struct sto_seg *next;
+    char *data;
     size_t len; /* bytes written */
-    size_t cap; /* bytes of data[] */
-    char data[];
+    size_t cap; /* bytes at data */
+};
+
+/*
+ * What a persistent store keeps beside the body, so that it can give the
+ * object back after a restart.  `attr` is opaque to the store: the
+ * index's own description of the object (timing, status).
+ */
+struct sto_meta {
+    const char *key;
+    size_t key_len;
+    const char *head;
+    size_t head_len;
+    const char *vary;
+    size_t vary_len;
+    const void *attr;
+    size_t attr_len;
 };
 
 struct sto_body {
+    struct stv *stv;      /* NULL until sto_open() */
     struct sto_seg *first;
     struct sto_seg *last;
-    uint64_t len;   /* body bytes */
-    uint64_t bytes; /* store bytes charged: segments and their headers */
-    uint64_t size_hint; /* expected body length (Content-Length), 0 if unknown */
+    uint64_t len;         /* body bytes */
+    uint64_t bytes;       /* store bytes charged */
+    uint64_t size_hint;   /* expected body length (Content-Length), 0 if unknown */
+    void *priv;           /* the store's own record of the body */
+    bool meta_stored;     /* the store holds the meta: sto_open() repointed it at its copy */
+    bool verified;        /* the body matches its checksum (always, unless recovered) */
 };
 
-/* "malloc,SIZE"; 0, or -1 with a reason in err.  Without a call the store is malloc,256m. */
+/* "malloc,SIZE" or "file,PATH,SIZE": add a store.  0, or -1 with a reason in err. */
 int sto_init(const char *spec, struct sb *err);
 void sto_fini(void);
 /*
- * Append to a body, charging the store.  0, or -1 when the store is full
- * (the caller evicts and retries, or gives up storing).
+ * Bind an empty body to the store with the most room and record m with
+ * it.  A persistent store copies m and points m's fields at its copies,
+ * which live as long as the body (then b->meta_stored is set).  0, or -1
+ * when there is no room: b->stv then names the store that was tried, the
+ * caller evicts from it and tries again.
+ */
+int sto_open(struct sto_body *b, struct sto_meta *m);
+/*
+ * Append to an open body.  0, or -1 when its store is full (part of the
+ * bytes may have been stored: b->len says how many).
  */
 int sto_append(struct sto_body *b, const void *p, size_t len);
-void sto_body_free(struct sto_body *b); /* frees the segments and credits the store */
-/* The body is complete: give the unused tail of its last segment back. */
-void sto_body_trim(struct sto_body *b);
-uint64_t sto_size(void);
+void sto_body_trim(struct sto_body *b); /* complete: give the unused tail back */
+/* The body is complete and its object published: a persistent store makes it recoverable. */
+void sto_seal(struct sto_body *b);
+/* The object left the index: a persistent store must not bring it back after a restart. */
+void sto_retire(struct sto_body *b);
+void sto_body_free(struct sto_body *b); /* give the space back */
+void sto_body_release(struct sto_body *b); /* shutdown: forget the body, keep what is stored */
+/* Rewrite the meta's attr (same length) of a sealed body, e.g. after a soft purge. */
+void sto_set_attr(struct sto_body *b, const void *attr, size_t len);
+/*
+ * Whether the body is intact.  A recovered body is checked against its
+ * checksum on first use (once); a body that fails must not be served.
+ */
+bool sto_verify(struct sto_body *b);
+
+/*
+ * Recovery: every object a persistent store holds, sealed and intact in
+ * its meta, is offered to cb with its body (bytes verified lazily, see
+ * sto_verify).  cb returns 0 if it keeps the body (it then owns it), -1
+ * to have the store free it.  Runs before any worker starts; until it
+ * has run, a store that holds objects has no room for new ones.
+ */
+typedef int sto_recover_f(const struct sto_meta *m, struct sto_body *b, uint64_t serial);
+void sto_recover(sto_recover_f *cb);
+
+uint64_t sto_size(void); /* all stores */
 uint64_t sto_used(void);
+/* One line per store: kind, where, size, used, free extents, fragmentation. */
+void sto_list(struct sb *out);
 
 #endif

@@ -62,6 +62,20 @@ struct shard {
 
 static struct shard shards[HSH_SHARDS];
 static unsigned evict_next; /* round-robin over shards for eviction */
+static bool closing;        /* hsh_fini: objects are forgotten, not freed from their store */
+
+/*
+ * What the index keeps of an object in a persistent store, to rebuild it
+ * after a restart.  The version changes whenever the layout does: an
+ * attr of another length is refused, and its object dropped.
+ */
+struct hsh_attr {
+    uint32_t version;
+#define HSH_ATTR_VERSION 1
+    uint32_t status;
+    struct fresh_obj fresh;
+    uint8_t has_validator;
+};
 
 /* FNV-1a, 64 bits: keys are short, and the key is compared in full anyway. */
 static uint64_t
@@ -103,9 +117,14 @@ hsh_init(void)
 static void
 cobj_free(struct cobj *oc)
 {
-    sto_body_free(&oc->body);
-    free(oc->head);
-    free(oc->vary);
+    if (!oc->body.meta_stored) {
+        free(oc->head);
+        free(oc->vary);
+    }
+    if (closing)
+        sto_body_release(&oc->body);
+    else
+        sto_body_free(&oc->body);
     STAT_DEC(n_object);
     OBJ_FREE(&oc);
 }
@@ -242,8 +261,11 @@ unlink_obj(struct shard *sh, struct cobj *oc)
     *pp = oc->next;
     oc->next = NULL;
     oh->nobjs--;
-    if (!(oc->flags & COBJ_BUSY))
+    if (!(oc->flags & COBJ_BUSY)) {
         sieve_remove(sh, oc);
+        if (!closing)
+            sto_retire(&oc->body);
+    }
     oc->flags |= COBJ_DEAD;
     return (oc);
 }
@@ -555,6 +577,7 @@ hsh_unbusy(struct cobj **ocp)
             old[nold++] = unlink_obj(sh, o);
     }
     oc->flags &= ~COBJ_BUSY;
+    sto_seal(&oc->body);
     sieve_insert(sh, oc);
     AZ(pthread_cond_broadcast(&oh->cond));
     AZ(pthread_mutex_unlock(&sh->mtx));
@@ -573,7 +596,21 @@ hsh_abandon(struct cobj **ocp, double hfm_ttl)
     OBJ_CHECK(oc, COBJ_MAGIC);
     oh = oc->oh;
     sh = shard_of(oh->hash);
-    /* A marker holds no body: give the storage back now. */
+    /*
+     * A marker holds no body: give the storage back now.  Head and Vary
+     * values stored with the body go with it; the marker keeps its Vary
+     * values (it answers only matching requests) in a copy of its own.
+     */
+    if (oc->body.meta_stored) {
+        oc->head = NULL;
+        oc->head_len = 0;
+        if (oc->vary_len > 0) {
+            char *v = malloc(oc->vary_len);
+            AN(v);
+            memcpy(v, oc->vary, oc->vary_len);
+            oc->vary = v;
+        }
+    }
     sto_body_free(&oc->body);
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
@@ -597,7 +634,7 @@ hsh_abandon(struct cobj **ocp, double hfm_ttl)
  * evictable object (everything busy or in use).
  */
 static bool
-evict_one(void)
+evict_one(const struct stv *stv)
 {
     for (unsigned tries = 0; tries < HSH_SHARDS; tries++) {
         struct shard *sh =
@@ -611,7 +648,8 @@ evict_one(void)
         while (oc != NULL && steps++ < 1024) {
             if (oc->visited) {
                 oc->visited = false;
-            } else if (__atomic_load_n(&oc->refcnt, __ATOMIC_RELAXED) == 1) {
+            } else if (__atomic_load_n(&oc->refcnt, __ATOMIC_RELAXED) == 1 &&
+                       (stv == NULL || oc->body.stv == stv)) {
                 victim = oc;
                 break;
             }
@@ -649,11 +687,159 @@ hsh_append(struct cobj *oc, const void *p, size_t len)
         done = (size_t)(oc->body.len - before);
         p = (const char *)p + done;
         len -= done;
-        if (nuked++ >= par.nuke_limit || !evict_one()) {
+        if (nuked++ >= par.nuke_limit || !evict_one(oc->body.stv)) {
             STAT_INC(n_lru_limited);
             return (-1);
         }
     }
+}
+
+static void
+attr_of(const struct cobj *oc, struct hsh_attr *a)
+{
+    memset(a, 0, sizeof *a);
+    a->version = HSH_ATTR_VERSION;
+    a->status = oc->status;
+    a->fresh = oc->fresh;
+    a->has_validator = oc->has_validator;
+}
+
+int
+hsh_store_begin(struct cobj *oc)
+{
+    struct hsh_attr attr;
+    struct sto_meta m;
+    unsigned nuked = 0;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    attr_of(oc, &attr);
+    for (;;) {
+        m = (struct sto_meta){ oc->oh->key, oc->oh->keylen, oc->head, oc->head_len,
+                               oc->vary, oc->vary_len, &attr, sizeof attr };
+        if (sto_open(&oc->body, &m) == 0)
+            break;
+        if (nuked++ >= par.nuke_limit || !evict_one(oc->body.stv)) {
+            STAT_INC(n_lru_limited);
+            oc->body.stv = NULL;
+            return (-1);
+        }
+        oc->body.stv = NULL;
+    }
+    if (oc->body.meta_stored) {
+        /* The store keeps its own copies, for as long as the body: ours can go. */
+        free(oc->head);
+        free(oc->vary);
+        oc->head = (char *)(uintptr_t)m.head;
+        oc->vary = oc->vary_len > 0 ? (char *)(uintptr_t)m.vary : NULL;
+    }
+    return (0);
+}
+
+void
+hsh_store_attr(struct cobj *oc)
+{
+    struct hsh_attr attr;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    attr_of(oc, &attr);
+    sto_set_attr(&oc->body, &attr, sizeof attr);
+}
+
+/*
+ * One object a persistent store found at startup.  Objects past all use
+ * are refused (the store frees them); of two for the same key and Vary
+ * values the newer response stays.
+ */
+static int
+recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
+{
+    const struct hsh_attr *a = m->attr;
+    uint64_t hash = key_hash(m->key, m->key_len);
+    struct shard *sh = shard_of(hash);
+    struct cobj *oc, *o, *gone = NULL;
+    struct objhead *oh;
+
+    (void)serial;
+    if (m->attr_len != sizeof *a || a->version != HSH_ATTR_VERSION)
+        return (-1);
+    OBJ_NEW(oc, COBJ_MAGIC);
+    oc->fresh = a->fresh;
+    oc->status = a->status;
+    oc->has_validator = a->has_validator != 0;
+    oc->head = (char *)(uintptr_t)m->head;
+    oc->head_len = m->head_len;
+    oc->vary = m->vary_len > 0 ? (char *)(uintptr_t)m->vary : NULL;
+    oc->vary_len = m->vary_len;
+    oc->body_complete = true;
+    if (obj_dead(oc, tim_real())) {
+        OBJ_FREE(&oc);
+        return (-1);
+    }
+    AZ(pthread_mutex_lock(&sh->mtx));
+    oh = oh_find(sh, hash, m->key, m->key_len);
+    if (oh == NULL)
+        oh = oh_new(sh, hash, m->key, m->key_len);
+    for (o = oh->objs; o != NULL; o = o->next) {
+        if (o->vary_len != oc->vary_len ||
+            (o->vary_len > 0 && memcmp(o->vary, oc->vary, o->vary_len) != 0))
+            continue;
+        if (o->fresh.t_origin >= oc->fresh.t_origin) {
+            AZ(pthread_mutex_unlock(&sh->mtx));
+            OBJ_FREE(&oc);
+            return (-1);
+        }
+        gone = unlink_obj(sh, o);
+        break;
+    }
+    oc->body = *b;
+    oc->oh = oh;
+    oc->refcnt = 1; /* the index's */
+    oc->next = oh->objs;
+    oh->objs = oc;
+    oh->nobjs++;
+    sieve_insert(sh, oc);
+    STAT_INC(n_object);
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    if (gone != NULL)
+        hsh_deref(&gone);
+    return (0);
+}
+
+void
+hsh_recover(void)
+{
+    sto_recover(recover_one);
+}
+
+bool
+hsh_verify(struct cobj *oc)
+{
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    if (sto_verify(&oc->body))
+        return (true);
+    STAT_INC(sto_verify_fail);
+    hsh_kill(oc);
+    return (false);
+}
+
+void
+hsh_kill(struct cobj *oc)
+{
+    struct shard *sh;
+    struct cobj *gone = NULL;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    sh = shard_of(oc->oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    if (!(oc->flags & (COBJ_DEAD | COBJ_BUSY))) {
+        struct objhead *oh = oc->oh;
+        gone = unlink_obj(sh, oc);
+        oh_maybe_free(sh, oh);
+    }
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    if (gone != NULL)
+        hsh_deref(&gone);
 }
 
 unsigned
@@ -684,6 +870,7 @@ hsh_purge(const char *key, size_t keylen)
 void
 hsh_fini(void)
 {
+    closing = true;
     for (unsigned i = 0; i < HSH_SHARDS; i++) {
         struct shard *sh = &shards[i];
         for (size_t b = 0; b < sh->nbuckets; b++) {

@@ -171,7 +171,7 @@ fetch__decide_store(struct fetch *f)
     if (st == FRESH_STORE) {
         if (f->body == H1_BODY_LENGTH)
             f->oc->body.size_hint = f->clen;
-        if (store_head(f, &rcc) == 0)
+        if (store_head(f, &rcc) == 0 && hsh_store_begin(f->oc) == 0)
             return;
     }
     STAT_INC(cache_uncacheable);
@@ -260,6 +260,11 @@ fetch__revalidated(struct fetch *f)
         oc->vary_len = old->vary_len;
     }
     oc->body.size_hint = old->body.len;
+    if (hsh_store_begin(oc) != 0) {
+        hsh_abandon(&f->oc, 0);
+        req_deliver_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
+        return (0);
+    }
     for (const struct sto_seg *s = old->body.first; s != NULL; s = s->next) {
         if (hsh_append(oc, s->data, s->len) != 0) {
             /* No room for the renewed copy: this client still gets the validated one. */

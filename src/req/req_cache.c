@@ -380,6 +380,7 @@ req_dispatch(struct req *req)
         return;
     }
     cc_parse_request(req->http, &qcc);
+lookup:
     now = tim_real();
     switch (hsh_lookup(key, keylen, req->http, &qcc, now, &oc, &stale)) {
     case HSH_PASS:
@@ -388,6 +389,11 @@ req_dispatch(struct req *req)
         fetch_pass(req, be);
         return;
     case HSH_HIT:
+        if (!hsh_verify(oc)) {
+            /* Recovered from a file store and corrupt: gone from the index, look again. */
+            hsh_deref(&oc);
+            goto lookup;
+        }
         STAT_INC(cache_hit);
         req_deliver_obj(req, oc, now, NULL);
         hsh_deref(&oc);
@@ -403,6 +409,9 @@ req_dispatch(struct req *req)
             fetch_pass(req, be);
             return;
         }
+        /* A stale copy is revalidated or served on error: it must be intact too. */
+        if (stale.oc != NULL && !hsh_verify(stale.oc))
+            hsh_deref(&stale.oc);
         fetch_miss(req, be, &oc, &stale);
         return;
     }

@@ -361,6 +361,14 @@ ext_put(struct ext_alloc *a, uint64_t start, uint64_t n, uint64_t *mstart, uint6
         *mn = n;
 }
 
+uint64_t
+ext_free_at(const struct ext_alloc *a, uint64_t start)
+{
+    const struct ext_node *e = map_get(&a->by_start, start);
+
+    return (e != NULL ? e->n : 0);
+}
+
 void
 ext_trim(struct ext_alloc *a, uint64_t start, uint64_t n, uint64_t keep, uint64_t *mstart,
          uint64_t *mn)

@@ -1,7 +1,7 @@
 /*
- * The malloc store.  Its only shared state is the byte count, kept with
- * atomics: appends charge before they allocate, so concurrent fetches can
- * never overshoot the configured size together.
+ * The malloc store (-s malloc,SIZE): body bytes in a chain of heap
+ * segments, each allocated with its descriptor in front.  Nothing
+ * survives the process; the meta stays with the caller.
  */
 #include "config.h"
 
@@ -11,79 +11,66 @@
 #include "surogat/defs.h"
 #include "surogat/num.h"
 #include "surogat/sb.h"
-#include "surogat/stat.h"
-#include "surogat/sto.h"
+
+#include "sto_priv.h"
 
 /* Segments grow with the object: small objects waste little, big ones need few. */
 #define SEG_MIN (4 * 1024)
 #define SEG_MAX (256 * 1024)
 
-static uint64_t sto_bytes_max = 256ULL * 1024 * 1024;
-static uint64_t sto_bytes_used;
-
 int
-sto_init(const char *spec, struct sb *err)
+sto_malloc_new(struct stv *stv, const char *args, struct sb *err)
 {
     uint64_t size;
 
-    if (spec == NULL)
-        return (0);
-    if (strncmp(spec, "malloc,", 7) != 0 || num_bytes(spec + 7, &size) != 0 || size == 0) {
-        sb_printf(err, "-s %s: expected malloc,SIZE", spec);
+    if (num_bytes(args, &size) != 0 || size == 0) {
+        sb_printf(err, "-s malloc,%s: bad size", args);
         return (-1);
     }
-    sto_bytes_max = size;
+    stv->size = size;
     return (0);
-}
-
-void
-sto_fini(void)
-{
 }
 
 static int
-charge(uint64_t n)
+sm_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
 {
-    uint64_t cur = __atomic_load_n(&sto_bytes_used, __ATOMIC_RELAXED);
-
-    do {
-        if (cur + n > sto_bytes_max)
-            return (-1);
-    } while (!__atomic_compare_exchange_n(&sto_bytes_used, &cur, cur + n, true, __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED));
-    STAT_ADD(sto_bytes, n);
+    (void)stv;
+    (void)b;
+    (void)m;
     return (0);
 }
 
-static void
-credit(uint64_t n)
+/* The announced length sizes segments exactly; otherwise they double. */
+static size_t
+seg_cap(const struct sto_body *b, size_t len)
 {
-    __atomic_fetch_sub(&sto_bytes_used, n, __ATOMIC_RELAXED);
-    STAT_ADD(sto_bytes, -n);
+    size_t cap;
+
+    if (b->size_hint > b->len)
+        cap = b->size_hint - b->len > SEG_MAX ? SEG_MAX : (size_t)(b->size_hint - b->len);
+    else
+        cap = b->len < SEG_MIN ? SEG_MIN : (b->len > SEG_MAX ? SEG_MAX : (size_t)b->len);
+    if (cap < len && cap < SEG_MIN)
+        cap = len < SEG_MIN ? len : SEG_MIN;
+    return (cap);
 }
 
-int
-sto_append(struct sto_body *b, const void *p, size_t len)
+static int
+sm_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
 {
     struct sto_seg *s;
     size_t n, cap;
 
-    AN(b);
     while (len > 0) {
         s = b->last;
         if (s == NULL || s->len == s->cap) {
-            /* The announced length sizes segments exactly; otherwise they double. */
-            if (b->size_hint > b->len)
-                cap = b->size_hint - b->len > SEG_MAX ? SEG_MAX : (size_t)(b->size_hint - b->len);
-            else
-                cap = b->len < SEG_MIN ? SEG_MIN : (b->len > SEG_MAX ? SEG_MAX : (size_t)b->len);
-            if (cap < len && cap < SEG_MIN)
-                cap = len < SEG_MIN ? len : SEG_MIN;
-            if (charge(sizeof *s + cap) != 0)
+            cap = seg_cap(b, len);
+            if (sto__charge(stv, sizeof *s + cap) != 0)
                 return (-1);
             s = malloc(sizeof *s + cap);
             AN(s);
             s->next = NULL;
+            s->data = (char *)(s + 1);
             s->len = 0;
             s->cap = cap;
             if (b->last != NULL)
@@ -105,8 +92,8 @@ sto_append(struct sto_body *b, const void *p, size_t len)
     return (0);
 }
 
-void
-sto_body_trim(struct sto_body *b)
+static void
+sm_trim(struct stv *stv, struct sto_body *b)
 {
     struct sto_seg *s = b->last, *t, **pp;
     size_t spare, keep;
@@ -119,15 +106,16 @@ sto_body_trim(struct sto_body *b)
         AN(*pp);
     t = realloc(s, sizeof *t + keep);
     AN(t);
+    t->data = (char *)(t + 1);
     t->cap = keep;
     *pp = t;
     b->last = t;
     b->bytes -= spare;
-    credit(spare);
+    sto__credit(stv, spare);
 }
 
-void
-sto_body_free(struct sto_body *b)
+static void
+sm_free(struct stv *stv, struct sto_body *b)
 {
     struct sto_seg *s;
 
@@ -135,18 +123,14 @@ sto_body_free(struct sto_body *b)
         b->first = s->next;
         free(s);
     }
-    credit(b->bytes);
-    memset(b, 0, sizeof *b);
+    sto__credit(stv, b->bytes);
 }
 
-uint64_t
-sto_size(void)
-{
-    return (sto_bytes_max);
-}
-
-uint64_t
-sto_used(void)
-{
-    return (__atomic_load_n(&sto_bytes_used, __ATOMIC_RELAXED));
-}
+const struct stv_ops sto_malloc_ops = {
+    .name = "malloc",
+    .open = sm_open,
+    .append = sm_append,
+    .trim = sm_trim,
+    .free = sm_free,
+    .release = sm_free,
+};

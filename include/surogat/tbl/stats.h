@@ -58,7 +58,17 @@ STAT(cache_stale_if_error, COUNTER, "Stale objects served because the backend fa
 STAT(cache_304, COUNTER, "Conditional requests answered 304 from the cache.")
 STAT(n_object, GAUGE, "Objects in the cache, busy ones and hit-for-miss markers included.")
 STAT(n_objecthead, GAUGE, "Distinct cache keys.")
-STAT(sto_bytes, GAUGE, "Bytes of the store in use by object bodies (segments and their headers).")
+STAT(sto_bytes, GAUGE, "Bytes of the stores in use: object bodies and their segment headers; "
+     "in a file store also the stored heads, keys and records.")
+STAT(sto_size, GAUGE, "Bytes the stores may use, all -s together.")
+STAT(sto_frag_bytes, GAUGE, "Free bytes of the file stores outside their largest free extent: "
+     "free space only smaller objects can use. Divided by the free bytes (sto_size - "
+     "sto_bytes) this is the fragmentation.")
+STAT(sto_recovered, COUNTER, "Objects found again in file stores at startup.")
+STAT(sto_recover_dropped, COUNTER, "Sealed records dropped at startup because a fragment of their "
+     "body was missing or a record was duplicated.")
+STAT(sto_verify_fail, COUNTER, "Recovered objects whose body failed its checksum on first use: "
+     "dropped, never served.")
 STAT(n_lru_nuked, COUNTER, "Objects evicted to make room.")
 STAT(n_lru_limited, COUNTER, "Objects not stored because nuke_limit evictions did not make room.")
 #undef STAT

@@ -1,0 +1,226 @@
+/*
+ * The stores: parsing -s, choosing a store for a new body, and the byte
+ * accounts.  Each store charges before it allocates, with atomics, so
+ * concurrent fetches can never overshoot its size together.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "surogat/defs.h"
+#include "surogat/sb.h"
+#include "surogat/stat.h"
+
+#include "sto_priv.h"
+
+#define STV_MAX 16
+
+static struct stv *stores[STV_MAX];
+static unsigned nstores;
+
+static struct stv *
+stv_add(const struct stv_ops *ops)
+{
+    struct stv *stv;
+
+    OBJ_NEW(stv, STV_MAGIC);
+    stv->ops = ops;
+    return (stv);
+}
+
+int
+sto_init(const char *spec, struct sb *err)
+{
+    const struct stv_ops *ops;
+    const char *args;
+    struct stv *stv;
+    int rv;
+
+    if (nstores == STV_MAX) {
+        sb_printf(err, "-s %s: at most %d stores", spec, STV_MAX);
+        return (-1);
+    }
+    if (strncmp(spec, "malloc,", 7) == 0) {
+        ops = &sto_malloc_ops;
+        args = spec + 7;
+    } else if (strncmp(spec, "file,", 5) == 0) {
+        ops = &sto_file_ops;
+        args = spec + 5;
+    } else {
+        sb_printf(err, "-s %s: expected malloc,SIZE or file,PATH,SIZE", spec);
+        return (-1);
+    }
+    stv = stv_add(ops);
+    rv = ops == &sto_malloc_ops ? sto_malloc_new(stv, args, err) : sto_file_new(stv, args, err);
+    if (rv != 0) {
+        OBJ_FREE(&stv);
+        return (-1);
+    }
+    STAT_ADD(sto_size, stv->size);
+    stores[nstores++] = stv;
+    return (0);
+}
+
+void
+sto_fini(void)
+{
+    for (unsigned i = 0; i < nstores; i++) {
+        struct stv *stv = stores[i];
+        if (stv->ops->fini != NULL)
+            stv->ops->fini(stv);
+        STAT_ADD(sto_size, -stv->size);
+        OBJ_FREE(&stores[i]);
+    }
+    nstores = 0;
+}
+
+int
+sto__charge(struct stv *stv, uint64_t n)
+{
+    uint64_t cur = __atomic_load_n(&stv->used, __ATOMIC_RELAXED);
+
+    do {
+        if (cur + n > stv->size)
+            return (-1);
+    } while (!__atomic_compare_exchange_n(&stv->used, &cur, cur + n, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    STAT_ADD(sto_bytes, n);
+    return (0);
+}
+
+void
+sto__credit(struct stv *stv, uint64_t n)
+{
+    __atomic_fetch_sub(&stv->used, n, __ATOMIC_RELAXED);
+    STAT_ADD(sto_bytes, -n);
+}
+
+int
+sto_open(struct sto_body *b, struct sto_meta *m)
+{
+    struct stv *best = NULL;
+    uint64_t room = 0;
+
+    AN(b);
+    SRG_ASSERT(b->stv == NULL && b->len == 0);
+    SRG_ASSERT(nstores > 0);
+    /* Most room first: stores fill evenly, and eviction starts where it is due. */
+    for (unsigned i = 0; i < nstores; i++) {
+        uint64_t used = __atomic_load_n(&stores[i]->used, __ATOMIC_RELAXED);
+        uint64_t r = stores[i]->size > used ? stores[i]->size - used : 0;
+        if (best == NULL || r > room) {
+            best = stores[i];
+            room = r;
+        }
+    }
+    b->stv = best;
+    b->verified = true;
+    if (best->ops->open(best, b, m) != 0)
+        return (-1);
+    return (0);
+}
+
+int
+sto_append(struct sto_body *b, const void *p, size_t len)
+{
+    OBJ_CHECK(b->stv, STV_MAGIC);
+    return (b->stv->ops->append(b->stv, b, p, len));
+}
+
+void
+sto_body_trim(struct sto_body *b)
+{
+    if (b->stv != NULL)
+        b->stv->ops->trim(b->stv, b);
+}
+
+void
+sto_seal(struct sto_body *b)
+{
+    if (b->stv != NULL && b->stv->ops->seal != NULL)
+        b->stv->ops->seal(b->stv, b);
+}
+
+void
+sto_retire(struct sto_body *b)
+{
+    if (b->stv != NULL && b->stv->ops->retire != NULL)
+        b->stv->ops->retire(b->stv, b);
+}
+
+void
+sto_body_free(struct sto_body *b)
+{
+    if (b->stv != NULL)
+        b->stv->ops->free(b->stv, b);
+    memset(b, 0, sizeof *b);
+}
+
+void
+sto_body_release(struct sto_body *b)
+{
+    if (b->stv != NULL)
+        b->stv->ops->release(b->stv, b);
+    memset(b, 0, sizeof *b);
+}
+
+void
+sto_set_attr(struct sto_body *b, const void *attr, size_t len)
+{
+    if (b->stv != NULL && b->stv->ops->set_attr != NULL)
+        b->stv->ops->set_attr(b->stv, b, attr, len);
+}
+
+bool
+sto_verify(struct sto_body *b)
+{
+    if (__atomic_load_n(&b->verified, __ATOMIC_ACQUIRE))
+        return (true);
+    if (b->stv == NULL || b->stv->ops->verify == NULL || !b->stv->ops->verify(b->stv, b))
+        return (false);
+    __atomic_store_n(&b->verified, true, __ATOMIC_RELEASE);
+    return (true);
+}
+
+void
+sto_recover(sto_recover_f *cb)
+{
+    for (unsigned i = 0; i < nstores; i++)
+        if (stores[i]->ops->recover != NULL)
+            stores[i]->ops->recover(stores[i], cb);
+}
+
+uint64_t
+sto_size(void)
+{
+    uint64_t n = 0;
+
+    for (unsigned i = 0; i < nstores; i++)
+        n += stores[i]->size;
+    return (n);
+}
+
+uint64_t
+sto_used(void)
+{
+    uint64_t n = 0;
+
+    for (unsigned i = 0; i < nstores; i++)
+        n += __atomic_load_n(&stores[i]->used, __ATOMIC_RELAXED);
+    return (n);
+}
+
+void
+sto_list(struct sb *out)
+{
+    for (unsigned i = 0; i < nstores; i++) {
+        const struct stv *stv = stores[i];
+        sb_printf(out, "s%u %s size=%llu used=%llu", i, stv->ops->name,
+                  (unsigned long long)stv->size,
+                  (unsigned long long)__atomic_load_n(&stv->used, __ATOMIC_RELAXED));
+        if (stv->ops->list != NULL)
+            stv->ops->list(stv, out);
+        sb_cat(out, "\n");
+    }
+}
