@@ -754,14 +754,17 @@ hsh_store_attr(struct cobj *oc)
 static int
 recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
 {
-    const struct hsh_attr *a = m->attr;
+    struct hsh_attr attr, *a = &attr;
     uint64_t hash = key_hash(m->key, m->key_len);
     struct shard *sh = shard_of(hash);
     struct cobj *oc, *o, *gone = NULL;
     struct objhead *oh;
 
     (void)serial;
-    if (m->attr_len != sizeof *a || a->version != HSH_ATTR_VERSION)
+    if (m->attr_len != sizeof attr)
+        return (-1);
+    memcpy(&attr, m->attr, sizeof attr); /* the store promises no alignment */
+    if (a->version != HSH_ATTR_VERSION)
         return (-1);
     OBJ_NEW(oc, COBJ_MAGIC);
     oc->fresh = a->fresh;

@@ -27,6 +27,7 @@
 #include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
+#include "surogat/sto.h"
 
 #include "cli_priv.h"
 
@@ -283,6 +284,13 @@ cmd_param_set(int argc, char *const *argv, struct sb *out, void *priv)
     return (CLI_OK);
 }
 
+static unsigned
+cmd_storage_list(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    sto_list(out);
+    return (CLI_OK);
+}
+
 static unsigned cmd_help(int argc, char *const *argv, struct sb *out, void *priv);
 
 /* Sorted by name, as help lists them. */
@@ -306,6 +314,10 @@ static const struct cli_cmd builtins[] = {
       cmd_stats, NULL, NULL },
     { CLI_CMD_MAGIC, "status", NULL, "Check the state of the cache process.", 0, 0, cmd_status,
       NULL, NULL },
+    { CLI_CMD_MAGIC, "storage.list", NULL,
+      "One line per store: kind, size and bytes used; for a file store its path, free extents, "
+      "largest free extent and fragmentation.",
+      0, 0, cmd_storage_list, NULL, NULL },
 };
 
 static const struct cli_cmd *

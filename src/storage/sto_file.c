@@ -8,8 +8,8 @@
  * starts with a header: what it is (free, busy, a sealed object record,
  * a fragment of an object's body, a dead record), its length in units,
  * and a checksum of the header keyed with the salt.  An object is a
- * record extent -- header, record (lengths and checksums), key, stored
- * head, Vary values, attr, then as much of the body as fits -- plus, for
+ * record extent -- header, record (lengths and checksums), attr, key,
+ * stored head, Vary values, then as much of the body as fits -- plus, for
  * bodies that outgrow it, fragment extents numbered in body order.
  *
  * Crash safety comes from the order of writes, not from a journal.  The
@@ -87,7 +87,7 @@ struct sf_hdr {
 };
 
 struct sf_rec {
-    uint32_t rcrc;     /* of this record (rcrc 0) and the key, head, vary and attr */
+    uint32_t rcrc;     /* of this record (rcrc 0) and the attr, key, head and vary after it */
     uint32_t body_crc; /* of the whole body */
     uint32_t key_len;
     uint32_t head_len;
@@ -324,10 +324,10 @@ sf_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
         m->f = (void *)p;                               \
         p += m->f##_len;                                \
     } while (0)
+    COPY(attr); /* first: it starts 8-aligned, after the record */
     COPY(key);
     COPY(head);
     COPY(vary);
-    COPY(attr);
 #undef COPY
     b->meta_stored = true;
     if (got * SF_UNIT > mlen)
@@ -486,7 +486,7 @@ sf_set_attr(struct stv *stv, struct sto_body *b, const void *attr, size_t len)
         return;
     r = rec_of(st, o->rec);
     SRG_ASSERT(len == r->attr_len);
-    memcpy((char *)(r + 1) + r->key_len + r->head_len + r->vary_len, attr, len);
+    memcpy(r + 1, attr, len);
     if (o->sealed)
         r->rcrc = rec_crc(r);
 }
@@ -656,8 +656,10 @@ claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags)
 {
     size_t dropped = 0, f = 0;
 
-    qsort(recs->v, recs->n, sizeof *recs->v, by_serial);
-    qsort(frags->v, frags->n, sizeof *frags->v, by_serial);
+    if (recs->n > 0)
+        qsort(recs->v, recs->n, sizeof *recs->v, by_serial);
+    if (frags->n > 0)
+        qsort(frags->v, frags->n, sizeof *frags->v, by_serial);
     for (size_t i = 0; i < recs->n; i++) {
         struct sf_item *rec = &recs->v[i];
         const struct sf_rec *r = rec_of(st, rec->start);
@@ -706,7 +708,8 @@ rebuild_free(struct sf_store *st, const struct sf_vec *recs, const struct sf_vec
             vec_push(&live, &it);
         }
     }
-    qsort(live.v, live.n, sizeof *live.v, by_start);
+    if (live.n > 0)
+        qsort(live.v, live.n, sizeof *live.v, by_start);
     for (size_t i = 0; i <= live.n; i++) {
         uint64_t end = i < live.n ? live.v[i].start : st->nunits;
         if (end > u) {
@@ -733,14 +736,14 @@ rebuild_body(struct stv *stv, const struct sf_item *rec, const struct sf_vec *fr
     AN(o);
     memset(b, 0, sizeof *b);
     memset(m, 0, sizeof *m);
-    m->key = p;
+    m->attr = p;
+    m->attr_len = r->attr_len;
+    m->key = p += r->attr_len;
     m->key_len = r->key_len;
     m->head = p += r->key_len;
     m->head_len = r->head_len;
     m->vary = p += r->head_len;
     m->vary_len = r->vary_len;
-    m->attr = p += r->vary_len;
-    m->attr_len = r->attr_len;
     o->rec = rec->start;
     o->rec_units = rec->units;
     o->nfrags = r->nfrags;
