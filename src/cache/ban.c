@@ -265,8 +265,7 @@ obj_move(struct cobj *oc, struct ban *to)
  * *ntested counts the expressions evaluated.
  */
 static bool
-test_obj(struct cobj *oc, const struct ban *from, const char *key, size_t keylen,
-         unsigned *ntested)
+test_obj(struct cobj *oc, const struct ban *from, const char *key, size_t keylen, unsigned *ntested)
 {
     for (const struct ban *b = from; b != oc->ban; b = b->older) {
         AN(b);

@@ -33,8 +33,8 @@ static const char *const op_text[] = {
 struct ban_cond {
     enum ban_field field;
     enum ban_op op;
-    char *name;  /* BF_HTTP: the field name, NUL-terminated */
-    char *arg;   /* unescaped, NUL-terminated */
+    char *name; /* BF_HTTP: the field name, NUL-terminated */
+    char *arg;  /* unescaped, NUL-terminated */
     size_t arglen;
     unsigned num; /* BF_STATUS */
     pcre2_code *re;
@@ -50,9 +50,9 @@ struct ban_expr {
 /* One token: blanks end a bare word; a quoted one is unescaped into tok. */
 struct lex {
     const char *s, *p;
-    char *tok;    /* malloc'ed, room for the whole input */
+    char *tok; /* malloc'ed, room for the whole input */
     size_t len;
-    size_t pos;   /* 1-based position of the token, for messages */
+    size_t pos; /* 1-based position of the token, for messages */
     bool quoted;
 };
 
@@ -193,8 +193,8 @@ parse_arg(struct lex *lx, struct ban_cond *c, struct sb *err)
     }
     if (c->op != BO_MATCH && c->op != BO_NMATCH)
         return (0);
-    c->re = pcre2_compile((PCRE2_SPTR)c->arg, c->arglen,
-                          c->field == BF_HOST ? PCRE2_CASELESS : 0, &ecode, &off, NULL);
+    c->re = pcre2_compile((PCRE2_SPTR)c->arg, c->arglen, c->field == BF_HOST ? PCRE2_CASELESS : 0,
+                          &ecode, &off, NULL);
     if (c->re == NULL) {
         (void)pcre2_get_error_message(ecode, msg, sizeof msg);
         sb_printf(err, "ban: at %zu: bad regular expression '%.64s': %s at offset %zu", lx->pos,
@@ -261,8 +261,7 @@ ban_expr_parse(const char *s, struct sb *err)
             goto fail;
         rc = next_tok(&lx, err);
         if (rc == 0)
-            sb_printf(err, "ban: at %zu: expected an argument after '%s'", lx.pos,
-                      op_text[c->op]);
+            sb_printf(err, "ban: at %zu: expected an argument after '%s'", lx.pos, op_text[c->op]);
         if (rc <= 0 || parse_arg(&lx, c, err) != 0)
             goto fail;
         rc = next_tok(&lx, err);
@@ -286,8 +285,10 @@ fail:
 void
 ban_expr_print(const struct ban_expr *e, struct sb *out)
 {
-    static const char *const fname[] = { [BF_URL] = "req.url", [BF_HOST] = "req.http.host",
-                                         [BF_STATUS] = "obj.status", [BF_HTTP] = "obj.http." };
+    static const char *const fname[] = { [BF_URL] = "req.url",
+                                         [BF_HOST] = "req.http.host",
+                                         [BF_STATUS] = "obj.status",
+                                         [BF_HTTP] = "obj.http." };
 
     OBJ_CHECK(e, BAN_EXPR_MAGIC);
     for (unsigned i = 0; i < e->n; i++) {

@@ -35,9 +35,9 @@ struct xkey_node;
 struct xkey_tag {
     unsigned magic;
 #define XKEY_TAG_MAGIC 0x0c5e7d21
-    struct xkey_tag *hnext;  /* hash chain */
+    struct xkey_tag *hnext; /* hash chain */
     uint64_t hash;
-    struct xkey_node *objs;  /* nodes of the objects with this tag */
+    struct xkey_node *objs; /* nodes of the objects with this tag */
     size_t len;
     char name[];
 };

@@ -64,7 +64,8 @@ START_TEST(parse_and_print)
           "req.http.host != \"example.com\" && obj.status >= 500" },
         { "obj.http.Content-Type !~ \"^text/(html|css)\"",
           "obj.http.Content-Type !~ \"^text/(html|css)\"" },
-        { "req.url == \"a \\\"quoted\\\" \\\\ word\"", "req.url == \"a \\\"quoted\\\" \\\\ word\"" },
+        { "req.url == \"a \\\"quoted\\\" \\\\ word\"",
+          "req.url == \"a \\\"quoted\\\" \\\\ word\"" },
         { "req.url ~ \"\\.png$\"", "req.url ~ \"\\\\.png$\"" }, /* unknown escapes stay */
         { "req.url == \"\"", "req.url == \"\"" },
         { "obj.status == 200 && obj.status != 0 && obj.status < 999 && obj.status > 1 && "
@@ -166,7 +167,7 @@ START_TEST(matching)
         { "obj.http.content-type ~ ^image/", true },
         { "obj.http.CONTENT-TYPE == image/png", true },
         { "obj.http.Content-Type == Image/png", false }, /* values are case-sensitive */
-        { "obj.http.x-tag == one", true },                /* the first field, trimmed */
+        { "obj.http.x-tag == one", true },               /* the first field, trimmed */
         { "obj.http.x-tag == two", false },
         { "obj.http.x-empty == \"\"", true },
         { "obj.http.x-missing == \"\"", false }, /* a missing field equals nothing */
@@ -227,7 +228,7 @@ START_TEST(ban_list_lazy)
     /* Objects from before the bans are tested, those from after are not. */
     ck_assert(ban_check_obj(&before, KEY("h", "/a/1")));
     ck_assert(before.flags & COBJ_BANNED);
-    ck_assert(ban_check_obj(&before, KEY("h", "/b")));  /* stays banned */
+    ck_assert(ban_check_obj(&before, KEY("h", "/b"))); /* stays banned */
     ck_assert(!ban_check_obj(&before2, KEY("h", "/b/1")));
     ck_assert(!ban_check_obj(&before2, KEY("h", "/a/1"))); /* tested already: not again */
     ck_assert(!ban_check_obj(&after, KEY("h", "/a/1")));

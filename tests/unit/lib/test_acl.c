@@ -91,8 +91,8 @@ START_TEST(bad_input)
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         sb_init(&err, ebuf, sizeof ebuf);
         ck_assert_msg(acl_parse(v[i].acl, &err) == NULL, "'%s' accepted", v[i].acl);
-        ck_assert_msg(strstr(ebuf, v[i].msg) != NULL, "'%s': got '%s', want '%s'", v[i].acl,
-                      ebuf, v[i].msg);
+        ck_assert_msg(strstr(ebuf, v[i].msg) != NULL, "'%s': got '%s', want '%s'", v[i].acl, ebuf,
+                      v[i].msg);
         ck_assert_msg(strncmp(ebuf, "acl: ", 5) == 0, "%s", ebuf);
     }
 }
