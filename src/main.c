@@ -22,6 +22,7 @@
 
 #include "surogat/acc.h"
 #include "surogat/alog.h"
+#include "surogat/ban.h"
 #include "surogat/be.h"
 #include "surogat/cfg.h"
 #include "surogat/cli.h"
@@ -31,12 +32,14 @@
 #include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/pool.h"
+#include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/sto.h"
 #include "surogat/tim.h"
 #include "surogat/wtr.h"
+#include "surogat/xkey.h"
 
 #define MAX_ARGS 64
 
@@ -342,8 +345,12 @@ drain_and_stop(const struct opts *o)
     wtr_fini();
     pool_fini();
     cli_fini();
+    ban_lurker_stop();
     be_fini();
     hsh_fini();
+    xkey_fini();
+    ban_fini();
+    req_purge_fini();
     sto_fini();
     alog_fini();
     if (o->pidfile != NULL)
@@ -398,6 +405,8 @@ main(int argc, char **argv)
     sb_init(&err, ebuf, sizeof ebuf);
     AZ(be_init());
     AZ(hsh_init());
+    AZ(xkey_init());
+    AZ(ban_init());
     for (unsigned i = 0; i < o.nstorage; i++)
         if (sto_init(o.storage[i], &err) != 0)
             die("%s", ebuf);
@@ -424,6 +433,8 @@ main(int argc, char **argv)
     if (wtr_init() != 0)
         die("cannot start the waiter: %s", strerror(errno));
     AZ(pool_init());
+    if (ban_lurker_start() != 0)
+        die("cannot start the ban lurker: %s", strerror(errno));
     if (o.admin != NULL && cli_init(o.admin, o.secret, &err) != 0)
         die("-T %s: %s", o.admin, ebuf);
     AZ(acc_start());

@@ -19,6 +19,7 @@
 #include "surogat/fresh.h"
 #include "surogat/sto.h"
 
+struct ban;
 struct http;
 struct txt;
 struct objhead;
@@ -28,6 +29,7 @@ enum cobj_flag {
     COBJ_BUSY = 1u << 0, /* being fetched: not yet visible to lookups */
     COBJ_HFM = 1u << 1,  /* hit-for-miss marker: the response was not cacheable */
     COBJ_DEAD = 1u << 2, /* unlinked from the index; freed with its last reference */
+    COBJ_BANNED = 1u << 3, /* matched a ban: invisible to lookups, unlinked at the next chance */
 };
 
 struct cobj {
@@ -36,6 +38,7 @@ struct cobj {
     unsigned refcnt;          /* atomic: the index holds one while linked */
     unsigned flags;           /* enum cobj_flag, under the shard lock */
     bool visited;             /* SIEVE: hit since the hand last passed; racy by design */
+    uint8_t shard;            /* immutable: its shard, usable once the objhead is gone */
     struct objhead *oh;       /* immutable */
     struct cobj *next;        /* the objhead's variants, under the shard lock */
     struct cobj *sv_newer;    /* the shard's SIEVE queue, under the shard lock */
@@ -51,6 +54,9 @@ struct cobj {
     struct sto_body body;
     bool body_complete; /* the whole body is stored */
     bool has_validator; /* ETag or Last-Modified: worth keeping for revalidation */
+    /* Invalidation (ban.c, xkey.c). */
+    struct ban *ban; /* the newest ban tested against (or current at creation); shard lock */
+    void *xkey;      /* its entries in the tag index, NULL if untagged; xkey.c's locks */
 };
 
 /* A stale object found by a miss: for revalidation, or to serve if the backend fails. */
@@ -108,8 +114,6 @@ void hsh_deref(struct cobj **ocp);
 /* The first field `name` of a published object's stored head (read-only, no lock needed). */
 bool hsh_head_field(const struct cobj *oc, const char *name, struct txt *val);
 unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */
-/* Take a published object out of the index (it stays readable for those holding it). */
-void hsh_kill(struct cobj *oc);
 /*
  * Whether a published object's body is intact: objects recovered from a
  * file store are checked on first use.  One that fails is killed and must
@@ -118,5 +122,40 @@ void hsh_kill(struct cobj *oc);
 bool hsh_verify(struct cobj *oc);
 /* Put back what the persistent stores hold; before any worker starts. */
 void hsh_recover(void);
+
+/* ---- purge, soft purge, tags and bans ---- */
+
+/*
+ * Purge every published variant of a key; returns how many.  Soft: they
+ * stay but expire now (ttl ends; stale-while-revalidate, stale-if-error
+ * and keep still apply, so grace and revalidation work as after a natural
+ * expiry); hit-for-miss markers go either way.
+ */
+unsigned hsh_purge_key(const char *key, size_t keylen, bool soft);
+/*
+ * The same for one object the caller holds a reference to (tag purges).
+ * False if it was already gone or is still busy.  Takes its shard lock:
+ * call with no other lock held.
+ */
+bool hsh_kill(struct cobj *oc, bool soft);
+/* Where a walk over the index stands; zero it to start. */
+struct hsh_cursor {
+    unsigned shard;
+    size_t bucket;
+};
+/*
+ * Called with the object's shard lock held, for a published object
+ * (neither busy nor dead).  key is its cache key ("host NUL url").
+ * Returns true to have the object unlinked.  May take ban_mtx, no other
+ * lock.
+ */
+typedef bool hsh_visit_f(struct cobj *oc, const char *key, size_t keylen, void *priv);
+/*
+ * Visit objects from *cur on, shard by shard, holding one shard lock at a
+ * time and only for about `max` objects, so lookups never wait long.
+ * True when this call finished a pass over the whole index (*cur is back
+ * at the start).
+ */
+bool hsh_walk(struct hsh_cursor *cur, unsigned max, hsh_visit_f *fn, void *priv);
 
 #endif

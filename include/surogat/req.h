@@ -69,6 +69,14 @@ struct cobj;
 void req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
 /* Answer a checked request: from the cache, or through a fetch. */
 void req_dispatch(struct req *req);
+/*
+ * The request's cache key in workspace: the Host lower-cased, a NUL, the
+ * request-target.  NULL when the workspace is full.
+ */
+char *req_cache_key(struct req *req, size_t *len);
+/* req_purge.c: answer a PURGE request (see there); req_purge_fini() at exit. */
+void req_purge(struct req *req);
+void req_purge_fini(void);
 /* The pool task of a session: read, serve and log requests until idle. */
 void req_sess_task(struct wrk *wrk, void *priv);
 /*
@@ -76,6 +84,8 @@ void req_sess_task(struct wrk *wrk, void *priv);
  * Sets req->status, req->cache = "SYNTH".  0, or -1 when the client is gone.
  */
 int req_synth(struct req *req, unsigned status, const char *extra_hdr);
+/* The same with `msg` (plain text, a few hundred bytes at most) as the page's paragraph. */
+int req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const char *msg);
 /*
  * The next piece of the (decoded) request body, pointing into wrk->rx.
  * >0 its length, 0 at the end of the body, -1 when the client failed

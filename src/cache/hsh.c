@@ -2,8 +2,8 @@
  * The cache index.
  *
  * Locks: one mutex per shard guards its hash table, its objheads, the
- * variant lists and flags of their objects, and its SIEVE queue.  No
- * other lock is taken while a shard lock is held, and object storage is
+ * variant lists and flags of their objects, and its SIEVE queue.  Only
+ * ban_mtx (ban.h) is taken while a shard lock is held, and object storage is
  * freed only after the lock is dropped (hsh_deref).  Reference counts are
  * atomic so a delivery drops its reference without the lock; the index's
  * own reference is dropped only by code holding the shard lock, after it
@@ -27,12 +27,14 @@
 #include <strings.h>
 #include <time.h>
 
+#include "surogat/ban.h"
 #include "surogat/defs.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/xkey.h"
 
 #define HSH_SHARDS      64
 #define HSH_BUCKETS_MIN 256
@@ -117,6 +119,9 @@ hsh_init(void)
 static void
 cobj_free(struct cobj *oc)
 {
+    /* Tags are read from the stored head: before the store may free it. */
+    xkey_unindex(oc);
+    ban_obj_free(oc);
     if (!oc->body.meta_stored) {
         free(oc->head);
         free(oc->vary);
@@ -399,6 +404,8 @@ busy_new(struct objhead *oh)
 
     OBJ_NEW(oc, COBJ_MAGIC);
     oc->oh = oh;
+    oc->shard = (uint8_t)(oh->hash % HSH_SHARDS);
+    ban_obj_new(oc);
     oc->flags = COBJ_BUSY;
     oc->refcnt = 2; /* the index's and the fetch's */
     oc->next = oh->objs;
@@ -426,6 +433,8 @@ obj_dead(const struct cobj *oc, double now)
     double stale = oc->fresh.swr > oc->fresh.sie ? oc->fresh.swr : oc->fresh.sie;
     double keep = oc->has_validator ? par.default_keep : 0;
 
+    if (oc->flags & COBJ_BANNED)
+        return (true);
     return (now - oc->fresh.t_origin > oc->fresh.ttl + stale + keep);
 }
 
@@ -463,6 +472,8 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 busy = oc;
                 continue;
             }
+            if (ban_check_obj(oc, key, keylen))
+                continue;
             if (!vary_match(oc, req))
                 continue;
             if (oc->flags & COBJ_HFM) {
@@ -567,6 +578,8 @@ hsh_unbusy(struct cobj **ocp)
     OBJ_CHECK(oc, COBJ_MAGIC);
     oh = oc->oh;
     sh = shard_of(oh->hash);
+    /* Indexed before it is visible: a tag purge from now on finds it. */
+    xkey_index(oc);
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
     /* Older variants for the same request are superseded. */
@@ -775,6 +788,7 @@ recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
     oc->vary = m->vary_len > 0 ? (char *)(uintptr_t)m->vary : NULL;
     oc->vary_len = m->vary_len;
     oc->body_complete = true;
+    oc->shard = (uint8_t)(hash % HSH_SHARDS);
     if (obj_dead(oc, tim_real())) {
         OBJ_FREE(&oc);
         return (-1);
@@ -797,6 +811,7 @@ recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
     }
     oc->body = *b;
     oc->oh = oh;
+    ban_obj_new(oc); /* bans do not outlive the process: it starts past all of them */
     oc->refcnt = 1; /* the index's */
     oc->next = oh->objs;
     oh->objs = oc;
@@ -806,6 +821,7 @@ recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
     AZ(pthread_mutex_unlock(&sh->mtx));
     if (gone != NULL)
         hsh_deref(&gone);
+    xkey_index(oc);
     return (0);
 }
 
@@ -822,52 +838,15 @@ hsh_verify(struct cobj *oc)
     if (sto_verify(&oc->body))
         return (true);
     STAT_INC(sto_verify_fail);
-    hsh_kill(oc);
+    (void)hsh_kill(oc, false);
     return (false);
 }
 
-void
-hsh_kill(struct cobj *oc)
-{
-    struct shard *sh;
-    struct cobj *gone = NULL;
-
-    OBJ_CHECK(oc, COBJ_MAGIC);
-    sh = shard_of(oc->oh->hash);
-    AZ(pthread_mutex_lock(&sh->mtx));
-    if (!(oc->flags & (COBJ_DEAD | COBJ_BUSY))) {
-        struct objhead *oh = oc->oh;
-        gone = unlink_obj(sh, oc);
-        oh_maybe_free(sh, oh);
-    }
-    AZ(pthread_mutex_unlock(&sh->mtx));
-    if (gone != NULL)
-        hsh_deref(&gone);
-}
 
 unsigned
 hsh_purge(const char *key, size_t keylen)
 {
-    uint64_t hash = key_hash(key, keylen);
-    struct shard *sh = shard_of(hash);
-    struct cobj *oc, *next, *gone[64];
-    struct objhead *oh;
-    unsigned n = 0;
-
-    AZ(pthread_mutex_lock(&sh->mtx));
-    oh = oh_find(sh, hash, key, keylen);
-    if (oh != NULL) {
-        for (oc = oh->objs; oc != NULL && n < ARRAY_LEN(gone); oc = next) {
-            next = oc->next;
-            if (!(oc->flags & COBJ_BUSY))
-                gone[n++] = unlink_obj(sh, oc);
-        }
-        oh_maybe_free(sh, oh);
-    }
-    AZ(pthread_mutex_unlock(&sh->mtx));
-    for (unsigned i = 0; i < n; i++)
-        hsh_deref(&gone[i]);
-    return (n);
+    return (hsh_purge_key(key, keylen, false));
 }
 
 void
@@ -890,4 +869,148 @@ hsh_fini(void)
         free(sh->buckets);
         AZ(pthread_mutex_destroy(&sh->mtx));
     }
+}
+
+/* ---- purge, soft purge, tags and bans ---- */
+
+/*
+ * Soft purge: freshness ends now, the stale windows stay.  This is the one
+ * field of a published object written after hsh_unbusy(), and it is safe
+ * because: it is written under the shard lock, and the decisions that
+ * read it (fresh_decide() and obj_dead() in hsh_lookup, the visits of
+ * hsh_walk) run under that lock; the other readers, deliveries writing
+ * Cache-Status's ttl and fetches revalidating the object, hold only a
+ * reference and are right with either value; the store is one atomic
+ * 8-byte write, so no reader sees a torn double; and it only ever lowers
+ * the ttl, so an object never turns fresher.
+ */
+static void
+expire_now(struct cobj *oc, double now)
+{
+    double ttl = now - oc->fresh.t_origin;
+
+    if (ttl < 0)
+        ttl = 0;
+    if (ttl < oc->fresh.ttl) {
+        __atomic_store(&oc->fresh.ttl, &ttl, __ATOMIC_RELAXED);
+        hsh_store_attr(oc); /* so a restart does not bring it back fresh */
+    }
+}
+
+/* Under the shard lock: soft-purge oc, or unlink it for the caller to drop (returned). */
+static struct cobj *
+purge_one(struct shard *sh, struct cobj *oc, bool soft, double now)
+{
+    if (soft && !(oc->flags & (COBJ_HFM | COBJ_BANNED))) {
+        expire_now(oc, now);
+        return (NULL);
+    }
+    return (unlink_obj(sh, oc));
+}
+
+unsigned
+hsh_purge_key(const char *key, size_t keylen, bool soft)
+{
+    uint64_t hash = key_hash(key, keylen);
+    struct shard *sh = shard_of(hash);
+    struct cobj *oc, *next, *gone[64];
+    double now = tim_real();
+    struct objhead *oh;
+    unsigned n = 0, ngone = 0;
+
+    AZ(pthread_mutex_lock(&sh->mtx));
+    oh = oh_find(sh, hash, key, keylen);
+    if (oh != NULL) {
+        for (oc = oh->objs; oc != NULL && ngone < ARRAY_LEN(gone); oc = next) {
+            next = oc->next;
+            if (oc->flags & COBJ_BUSY)
+                continue;
+            n++;
+            if ((gone[ngone] = purge_one(sh, oc, soft, now)) != NULL)
+                ngone++;
+        }
+        oh_maybe_free(sh, oh);
+    }
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    while (ngone > 0)
+        hsh_deref(&gone[--ngone]);
+    return (n);
+}
+
+bool
+hsh_kill(struct cobj *oc, bool soft)
+{
+    /* Not oc->oh->hash: once the object is dead its objhead may be gone. */
+    struct shard *sh = &shards[oc->shard];
+    struct objhead *oh;
+    struct cobj *gone;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    if (oc->flags & (COBJ_BUSY | COBJ_DEAD)) {
+        AZ(pthread_mutex_unlock(&sh->mtx));
+        return (false);
+    }
+    oh = oc->oh;
+    gone = purge_one(sh, oc, soft, tim_real());
+    if (gone != NULL)
+        oh_maybe_free(sh, oh);
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    if (gone != NULL)
+        hsh_deref(&gone); /* the index's reference: the caller's keeps it alive */
+    return (true);
+}
+
+bool
+hsh_walk(struct hsh_cursor *cur, unsigned max, hsh_visit_f *fn, void *priv)
+{
+    struct cobj **gone = NULL;
+    size_t ngone = 0, cap = 0;
+    unsigned seen = 0;
+    bool done = false;
+
+    AN(cur);
+    AN(fn);
+    SRG_ASSERT(cur->shard < HSH_SHARDS);
+    while (seen < max && !done) {
+        struct shard *sh = &shards[cur->shard];
+
+        AZ(pthread_mutex_lock(&sh->mtx));
+        for (; seen < max && cur->bucket < sh->nbuckets; cur->bucket++) {
+            struct objhead *oh, *ohnext;
+            for (oh = sh->buckets[cur->bucket]; oh != NULL; oh = ohnext) {
+                struct cobj *oc, *next;
+                size_t before = ngone;
+                ohnext = oh->hnext;
+                for (oc = oh->objs; oc != NULL; oc = next) {
+                    next = oc->next;
+                    if (oc->flags & COBJ_BUSY)
+                        continue;
+                    seen++;
+                    if (!fn(oc, oh->key, oh->keylen, priv))
+                        continue;
+                    if (ngone == cap) {
+                        cap = cap == 0 ? 64 : cap * 2;
+                        gone = realloc(gone, cap * sizeof *gone);
+                        AN(gone);
+                    }
+                    gone[ngone++] = unlink_obj(sh, oc);
+                }
+                if (ngone > before)
+                    oh_maybe_free(sh, oh);
+            }
+        }
+        if (cur->bucket >= sh->nbuckets) {
+            cur->bucket = 0;
+            if (++cur->shard == HSH_SHARDS) {
+                cur->shard = 0;
+                done = true;
+            }
+        }
+        AZ(pthread_mutex_unlock(&sh->mtx));
+    }
+    while (ngone > 0)
+        hsh_deref(&gone[--ngone]);
+    free(gone);
+    return (done);
 }

@@ -21,6 +21,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
+#include "surogat/ban.h"
 #include "surogat/defs.h"
 #include "surogat/cli.h"
 #include "surogat/log.h"
@@ -291,12 +292,70 @@ cmd_storage_list(int argc, char *const *argv, struct sb *out, void *priv)
     return (CLI_OK);
 }
 
+/*
+ * `ban EXPR`: one argument is the whole expression (surogatctl ban
+ * 'req.url ~ ^/news'); several are its tokens, as varnishadm sends them
+ * (ban req.url ~ ^/news), rejoined with blanks, an argument holding a
+ * blank or a quote being quoted again.
+ */
+static unsigned
+cmd_ban(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    size_t cap = 1, mark = out->len;
+    char *expr, *w;
+
+    for (int i = 1; i < argc; i++)
+        cap += 2 * strlen(argv[i]) + 3;
+    expr = malloc(cap);
+    AN(expr);
+    w = expr;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool quote = argc > 2 && (a[0] == '\0' || strpbrk(a, " \t\"") != NULL);
+        if (i > 1)
+            *w++ = ' ';
+        if (quote)
+            *w++ = '"';
+        for (; *a != '\0'; a++) {
+            if (quote && (*a == '"' || *a == '\\'))
+                *w++ = '\\';
+            *w++ = *a;
+        }
+        if (quote)
+            *w++ = '"';
+    }
+    *w = '\0';
+    if (ban_add(expr, out) != 0) {
+        free(expr);
+        return (CLI_PARAM);
+    }
+    log_msg(LOG_NOTICE, "cli: ban %s", expr);
+    free(expr);
+    sb_rewind(out, mark);
+    return (CLI_OK);
+}
+
+static unsigned
+cmd_ban_list(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    ban_list(out);
+    return (CLI_OK);
+}
+
 static unsigned cmd_help(int argc, char *const *argv, struct sb *out, void *priv);
 
 /* Sorted by name, as help lists them. */
 static const struct cli_cmd builtins[] = {
     { CLI_CMD_MAGIC, "auth", "<response>", "Authenticate: answer the challenge sent on connect.", 1,
       1, cmd_auth, NULL, NULL },
+    { CLI_CMD_MAGIC, "ban", "<field> <operator> <arg> [&& <field> <operator> <arg>]...",
+      "Invalidate every object now cached that matches the expression; fields req.url, "
+      "req.http.host, obj.status, obj.http.NAME; operators == != ~ !~ (see surogatd(8)).",
+      1, -1, cmd_ban, NULL, NULL },
+    { CLI_CMD_MAGIC, "ban.list", NULL,
+      "List the bans, newest first: time added, objects pointing at it, C when completed, "
+      "expression.",
+      0, 0, cmd_ban_list, NULL, NULL },
     { CLI_CMD_MAGIC, "banner", NULL, "Print the welcome banner.", 0, 0, cmd_banner, NULL, NULL },
     { CLI_CMD_MAGIC, "help", "[<command>]", "List the commands, or show what one does.", 0, 1,
       cmd_help, NULL, NULL },

@@ -51,6 +51,12 @@ req_send_deadline(const struct req *req)
 int
 req_synth(struct req *req, unsigned status, const char *extra_hdr)
 {
+    return (req_synth_msg(req, status, extra_hdr, "surogat"));
+}
+
+int
+req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const char *msg)
+{
     char date[TIM_HTTP_DATE_LEN + 1], head[1024], body[512];
     struct sb hb, bb;
     const char *reason = http_reason(status);
@@ -60,8 +66,8 @@ req_synth(struct req *req, unsigned status, const char *extra_hdr)
     sb_init(&bb, body, sizeof body);
     sb_printf(&bb,
               "<!DOCTYPE html>\n<html><head><title>%u %s</title></head>\n"
-              "<body><h1>%u %s</h1><p>surogat</p></body></html>\n",
-              status, reason, status, reason);
+              "<body><h1>%u %s</h1><p>%s</p></body></html>\n",
+              status, reason, status, reason, msg);
     tim_http_date(tim_real(), date);
     sb_init(&hb, head, sizeof head);
     sb_printf(&hb,

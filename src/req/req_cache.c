@@ -57,6 +57,12 @@ cache_key(struct req *req, size_t *len)
                      len));
 }
 
+char *
+req_cache_key(struct req *req, size_t *len)
+{
+    return (cache_key(req, len));
+}
+
 static bool
 is_method(const struct req *req, const char *m)
 {
@@ -366,6 +372,10 @@ req_dispatch(struct req *req)
     double now;
 
     OBJ_CHECK(req, REQ_MAGIC);
+    if (is_method(req, "PURGE")) {
+        req_purge(req);
+        return;
+    }
     if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
         http_find(req->http, "Authorization") != NULL || http_find(req->http, "Cookie") != NULL) {
         fetch_pass(req, be);

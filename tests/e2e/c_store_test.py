@@ -263,3 +263,28 @@ def test_store_file_in_use_is_refused(origin, surogat, tmp_path):
     assert "in use" in r.stderr, r.stderr
     assert sg.get("/").status in (200, 404)
     assert os.path.getsize(tmp_path / "store.bin") == 64 * 1024 * 1024
+
+
+def test_purges_reach_recovered_objects(origin, surogat, tmp_path):
+    spec = store_spec(tmp_path)
+    sg = surogat(args=["-s", spec])
+    origin.route("/tagged", body=b"tagged", headers={"Cache-Control": "max-age=600",
+                                                     "Surrogate-Key": "t1 t2"})
+    origin.route("/other", body=b"other", headers={"Cache-Control": "max-age=600",
+                                                   "Surrogate-Key": "t3"})
+    origin.route("/soft", body=b"soft", headers={"Cache-Control": "max-age=600"})
+    for p in ("/tagged", "/other", "/soft"):
+        sg.get(p)
+    r = sg.request("PURGE", "/soft", headers={"Purge-Mode": "soft"})
+    assert r.status == 200, r
+    sg.kill()
+    sg2 = surogat(args=["-s", spec])
+    # The soft purge was written to the store: the copy is stale, not fresh again.
+    r = sg2.get("/soft")
+    assert r.body == b"soft" and not is_hit(r), r
+    assert origin.hits("/soft") == 2
+    # Tags are indexed again from the stored heads.
+    r = sg2.request("PURGE", "/", headers={"Surrogate-Key": "t2"})
+    assert r.status == 200, r
+    assert not is_hit(sg2.get("/tagged"))
+    assert is_hit(sg2.get("/other"))

@@ -110,4 +110,19 @@ PARAM(cache_status, BOOL, "on", NULL, NULL, PAR_LIVE,
       "Add a Cache-Status response header (RFC 9211) saying whether the response was a hit.")
 PARAM(x_cache, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also add the older X-Cache: HIT, MISS or PASS response header.")
+PARAM(purge_acl, STRING, "127.0.0.1,::1", NULL, NULL, PAR_LIVE,
+      "Clients allowed to send PURGE requests: comma-separated IPv4 and IPv6 addresses and "
+      "prefixes (10.0.0.0/8, 2001:db8::/32), '!' before one to exclude it; the longest "
+      "matching prefix decides. Empty: nobody. Others get 403. A value that does not parse "
+      "allows nobody and is logged.")
+PARAM(ban_lurker_sleep, DURATION, "10ms", "0s", "10s", PAR_LIVE,
+      "Pause of the ban lurker between batches while it tests cached objects against bans "
+      "in the background. 0 turns the lurker off: bans are then tested at lookup only, and "
+      "the ban list is trimmed only as objects are looked up or leave the cache.")
+PARAM(ban_lurker_batch, UINT, "1000", "1", NULL, PAR_LIVE,
+      "Objects the ban lurker tests per batch, holding one index lock; lookups of keys in "
+      "that part of the index wait at most one batch.")
+PARAM(ban_dups, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "When a ban is added, mark older identical bans completed: the new one covers every "
+      "object they cover, so objects are not tested twice.")
 #undef PARAM

@@ -1,0 +1,410 @@
+/*
+ * The ban list and the lurker (see ban.h for what bans mean).
+ *
+ * The list runs from the newest ban (`head`) to the oldest (`tail`).
+ * Every object points at one ban, holding one of its `refcnt` counts:
+ * the ban that was newest when the object was created, later the newest
+ * it has been tested against.  So an object needs testing only against
+ * the bans newer than its own, and a ban at the tail that no object
+ * points at is needed by nobody and is freed.  ban_init() puts a first,
+ * empty ban on the list so that every object has one to point at.
+ *
+ * Locks: ban_mtx guards the links, `refcnt`, `nbans` and the lurker's
+ * wake-ups.  It ranks below the shard locks (hsh.c): lookups and the
+ * lurker's visits take it while holding one, and nothing here takes a
+ * shard lock while holding it.  `head` is also read without the lock
+ * (an atomic load), by the lookup fast path.
+ *
+ * Why evaluating without ban_mtx is safe: an object's own ban cannot be
+ * freed while the object points at it (refcnt > 0), and bans are freed
+ * only from the tail, so every ban newer than it stays too; new bans go
+ * in at the head and never change the `older` links below it.  A walk
+ * from the head down to the object's ban therefore reads only links and
+ * expressions that nobody writes.  A ban superseded by an identical newer
+ * one (ban_dups) is only flagged, never unlinked from the middle.
+ *
+ * The lurker thread walks the index with hsh_walk(), ban_lurker_batch
+ * objects per shard-lock hold and ban_lurker_sleep between batches,
+ * testing each object against the bans newer than its own and moving it
+ * to the newest; after a pass every object that was there has left the
+ * old bans, and they are freed.  It pins the newest ban it works against
+ * with a count of its own, since a newer ban may make it freeable.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "surogat/ban.h"
+#include "surogat/defs.h"
+#include "surogat/hsh.h"
+#include "surogat/log.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+
+enum ban_flag {
+    BAN_F_DUP = 1u << 0, /* an identical newer ban supersedes it: skip */
+};
+
+struct ban {
+    unsigned magic;
+#define BAN_MAGIC 0x7a0b3c15
+    unsigned refcnt;       /* objects (and the lurker) pointing at it; ban_mtx */
+    unsigned flags;        /* enum ban_flag; atomic: evaluators read it without the lock */
+    uint64_t seq;          /* immutable; newer bans have larger ones */
+    double t_added;        /* tim_real() */
+    struct ban_expr *expr; /* immutable; NULL for the first, empty ban */
+    char *text;            /* canonical form (ban_expr_print), for ban.list and dups */
+    struct ban *newer;     /* ban_mtx */
+    struct ban *older;     /* written before the ban is published, then only by trim() */
+};
+
+static pthread_mutex_t ban_mtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lurker_cv; /* ban_add() and ban_lurker_stop() wake the lurker */
+static struct ban *head;         /* newest; stores are releases, ban_check_obj loads it */
+static struct ban *tail;         /* oldest */
+static unsigned nbans;
+static uint64_t next_seq;
+static bool lurker_running, lurker_stop;
+static pthread_t lurker_thr;
+
+static struct ban *
+ban_new(struct ban_expr *expr, const char *text)
+{
+    struct ban *b;
+
+    OBJ_NEW(b, BAN_MAGIC);
+    b->expr = expr;
+    b->text = strdup(text);
+    AN(b->text);
+    b->t_added = tim_real();
+    return (b);
+}
+
+static void
+ban_free(struct ban *b)
+{
+    OBJ_CHECK(b, BAN_MAGIC);
+    ban_expr_free(&b->expr);
+    free(b->text);
+    OBJ_FREE(&b);
+}
+
+/* Under ban_mtx.  b becomes the newest ban. */
+static void
+push(struct ban *b)
+{
+    b->seq = next_seq++;
+    b->older = head;
+    if (head != NULL)
+        head->newer = b;
+    else
+        tail = b;
+    __atomic_store_n(&head, b, __ATOMIC_RELEASE);
+    nbans++;
+    STAT_INC(bans);
+}
+
+/* Under ban_mtx: free the oldest bans nothing points at any more. */
+static void
+trim(void)
+{
+    while (tail != head && tail->refcnt == 0) {
+        struct ban *b = tail;
+        tail = b->newer;
+        tail->older = NULL;
+        nbans--;
+        STAT_DEC(bans);
+        STAT_INC(bans_trimmed);
+        ban_free(b);
+    }
+}
+
+int
+ban_init(void)
+{
+    pthread_condattr_t ca;
+
+    AZ(pthread_condattr_init(&ca));
+    AZ(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC));
+    AZ(pthread_cond_init(&lurker_cv, &ca));
+    AZ(pthread_condattr_destroy(&ca));
+    AZ(pthread_mutex_lock(&ban_mtx));
+    AZ(head);
+    push(ban_new(NULL, ""));
+    AZ(pthread_mutex_unlock(&ban_mtx));
+    return (0);
+}
+
+void
+ban_fini(void)
+{
+    SRG_ASSERT(!lurker_running);
+    AZ(pthread_mutex_lock(&ban_mtx));
+    while (tail != NULL) {
+        struct ban *b = tail;
+        tail = b->newer;
+        nbans--;
+        STAT_DEC(bans);
+        ban_free(b);
+    }
+    __atomic_store_n(&head, NULL, __ATOMIC_RELEASE);
+    AZ(pthread_mutex_unlock(&ban_mtx));
+    AZ(pthread_cond_destroy(&lurker_cv));
+}
+
+int
+ban_add(const char *text, struct sb *err)
+{
+    struct ban_expr *expr = ban_expr_parse(text, err);
+    char buf[4096];
+    struct sb canon;
+    struct ban *b;
+
+    if (expr == NULL)
+        return (-1);
+    sb_init(&canon, buf, sizeof buf);
+    ban_expr_print(expr, &canon);
+    if (!sb_ok(&canon)) {
+        sb_printf(err, "ban: expression longer than %zu bytes", sizeof buf - 1);
+        ban_expr_free(&expr);
+        return (-1);
+    }
+    b = ban_new(expr, canon.buf);
+    AZ(pthread_mutex_lock(&ban_mtx));
+    /* An identical older ban covers a subset of this one's objects: it can go. */
+    if (par.ban_dups) {
+        for (struct ban *o = head; o != NULL; o = o->older) {
+            if (o->expr != NULL && strcmp(o->text, b->text) == 0 &&
+                !(__atomic_load_n(&o->flags, __ATOMIC_RELAXED) & BAN_F_DUP)) {
+                __atomic_or_fetch(&o->flags, BAN_F_DUP, __ATOMIC_RELAXED);
+                STAT_INC(bans_dups);
+            }
+        }
+    }
+    push(b);
+    trim();
+    AZ(pthread_cond_signal(&lurker_cv));
+    AZ(pthread_mutex_unlock(&ban_mtx));
+    STAT_INC(bans_added);
+    log_msg(LOG_INFO, "ban: %s", b->text);
+    return (0);
+}
+
+unsigned
+ban_count(void)
+{
+    unsigned n;
+
+    AZ(pthread_mutex_lock(&ban_mtx));
+    n = nbans;
+    AZ(pthread_mutex_unlock(&ban_mtx));
+    return (n);
+}
+
+void
+ban_list(struct sb *out)
+{
+    AZ(pthread_mutex_lock(&ban_mtx));
+    sb_cat(out, "Present bans:\n");
+    for (const struct ban *b = head; b != NULL; b = b->older) {
+        /* C: completed -- no object needs testing against it (the tail), or superseded. */
+        bool done = b == tail || (b->flags & BAN_F_DUP);
+        sb_printf(out, "%.6f %10u %s %s\n", b->t_added, b->refcnt, done ? "C" : "-", b->text);
+    }
+    AZ(pthread_mutex_unlock(&ban_mtx));
+}
+
+/* ---- objects ---- */
+
+void
+ban_obj_new(struct cobj *oc)
+{
+    AZ(oc->ban);
+    AZ(pthread_mutex_lock(&ban_mtx));
+    oc->ban = head;
+    head->refcnt++;
+    AZ(pthread_mutex_unlock(&ban_mtx));
+}
+
+void
+ban_obj_free(struct cobj *oc)
+{
+    if (oc->ban == NULL)
+        return;
+    AZ(pthread_mutex_lock(&ban_mtx));
+    SRG_ASSERT(oc->ban->refcnt > 0);
+    oc->ban->refcnt--;
+    oc->ban = NULL;
+    trim();
+    AZ(pthread_mutex_unlock(&ban_mtx));
+}
+
+/* Under the object's shard lock: move it from its ban to `to`, newer. */
+static void
+obj_move(struct cobj *oc, struct ban *to)
+{
+    AZ(pthread_mutex_lock(&ban_mtx));
+    SRG_ASSERT(oc->ban->refcnt > 0);
+    oc->ban->refcnt--;
+    to->refcnt++;
+    AZ(pthread_mutex_unlock(&ban_mtx));
+    oc->ban = to;
+}
+
+/*
+ * Test oc against the bans from `from` down to its own (excluded); no ban
+ * lock needed (see the top of the file).  Returns whether one matched;
+ * *ntested counts the expressions evaluated.
+ */
+static bool
+test_obj(struct cobj *oc, const struct ban *from, const char *key, size_t keylen, unsigned *ntested)
+{
+    for (const struct ban *b = from; b != oc->ban; b = b->older) {
+        AN(b);
+        if (b->expr == NULL || (__atomic_load_n(&b->flags, __ATOMIC_RELAXED) & BAN_F_DUP))
+            continue;
+        ++*ntested;
+        if (ban_expr_match(b->expr, key, keylen, oc))
+            return (true);
+    }
+    return (false);
+}
+
+bool
+ban_check_obj(struct cobj *oc, const char *key, size_t keylen)
+{
+    struct ban *h = __atomic_load_n(&head, __ATOMIC_ACQUIRE);
+    unsigned ntested = 0;
+    bool hit;
+
+    AN(oc->ban);
+    if (oc->flags & COBJ_BANNED)
+        return (true);
+    if (oc->ban == h)
+        return (false);
+    hit = test_obj(oc, h, key, keylen, &ntested);
+    STAT_ADD(bans_lookup_tested, ntested);
+    if (hit) {
+        /* It keeps its ban until it is freed: that only delays trimming. */
+        oc->flags |= COBJ_BANNED;
+        STAT_INC(bans_lookup_killed);
+        return (true);
+    }
+    obj_move(oc, h);
+    return (false);
+}
+
+/* ---- the lurker ---- */
+
+struct lurk {
+    struct ban *target; /* pinned: the newest ban when the pass started */
+    unsigned ntested;
+    unsigned nkilled;
+};
+
+static bool
+lurk_visit(struct cobj *oc, const char *key, size_t keylen, void *priv)
+{
+    struct lurk *lk = priv;
+
+    if (oc->flags & COBJ_BANNED)
+        return (true); /* a lookup found it banned: finish the job */
+    /* Created, or moved by a lookup, since the pass began: nothing older to test. */
+    if (oc->ban->seq >= lk->target->seq)
+        return (false);
+    if (test_obj(oc, lk->target, key, keylen, &lk->ntested)) {
+        oc->flags |= COBJ_BANNED;
+        lk->nkilled++;
+        return (true);
+    }
+    obj_move(oc, lk->target);
+    return (false);
+}
+
+/* Wait on lurker_cv until woken, stopped or `secs` passed.  Under ban_mtx. */
+static void
+lurker_wait(double secs)
+{
+    struct timespec ts;
+    double t;
+
+    AZ(clock_gettime(CLOCK_MONOTONIC, &ts));
+    t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + secs;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - floor(t)) * 1e9);
+    (void)pthread_cond_timedwait(&lurker_cv, &ban_mtx, &ts);
+}
+
+static void *
+lurker_thread(void *arg)
+{
+    struct hsh_cursor cur = { 0, 0 };
+    struct lurk lk;
+    bool pass_done;
+
+    stat_thread_enter();
+    AZ(pthread_mutex_lock(&ban_mtx));
+    while (!lurker_stop) {
+        /* Nothing to do with one ban; ban_lurker_sleep 0 turns the lurker off. */
+        if (nbans <= 1 || par.ban_lurker_sleep <= 0) {
+            lurker_wait(1.0);
+            continue;
+        }
+        lk = (struct lurk){ head, 0, 0 };
+        head->refcnt++;
+        do {
+            AZ(pthread_mutex_unlock(&ban_mtx));
+            pass_done = hsh_walk(&cur, par.ban_lurker_batch, lurk_visit, &lk);
+            STAT_ADD(bans_lurker_tested, lk.ntested);
+            STAT_ADD(bans_lurker_killed, lk.nkilled);
+            lk.ntested = lk.nkilled = 0;
+            AZ(pthread_mutex_lock(&ban_mtx));
+            if (!pass_done && !lurker_stop)
+                lurker_wait(par.ban_lurker_sleep);
+        } while (!pass_done && !lurker_stop);
+        lk.target->refcnt--;
+        trim();
+        /*
+         * Old bans still held (a busy object, a banned one still being
+         * delivered) are retried in a while, not in a tight loop -- unless
+         * a new ban came meanwhile.
+         */
+        if (head == lk.target && !lurker_stop)
+            lurker_wait(1.0);
+    }
+    AZ(pthread_mutex_unlock(&ban_mtx));
+    stat_thread_leave();
+    return (NULL);
+}
+
+int
+ban_lurker_start(void)
+{
+    SRG_ASSERT(!lurker_running);
+    lurker_stop = false;
+    if (pthread_create(&lurker_thr, NULL, lurker_thread, NULL) != 0)
+        return (-1);
+    lurker_running = true;
+    return (0);
+}
+
+void
+ban_lurker_stop(void)
+{
+    if (!lurker_running)
+        return;
+    AZ(pthread_mutex_lock(&ban_mtx));
+    lurker_stop = true;
+    AZ(pthread_cond_signal(&lurker_cv));
+    AZ(pthread_mutex_unlock(&ban_mtx));
+    AZ(pthread_join(lurker_thr, NULL));
+    lurker_running = false;
+}
