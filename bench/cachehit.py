@@ -14,6 +14,10 @@ files from tmpfs, same pinning as passthrough.py, one run.
    and the share of hits.
 2. Memory: fresh processes, N distinct small objects loaded (wrk +
    lua/fill.lua), RSS before and after, bytes per object.
+3. Restart (surogat-file only): the N objects of the memory phase, the
+   daemon stopped with SIGTERM and started again on the same store file, then
+   once more after kill -9: time to accept connections and to the first hit,
+   objects recovered.
 
 Every process it starts is stopped on exit.  Traffic goes to 127.0.0.1
 only.  Python 3 stdlib only.  See bench/README.md.
@@ -32,6 +36,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,8 +59,13 @@ OBJECTS = [("1KiB", "/1k", 1024), ("128KiB", "/128k", 128 * 1024),
            ("1MiB", "/1m", 1024 * 1024)]
 ZIPF = "zipf10k"
 ZIPF_SIZE = 1024
-PROXIES = ["surogat", "varnish-malloc", "varnish-file", "nginx"]
-SHORT = {"surogat": "s", "varnish-malloc": "vm", "varnish-file": "vf", "nginx": "n"}
+PROXIES = ["surogat", "surogat-file", "varnish-malloc", "varnish-file", "nginx"]
+SHORT = {"surogat": "s", "surogat-file": "sf", "varnish-malloc": "vm", "varnish-file": "vf",
+         "nginx": "n"}
+# The ratios reported, numerator / denominator, where both ran.
+RATIOS = [("surogat", "varnish-malloc"), ("surogat", "varnish-file"), ("surogat", "nginx"),
+          ("surogat-file", "surogat"), ("surogat-file", "varnish-file")]
+FILE_STORES = ("surogat-file", "varnish-file")
 
 
 # --- small helpers ---------------------------------------------------------
@@ -219,26 +229,27 @@ def start_target(args, name, workdir, origin_port, phase):
         n = args.objects
         mem_size = max(args.store_size_bytes, n * 2048)
         mem_size = size_arg(mem_size)
-        # The file store rounds every object up to a 4 KiB page.
+        # Varnish's file store rounds every object up to a 4 KiB page;
+        # surogat's file store gets the same size.
         file_size = size_arg(max(args.store_size_bytes, n * 8192))
         keys_zone = size_arg(max(16 << 20, n * 256))
         max_size = size_arg(max(4 << 30, n * 16384))
     dname = name if phase == "hit" else f"{name}-mem"
-    if name == "surogat":
-        srv = start_surogat(args, dname, workdir, port, origin_port, f"malloc,{mem_size}")
-    elif name == "varnish-malloc":
-        srv = start_varnish(args, dname, workdir, port, origin_port, f"malloc,{mem_size}")
-    elif name == "varnish-file":
-        path = os.path.join(args.file_dir_run, f"{dname}.bin")
-        srv = start_varnish(args, dname, workdir, port, origin_port,
-                            f"file,{path},{file_size}")
-        srv.store_file = path
+    store_file = os.path.join(args.file_dir_run, f"{dname}.bin")
+    storage = (f"file,{store_file},{file_size}" if name in FILE_STORES
+               else f"malloc,{mem_size}")
+    if name.startswith("surogat"):
+        srv = start_surogat(args, dname, workdir, port, origin_port, storage)
+    elif name.startswith("varnish"):
+        srv = start_varnish(args, dname, workdir, port, origin_port, storage)
     else:
         srv = start_nginx_cache(args, dname, workdir, port, origin_port, keys_zone, max_size)
+    if name in FILE_STORES:
+        srv.store_file = store_file
     srv.name = name
     srv.dir = os.path.join(workdir, dname)
     pt.wait_ready(srv.proc, port, "/1k", 1024, name, timeout=60)
-    if name == "surogat":
+    if srv.kind == "surogat":
         kids = pt.descendants(srv.proc.pid)
         if kids:  # a manager/child split: measure the busiest child
             srv.pid = max(kids, key=lambda k: pt.threads(k) or 0)
@@ -254,17 +265,23 @@ def stop_server(srv):
         pt.STARTED.remove(srv.proc)
 
 
+def surogatctl(args, srv, *cmd):
+    """surogatctl's output for one command, run on the client core."""
+    return subprocess.run(["taskset", "-c", str(args.client_cpu), args.surogatctl,
+                           "-T", srv.admin, *cmd],
+                          capture_output=True, text=True, timeout=15).stdout
+
+
 def cache_counters(args, srv):
     """{'hit', 'miss', 'n_object', 'nuked'} from the proxy itself, or {}."""
     try:
         if srv.kind == "surogat":
-            p = subprocess.run(["taskset", "-c", str(args.client_cpu), args.surogatctl,
-                                "-T", srv.admin, "stats", "-j"],
-                               capture_output=True, text=True, timeout=15)
-            s = json.loads(p.stdout)
+            s = json.loads(surogatctl(args, srv, "stats", "-j"))
             return {"hit": s.get("cache_hit"), "miss": s.get("cache_miss"),
                     "n_object": s.get("n_object"), "nuked": s.get("n_lru_nuked"),
-                    "coalesced": s.get("cache_coalesced")}
+                    "coalesced": s.get("cache_coalesced"),
+                    **{k: s.get(k) for k in ("sto_recovered", "sto_recover_dropped",
+                                             "sto_bytes", "sto_size", "sto_frag_bytes")}}
         if srv.kind == "varnish":
             p = subprocess.run(["taskset", "-c", str(args.client_cpu), args.varnishstat,
                                 "-n", srv.ndir, "-1", "-j"],
@@ -574,15 +591,12 @@ def memory_phase(args, workdir, origin):
             r["counters_after"] = cache_counters(args, srv)
             if srv.kind == "nginx":
                 r["tmpfs_bytes"] = dir_bytes(srv.cache_dir)
-            checks = []
-            for p in ("/m/0", f"/m/{n - 1}"):
-                status, headers, _ = http_head(srv.port, p)
-                hit, ev = hit_seen(srv.kind, headers)
-                checks.append({"path": p, "status": status, "hit": hit, "evidence": ev})
-            r["hit_checks"] = checks
+            r["hit_checks"] = hit_checks(srv, ("/m/0", f"/m/{n - 1}"))
             srv.check_alive()
             if srv.dead:
                 r["error"] = srv.dead
+            elif name == "surogat-file" and args.restart:
+                r["restart"] = restart_phase(args, srv, origin, r)
         except Exception as e:  # noqa: BLE001 -- report, keep going
             r["error"] = str(e)
             log(f"!! mem: {name}: {e}")
@@ -602,6 +616,110 @@ def memory_phase(args, workdir, origin):
     return out
 
 
+def hit_checks(srv, paths):
+    out = []
+    for p in paths:
+        status, headers, _ = http_head(srv.port, p)
+        hit, ev = hit_seen(srv.kind, headers)
+        out.append({"path": p, "status": status, "hit": hit and status == 200, "evidence": ev})
+    return out
+
+
+# --- restart phase ---------------------------------------------------------
+
+
+def restart_phase(args, srv, origin, mem):
+    """srv (surogat-file) holds the memory phase's objects: stop it with SIGTERM,
+    start it again on the same store, then the same with kill -9.  srv follows
+    the new process.  A list of dicts, one per restart."""
+    runs = []
+    # What went into the store: the objects, the baseline's and the /1k of
+    # the readiness check.  (n_object also counts the hit-for-miss marker of
+    # the loader's uncacheable /fill-sentinel, which is not stored.)
+    stored = args.objects + args.prefill + 1
+    n_object = (mem.get("counters_after") or {}).get("n_object")
+    for how, sig in (("SIGTERM", signal.SIGTERM), ("kill -9", signal.SIGKILL)):
+        x = {"stop": how, "stored": stored, "n_object_before": n_object}
+        runs.append(x)
+        try:
+            restart_once(args, srv, origin, sig, x)
+        except Exception as e:  # noqa: BLE001 -- report, keep going
+            x["error"] = str(e)
+        log(f"restart: {json.dumps({k: v for k, v in x.items() if k != 'storage_list'})}")
+        if x.get("error"):
+            break
+        n_object = (x.get("counters") or {}).get("n_object")
+    return runs
+
+
+def wait_accepting(proc, port, timeout):
+    """Return once a TCP connection to port succeeds (polled every 2 ms)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with status {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+            return
+        except OSError:
+            time.sleep(0.002)
+    raise RuntimeError(f"not accepting on port {port} after {timeout:.0f}s")
+
+
+def restart_once(args, srv, origin, sig, x):
+    n = args.objects
+    _, oreq0 = origin_counts(origin.port)
+    old = srv.proc
+    pids = [old.pid] + pt.descendants(old.pid)  # all ours: started by start_surogat
+    t0 = time.monotonic()
+    for pid in pids if sig == signal.SIGKILL else pids[:1]:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    try:
+        old.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        stop_server(srv)
+        raise RuntimeError(f"pid {old.pid} still running 120 s after {x['stop']}")
+    x["stop_secs"] = time.monotonic() - t0
+    x["exit_status"] = old.returncode
+    if old in pt.STARTED:
+        pt.STARTED.remove(old)
+
+    srv.logfile = os.path.join(srv.dir, f"stderr-after-{signal.Signals(sig).name.lower()}.log")
+    timeout = 120 + n / 2000
+    t0 = time.monotonic()
+    srv.proc = pt.spawn(srv.argv, srv.logfile)
+    srv.pid = srv.proc.pid
+    srv.dead = None
+    wait_accepting(srv.proc, srv.port, timeout)
+    x["accept_secs"] = time.monotonic() - t0
+    while True:
+        h = hit_checks(srv, ("/m/0",))[0]
+        x.setdefault("first_response", f"{h['status']} "
+                     + ("hit" if h["hit"] else f"NOT A HIT ({h['evidence']})"))
+        if h["hit"]:
+            x["first_hit_secs"] = time.monotonic() - t0
+            break
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError(f"/m/0 no hit {timeout:.0f}s after the start: {h['evidence']}")
+        time.sleep(0.01)
+    x["hit_checks"] = hit_checks(srv, ("/m/0", f"/m/{n - 1}"))
+    _, oreq1 = origin_counts(origin.port)
+    x["origin_reqs"] = None if oreq0 is None or oreq1 is None else oreq1 - oreq0 - 1
+    x["counters"] = cache_counters(args, srv)
+    x["recovered"] = x["counters"].get("sto_recovered")
+    x["rss"] = rss_fields(srv.pid)
+    x["storage_list"] = surogatctl(args, srv, "storage.list")
+    m = None
+    for line in pt.tail(srv.logfile, 200).splitlines():
+        m = re.search(r"recovered \d+ objects.*", line) or m
+    x["log_line"] = m.group(0) if m else None
+    if not all(h["hit"] for h in x["hit_checks"]):
+        x["error"] = "no hit: " + "; ".join(h["evidence"] for h in x["hit_checks"])
+
+
 def mem_figures(args, name, r):
     b, a = r.get("before"), r.get("after")
     if not b or not a or any(v is None for v in list(b.values()) + list(a.values())):
@@ -614,7 +732,7 @@ def mem_figures(args, name, r):
     # tmpfs for nginx.  Varnish's shared-memory log (RssShmem: its -n
     # directory is on tmpfs) is left out.
     counted = d["RssAnon"] * 1024
-    if name == "varnish-file":
+    if name in FILE_STORES:
         counted += d["RssFile"] * 1024
     if name == "nginx":
         counted += d["RssShmem"] * 1024 + r.get("tmpfs_bytes", 0)
@@ -634,35 +752,44 @@ def fmt_bytes(v):
     return "-" if v is None else f"{v:,.0f}"
 
 
+def fmt_secs(v):
+    return "-" if v is None else f"{v:.3f}s"
+
+
 def report(args, meta, results, mem, present):
     lines = []
     add = lines.append
     by = {(r["scenario"], r["target"]): r for r in results}
     scen = [s["label"] for s in scenarios(args)]
     names = [n for n in PROXIES if n in args.targets]
-    others = [n for n in names if n != "surogat"]
+    pairs = [(a, b) for a, b in RATIOS if a in names and b in names]
+    labels = [f"{SHORT[a]}/{SHORT[b]}" for a, b in pairs]
 
     if results:
         add("### Hit throughput and p99 latency (wrk)")
         add("")
         add("| scenario | " + " | ".join(f"{n} req/s" for n in names)
-            + "".join(f" | s/{SHORT[n]} req/s" for n in others) + " | "
+            + "".join(f" | {x} req/s" for x in labels) + " | "
             + " | ".join(f"{n} p99" for n in names)
-            + "".join(f" | s/{SHORT[n]} p99" for n in others) + " |")
-        add("|---|" + "--:|" * (2 * len(names) + 2 * len(others)))
+            + "".join(f" | {x} p99" for x in labels) + " |")
+        add("|---|" + "--:|" * (2 * len(names) + 2 * len(pairs)))
         for sc in scen:
             rows = {n: by.get((sc, n)) for n in names}
-            rps = {n: (rows[n] or {}).get("rps") for n in names}
-            p99 = {n: (rows[n] or {}).get("p99") for n in names}
-            add(f"| {sc} | " + " | ".join(pt.cell(rows[n], "rps", pt.fmt_num) for n in names)
-                + "".join(f" | {pt.ratio(rps.get('surogat'), rps[n])}" for n in others)
-                + " | " + " | ".join(pt.cell(rows[n], "p99", pt.fmt_ms) for n in names)
-                + "".join(f" | {pt.ratio(p99.get('surogat'), p99[n])}" for n in others)
-                + " |")
+            cells = []
+            for key, fmt in (("rps", pt.fmt_num), ("p99", pt.fmt_ms)):
+                v = {n: (rows[n] or {}).get(key) for n in names}
+                cells += [pt.cell(rows[n], key, fmt) for n in names]
+                cells += [pt.ratio(v[a], v[b]) for a, b in pairs]
+            add(f"| {sc} | " + " | ".join(cells) + " |")
         add("")
-        add("s/vm, s/vf, s/n: surogat divided by varnish-malloc, varnish-file, nginx (req/s: "
-            "above 1 is better for surogat; p99: below 1 is better for surogat). "
-            f"{ZIPF}: {args.zipf_urls:,} URLs of {ZIPF_SIZE} B, Zipf s={args.zipf_s:g}, "
+        if pairs:
+            add(", ".join(f"{x}: {a} divided by {b}" for x, (a, b) in zip(labels, pairs))
+                + " (req/s: above 1 is better for the first; p99: below 1 is better for the "
+                "first)."
+                + (" Target for sf/s req/s: at least 0.90 (the file store within 10% of the "
+                   "malloc store)." if ("surogat-file", "surogat") in pairs else ""))
+            add("")
+        add(f"{ZIPF}: {args.zipf_urls:,} URLs of {ZIPF_SIZE} B, Zipf s={args.zipf_s:g}, "
             + ("every URL loaded once into each cache before the warmup." if args.zipf_prefill
                else "each cache cold when its warmup starts, with URLs of its own per "
                "connection count (/z50/N, /z400/N): the misses of the long tail show."))
@@ -721,7 +848,7 @@ def report(args, meta, results, mem, present):
             f"(wrk + lua/fill.lua, {args.fill_conns} connections), then RSS read "
             f"{args.mem_settle:g} s later. Deltas in MiB. counted: what the cache costs: "
             "ΔRssAnon for surogat and varnish-malloc; plus ΔRssFile (mapped store file) for "
-            "varnish-file; plus ΔRssShmem (keys zone) and the cache files on tmpfs for nginx. "
+            "surogat-file and varnish-file; plus ΔRssShmem (keys zone) and the cache files on tmpfs for nginx. "
             "Varnish's ΔVmRSS also holds pages of its shared-memory log (up to 80 MiB), "
             "hence RssAnon. overhead: counted per object less the body.")
         add("")
@@ -758,19 +885,74 @@ def report(args, meta, results, mem, present):
                 f"| {'/'.join('yes' if h['hit'] else 'no' for h in hits) or '-'} "
                 f"| {', '.join(errs) or '0'} |")
         add("")
-        s = (mem.get("surogat") or {}).get("per_object")
         parts = []
-        for n in others:
-            o = (mem.get(n) or {}).get("per_object")
+        for a, b in pairs:
+            s, o = ((mem.get(x) or {}).get("per_object") for x in (a, b))
             if s and o:
                 so, oo = s - args.object_size, o - args.object_size
-                parts.append(f"surogat/{n} {s / o:.2f} per object, "
+                parts.append(f"{a}/{b} {s / o:.2f} per object, "
                              f"{so / oo:.2f} overhead beyond the body" if oo > 0 else
-                             f"surogat/{n} {s / o:.2f} per object")
+                             f"{a}/{b} {s / o:.2f} per object")
         if parts:
             add("Ratios: " + "; ".join(parts) + ".")
             add("")
+        sto = []
+        for n in names:
+            ca = (mem.get(n) or {}).get("counters_after") or {}
+            if ca.get("sto_bytes") is not None:
+                sto.append(f"{n} sto_bytes {pt.fmt_mib(ca['sto_bytes'] / 1024)} MiB of sto_size "
+                           f"{pt.fmt_mib((ca.get('sto_size') or 0) / 1024)} MiB "
+                           f"({fmt_bytes(ca['sto_bytes'] / max(1, ca.get('n_object') or 1))} B "
+                           f"per object), sto_frag_bytes {fmt_bytes(ca.get('sto_frag_bytes'))}")
+        if sto:
+            add("surogat's store counters after loading: " + "; ".join(sto) + ".")
+            add("")
+        restart = (mem.get("surogat-file") or {}).get("restart")
+        if restart:
+            report_restart(args, add, mem["surogat-file"], restart)
     return "\n".join(lines)
+
+
+def report_restart(args, add, r, runs):
+    n = args.objects
+    add(f"### Restart of surogat-file with {n:,} stored objects")
+    add("")
+    add(f"After the memory phase ({n:,} objects /m/0 .. /m/{n - 1} loaded, plus the "
+        f"{args.prefill:,} of the baseline): the daemon stopped, then started again with "
+        "the same arguments and store file; first with SIGTERM (clean stop), then, on the "
+        "restarted daemon, with kill -9. stored: the objects that went into the store "
+        f"({n:,} + {args.prefill:,} + the /1k of the readiness check); recovered: "
+        "`sto_recovered` after the start; accepting: from exec to the port accepting a TCP "
+        "connection; first hit: from exec to the first response to /m/0 that says hit "
+        "(`Cache-Status: surogat; hit`), polled from the moment the port accepts; origin reqs: "
+        "requests the origin saw from the stop to the end of the checks (0: everything "
+        "came from the store). Varnish has no persistent store (its file store starts "
+        "empty after a restart), so there is no comparison column.")
+    add("")
+    add("| stop | stop time | loaded | stored | recovered | recovered/stored "
+        "| accepting | first hit /m/0 | first response | hit /m/0, /m/N-1 | origin reqs "
+        "| VmRSS / RssFile after | log | errors |")
+    add("|---|--:|--:|--:|--:|--:|--:|--:|---|---|--:|--:|---|---|")
+    for x in runs:
+        stored, rec = x.get("stored"), x.get("recovered")
+        frac = rec / stored if rec is not None and stored else None
+        hits = x.get("hit_checks") or []
+        rss = x.get("rss") or {}
+        st = x.get("exit_status")
+        st = "" if st is None else f" (exit {st})" if st >= 0 else f" (signal {-st})"
+        add(f"| {x['stop']} | {fmt_secs(x.get('stop_secs'))}{st} | {pt.fmt_num(n)} "
+            f"| {pt.fmt_num(stored)} | {pt.fmt_num(rec)} | {fmt_frac(frac)} "
+            f"| {fmt_secs(x.get('accept_secs'))} | {fmt_secs(x.get('first_hit_secs'))} "
+            f"| {x.get('first_response', '-')} "
+            f"| {'/'.join('yes' if h['hit'] else 'no' for h in hits) or '-'} "
+            f"| {pt.fmt_num(x.get('origin_reqs'))} "
+            f"| {pt.fmt_mib(rss.get('VmRSS'))} / {pt.fmt_mib(rss.get('RssFile'))} MiB "
+            f"| {x.get('log_line') or '-'} | {x.get('error') or '0'} |")
+    add("")
+    listing = (runs[-1].get("storage_list") or "").strip()
+    if listing:
+        add(f"`surogatctl storage.list` after the last restart:\n\n```\n{listing}\n```")
+        add("")
 
 
 # --- main ------------------------------------------------------------------
@@ -840,10 +1022,11 @@ def parse_args():
     ap.add_argument("--mem-settle", type=float, default=3.0,
                     help="seconds between the end of loading and the RSS reading")
     ap.add_argument("--store-size", default="1g",
-                    help="cache size for the hit phase (-s malloc,SIZE; Varnish file store "
+                    help="cache size for the hit phase (-s malloc,SIZE; the file stores "
                     "too); the memory phase grows it with --objects")
     ap.add_argument("--file-dir", default="/var/tmp",
-                    help="directory for Varnish's -s file store (a disk, not tmpfs)")
+                    help="directory for the -s file stores of surogat-file and varnish-file "
+                    "(a disk, not tmpfs)")
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--settle", type=float, default=5.0,
                     help="seconds between starting the proxies and the first measurement")
@@ -853,7 +1036,11 @@ def parse_args():
                     help="seconds to wait for an idle machine before starting")
     ap.add_argument("--retries", type=int, default=2, help="redos of a disturbed run")
     ap.add_argument("--no-hits", action="store_true", help="skip the hit phase")
-    ap.add_argument("--no-memory", action="store_true", help="skip the memory phase")
+    ap.add_argument("--no-memory", action="store_true",
+                    help="skip the memory phase (and with it the restart phase)")
+    ap.add_argument("--no-restart", dest="restart", action="store_false",
+                    help="skip the restart phase (surogat-file stopped and started again "
+                    "on its store after the memory phase, SIGTERM then kill -9)")
     ap.add_argument("--thread-pools", type=int, default=2,
                     help="thread_pools for surogat and varnish")
     ap.add_argument("--thread-pool-min", type=int, default=250,
@@ -903,7 +1090,7 @@ def main():
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, pt.on_signal)
 
-    if "surogat" in args.targets:
+    if any(t.startswith("surogat") for t in args.targets):
         for b in (args.surogatd, args.surogatctl):
             if not os.access(b, os.X_OK):
                 sys.exit(f"missing {b} (build it, or --only without surogat)")
@@ -932,7 +1119,7 @@ def main():
         "wrk": pt.tool_version([args.wrk, "--version"]),
         "python": platform.python_version(),
     }
-    if "surogat" in args.targets:
+    if any(t.startswith("surogat") for t in args.targets):
         versions["surogat"] = surogat_version(args.surogatd)
     meta = pt.machine_meta(args, versions)
     meta["busy_before_pct"] = pt.wait_idle(args.wait_idle)
@@ -1022,7 +1209,8 @@ def main():
             json.dump({"meta": meta, "runs": results, "memory": mem}, f, indent=1)
     pt.stop_all()
     bad = meta.get("dead") or meta["start_errors"] or any(
-        r.get("error") for r in mem.values())
+        r.get("error") or any(x.get("error") for x in r.get("restart", []))
+        for r in mem.values())
     return 1 if bad else 0
 
 
