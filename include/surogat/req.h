@@ -46,8 +46,6 @@ struct req {
     uint64_t resp_bytes; /* body bytes sent */
     const char *be_name; /* backend used, for the log */
     const char *cache;   /* cache status for the log: PASS, SYNTH ... */
-    struct txt *resp_loc; /* fetch, unsafe methods: the response's Location and
-                           * Content-Location (workspace copies), for invalidation */
     double t_start;      /* tim_real() when the head was complete */
     double t_mono;       /* tim_mono() at the same time */
     double t_first;      /* tim_mono() when the first response byte was sent */
@@ -60,6 +58,9 @@ struct req {
  * may be NULL): RFC 9110 section 13.2.2, for GET and HEAD.
  */
 bool req_not_modified(const struct req *req, const struct txt *etag, const struct txt *lm);
+/* After the backend answered an unsafe method, before the client sees it: invalidate. */
+struct http;
+void req_invalidate(struct req *req, const struct http *resp);
 /*
  * Deliver a cached object: 304, 206 or 416 as the request's conditions
  * and range say.  fwd NULL for a hit; else the Cache-Status forward

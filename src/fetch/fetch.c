@@ -660,8 +660,8 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
     }
     f.be_keepalive = f.resp->proto == 11 ? !http_has_token(f.resp, "Connection", "close")
                                          : http_has_token(f.resp, "Connection", "keep-alive");
-    if (oc == NULL && !http_method_idempotent(&req->http->method))
-        fetch__keep_locations(&f);
+    if (oc == NULL)
+        req_invalidate(req, f.resp);
     if (oc != NULL) {
         fetch__decide_store(&f);
         /*

@@ -35,7 +35,6 @@ struct fetch {
 };
 
 /* Keep the response's Location and Content-Location for invalidation (unsafe methods). */
-void fetch__keep_locations(struct fetch *f);
 /* After the response head: keep the busy object only if the response may be stored. */
 void fetch__decide_store(struct fetch *f);
 /* The backend said 304 to our revalidation: renew, publish and deliver.  -1: answer 502. */

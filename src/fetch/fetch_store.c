@@ -113,27 +113,6 @@ store_head(struct fetch *f, const struct cc *rcc)
     return (0);
 }
 
-/*
- * The response head is overwritten by body bytes as they stream: copy the
- * fields the cache needs after the response (invalidation) to workspace.
- */
-void
-fetch__keep_locations(struct fetch *f)
-{
-    static const char *const names[] = { "Location", "Content-Location" };
-    struct req *req = f->req;
-    struct txt *loc = ws_alloc(&req->wrk->ws, 2 * sizeof *loc);
-
-    if (loc == NULL)
-        return;
-    for (int i = 0; i < 2; i++) {
-        const struct txt *v = http_value(f->resp, names[i]);
-        loc[i].b = v != NULL ? ws_strndup(&req->wrk->ws, v->b, v->len) : NULL;
-        loc[i].len = loc[i].b != NULL ? v->len : 0;
-    }
-    req->resp_loc = loc;
-}
-
 /* After the response head: keep the busy object only if the response may be stored. */
 void
 fetch__decide_store(struct fetch *f)

@@ -318,27 +318,34 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
  * A successful unsafe method invalidates the target URL and the URLs its
  * response names in Location and Content-Location on the same host (RFC
  * 9111 section 4.4): other hosts' caches are not ours to empty on one
- * origin's word.
+ * origin's word.  Called with the backend's response head, before the
+ * client sees any of it: a client that has its answer and asks again
+ * must not get the old copy, and neither may anyone after a crash.
  */
-static void
-invalidate_after_unsafe(struct req *req)
+void
+req_invalidate(struct req *req, const struct http *resp)
 {
     static const char *const fields[] = { "Location", "Content-Location" };
     const struct http_hdr *host = http_find(req->http, "Host");
     char *key;
     size_t keylen;
 
+    if (resp->status < 200 || resp->status >= 400 || is_method(req, "GET") ||
+        is_method(req, "HEAD") || is_method(req, "OPTIONS") || is_method(req, "TRACE"))
+        return;
     if ((key = cache_key(req, &keylen)) != NULL)
         (void)hsh_purge(key, keylen);
-    if (host == NULL || req->resp_loc == NULL)
+    if (host == NULL)
         return;
     for (size_t i = 0; i < ARRAY_LEN(fields); i++) {
-        const struct txt *v = &req->resp_loc[i];
-        const char *p = v->b, *e = v->b + v->len, *auth;
+        const struct txt *v = http_value(resp, fields[i]);
+        const char *p, *e, *auth;
         size_t skip = 0;
 
-        if (v->b == NULL || v->len == 0)
+        if (v == NULL || v->len == 0)
             continue;
+        p = v->b;
+        e = v->b + v->len;
         if (v->len > 7 && strncasecmp(p, "http://", 7) == 0)
             skip = 7;
         else if (v->len > 8 && strncasecmp(p, "https://", 8) == 0)
@@ -379,9 +386,6 @@ req_dispatch(struct req *req)
     if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
         http_find(req->http, "Authorization") != NULL || http_find(req->http, "Cookie") != NULL) {
         fetch_pass(req, be);
-        if (req->status >= 200 && req->status < 400 && !is_method(req, "GET") &&
-            !is_method(req, "HEAD") && !is_method(req, "OPTIONS") && !is_method(req, "TRACE"))
-            invalidate_after_unsafe(req);
         return;
     }
     key = cache_key(req, &keylen);

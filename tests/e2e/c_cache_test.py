@@ -405,3 +405,29 @@ def test_unsafe_method_purges_location_on_same_host(origin, surogat):
                  headers={"Location": "http://elsewhere.example/c"})
     assert sg.request("POST", "/post2", body=b"x").status == 201
     assert_hit(sg.get("/c"), b"/c")
+
+
+def test_put_and_delete_invalidate_before_the_client_has_its_answer(origin, surogat):
+    """PUT and DELETE are idempotent but not safe: they invalidate like POST,
+    Location included; and the invalidation is done before the response is
+    delivered, so a request sent right after the answer never sees the old copy."""
+    for p in ("/doc", "/other"):
+        origin.route(p, body=p.encode(), headers={"Cache-Control": "max-age=60"})
+    sg = surogat()
+    for p in ("/doc", "/other"):
+        assert_miss(sg.get(p), p.encode())
+    origin.route("/doc", status=200, body=b"put done", headers={"Content-Location": "/other"})
+    with sg.conn() as c:
+        c.request("PUT", "/doc", body=b"new")
+        assert c.read_response().status == 200
+        origin.route("/doc", body=b"new /doc", headers={"Cache-Control": "max-age=60"})
+        c.request("GET", "/doc")
+        r = c.read_response()
+        assert r.body == b"new /doc" and r.header("Cache-Status") != "surogat; hit", r
+    assert_miss(sg.get("/other"), b"/other")
+    origin.route("/gone", body=b"gone", headers={"Cache-Control": "max-age=60"})
+    assert_miss(sg.get("/gone"), b"gone")
+    origin.route("/gone", status=204, body=b"")
+    assert sg.request("DELETE", "/gone").status == 204
+    origin.route("/gone", body=b"back", headers={"Cache-Control": "max-age=60"})
+    assert_miss(sg.get("/gone"), b"back")

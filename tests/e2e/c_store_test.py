@@ -96,6 +96,11 @@ def test_store_comes_back_warm(origin, surogat, tmp_path, how):
                  headers={"Cache-Control": "max-age=600", "Vary": "Accept-Language"})
     for lang in ("en", "fr"):
         assert sg.get("/v", {"Accept-Language": lang}).body == b"lang " + lang.encode()
+    # A client may have its last byte before the object is sealed in the store: an
+    # object is surely stored once it has been a hit, so a kill cannot beat the seal.
+    assert check_hits(sg, want, origin) == len(want)
+    for lang in ("en", "fr"):
+        assert is_hit(sg.get("/v", {"Accept-Language": lang}))
     if how == "kill -9":
         sg.kill()
     else:
@@ -151,8 +156,9 @@ def test_torn_record_is_dropped_not_served(origin, surogat, tmp_path):
     sg = surogat(args=["-s", spec])
     origin.route("/torn", body=body_of(3000, 3), headers=CACHED)
     origin.route("/fine", body=body_of(3000, 4), headers=CACHED)
-    sg.get("/torn")
-    sg.get("/fine")
+    for p in ("/torn", "/fine"):
+        sg.get(p)
+        assert is_hit(sg.get(p))  # sealed: see test_store_comes_back_warm
     sg.kill()
     data = bytearray(path.read_bytes())
     # The key (Host, NUL, path) is in the record; tear the stored head right after it.
@@ -178,6 +184,7 @@ def test_replaced_and_invalidated_objects_stay_gone(origin, surogat, tmp_path):
     origin.route("/a", body=b"version 2", headers=CACHED)
     time.sleep(1.5)
     assert sg.get("/a").body == b"version 2"
+    assert is_hit(sg.get("/a"))  # sealed before the kill
     origin.route("/b", status=204, body=b"")
     r = sg.request("POST", "/b", body=b"x")
     assert r.status == 204
@@ -275,6 +282,7 @@ def test_purges_reach_recovered_objects(origin, surogat, tmp_path):
     origin.route("/soft", body=b"soft", headers={"Cache-Control": "max-age=600"})
     for p in ("/tagged", "/other", "/soft"):
         sg.get(p)
+        assert is_hit(sg.get(p))  # sealed before the kill
     r = sg.request("PURGE", "/soft", headers={"Purge-Mode": "soft"})
     assert r.status == 200, r
     sg.kill()
