@@ -28,6 +28,7 @@
 #include "surogat/cli.h"
 #include "surogat/defs.h"
 #include "surogat/hsh.h"
+#include "surogat/lfu.h"
 #include "surogat/log.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
@@ -412,6 +413,7 @@ main(int argc, char **argv)
             die("%s", ebuf);
     if (o.nstorage == 0)
         AZ(sto_init("malloc,256m", &err));
+    lfu_init(sto_size() / 4096); /* a guess of objects per store byte, for the sketch's width */
     hsh_recover();
     if (be_add("default", o.backend, &err) != 0)
         die("-b %s", ebuf);

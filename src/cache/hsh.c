@@ -31,6 +31,7 @@
 #include "surogat/defs.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
+#include "surogat/lfu.h"
 #include "surogat/par.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
@@ -461,6 +462,8 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     AN(stale);
     *ocp = NULL;
     memset(stale, 0, sizeof *stale);
+    if (par.tinylfu)
+        lfu_touch(hash);
     AZ(pthread_mutex_lock(&sh->mtx));
     oh = oh_find(sh, hash, key, keylen);
     if (oh == NULL)
@@ -642,13 +645,34 @@ hsh_abandon(struct cobj **ocp, double hfm_ttl)
     hsh_deref(ocp);
 }
 
+enum evict_result {
+    EVICTED,
+    EVICT_NONE,     /* nothing evictable: everything busy, in use or in another store */
+    EVICT_REJECTED, /* the victim is wanted more than the newcomer (tinylfu) */
+};
+
 /*
- * Evict one object from some shard.  Returns false when no shard had an
- * evictable object (everything busy or in use).
+ * Whether the newcomer with key hash `cand` may take victim's place:
+ * frequency decides, except that a stale victim always goes.  A tie
+ * admits: among one-hit wonders the newer is the better bet.
  */
 static bool
-evict_one(const struct stv *stv)
+admit(const struct cobj *victim, uint64_t cand, double now)
 {
+    if (!par.tinylfu || now - victim->fresh.t_origin > victim->fresh.ttl)
+        return (true);
+    return (lfu_estimate(cand) >= lfu_estimate(victim->oh->hash));
+}
+
+/*
+ * Evict one object of store stv (any store if NULL) from some shard, to
+ * make room for a newcomer whose key hashes to cand.
+ */
+static enum evict_result
+evict_one(const struct stv *stv, uint64_t cand)
+{
+    double now = tim_real();
+
     for (unsigned tries = 0; tries < HSH_SHARDS; tries++) {
         struct shard *sh =
             &shards[__atomic_fetch_add(&evict_next, 1, __ATOMIC_RELAXED) % HSH_SHARDS];
@@ -668,6 +692,12 @@ evict_one(const struct stv *stv)
             }
             oc = oc->sv_newer != NULL ? oc->sv_newer : sh->sv_tail;
         }
+        if (victim != NULL && !admit(victim, cand, now)) {
+            /* It stays, as if hit: the next newcomer is weighed against the next object. */
+            sh->hand = victim->sv_newer;
+            AZ(pthread_mutex_unlock(&sh->mtx));
+            return (EVICT_REJECTED);
+        }
         if (victim != NULL) {
             struct objhead *oh = victim->oh;
             sh->hand = victim->sv_newer;
@@ -678,10 +708,28 @@ evict_one(const struct stv *stv)
         if (victim != NULL) {
             STAT_INC(n_lru_nuked);
             hsh_deref(&victim);
-            return (true);
+            return (EVICTED);
         }
     }
-    return (false);
+    return (EVICT_NONE);
+}
+
+/* Make room in oc's store for oc: 0, or -1 when oc should not be stored. */
+static int
+make_room(struct cobj *oc, unsigned *nuked)
+{
+    switch (*nuked >= par.nuke_limit ? EVICT_NONE : evict_one(oc->body.stv, oc->oh->hash)) {
+    case EVICTED:
+        (*nuked)++;
+        return (0);
+    case EVICT_REJECTED:
+        STAT_INC(cache_admission_rejected);
+        return (-1);
+    case EVICT_NONE:
+        break;
+    }
+    STAT_INC(n_lru_limited);
+    return (-1);
 }
 
 int
@@ -700,10 +748,8 @@ hsh_append(struct cobj *oc, const void *p, size_t len)
         done = (size_t)(oc->body.len - before);
         p = (const char *)p + done;
         len -= done;
-        if (nuked++ >= par.nuke_limit || !evict_one(oc->body.stv)) {
-            STAT_INC(n_lru_limited);
+        if (make_room(oc, &nuked) != 0)
             return (-1);
-        }
     }
 }
 
@@ -732,8 +778,7 @@ hsh_store_begin(struct cobj *oc)
                                oc->vary, oc->vary_len, &attr, sizeof attr };
         if (sto_open(&oc->body, &m) == 0)
             break;
-        if (nuked++ >= par.nuke_limit || !evict_one(oc->body.stv)) {
-            STAT_INC(n_lru_limited);
+        if (make_room(oc, &nuked) != 0) {
             oc->body.stv = NULL;
             return (-1);
         }

@@ -108,6 +108,12 @@ PARAM(nuke_limit, UINT, "50", "0", NULL, PAR_LIVE,
       "is delivered without being stored.")
 PARAM(cache_status, BOOL, "on", NULL, NULL, PAR_LIVE,
       "Add a Cache-Status response header (RFC 9211) saying whether the response was a hit.")
+PARAM(tinylfu, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "Admission by frequency (TinyLFU): when the store is full, a new object is stored only "
+      "if its URL has been asked for more often lately than that of the object it would "
+      "evict, so a crawl of many rarely-requested URLs does not push popular objects out. "
+      "Stale objects are evicted regardless. Off: every fetched object is stored, evicting "
+      "others as SIEVE picks them.")
 PARAM(x_cache, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also add the older X-Cache: HIT, MISS or PASS response header.")
 PARAM(purge_acl, STRING, "127.0.0.1,::1", NULL, NULL, PAR_LIVE,

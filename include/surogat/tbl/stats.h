@@ -70,6 +70,8 @@ STAT(sto_recover_dropped, COUNTER, "Sealed records dropped at startup because a 
 STAT(sto_verify_fail, COUNTER, "Recovered objects whose body failed its checksum on first use: "
      "dropped, never served.")
 STAT(n_lru_nuked, COUNTER, "Objects evicted to make room.")
+STAT(cache_admission_rejected, COUNTER, "Objects not stored because the object they would "
+     "have evicted was asked for more often (tinylfu).")
 STAT(n_lru_limited, COUNTER, "Objects not stored because nuke_limit evictions did not make room.")
 STAT(purges, COUNTER, "PURGE requests by URL, hard or soft.")
 STAT(purges_soft, COUNTER, "Soft PURGE requests (Purge-Mode: soft): objects expired, not removed.")
