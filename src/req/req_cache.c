@@ -547,9 +547,14 @@ req_dispatch(struct req *req)
         hsh_deref(&oc);
         return;
     case HSH_STREAM:
-        /* Each wait is bounded: the fetch itself gives up after its between-bytes timeout. */
+        /*
+         * Each wait is bounded: the fetch gives up after its between-bytes
+         * timeout, but may also spend up to send_timeout on one write to
+         * its own (slow) client before it reads on.
+         */
         req_deliver_stream(req, oc, (be != NULL ? be_between_bytes_timeout(be)
-                                                : par.backend_between_bytes_timeout) + 1);
+                                                : par.backend_between_bytes_timeout) +
+                                        par.send_timeout + 1);
         hsh_stream_leave(&oc);
         return;
     case HSH_GRACE:
