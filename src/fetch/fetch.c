@@ -449,6 +449,25 @@ build_resp_head(struct fetch *f, struct out *o)
 }
 
 /*
+ * The whole body is in: publish the object -- or, past max_object_size,
+ * let its readers finish and drop it -- before the client gets its last
+ * bytes, so that the client's next request finds it complete.
+ */
+static void
+store_done(struct fetch *f)
+{
+    if (f->oc == NULL)
+        return;
+    f->oc->body_complete = true;
+    if (f->keep_for_readers) {
+        hsh_abandon(&f->oc, par.hitmiss_ttl);
+        return;
+    }
+    STAT_INC(cache_stored);
+    hsh_unbusy(&f->oc);
+}
+
+/*
  * Stream the body.  0 complete; -1 the backend failed (the client must be
  * aborted); -2 the client failed.
  */
@@ -466,8 +485,10 @@ deliver_body(struct fetch *f, struct out *o)
     ssize_t n;
     bool done = false;
 
-    if (f->body == H1_BODY_NONE)
+    if (f->body == H1_BODY_NONE) {
+        store_done(f);
         return (out_flush(f, o) == 0 ? 0 : -2);
+    }
     if (f->body == H1_BODY_CHUNKED)
         h1_chunk_init(&ck, par.http_chunk_ext_max);
     while (!done) {
@@ -524,6 +545,7 @@ deliver_body(struct fetch *f, struct out *o)
         }
         return (-1);
     }
+    store_done(f);
     if (f->chunk_out && f->body_to_client && out_add(f, o, "0\r\n\r\n", 5) != 0)
         return (-2);
     /* Bytes past the end of the body: the backend is out of step, do not reuse it. */
@@ -773,17 +795,8 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
     }
     rv = deliver_body(&f, &o);
     if (f.oc != NULL) {
-        if (rv == 0) {
-            f.oc->body_complete = true;
-            if (f.keep_for_readers) {
-                hsh_abandon(&f.oc, par.hitmiss_ttl); /* its readers got it; not kept */
-            } else {
-                STAT_INC(cache_stored);
-                hsh_unbusy(&f.oc);
-            }
-        } else {
-            hsh_abandon(&f.oc, 0);
-        }
+        SRG_ASSERT(rv != 0); /* a complete body was published by deliver_body() */
+        hsh_abandon(&f.oc, 0);
     }
     if (bg && rv != 0)
         STAT_INC(cache_bgfetch_failed);
