@@ -94,29 +94,6 @@ out_add(struct fetch *f, struct out *o, const void *p, size_t len)
     return (0);
 }
 
-/*
- * Store body bytes in the busy object.  Past max_object_size the object
- * is not kept: abandoned at once, or -- when requests already stream from
- * it and need the rest -- filled to the end and then abandoned.
- */
-static void
-store_body(struct fetch *f, const char *p, size_t len)
-{
-    uint64_t max = par.max_object_size;
-
-    if (!f->keep_for_readers && max > 0 && f->body_off + len > max) {
-        STAT_INC(cache_too_big);
-        if (hsh_stream_close(f->oc)) {
-            f->keep_for_readers = true;
-        } else {
-            hsh_abandon(&f->oc, par.hitmiss_ttl);
-            return;
-        }
-    }
-    if (hsh_append(f->oc, p, len) != 0)
-        hsh_abandon(&f->oc, 0); /* no room: the client still gets everything */
-}
-
 /* Body bytes, chunked or raw as this response is delivered, and stored. */
 static int
 out_body(struct fetch *f, struct out *o, const char *p, size_t len)
@@ -126,7 +103,7 @@ out_body(struct fetch *f, struct out *o, const char *p, size_t len)
     if (len == 0)
         return (0);
     if (f->oc != NULL)
-        store_body(f, p, len);
+        fetch__store_body(f, p, len);
     f->body_off += len;
     if (!f->body_to_client || !f->to_client)
         return (0);
@@ -449,25 +426,6 @@ build_resp_head(struct fetch *f, struct out *o)
 }
 
 /*
- * The whole body is in: publish the object -- or, past max_object_size,
- * let its readers finish and drop it -- before the client gets its last
- * bytes, so that the client's next request finds it complete.
- */
-static void
-store_done(struct fetch *f)
-{
-    if (f->oc == NULL)
-        return;
-    f->oc->body_complete = true;
-    if (f->keep_for_readers) {
-        hsh_abandon(&f->oc, par.hitmiss_ttl);
-        return;
-    }
-    STAT_INC(cache_stored);
-    hsh_unbusy(&f->oc);
-}
-
-/*
  * Stream the body.  0 complete; -1 the backend failed (the client must be
  * aborted); -2 the client failed.
  */
@@ -486,7 +444,7 @@ deliver_body(struct fetch *f, struct out *o)
     bool done = false;
 
     if (f->body == H1_BODY_NONE) {
-        store_done(f);
+        fetch__store_done(f);
         return (out_flush(f, o) == 0 ? 0 : -2);
     }
     if (f->body == H1_BODY_CHUNKED)
@@ -545,7 +503,7 @@ deliver_body(struct fetch *f, struct out *o)
         }
         return (-1);
     }
-    store_done(f);
+    fetch__store_done(f);
     if (f->chunk_out && f->body_to_client && out_add(f, o, "0\r\n\r\n", 5) != 0)
         return (-2);
     /* Bytes past the end of the body: the backend is out of step, do not reuse it. */

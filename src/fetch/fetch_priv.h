@@ -52,6 +52,13 @@ void fetch__run_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh
 void fetch__keep_locations(struct fetch *f);
 /* After the response head: keep the busy object only if the response may be stored. */
 void fetch__decide_store(struct fetch *f);
+/*
+ * Body bytes for the busy object: stored, or past max_object_size the
+ * object is dropped (at once, or after its streaming readers got it all).
+ */
+void fetch__store_body(struct fetch *f, const char *p, size_t len);
+/* The whole body is in: publish the busy object (or drop it, see above). */
+void fetch__store_done(struct fetch *f);
 /* The backend said 304 to our revalidation: renew, publish and deliver.  -1: answer 502. */
 int fetch__revalidated(struct fetch *f);
 

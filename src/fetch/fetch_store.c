@@ -191,6 +191,48 @@ fetch__decide_store(struct fetch *f)
     hsh_abandon(&f->oc, hfm_ttl);
 }
 
+/*
+ * Store body bytes in the busy object.  Past max_object_size the object
+ * is not kept: abandoned at once, or -- when requests already stream from
+ * it and need the rest -- filled to the end and then abandoned.
+ */
+void
+fetch__store_body(struct fetch *f, const char *p, size_t len)
+{
+    uint64_t max = par.max_object_size;
+
+    if (!f->keep_for_readers && max > 0 && f->body_off + len > max) {
+        STAT_INC(cache_too_big);
+        if (hsh_stream_close(f->oc)) {
+            f->keep_for_readers = true;
+        } else {
+            hsh_abandon(&f->oc, par.hitmiss_ttl);
+            return;
+        }
+    }
+    if (hsh_append(f->oc, p, len) != 0)
+        hsh_abandon(&f->oc, 0); /* no room: the client still gets everything */
+}
+
+/*
+ * The whole body is in: publish the object -- or, past max_object_size,
+ * let its readers finish and drop it -- before the client gets its last
+ * bytes, so that the client's next request finds it complete.
+ */
+void
+fetch__store_done(struct fetch *f)
+{
+    if (f->oc == NULL)
+        return;
+    f->oc->body_complete = true;
+    if (f->keep_for_readers) {
+        hsh_abandon(&f->oc, par.hitmiss_ttl);
+        return;
+    }
+    STAT_INC(cache_stored);
+    hsh_unbusy(&f->oc);
+}
+
 /* Fields a 304 must not change in the stored response (RFC 9111 section 3.2). */
 static const char *const keep_on_304[] = {
     "Content-Length", "Content-Encoding", "Content-Range", "Age",

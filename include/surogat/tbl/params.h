@@ -25,7 +25,9 @@ PARAM(thread_pool_timeout, DURATION, "300s", "10ms", NULL, PAR_LIVE,
       "An idle worker above thread_pool_min exits after this long without work.")
 PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
       "Requests that may wait for a worker in each pool. When the queue is full a new request "
-      "is answered 503 with Retry-After at once and its connection closed (sess_dropped).")
+      "is answered 503 with Retry-After at once and its connection closed (sess_dropped). "
+      "Background refreshes of stale objects are bounded the same way: when as many wait, a "
+      "refresh is skipped (cache_bgfetch_skipped) and a later request tries again.")
 PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
       "Backlog of each listen socket: connections the kernel queues before accept().")
 PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
