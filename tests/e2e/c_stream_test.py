@@ -157,6 +157,27 @@ def test_chunked_origin_streams(origin, surogat):
     assert origin.hits("/ch") == 1
 
 
+def test_fetching_client_leaves_waiter_still_served(origin, surogat):
+    """The client whose request fetches goes away mid-body: the fetch goes
+    on for the cache and for the request streaming from it."""
+    route = held_route(origin, "/gone")
+    sg = surogat()
+    a = Partial(sg, "/gone")
+    a.head()
+    a.some(FIRST)
+    b = Partial(sg, "/gone")
+    assert b.head().header("Cache-Status").startswith("surogat; fwd=miss; collapsed")
+    a.close()
+    time.sleep(0.2)
+    route.release.set()
+    assert sha(b.rest()) == sha(BODY)
+    b.close()
+    sg.wait_stat("cache_stored", 1, timeout=10)
+    r = sg.get("/gone")
+    assert r.header("Cache-Status").startswith("surogat; hit") and sha(r.body) == sha(BODY)
+    assert origin.hits("/gone") == 1
+
+
 def test_head_waiter(origin, surogat):
     route = held_route(origin, "/hw")
     sg = surogat()
@@ -352,6 +373,25 @@ def test_background_revalidation_304(origin, surogat):
     assert r.header("Cache-Status").startswith("surogat; hit; ttl=")
     assert "ttl=-" not in r.header("Cache-Status")
     assert origin.hits("/bv") == 2
+
+
+def test_background_refresh_keeps_vary_fields(origin, surogat):
+    body = lambda q: b"for " + (q.header("Accept-Language") or "-").encode()  # noqa: E731
+    origin.route("/bvary", body=body, headers={"Vary": "Accept-Language",
+                                                "Cache-Control": "max-age=1, "
+                                                                 "stale-while-revalidate=30"})
+    sg = surogat()
+    de = {"Accept-Language": "de"}
+    assert sg.get("/bvary", headers=de).body == b"for de"
+    time.sleep(1.3)
+    origin.route("/bvary", body=body, headers={"Vary": "Accept-Language",
+                                                "Cache-Control": "max-age=60"})
+    assert sg.get("/bvary", headers=de).body == b"for de"
+    sg.wait_stat("cache_stored", 2, timeout=10)
+    assert origin.last("/bvary").header("Accept-Language") == "de"
+    r = sg.get("/bvary", headers=de)
+    assert r.body == b"for de" and "ttl=-" not in r.header("Cache-Status"), r
+    assert origin.hits("/bvary") == 2
 
 
 def test_background_refresh_skipped_when_queue_full(origin, surogat):
