@@ -61,7 +61,7 @@ struct cobj {
      * hsh_append() after the bytes are in place, loaded with acquire by
      * readers, so a reader never sees a byte before it is written.
      */
-    bool body_clen;      /* stream_clen is the announced length (Content-Length) */
+    bool clen_known;      /* stream_clen is the announced length (Content-Length) */
     unsigned nreaders;   /* requests streaming from it, under the shard lock */
     uint64_t stream_len;
     uint64_t stream_clen;

@@ -581,7 +581,7 @@ hsh_stream_open(struct cobj *oc, uint64_t clen)
 
     OBJ_CHECK(oc, COBJ_MAGIC);
     sh = shard_of(oc->oh->hash);
-    oc->body_clen = clen != UINT64_MAX;
+    oc->clen_known = clen != UINT64_MAX;
     oc->stream_clen = clen;
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
