@@ -1,6 +1,8 @@
 /*
  * fetch -- the backend transaction: send the request (streaming its body),
- * read the response head, and stream the response body to the client.
+ * read the response head, and stream the response body to the client --
+ * and to the cache, and through it to the requests waiting for the same
+ * object.  A background refresh runs the same transaction with no client.
  *
  * Failures become the right status: connect failure or a busy backend
  * 503, no response in time 504, a malformed one 502.  Once the response
@@ -28,5 +30,14 @@ struct hsh_stale;
  * the stale object is served.  Takes the caller's references.
  */
 void fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
+/*
+ * Grace with nobody refreshing (HSH_GRACE): refresh the busy *ocp from
+ * the stale copy stale->oc in a pool task (POOL_PRIO_BG, through the
+ * bounded queue) while the caller delivers the stale copy.  Takes both
+ * references.  When the queue is full the refresh is skipped and the
+ * busy object abandoned (cache_bgfetch_skipped): a later request tries
+ * again.  Never blocks on the backend.
+ */
+void fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
 
 #endif

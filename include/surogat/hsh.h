@@ -6,8 +6,10 @@
  * table and eviction queue, so lookups of different keys never contend.
  * A complete object is immutable: deliveries read it without a lock,
  * holding a reference.  A busy object (a fetch in progress) is written by
- * its fetch only; other requests for the key wait until it is published
- * (hsh_unbusy) or abandoned, at most coalesce_timeout.
+ * its fetch only; other requests for the key wait until the fetch knows
+ * the response is stored (hsh_stream_open), then stream the body from the
+ * busy object as it is appended (hsh_stream_wait), or until the object is
+ * published (hsh_unbusy) or abandoned, at most coalesce_timeout.
  */
 #ifndef SUROGAT_HSH_H
 #define SUROGAT_HSH_H
@@ -30,6 +32,8 @@ enum cobj_flag {
     COBJ_HFM = 1u << 1,  /* hit-for-miss marker: the response was not cacheable */
     COBJ_DEAD = 1u << 2, /* unlinked from the index; freed with its last reference */
     COBJ_BANNED = 1u << 3, /* matched a ban: invisible to lookups, unlinked at the next chance */
+    COBJ_STREAM = 1u << 4, /* busy, head stored: waiters may stream the body (hsh_stream_open) */
+    COBJ_ORPHAN = 1u << 5, /* abandoned while streamed: the last reader frees the body */
 };
 
 struct cobj {
@@ -57,9 +61,22 @@ struct cobj {
     /* Invalidation (ban.c, xkey.c). */
     struct ban *ban; /* the newest ban tested against (or current at creation); shard lock */
     void *xkey;      /* its entries in the tag index, NULL if untagged; xkey.c's locks */
+    /*
+     * Streaming from a busy object.  stream_len is the count of body
+     * bytes readers may read: stored with release semantics by
+     * hsh_append() after the bytes are in place, loaded with acquire by
+     * readers, so a reader never sees a byte before it is written.
+     */
+    bool clen_known;      /* stream_clen is the announced length (Content-Length) */
+    unsigned nreaders;   /* requests streaming from it, under the shard lock */
+    uint64_t stream_len;
+    uint64_t stream_clen;
 };
 
-/* A stale object found by a miss: for revalidation, or to serve if the backend fails. */
+/*
+ * A stale object found by a miss: for revalidation, or to serve if the
+ * backend fails.  With HSH_GRACE, the stale copy to deliver now.
+ */
 struct hsh_stale {
     struct cobj *oc;               /* referenced, or NULL */
     enum fresh_verdict verdict;    /* what fresh_decide() said of it */
@@ -69,16 +86,35 @@ enum hsh_result {
     HSH_HIT,  /* *ocp: a referenced, complete, usable object */
     HSH_MISS, /* *ocp: a new busy object; the caller fetches and publishes or abandons it */
     HSH_PASS, /* a hit-for-miss marker, or coalescing gave up: fetch, do not store */
+    /*
+     * *ocp: a referenced busy object whose head is stored: deliver it and
+     * stream its body with hsh_stream_wait(), then hsh_stream_leave().
+     */
+    HSH_STREAM,
+    /*
+     * stale->oc: a referenced stale object within its stale-while-
+     * revalidate (grace) window to deliver now; *ocp: a new busy object
+     * for refreshing it in the background (fetch_bg), as on a miss.
+     */
+    HSH_GRACE,
+};
+
+enum hsh_stream {
+    HSH_S_MORE,    /* more bytes are stored: *avail grew */
+    HSH_S_DONE,    /* the body is complete: *avail is its length */
+    HSH_S_FAILED,  /* the fetch failed or gave up storing: the body will not complete */
+    HSH_S_TIMEOUT, /* nothing new within the timeout */
 };
 
 int hsh_init(void);
 void hsh_fini(void); /* drops every object; no lookup may run */
 /*
  * Look up `key` for request `req` (for Vary) with directives qcc at time
- * now.  May block while another request fetches the same key -- unless a
- * stale copy is within its stale-while-revalidate (grace) window: then
- * that copy is the hit.  On a miss, *stale holds the newest stale variant
- * (referenced) if there is one.
+ * now.  May block while another request fetches the same key, until the
+ * fetch streams (HSH_STREAM) or ends -- unless a stale copy is within its
+ * stale-while-revalidate (grace) window: then that copy is the hit, and
+ * HSH_GRACE when nobody refreshes it yet.  On a miss, *stale holds the
+ * newest stale variant (referenced) if there is one.
  */
 enum hsh_result hsh_lookup(const char *key, size_t keylen, const struct http *req,
                            const struct cc *qcc, double now, struct cobj **ocp,
@@ -96,8 +132,29 @@ int hsh_set_vary(struct cobj *oc, const struct http *req, const struct http *res
 int hsh_store_begin(struct cobj *oc);
 /* The object's timing changed after publication: tell a persistent store. */
 void hsh_store_attr(struct cobj *oc);
-/* Store body bytes of a busy object, evicting others to make room.  -1: give up storing. */
+/*
+ * Store body bytes of a busy object, evicting others to make room, and
+ * wake its streaming readers.  -1: give up storing.
+ */
 int hsh_append(struct cobj *oc, const void *p, size_t len);
+/*
+ * The fetch stored the head (and set the Vary values): requests waiting
+ * for oc may stream it from now on.  clen: the announced body length, or
+ * UINT64_MAX when unknown (chunked, close-delimited).
+ */
+void hsh_stream_open(struct cobj *oc, uint64_t clen);
+/*
+ * No new readers may attach to oc (they wait for the end of the fetch
+ * instead).  Returns whether readers are streaming from it: then its
+ * body must be kept (and appended to) until it completes.
+ */
+bool hsh_stream_close(struct cobj *oc);
+/*
+ * A reader has sent `have` bytes: wait up to tmo seconds for more, and
+ * say how many are readable (*avail).  Blocks; takes the shard lock.
+ */
+enum hsh_stream hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint64_t *avail);
+void hsh_stream_leave(struct cobj **ocp); /* the reader is done; drops its reference */
 /*
  * The fetch completed: the object replaces older variants that match the
  * same request and becomes visible; waiters are woken.  Drops the
@@ -108,6 +165,9 @@ void hsh_unbusy(struct cobj **ocp);
  * The fetch failed or the response is not cacheable.  With hfm_ttl > 0 a
  * hit-for-miss marker stays for that long so later requests do not queue
  * behind each other for an uncacheable URL.  Drops the caller's reference.
+ * Streaming readers see the end as a failure unless body_complete was set
+ * (a complete body that is not kept, e.g. over max_object_size); the
+ * body is freed when the last of them leaves.
  */
 void hsh_abandon(struct cobj **ocp, double hfm_ttl);
 void hsh_deref(struct cobj **ocp);

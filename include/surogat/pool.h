@@ -28,8 +28,8 @@ struct pool_task {
 
 enum pool_prio {
     POOL_PRIO_FETCH, /* first: requests parked on a busy object wait on it */
-    POOL_PRIO_REQ,   /* client requests; the only class thread_queue_limit refuses */
-    POOL_PRIO_BG,    /* probes, housekeeping */
+    POOL_PRIO_REQ,   /* client requests; thread_queue_limit refuses them when full */
+    POOL_PRIO_BG,    /* background refreshes, probes, housekeeping; bounded like REQ */
     POOL_PRIO__N
 };
 
@@ -37,7 +37,7 @@ int pool_init(void); /* starts thread_pools pools with thread_pool_min workers e
 /* Stop taking tasks, let queued and running tasks finish, join all threads. */
 void pool_fini(void);
 struct pool *pool_pick(void); /* round-robin over the pools */
-/* 0, or -1 when the queue is full (REQ only) or the pool is shutting down. */
+/* 0, or -1 when the queue is full (REQ and BG) or the pool is shutting down. */
 int pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio);
 /*
  * Whether tasks wait for a worker in pp.  Racy by design: a worker asks

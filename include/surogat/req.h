@@ -62,12 +62,28 @@ bool req_not_modified(const struct req *req, const struct txt *etag, const struc
 struct http;
 void req_invalidate(struct req *req, const struct http *resp);
 /*
+ * The request's single byte Range against a body of len bytes (RFC 9110
+ * section 14.1.2), kept only if If-Range matches the strong etag or the
+ * lm date (either may be NULL): 1 satisfiable (*first..*last), 0
+ * unsatisfiable (416), -1 no usable Range (absent, not bytes, several
+ * ranges, If-Range not matching): serve the whole body.
+ */
+int req_range(const struct req *req, const struct txt *etag, const struct txt *lm, uint64_t len,
+              uint64_t *first, uint64_t *last);
+/*
  * Deliver a cached object: 304, 206 or 416 as the request's conditions
  * and range say.  fwd NULL for a hit; else the Cache-Status forward
  * detail of RFC 9211 ("fwd=stale; fwd-status=304" for a revalidation).
  */
 struct cobj;
 void req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
+/*
+ * Deliver a busy object (HSH_STREAM) as its fetch stores it: the head at
+ * once, then body bytes as they are appended, waiting at most tmo seconds
+ * for each piece.  A fetch that fails after the head went out aborts the
+ * connection (req->abort).  Cache-Status: fwd=miss; collapsed.
+ */
+void req_deliver_stream(struct req *req, struct cobj *oc, double tmo);
 /* Answer a checked request: from the cache, or through a fetch. */
 void req_dispatch(struct req *req);
 /*

@@ -70,6 +70,8 @@ int sto_open(struct sto_body *b, struct sto_meta *m);
  */
 int sto_append(struct sto_body *b, const void *p, size_t len);
 void sto_body_trim(struct sto_body *b); /* complete: give the unused tail back */
+/* Whether sto_body_trim() leaves every written byte where it is (readers may go on). */
+bool sto_trim_in_place(const struct sto_body *b);
 /* The body is complete and its object published: a persistent store makes it recoverable. */
 void sto_seal(struct sto_body *b);
 /* The object left the index: a persistent store must not bring it back after a restart. */

@@ -16,6 +16,15 @@
  * towards the head, sparing and clearing visited objects and evicting the
  * first unvisited one.  A scan of one-hit wonders therefore passes
  * through without displacing objects that are hit again.
+ *
+ * Streaming: once its fetch calls hsh_stream_open(), a busy object has
+ * readers -- requests that coalesced on it and deliver its body as it is
+ * appended.  Each holds a reference to the object and counts in the
+ * objhead's nstream, so neither goes away under it; the body of an
+ * abandoned object stays until the last reader leaves (COBJ_ORPHAN).  The
+ * writer publishes the readable length with a release store after the
+ * bytes are in place and wakes sleeping readers (oh->nsleep) on the
+ * objhead's condition variable.
  */
 #include "config.h"
 
@@ -49,8 +58,14 @@ struct objhead {
     size_t keylen;
     struct cobj *objs;     /* variants, busy ones included */
     unsigned nwaiting;     /* requests waiting for a busy object */
+    unsigned nstream;      /* requests streaming from a busy object: keep the objhead */
+    unsigned nsleep;       /* atomic: streaming readers asleep, waiting for bytes */
     unsigned nobjs;
-    pthread_cond_t cond;   /* broadcast when a busy object is published or abandoned */
+    /*
+     * Broadcast when a busy object streams, is published or abandoned,
+     * and when bytes are appended while readers sleep.
+     */
+    pthread_cond_t cond;
 };
 
 struct shard {
@@ -133,6 +148,21 @@ cobj_free(struct cobj *oc)
         sto_body_free(&oc->body);
     STAT_DEC(n_object);
     OBJ_FREE(&oc);
+}
+
+/*
+ * Free the body of an object that stays (a hit-for-miss marker) or is
+ * about to go.  A stored head lives with the body in a persistent store:
+ * it goes too.
+ */
+static void
+body_drop(struct cobj *oc)
+{
+    if (oc->body.meta_stored) {
+        oc->head = NULL;
+        oc->head_len = 0;
+    }
+    sto_body_free(&oc->body);
 }
 
 void
@@ -240,7 +270,7 @@ oh_maybe_free(struct shard *sh, struct objhead *oh)
 {
     struct objhead **pp;
 
-    if (oh->objs != NULL || oh->nwaiting > 0)
+    if (oh->objs != NULL || oh->nwaiting > 0 || oh->nstream > 0)
         return;
     for (pp = &sh->buckets[bucket_of(sh, oh->hash)]; *pp != oh; pp = &(*pp)->hnext)
         AN(*pp);
@@ -451,7 +481,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
 {
     uint64_t hash = key_hash(key, keylen);
     struct shard *sh = shard_of(hash);
-    struct cobj *oc, *busy, *swr, *old, *dead[8];
+    struct cobj *oc, *busy, *stream, *swr, *old, *dead[8];
     enum fresh_verdict v, old_v = FRESH_V_REVALIDATE;
     unsigned ndead = 0;
     struct objhead *oh;
@@ -469,9 +499,12 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     if (oh == NULL)
         oh = oh_new(sh, hash, key, keylen);
     for (;;) {
-        busy = swr = old = NULL;
+        busy = stream = swr = old = NULL;
         for (oc = oh->objs; oc != NULL; oc = oc->next) {
             if (oc->flags & COBJ_BUSY) {
+                /* Its Vary values are set before COBJ_STREAM, under this lock. */
+                if ((oc->flags & COBJ_STREAM) && vary_match(oc, req))
+                    stream = oc;
                 busy = oc;
                 continue;
             }
@@ -513,6 +546,18 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             *ocp = swr;
             return (HSH_HIT);
         }
+        if (stream != NULL) {
+            /* The fetch stores what we want: deliver it as it arrives. */
+            take_ref(stream);
+            stream->nreaders++;
+            oh->nstream++;
+            AZ(pthread_mutex_unlock(&sh->mtx));
+            if (!waited)
+                STAT_INC(cache_coalesced);
+            STAT_INC(cache_streamed);
+            *ocp = stream;
+            return (HSH_STREAM);
+        }
         if (busy == NULL)
             break;
         /* Someone is fetching this key: wait for it rather than asking the backend too. */
@@ -537,11 +582,17 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         now = tim_real();
     }
     /*
-     * A miss.  The newest stale variant stays in the index (later
-     * requests may get it in grace while we refresh) and goes to the
-     * caller for revalidation and stale-if-error; variants past all use
-     * go now.
+     * A miss, or grace with nobody refreshing (then the stale copy is
+     * both what the caller delivers and what the refresh revalidates).
+     * The newest stale variant stays in the index (later requests may get
+     * it in grace while we refresh) and goes to the caller for
+     * revalidation and stale-if-error; variants past all use go now.
      */
+    if (swr != NULL) {
+        old = swr;
+        old_v = FRESH_V_STALE_WHILE_REVALIDATE;
+        swr->visited = true;
+    }
     for (oc = oh->objs; oc != NULL && ndead < ARRAY_LEN(dead);) {
         struct cobj *next = oc->next;
         if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now))
@@ -557,6 +608,10 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     AZ(pthread_mutex_unlock(&sh->mtx));
     while (ndead > 0)
         hsh_deref(&dead[--ndead]);
+    if (swr != NULL) {
+        STAT_INC(cache_hit_grace);
+        return (HSH_GRACE);
+    }
     STAT_INC(cache_miss);
     return (HSH_MISS);
 }
@@ -566,6 +621,124 @@ hsh_ref(struct cobj *oc)
 {
     OBJ_CHECK(oc, COBJ_MAGIC);
     take_ref(oc);
+}
+
+/* ---- streaming ---- */
+
+void
+hsh_stream_open(struct cobj *oc, uint64_t clen)
+{
+    struct shard *sh;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    sh = shard_of(oc->oh->hash);
+    oc->clen_known = clen != UINT64_MAX;
+    oc->stream_clen = clen;
+    AZ(pthread_mutex_lock(&sh->mtx));
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    oc->flags |= COBJ_STREAM;
+    AZ(pthread_cond_broadcast(&oc->oh->cond));
+    AZ(pthread_mutex_unlock(&sh->mtx));
+}
+
+bool
+hsh_stream_close(struct cobj *oc)
+{
+    struct shard *sh;
+    bool read;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    sh = shard_of(oc->oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    oc->flags &= ~COBJ_STREAM;
+    read = oc->nreaders > 0;
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    return (read);
+}
+
+/* The writer made more bytes readable: wake the readers that sleep for them. */
+static void
+stream_publish(struct cobj *oc, uint64_t len)
+{
+    struct objhead *oh = oc->oh;
+    struct shard *sh;
+
+    __atomic_store_n(&oc->stream_len, len, __ATOMIC_RELEASE);
+    /*
+     * Pairs with the fence in hsh_stream_wait(): either we see its
+     * sleeper count, or it sees our length before it sleeps.
+     */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&oh->nsleep, __ATOMIC_RELAXED) == 0)
+        return;
+    sh = shard_of(oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    AZ(pthread_cond_broadcast(&oh->cond));
+    AZ(pthread_mutex_unlock(&sh->mtx));
+}
+
+enum hsh_stream
+hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint64_t *avail)
+{
+    struct objhead *oh;
+    struct shard *sh;
+    struct timespec ts;
+    enum hsh_stream rv;
+    bool timed_out = false;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    oh = oc->oh;
+    sh = shard_of(oh->hash);
+    abs_deadline(&ts, tmo);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    SRG_ASSERT(oc->nreaders > 0);
+    for (;;) {
+        /* The end is decided under this lock, after the last byte was published. */
+        if (!(oc->flags & COBJ_BUSY)) {
+            *avail = __atomic_load_n(&oc->stream_len, __ATOMIC_ACQUIRE);
+            rv = oc->body_complete ? HSH_S_DONE : HSH_S_FAILED;
+            break;
+        }
+        __atomic_add_fetch(&oh->nsleep, 1, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        *avail = __atomic_load_n(&oc->stream_len, __ATOMIC_ACQUIRE);
+        if (*avail > have || timed_out) {
+            __atomic_sub_fetch(&oh->nsleep, 1, __ATOMIC_RELAXED);
+            rv = *avail > have ? HSH_S_MORE : HSH_S_TIMEOUT;
+            break;
+        }
+        timed_out = pthread_cond_timedwait(&oh->cond, &sh->mtx, &ts) == ETIMEDOUT;
+        __atomic_sub_fetch(&oh->nsleep, 1, __ATOMIC_RELAXED);
+    }
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    return (rv);
+}
+
+void
+hsh_stream_leave(struct cobj **ocp)
+{
+    struct cobj *oc = *ocp;
+    struct objhead *oh;
+    struct shard *sh;
+    bool free_body = false;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    oh = oc->oh;
+    sh = shard_of(oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    SRG_ASSERT(oc->nreaders > 0 && oh->nstream > 0);
+    oc->nreaders--;
+    oh->nstream--;
+    if (oc->nreaders == 0 && (oc->flags & COBJ_ORPHAN)) {
+        oc->flags &= ~COBJ_ORPHAN;
+        free_body = true;
+    }
+    oh_maybe_free(sh, oh);
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    /* Nobody can attach to an abandoned object: its body is ours alone now. */
+    if (free_body)
+        body_drop(oc);
+    hsh_deref(ocp);
 }
 
 /* ---- publishing ---- */
@@ -585,6 +758,15 @@ hsh_unbusy(struct cobj **ocp)
     xkey_index(oc);
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
+    /*
+     * Give back the unused tail of the last segment -- which may move it
+     * (realloc) -- only if no reader streams from it: a reader reads
+     * segments without a lock.  None can attach while we hold the lock,
+     * and once published the object is immutable, so this is the one
+     * moment the trim is safe.  A streamed object keeps its slack.
+     */
+    if (oc->nreaders == 0 || sto_trim_in_place(&oc->body))
+        sto_body_trim(&oc->body);
     /* Older variants for the same request are superseded. */
     for (o = oh->objs; o != NULL && nold < ARRAY_LEN(old); o = next) {
         next = o->next;
@@ -592,7 +774,7 @@ hsh_unbusy(struct cobj **ocp)
             (o->vary_len == 0 || memcmp(o->vary, oc->vary, o->vary_len) == 0))
             old[nold++] = unlink_obj(sh, o);
     }
-    oc->flags &= ~COBJ_BUSY;
+    oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
     sto_seal(&oc->body);
     sieve_insert(sh, oc);
     AZ(pthread_cond_broadcast(&oh->cond));
@@ -608,38 +790,37 @@ hsh_abandon(struct cobj **ocp, double hfm_ttl)
     struct cobj *oc = *ocp, *gone = NULL;
     struct objhead *oh;
     struct shard *sh;
+    bool read;
 
     OBJ_CHECK(oc, COBJ_MAGIC);
     oh = oc->oh;
     sh = shard_of(oh->hash);
-    /*
-     * A marker holds no body: give the storage back now.  Head and Vary
-     * values stored with the body go with it; the marker keeps its Vary
-     * values (it answers only matching requests) in a copy of its own.
-     */
-    if (oc->body.meta_stored) {
-        oc->head = NULL;
-        oc->head_len = 0;
-        if (oc->vary_len > 0) {
-            char *v = malloc(oc->vary_len);
-            AN(v);
-            memcpy(v, oc->vary, oc->vary_len);
-            oc->vary = v;
-        }
-    }
-    sto_body_free(&oc->body);
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
+    read = oc->nreaders > 0;
+    if (oc->body.meta_stored && oc->vary_len > 0) {
+        /* A marker answers only matching requests: its Vary values outlive the body. */
+        char *v = malloc(oc->vary_len);
+        AN(v);
+        memcpy(v, oc->vary, oc->vary_len);
+        oc->vary = v;
+    }
     if (hfm_ttl > 0) {
         oc->flags = COBJ_HFM;
         oc->t_hfm_end = tim_real() + hfm_ttl;
         sieve_insert(sh, oc);
     } else {
         gone = unlink_obj(sh, oc);
+        oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
         oh_maybe_free(sh, oh);
     }
+    /* A marker holds no body: it goes now, or with the last reader still sending it. */
+    if (read)
+        oc->flags |= COBJ_ORPHAN;
     AZ(pthread_cond_broadcast(&oh->cond));
     AZ(pthread_mutex_unlock(&sh->mtx));
+    if (!read)
+        body_drop(oc);
     if (gone != NULL)
         hsh_deref(&gone);
     hsh_deref(ocp);
@@ -742,8 +923,10 @@ hsh_append(struct cobj *oc, const void *p, size_t len)
         uint64_t before = oc->body.len;
         size_t done;
 
-        if (sto_append(&oc->body, p, len) == 0)
+        if (sto_append(&oc->body, p, len) == 0) {
+            stream_publish(oc, oc->body.len);
             return (0);
+        }
         /* sto_append() may have stored a part: it stays, and we retry the rest. */
         done = (size_t)(oc->body.len - before);
         p = (const char *)p + done;

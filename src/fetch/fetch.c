@@ -51,19 +51,29 @@ enum be_head {
     BEH_BAD,     /* 502 */
 };
 
+/*
+ * Send what is queued.  A client that fails while the body is still being
+ * stored does not stop the fetch: the cache, and the requests streaming
+ * from the busy object, still want the rest.
+ */
 static int
-out_flush(struct req *req, struct out *o)
+out_flush(struct fetch *f, struct out *o)
 {
+    struct req *req = f->req;
     int rv = 0;
 
-    if (o->niov > 0) {
+    if (o->niov > 0 && f->to_client) {
         if (req->t_first == 0)
             req->t_first = tim_mono();
         rv = vio_writev(req->sp->fd, o->iov, o->niov, req_send_deadline(req));
-    }
-    if (rv == 0) {
-        req->resp_bytes += o->body_bytes;
-        STAT_ADD(resp_body_bytes, o->body_bytes);
+        if (rv != 0 && f->oc != NULL) {
+            f->to_client = false;
+            f->client_failed = true;
+            rv = 0;
+        } else if (rv == 0) {
+            req->resp_bytes += o->body_bytes;
+            STAT_ADD(resp_body_bytes, o->body_bytes);
+        }
     }
     o->niov = 0;
     o->nchdr = 0;
@@ -72,11 +82,11 @@ out_flush(struct req *req, struct out *o)
 }
 
 static int
-out_add(struct req *req, struct out *o, const void *p, size_t len)
+out_add(struct fetch *f, struct out *o, const void *p, size_t len)
 {
     if (len == 0)
         return (0);
-    if (o->niov == OUT_IOV && out_flush(req, o) != 0)
+    if (o->niov == OUT_IOV && out_flush(f, o) != 0)
         return (-1);
     o->iov[o->niov].iov_base = (void *)(uintptr_t)p;
     o->iov[o->niov].iov_len = len;
@@ -84,30 +94,40 @@ out_add(struct req *req, struct out *o, const void *p, size_t len)
     return (0);
 }
 
-/* Body bytes, chunked or raw as this response is delivered. */
+/* Body bytes, chunked or raw as this response is delivered, and stored. */
 static int
 out_body(struct fetch *f, struct out *o, const char *p, size_t len)
 {
-    struct req *req = f->req;
+    uint64_t off = f->body_off;
 
     if (len == 0)
         return (0);
-    if (f->oc != NULL && hsh_append(f->oc, p, len) != 0)
-        hsh_abandon(&f->oc, 0); /* no room: the client still gets everything */
-    if (!f->body_to_client)
+    if (f->oc != NULL)
+        fetch__store_body(f, p, len);
+    f->body_off += len;
+    if (!f->body_to_client || !f->to_client)
         return (0);
+    if (f->range == 1) {
+        /* Only the bytes of [r_first, r_last] that fall in this piece. */
+        uint64_t from = f->r_first > off ? f->r_first : off;
+        uint64_t to = f->r_last + 1 < off + len ? f->r_last + 1 : off + len;
+        if (from >= to)
+            return (0);
+        p += from - off;
+        len = (size_t)(to - from);
+    }
     if (f->chunk_out) {
         if ((o->niov + 3 > OUT_IOV || o->nchdr == (int)ARRAY_LEN(o->chdr)) &&
-            out_flush(req, o) != 0)
+            out_flush(f, o) != 0)
             return (-1);
         size_t hl = h1_chunk_header(o->chdr[o->nchdr], len);
-        if (out_add(req, o, o->chdr[o->nchdr++], hl) != 0)
+        if (out_add(f, o, o->chdr[o->nchdr++], hl) != 0)
             return (-1);
     }
-    if (out_add(req, o, p, len) != 0)
+    if (out_add(f, o, p, len) != 0)
         return (-1);
     o->body_bytes += len;
-    if (f->chunk_out && out_add(req, o, "\r\n", 2) != 0)
+    if (f->chunk_out && out_add(f, o, "\r\n", 2) != 0)
         return (-1);
     return (0);
 }
@@ -154,7 +174,7 @@ build_bereq(struct req *req, struct be *be, bool miss, const struct cobj *stale)
         if (hsh_head_field(stale, "Last-Modified", &v))
             AZ(http_add(&bereq, TXT_LIT("If-Modified-Since"), v));
     }
-    if (par.xff) {
+    if (par.xff && req->sp != NULL) {
         /* One X-Forwarded-For with the client appended to what earlier proxies said. */
         for (unsigned i = 0; i < bereq.nhdr; i++)
             if (http_name_eq(&bereq.hdr[i].name, "X-Forwarded-For"))
@@ -354,13 +374,23 @@ build_resp_head(struct fetch *f, struct out *o)
                     be->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
     f->chunk_out = false;
     if (f->body == H1_BODY_LENGTH) {
-        char *cl = ws_alloc(&req->wrk->ws, 24);
-        if (cl == NULL)
+        char *cl = ws_alloc(&req->wrk->ws, 24), *cr = ws_alloc(&req->wrk->ws, 72);
+        uint64_t n = f->range == 1 ? f->r_last - f->r_first + 1 : f->range == 2 ? 0 : f->clen;
+        if (cl == NULL || cr == NULL)
             return (-1);
         http_unset(&resp, "Content-Length");
         AZ(http_add(&resp, TXT_LIT("Content-Length"),
-                    (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu",
-                                                       (unsigned long long)f->clen) }));
+                    (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu", (unsigned long long)n) }));
+        if (f->range == 1)
+            AZ(http_add(&resp, TXT_LIT("Content-Range"),
+                        (struct txt){ cr, (size_t)snprintf(cr, 72, "bytes %llu-%llu/%llu",
+                                                           (unsigned long long)f->r_first,
+                                                           (unsigned long long)f->r_last,
+                                                           (unsigned long long)f->clen) }));
+        else if (f->range == 2)
+            AZ(http_add(&resp, TXT_LIT("Content-Range"),
+                        (struct txt){ cr, (size_t)snprintf(cr, 72, "bytes */%llu",
+                                                           (unsigned long long)f->clen) }));
     }
     if ((f->body == H1_BODY_CHUNKED || f->body == H1_BODY_EOF) && f->status_override == 0) {
         if (req->http->proto == 11) {
@@ -392,7 +422,7 @@ build_resp_head(struct fetch *f, struct out *o)
     ws_release(&req->wrk->ws, sb.len + 1);
     req->status = resp.status;
     STAT_ADD(resp_head_bytes, sb.len);
-    return (out_add(req, o, buf, sb.len) == 0 ? 0 : -1);
+    return (out_add(f, o, buf, sb.len) == 0 ? 0 : -1);
 }
 
 /*
@@ -413,8 +443,10 @@ deliver_body(struct fetch *f, struct out *o)
     ssize_t n;
     bool done = false;
 
-    if (f->body == H1_BODY_NONE)
-        return (out_flush(req, o) == 0 ? 0 : -2);
+    if (f->body == H1_BODY_NONE) {
+        fetch__store_done(f);
+        return (out_flush(f, o) == 0 ? 0 : -2);
+    }
     if (f->body == H1_BODY_CHUNKED)
         h1_chunk_init(&ck, par.http_chunk_ext_max);
     while (!done) {
@@ -455,8 +487,10 @@ deliver_body(struct fetch *f, struct out *o)
         if (done)
             break;
         /* Everything buffered is queued for the client: send it before reusing the buffer. */
-        if (out_flush(req, o) != 0)
+        if (out_flush(f, o) != 0)
             return (-2);
+        if (f->client_failed && f->oc == NULL)
+            return (-2); /* nobody wants the rest any more */
         f->be_pos = f->be_len = 0;
         n = vio_read(f->conn->fd, wrk->be, wrk->be_size, tim_mono() + tmo);
         if (n > 0) {
@@ -469,12 +503,13 @@ deliver_body(struct fetch *f, struct out *o)
         }
         return (-1);
     }
-    if (f->chunk_out && f->body_to_client && out_add(req, o, "0\r\n\r\n", 5) != 0)
+    fetch__store_done(f);
+    if (f->chunk_out && f->body_to_client && out_add(f, o, "0\r\n\r\n", 5) != 0)
         return (-2);
     /* Bytes past the end of the body: the backend is out of step, do not reuse it. */
     if (f->be_pos != f->be_len)
         f->be_keepalive = false;
-    return (out_flush(req, o) == 0 ? 0 : -2);
+    return (out_flush(f, o) == 0 ? 0 : -2);
 }
 
 static bool
@@ -510,6 +545,11 @@ fail(struct fetch *f, unsigned status)
         hsh_abandon(&f->oc, 0); /* waiters retry: one of them fetches again */
     if (f->conn != NULL)
         bcp_close(&f->conn);
+    if (f->bg) {
+        /* Nobody to answer: the stale copy stays, and a later request tries again. */
+        STAT_INC(cache_bgfetch_failed);
+        return;
+    }
     if (status >= 500 && stale_usable(f)) {
         serve_stale(f, status);
         return;
@@ -528,11 +568,36 @@ fail_overflow(struct fetch *f)
 }
 
 /*
- * The backend transaction, for a pass (oc NULL) or a miss filling the
- * busy object oc.
+ * The answer to a miss is the whole object, fetched for the cache: cut it
+ * to the client's Range here (RFC 9110 section 14), judged against the
+ * fetched response's validators for If-Range.  Only with a known length;
+ * a chunked body gets the whole 200, always a valid answer.
  */
 static void
-fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale)
+miss_range(struct fetch *f)
+{
+    int r;
+
+    if (f->status_override != 0 || f->resp->status != 200 || f->body != H1_BODY_LENGTH)
+        return;
+    r = req_range(f->req, http_value(f->resp, "ETag"), http_value(f->resp, "Last-Modified"),
+                  f->clen, &f->r_first, &f->r_last);
+    if (r == 1) {
+        f->range = 1;
+        f->status_override = 206;
+    } else if (r == 0) {
+        f->range = 2;
+        f->status_override = 416;
+        f->body_to_client = false;
+    }
+}
+
+/*
+ * The backend transaction, for a pass (oc NULL) or a miss filling the
+ * busy object oc; bg: a background refresh, with nobody to answer.
+ */
+static void
+fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale, bool bg)
 {
     struct fetch f;
     struct out o;
@@ -546,9 +611,11 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
     f.req = req;
     f.be = be;
     f.oc = oc;
+    f.bg = bg;
     if (stale != NULL)
         f.stale = *stale; /* borrowed: the caller holds the reference */
-    f.body_to_client = !req->head_only;
+    f.to_client = !bg;
+    f.body_to_client = !req->head_only && !bg;
     req->cache = oc != NULL ? "MISS" : "PASS";
     if (be == NULL) {
         fail(&f, 503);
@@ -664,37 +731,42 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         req_invalidate(req, f.resp);
     if (oc != NULL) {
         fetch__decide_store(&f);
+        if (f.oc != NULL)
+            hsh_stream_open(f.oc, f.body == H1_BODY_LENGTH ? f.clen
+                                  : f.body == H1_BODY_NONE ? 0
+                                                           : UINT64_MAX);
         /*
-         * The backend was asked without the client's conditional fields, so
-         * that a full object could be stored; answer the client's own
-         * condition here.
+         * The backend was asked without the client's conditional fields
+         * and Range, so that a full object could be stored; answer the
+         * client's own condition and range here.
          */
         if (f.resp->status == 200 && req_not_modified(req, http_value(f.resp, "ETag"),
                                                       http_value(f.resp, "Last-Modified"))) {
             f.status_override = 304;
             f.body_to_client = false;
         }
+        miss_range(&f);
     }
-    if (build_resp_head(&f, &o) != 0) {
+    if (!bg && build_resp_head(&f, &o) != 0) {
         fail_overflow(&f);
         return;
     }
     rv = deliver_body(&f, &o);
     if (f.oc != NULL) {
-        if (rv == 0) {
-            sto_body_trim(&f.oc->body);
-            f.oc->body_complete = true;
-            STAT_INC(cache_stored);
-            hsh_unbusy(&f.oc);
-        } else {
-            hsh_abandon(&f.oc, 0);
-        }
+        SRG_ASSERT(rv != 0); /* a complete body was published by deliver_body() */
+        hsh_abandon(&f.oc, 0);
     }
+    if (bg && rv != 0)
+        STAT_INC(cache_bgfetch_failed);
+    if (f.client_failed)
+        req->close = true;
     if (rv == 0 && f.be_keepalive) {
         bcp_recycle(&f.conn);
         return;
     }
     bcp_close(&f.conn);
+    if (bg)
+        return;
     if (rv == -1 && req->t_first == 0) {
         /* Nothing reached the client yet: it can still get a clean 502. */
         req->resp_bytes = 0;
@@ -712,7 +784,7 @@ void
 fetch_pass(struct req *req, struct be *be)
 {
     STAT_INC(cache_pass);
-    fetch_run(req, be, NULL, NULL);
+    fetch_run(req, be, NULL, NULL, false);
 }
 
 void
@@ -721,7 +793,16 @@ fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *
     struct cobj *oc;
 
     OBJ_TAKE(oc, ocp, COBJ_MAGIC);
-    fetch_run(req, be, oc, stale);
+    fetch_run(req, be, oc, stale, false);
     if (stale->oc != NULL)
         hsh_deref(&stale->oc);
+}
+
+void
+fetch__run_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
+{
+    struct cobj *oc;
+
+    OBJ_TAKE(oc, ocp, COBJ_MAGIC);
+    fetch_run(req, be, oc, stale, true);
 }

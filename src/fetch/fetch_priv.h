@@ -26,17 +26,38 @@ struct fetch {
     uint64_t clen;
     bool be_keepalive;   /* the backend allows reuse of the connection */
     bool chunk_out;      /* we chunk the body towards the client */
-    bool body_to_client; /* false for HEAD and 304: the body is only stored */
-    unsigned status_override; /* 304 for a conditional miss, or 0 */
+    bool body_to_client; /* false for HEAD, 304 and 416: the body is only stored */
+    bool to_client;      /* anything goes to the client: false for a background fetch,
+                          * and once the client failed while the body is still stored */
+    bool bg;             /* a background refresh: there is no client at all */
+    bool client_failed;  /* a write to the client failed; the fetch went on for the cache */
+    bool keep_for_readers; /* over max_object_size with readers streaming: finish, do
+                            * not publish */
+    unsigned status_override; /* 304, 206 or 416 for a miss, or 0 */
+    int range;           /* 0 the whole body; 1 bytes [r_first, r_last] (206); 2 none (416) */
+    uint64_t r_first, r_last;
+    uint64_t body_off;   /* body bytes received so far */
     struct cobj *oc;     /* the busy object being filled, or NULL for a pass */
     struct hsh_stale stale; /* a stale copy: to revalidate, or to serve on error */
     double t_req;        /* tim_real() when the request went out */
     double t_resp;       /* tim_real() when the response head arrived */
 };
 
+/*
+ * A background refresh of the busy *ocp (taken) for the stale copy in
+ * stale (borrowed), on a pool worker, for a request built by fetch_bg.
+ */
+void fetch__run_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
 /* Keep the response's Location and Content-Location for invalidation (unsafe methods). */
 /* After the response head: keep the busy object only if the response may be stored. */
 void fetch__decide_store(struct fetch *f);
+/*
+ * Body bytes for the busy object: stored, or past max_object_size the
+ * object is dropped (at once, or after its streaming readers got it all).
+ */
+void fetch__store_body(struct fetch *f, const char *p, size_t len);
+/* The whole body is in: publish the busy object (or drop it, see above). */
+void fetch__store_done(struct fetch *f);
 /* The backend said 304 to our revalidation: renew, publish and deliver.  -1: answer 502. */
 int fetch__revalidated(struct fetch *f);
 

@@ -1,7 +1,8 @@
 /*
  * The cache side of a fetch: deciding whether a response is stored,
  * building the stored head, and renewing a stale copy on a 304.  Runs on
- * the worker of the request that fetches; the busy object is its own
+ * the worker of the request that fetches (or of a background refresh,
+ * f->bg, which delivers nothing); the busy object is its own
  * until hsh_unbusy() or hsh_abandon().
  */
 #include "config.h"
@@ -20,6 +21,7 @@
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
+#include "surogat/sto.h"
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
 
@@ -147,6 +149,17 @@ fetch__decide_store(struct fetch *f)
         st = FRESH_VARY_STAR;
         hfm_ttl = 0;
     }
+    /*
+     * Too big to keep (max_object_size, or the whole store): the client
+     * still gets all of it; a marker lets the next requests pass at once
+     * instead of queueing for a fetch that will not be stored either.
+     */
+    if (st == FRESH_STORE && f->body == H1_BODY_LENGTH &&
+        ((par.max_object_size > 0 && f->clen > par.max_object_size) || f->clen > sto_size())) {
+        STAT_INC(cache_too_big);
+        hsh_abandon(&f->oc, hfm_ttl);
+        return;
+    }
     if (st == FRESH_STORE) {
         if (f->body == H1_BODY_LENGTH)
             f->oc->body.size_hint = f->clen;
@@ -155,6 +168,48 @@ fetch__decide_store(struct fetch *f)
     }
     STAT_INC(cache_uncacheable);
     hsh_abandon(&f->oc, hfm_ttl);
+}
+
+/*
+ * Store body bytes in the busy object.  Past max_object_size the object
+ * is not kept: abandoned at once, or -- when requests already stream from
+ * it and need the rest -- filled to the end and then abandoned.
+ */
+void
+fetch__store_body(struct fetch *f, const char *p, size_t len)
+{
+    uint64_t max = par.max_object_size;
+
+    if (!f->keep_for_readers && max > 0 && f->body_off + len > max) {
+        STAT_INC(cache_too_big);
+        if (hsh_stream_close(f->oc)) {
+            f->keep_for_readers = true;
+        } else {
+            hsh_abandon(&f->oc, par.hitmiss_ttl);
+            return;
+        }
+    }
+    if (hsh_append(f->oc, p, len) != 0)
+        hsh_abandon(&f->oc, 0); /* no room: the client still gets everything */
+}
+
+/*
+ * The whole body is in: publish the object -- or, past max_object_size,
+ * let its readers finish and drop it -- before the client gets its last
+ * bytes, so that the client's next request finds it complete.
+ */
+void
+fetch__store_done(struct fetch *f)
+{
+    if (f->oc == NULL)
+        return;
+    f->oc->body_complete = true;
+    if (f->keep_for_readers) {
+        hsh_abandon(&f->oc, par.hitmiss_ttl);
+        return;
+    }
+    STAT_INC(cache_stored);
+    hsh_unbusy(&f->oc);
 }
 
 /* Fields a 304 must not change in the stored response (RFC 9111 section 3.2). */
@@ -248,12 +303,17 @@ fetch__revalidated(struct fetch *f)
         if (hsh_append(oc, s->data, s->len) != 0) {
             /* No room for the renewed copy: this client still gets the validated one. */
             hsh_abandon(&f->oc, 0);
-            req_deliver_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
+            if (!f->bg)
+                req_deliver_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
             return (0);
         }
     }
     oc->body_complete = true;
     STAT_INC(cache_revalidated);
+    if (f->bg) {
+        hsh_unbusy(&f->oc);
+        return (0);
+    }
     hsh_ref(oc);
     hsh_unbusy(&f->oc);
     req_deliver_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");

@@ -361,7 +361,8 @@ pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
         AZ(pthread_mutex_unlock(&pp->mtx));
         return (0);
     }
-    if (prio == POOL_PRIO_REQ && pp->nqueued[prio] >= par.thread_queue_limit) {
+    /* Client requests and background work shed load; fetches others wait on never do. */
+    if (prio != POOL_PRIO_FETCH && pp->nqueued[prio] >= par.thread_queue_limit) {
         AZ(pthread_mutex_unlock(&pp->mtx));
         return (-1);
     }

@@ -134,30 +134,23 @@ not_modified(const struct req *req, const struct cobj *oc)
     return (req_not_modified(req, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
 }
 
-/*
- * A single byte range of a body of `len` bytes (RFC 9110 section 14.1.2):
- * 1 satisfiable (*first..*last), 0 unsatisfiable (416), -1 no usable Range
- * (absent, not bytes, several ranges, If-Range not matching): serve it whole.
- */
-static int
-want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t *first,
-           uint64_t *last)
+int
+req_range(const struct req *req, const struct txt *etag, const struct txt *lm, uint64_t len,
+          uint64_t *first, uint64_t *last)
 {
     const struct http_hdr *rh = http_find(req->http, "Range");
     const struct http_hdr *ir = http_find(req->http, "If-Range");
     const char *p, *e;
     uint64_t a = 0, b = 0;
     bool have_a = false, have_b = false;
-    struct txt v;
 
-    if (rh == NULL || oc->status != 200)
+    if (rh == NULL)
         return (-1);
     if (ir != NULL) {
         /* Only a strong validator that matches exactly keeps the range (section 13.1.5). */
-        if (!((hsh_head_field(oc, "ETag", &v) && v.len == ir->val.len &&
-               memcmp(v.b, ir->val.b, v.len) == 0 && v.b[0] == '"') ||
-              (hsh_head_field(oc, "Last-Modified", &v) && v.len == ir->val.len &&
-               memcmp(v.b, ir->val.b, v.len) == 0)))
+        if (!((etag != NULL && etag->len == ir->val.len &&
+               memcmp(etag->b, ir->val.b, etag->len) == 0 && etag->b[0] == '"') ||
+              (lm != NULL && lm->len == ir->val.len && memcmp(lm->b, ir->val.b, lm->len) == 0)))
             return (-1);
     }
     p = rh->val.b;
@@ -190,6 +183,21 @@ want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t 
     return (1);
 }
 
+/* req_range() for a stored object, with its validators. */
+static int
+want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t *first,
+           uint64_t *last)
+{
+    struct txt etag, lm;
+    bool has_etag, has_lm;
+
+    if (oc->status != 200 || http_find(req->http, "Range") == NULL)
+        return (-1);
+    has_etag = hsh_head_field(oc, "ETag", &etag);
+    has_lm = hsh_head_field(oc, "Last-Modified", &lm);
+    return (req_range(req, has_etag ? &etag : NULL, has_lm ? &lm : NULL, len, first, last));
+}
+
 /* Body bytes [first, last] of an object into iovecs from *n on; returns false if out of room. */
 static bool
 body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov, int *n,
@@ -212,38 +220,58 @@ body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov
     return (true);
 }
 
+/* How a delivery answers: decided from the request and the object's head. */
+struct dlv {
+    bool nm;         /* 304 */
+    int range;       /* as req_range(): 1 206, 0 416, -1 the whole body */
+    bool chunked;    /* the length is not known yet: chunked to an HTTP/1.1 client */
+    uint64_t first;  /* the body bytes to send */
+    uint64_t last;
+    char status_line[64];
+    char tail[320];
+};
+
 /*
- * Deliver a hit: the stored head with this delivery's fields appended,
- * then the body straight from its storage segments, in one writev(2)
- * when it fits.
+ * The response head of a delivery of oc into iov (returns how many):
+ * the stored head with this delivery's fields appended.  len: the body
+ * length, UINT64_MAX when not known yet (a streamed chunked body).
  */
-void
-req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
+static int
+deliver_head(struct req *req, const struct cobj *oc, uint64_t len, double now, const char *fwd,
+             struct dlv *d, struct iovec *iov)
 {
-    char tail[256], status_line[64];
-    struct iovec iov[64];
-    struct sb sb;
     double age = now - oc->fresh.t_origin;
-    bool nm = not_modified(req, oc);
-    uint64_t first = 0, last = oc->body.len > 0 ? oc->body.len - 1 : 0;
-    int range = nm ? -1 : want_range(req, oc, oc->body.len, &first, &last);
     const char *sl_end;
+    struct sb sb;
     int n = 0;
 
-    req->cache = "HIT";
-    req->status = nm ? 304 : range == 1 ? 206 : range == 0 ? 416 : oc->status;
-    sb_init(&sb, tail, sizeof tail);
-    if (range == 1)
+    d->nm = not_modified(req, oc);
+    d->first = 0;
+    d->last = len > 0 ? len - 1 : 0;
+    d->chunked = false;
+    d->range = d->nm || len == UINT64_MAX ? -1 : want_range(req, oc, len, &d->first, &d->last);
+    req->status = d->nm ? 304 : d->range == 1 ? 206 : d->range == 0 ? 416 : oc->status;
+    sb_init(&sb, d->tail, sizeof d->tail);
+    if (d->range == 1)
         sb_printf(&sb, "Content-Range: bytes %llu-%llu/%llu\r\nContent-Length: %llu\r\n",
-                  (unsigned long long)first, (unsigned long long)last,
-                  (unsigned long long)oc->body.len, (unsigned long long)(last - first + 1));
-    else if (range == 0)
+                  (unsigned long long)d->first, (unsigned long long)d->last,
+                  (unsigned long long)len, (unsigned long long)(d->last - d->first + 1));
+    else if (d->range == 0)
         sb_printf(&sb, "Content-Range: bytes */%llu\r\nContent-Length: 0\r\n",
-                  (unsigned long long)oc->body.len);
-    else if (!nm && oc->status != 204) {
+                  (unsigned long long)len);
+    else if (!d->nm && oc->status != 204 && len != UINT64_MAX) {
         sb_cat(&sb, "Content-Length: ");
-        sb_uint(&sb, oc->body.len);
+        sb_uint(&sb, len);
         sb_cat(&sb, "\r\n");
+    } else if (!d->nm && oc->status != 204 && !req->head_only) {
+        /* Streamed without a known length: chunked, or the close ends it for HTTP/1.0. */
+        d->last = UINT64_MAX - 1;
+        if (req->http->proto == 11) {
+            d->chunked = true;
+            sb_cat(&sb, "Transfer-Encoding: chunked\r\n");
+        } else {
+            req->close = true;
+        }
     }
     /* Integer formatting by hand: printf's floating point shows in a hit's profile. */
     if (age < 0)
@@ -269,35 +297,60 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
         sb_cat(&sb, "Connection: keep-alive\r\n");
     sb_cat(&sb, "\r\n");
     AN(sb_ok(&sb));
-    if (nm || range >= 0) {
+    if (d->nm || d->range >= 0) {
         /* 304, 206, 416: the stored fields with the status line replaced. */
-        if (nm)
+        if (d->nm)
             STAT_INC(cache_304);
         sl_end = memchr(oc->head, '\n', oc->head_len);
         AN(sl_end);
-        iov[n].iov_base = status_line;
-        iov[n++].iov_len = (size_t)snprintf(status_line, sizeof status_line, "HTTP/1.1 %u %s\r\n",
-                                            req->status, http_reason(req->status));
+        iov[n].iov_base = d->status_line;
+        iov[n++].iov_len =
+            (size_t)snprintf(d->status_line, sizeof d->status_line, "HTTP/1.1 %u %s\r\n",
+                             req->status, http_reason(req->status));
         iov[n].iov_base = (void *)(uintptr_t)(sl_end + 1);
         iov[n++].iov_len = oc->head_len - 2 - (size_t)(sl_end + 1 - oc->head);
     } else {
         iov[n].iov_base = oc->head;
         iov[n++].iov_len = oc->head_len - 2; /* without the empty line: ours follows */
     }
-    iov[n].iov_base = tail;
+    iov[n].iov_base = d->tail;
     iov[n++].iov_len = sb.len;
     STAT_ADD(resp_head_bytes, iov[0].iov_len + (n == 3 ? iov[1].iov_len : 0) + sb.len);
     req->t_first = tim_mono();
-    if (nm || range == 0 || req->head_only || oc->body.len == 0) {
+    return (n);
+}
+
+/* Whether a delivery sends no body at all. */
+static bool
+no_body(const struct req *req, const struct dlv *d)
+{
+    return (d->nm || d->range == 0 || req->head_only);
+}
+
+/*
+ * Deliver a hit: the stored head with this delivery's fields appended,
+ * then the body straight from its storage segments, in one writev(2)
+ * when it fits.
+ */
+void
+req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
+{
+    struct iovec iov[64];
+    struct dlv d;
+    int n;
+
+    req->cache = "HIT";
+    n = deliver_head(req, oc, oc->body.len, now, fwd, &d, iov);
+    if (no_body(req, &d) || oc->body.len == 0) {
         if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0)
             req->close = true;
         return;
     }
     /* Bodies of more segments than fit go in rounds of iovecs. */
-    for (uint64_t from = first; from <= last;) {
-        uint64_t to = last, off = 0;
+    for (uint64_t from = d.first; from <= d.last;) {
+        uint64_t to = d.last, off = 0;
         int before = n;
-        if (!body_iov(oc, from, last, iov, &n, (int)ARRAY_LEN(iov))) {
+        if (!body_iov(oc, from, d.last, iov, &n, (int)ARRAY_LEN(iov))) {
             /* Out of iovecs: send what fits, up to the last whole segment. */
             for (int i = before; i < n; i++)
                 off += iov[i].iov_len;
@@ -310,8 +363,109 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
         n = 0;
         from = to + 1;
     }
-    req->resp_bytes = last - first + 1;
+    req->resp_bytes = d.last - d.first + 1;
     STAT_ADD(resp_body_bytes, req->resp_bytes);
+}
+
+/* A reader's place in a body that is still growing. */
+struct cursor {
+    const struct sto_seg *seg; /* NULL before the first segment */
+    uint64_t off;              /* body offset of seg's first byte */
+};
+
+/*
+ * Send body bytes [from, to) of a busy object, all of them readable
+ * (to <= the published length), as one chunk when chunked.  Segment
+ * lengths and links are read only up to that length: the writer may be
+ * extending the last segment meanwhile, but everything below the length
+ * was written before it was published (release/acquire), and trimming,
+ * which could move a segment, never happens while readers stream.
+ */
+static int
+stream_out(struct req *req, const struct cobj *oc, struct cursor *c, uint64_t from, uint64_t to,
+           bool chunked)
+{
+    struct iovec iov[64];
+    char chdr[H1_CHUNK_HDR_MAX];
+
+    if (c->seg == NULL) {
+        c->seg = __atomic_load_n(&oc->body.first, __ATOMIC_RELAXED);
+        c->off = 0;
+    }
+    /* In rounds of one writev(2), each one chunk when chunked. */
+    while (from < to) {
+        uint64_t round = 0;
+        int n = chunked ? 1 : 0;
+
+        while (from < to && n < (int)ARRAY_LEN(iov) - 1) {
+            size_t slen = __atomic_load_n(&c->seg->len, __ATOMIC_RELAXED);
+            uint64_t end;
+
+            if (from >= c->off + slen) {
+                c->off += slen;
+                c->seg = __atomic_load_n(&c->seg->next, __ATOMIC_RELAXED);
+                AN(c->seg);
+                continue;
+            }
+            end = to < c->off + slen ? to : c->off + slen;
+            iov[n].iov_base = (void *)(uintptr_t)(c->seg->data + (from - c->off));
+            iov[n++].iov_len = (size_t)(end - from);
+            round += end - from;
+            from = end;
+        }
+        if (chunked) {
+            iov[0].iov_base = chdr;
+            iov[0].iov_len = h1_chunk_header(chdr, round);
+            iov[n].iov_base = (void *)(uintptr_t) "\r\n";
+            iov[n++].iov_len = 2;
+        }
+        if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0)
+            return (-1);
+    }
+    return (0);
+}
+
+void
+req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
+{
+    uint64_t len = oc->clen_known ? oc->stream_clen : UINT64_MAX, pos, avail, end;
+    struct cursor cur = { NULL, 0 };
+    struct iovec iov[3];
+    enum hsh_stream st;
+    struct dlv d;
+    int n;
+
+    req->cache = "COLLAPSED";
+    n = deliver_head(req, oc, len, tim_real(), "fwd=miss; collapsed", &d, iov);
+    if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0) {
+        req->close = true;
+        return;
+    }
+    if (no_body(req, &d) || len == 0)
+        return;
+    for (pos = d.first; pos <= d.last;) {
+        st = hsh_stream_wait(oc, pos, tmo, &avail);
+        if (st == HSH_S_FAILED || st == HSH_S_TIMEOUT) {
+            /* The head is out: only a cut connection tells the client the body is short. */
+            STAT_INC(cache_stream_aborted);
+            req->abort = true;
+            return;
+        }
+        end = avail < d.last + 1 ? avail : d.last + 1;
+        if (pos < end) {
+            if (stream_out(req, oc, &cur, pos, end, d.chunked) != 0) {
+                req->close = true;
+                return;
+            }
+            req->resp_bytes += end - pos;
+            STAT_ADD(resp_body_bytes, end - pos);
+            pos = end;
+        }
+        if (st == HSH_S_DONE && pos >= avail)
+            break;
+    }
+    if (d.chunked && vio_write(req->sp->fd, "0\r\n\r\n", 5, req_send_deadline(req)) != 0)
+        req->close = true;
 }
 
 /*
@@ -371,7 +525,7 @@ void
 req_dispatch(struct req *req)
 {
     struct be *be = be_default();
-    struct cobj *oc = NULL;
+    struct cobj *oc = NULL, *so;
     struct hsh_stale stale;
     struct cc qcc;
     char *key;
@@ -412,20 +566,49 @@ lookup:
         req_deliver_obj(req, oc, now, NULL);
         hsh_deref(&oc);
         return;
+    case HSH_STREAM:
+        /*
+         * Each wait is bounded: the fetch gives up after its between-bytes
+         * timeout, but may also spend up to send_timeout on one write to
+         * its own (slow) client before it reads on.
+         */
+        req_deliver_stream(req, oc, (be != NULL ? be_between_bytes_timeout(be)
+                                                : par.backend_between_bytes_timeout) +
+                                        par.send_timeout + 1);
+        hsh_stream_leave(&oc);
+        return;
+    case HSH_GRACE:
+        /*
+         * Stale within its grace window and nobody refreshing it: this
+         * request gets the stale copy at once too, and the refresh runs in
+         * the background.  Cache-Status says hit (RFC 9211: served stale
+         * from the cache without going forward; ttl is negative).
+         */
+        if (!hsh_verify(stale.oc)) {
+            /* Recovered and corrupt: gone; this is a plain miss. */
+            hsh_deref(&stale.oc);
+            fetch_miss(req, be, &oc, &stale);
+            return;
+        }
+        STAT_INC(cache_hit);
+        so = stale.oc;
+        hsh_ref(so);
+        fetch_bg(req, be, &oc, &stale);
+        req_deliver_obj(req, so, now, NULL);
+        req->cache = "GRACE";
+        hsh_deref(&so);
+        return;
     case HSH_MISS:
-        if (http_find(req->http, "Range") != NULL || (qcc.flags & CC_ONLY_IF_CACHED)) {
-            /* A range goes to the backend; the object is fetched whole next time. */
+        if (qcc.flags & CC_ONLY_IF_CACHED) {
             hsh_abandon(&oc, 0);
             if (stale.oc != NULL)
                 hsh_deref(&stale.oc);
-            if (qcc.flags & CC_ONLY_IF_CACHED)
-                break;
-            fetch_pass(req, be);
-            return;
+            break;
         }
         /* A stale copy is revalidated or served on error: it must be intact too. */
         if (stale.oc != NULL && !hsh_verify(stale.oc))
             hsh_deref(&stale.oc);
+        /* A Range miss fetches the whole object (fetch_miss) and cuts the range from it. */
         fetch_miss(req, be, &oc, &stale);
         return;
     }

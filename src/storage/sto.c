@@ -135,6 +135,12 @@ sto_body_trim(struct sto_body *b)
         b->stv->ops->trim(b->stv, b);
 }
 
+bool
+sto_trim_in_place(const struct sto_body *b)
+{
+    return (b->stv == NULL || b->stv->ops->trim_in_place);
+}
+
 void
 sto_seal(struct sto_body *b)
 {

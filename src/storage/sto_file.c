@@ -969,6 +969,7 @@ sf_fini(struct stv *stv)
 
 const struct stv_ops sto_file_ops = {
     .name = "file",
+    .trim_in_place = true,
     .open = sf_open,
     .append = sf_append,
     .trim = sf_trim,

@@ -9,6 +9,7 @@
 
 struct stv_ops {
     const char *name;
+    bool trim_in_place; /* trim never moves written bytes */
     int (*open)(struct stv *, struct sto_body *, struct sto_meta *);
     int (*append)(struct stv *, struct sto_body *, const void *, size_t);
     void (*trim)(struct stv *, struct sto_body *);

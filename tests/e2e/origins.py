@@ -74,6 +74,12 @@ class Route:
                      Connection: close (a server timing out idle connections)
     send_100:        answer Expect: 100-continue before reading the body
     echo:            body = the request body; echo_sha: its sha256 hex
+    hold_head:       after reading a request, set route.held and wait (at most 30s)
+                     for route.release before answering
+    hold_after:      send the head and this many bytes of the body (as framed on
+                     the wire), set route.held, wait (at most 30s) for
+                     route.release, then send the rest -- or close instead, with
+                     die_on_release; route.done is set once all was sent
     conditional:     answer a GET or HEAD whose If-None-Match matches the route's
                      ETag (weak comparison, or *), or, without If-None-Match,
                      whose If-Modified-Since is at or after its Last-Modified,
@@ -85,7 +91,7 @@ class Route:
                  chunks=None, close_delimited=False, content_length=None, die_after=None,
                  stall_after=None, delay=0.0, hang=False, garbage=None, raw=None,
                  close_after=False, send_100=False, echo=False, echo_sha=False,
-                 conditional=False):
+                 conditional=False, hold_head=False, hold_after=None, die_on_release=False):
         self.status = status
         self.reason = reason
         if isinstance(headers, dict):
@@ -107,6 +113,20 @@ class Route:
         self.echo = echo
         self.echo_sha = echo_sha
         self.conditional = conditional
+        self.hold_head = hold_head
+        self.hold_after = hold_after
+        self.die_on_release = die_on_release
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.done = threading.Event()
+
+    def wait_release(self, stop_ev, timeout=30.0):
+        """Wait for release (bounded); False when the origin stops first."""
+        deadline = time.monotonic() + timeout
+        while not self.release.wait(0.05):
+            if stop_ev.is_set() or time.monotonic() > deadline:
+                return False
+        return True
 
     def header(self, name):
         name = name.lower()
@@ -369,6 +389,10 @@ class Origin:
         if route.delay:
             if self.stop_ev.wait(route.delay):
                 return False
+        if route.hold_head:
+            route.held.set()
+            if not route.wait_release(self.stop_ev):
+                return False
         if route.garbage is not None:
             s.sendall(route.garbage)
             return False
@@ -407,12 +431,21 @@ class Origin:
         req.answered = status
         if head_only:
             s.sendall(head)
+            route.done.set()
             return not (route.close_after or route.close_delimited)
         if route.chunked:
             chunks = route.chunks if route.chunks is not None else ([body] if body else [])
             wire = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks if c) + b"0\r\n\r\n"
         else:
             wire = body
+        if route.hold_after is not None:
+            s.sendall(head + wire[:route.hold_after])
+            route.held.set()
+            if not route.wait_release(self.stop_ev) or route.die_on_release:
+                return False
+            s.sendall(wire[route.hold_after:])
+            route.done.set()
+            return not (route.close_after or route.close_delimited)
         cut = route.die_after if route.die_after is not None else route.stall_after
         if cut is not None:
             # cut counts body bytes; for chunked, bytes of the chunked stream
@@ -421,4 +454,5 @@ class Origin:
                 self.stop_ev.wait()
             return False
         s.sendall(head + wire)
+        route.done.set()
         return not (route.close_after or route.close_delimited)

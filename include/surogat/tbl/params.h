@@ -25,7 +25,9 @@ PARAM(thread_pool_timeout, DURATION, "300s", "10ms", NULL, PAR_LIVE,
       "An idle worker above thread_pool_min exits after this long without work.")
 PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
       "Requests that may wait for a worker in each pool. When the queue is full a new request "
-      "is answered 503 with Retry-After at once and its connection closed (sess_dropped).")
+      "is answered 503 with Retry-After at once and its connection closed (sess_dropped). "
+      "Background refreshes of stale objects are bounded the same way: when as many wait, a "
+      "refresh is skipped (cache_bgfetch_skipped) and a later request tries again.")
 PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
       "Backlog of each listen socket: connections the kernel queues before accept().")
 PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
@@ -86,8 +88,8 @@ PARAM(default_ttl, DURATION, "0s", "0s", NULL, PAR_LIVE,
       "and no Last-Modified to base a heuristic on. 0 (the default) is what RFC 9111 asks: "
       "such a response is not served from cache without revalidation. Varnish uses 120s.")
 PARAM(default_grace, DURATION, "0s", "0s", NULL, PAR_LIVE,
-      "How long past its freshness an object may be served while one request refreshes it, "
-      "for responses without stale-while-revalidate. 0 (the default) follows RFC 9111, which "
+      "How long past its freshness an object may be served while it is refreshed in the "
+      "background, for responses without stale-while-revalidate. 0 (the default) follows RFC 9111, which "
       "forbids serving stale content the origin did not allow; Varnish uses 10s.")
 PARAM(default_keep, DURATION, "300s", "0s", NULL, PAR_LIVE,
       "How long past its freshness and stale windows an object with a validator (ETag or "
@@ -100,9 +102,16 @@ PARAM(hitmiss_ttl, DURATION, "120s", "0s", NULL, PAR_LIVE,
       "concurrent requests for it go to the backend side by side instead of queueing.")
 PARAM(coalesce_timeout, DURATION, "10s", "0s", NULL, PAR_LIVE,
       "Longest a request waits for another request's fetch of the same object before it goes "
-      "to the backend itself.")
+      "to the backend itself. The wait ends as soon as that fetch has the response head and "
+      "knows it will be stored: then the waiting requests stream the body as it arrives.")
 PARAM(coalesce_max_waiters, UINT, "1024", "0", NULL, PAR_LIVE,
       "Most requests that may wait for one fetch; more go to the backend themselves.")
+PARAM(max_object_size, BYTES, "0", "0", NULL, PAR_LIVE,
+      "Largest response body stored in the cache; 0 (the default): no limit but the store "
+      "itself. A larger response -- by its Content-Length, or a chunked one once it grows "
+      "past the limit -- is passed to the client whole and not stored, and a hit-for-miss "
+      "marker (hitmiss_ttl) lets the next requests for it go to the backend at once "
+      "(cache_too_big). A response larger than the whole store is never stored either.")
 PARAM(nuke_limit, UINT, "50", "0", NULL, PAR_LIVE,
       "Objects evicted at most to make room for one object being stored; beyond it the object "
       "is delivered without being stored.")

@@ -52,9 +52,18 @@ STAT(coalesce_timeout, COUNTER, "Waits for another fetch that gave up after coal
 STAT(coalesce_overflow, COUNTER, "Requests not coalesced because coalesce_max_waiters waited.")
 STAT(cache_stored, COUNTER, "Responses stored in the cache.")
 STAT(cache_uncacheable, COUNTER, "Fetched responses that could not be stored.")
-STAT(cache_hit_grace, COUNTER, "Stale objects served while another request refreshed them.")
+STAT(cache_hit_grace, COUNTER, "Stale objects served in grace while refreshed in the background.")
 STAT(cache_revalidated, COUNTER, "Stale objects revalidated by the backend with a 304 and reused.")
 STAT(cache_stale_if_error, COUNTER, "Stale objects served because the backend failed.")
+STAT(cache_streamed, COUNTER, "Requests that streamed an object from its fetch (collapsed).")
+STAT(cache_stream_aborted, COUNTER,
+     "Streaming deliveries cut because the fetch they streamed from failed or stopped storing.")
+STAT(cache_too_big, COUNTER,
+     "Responses not stored because of max_object_size or the size of the store.")
+STAT(cache_bgfetch, COUNTER, "Background refreshes of stale objects started.")
+STAT(cache_bgfetch_failed, COUNTER, "Background refreshes that failed (the stale copy stays).")
+STAT(cache_bgfetch_skipped, COUNTER,
+     "Background refreshes not started because the pool queue was full.")
 STAT(cache_304, COUNTER, "Conditional requests answered 304 from the cache.")
 STAT(n_object, GAUGE, "Objects in the cache, busy ones and hit-for-miss markers included.")
 STAT(n_objecthead, GAUGE, "Distinct cache keys.")

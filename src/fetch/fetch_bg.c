@@ -1,0 +1,168 @@
+/*
+ * Background refresh (bgfetch): a request that finds a stale object in
+ * its stale-while-revalidate or grace window, with nobody refreshing it,
+ * is answered with the stale copy at once while a pool task refreshes
+ * the object -- revalidating it when it has a validator, so that a 304
+ * renews it.
+ *
+ * The task cannot use the client request: it lives in the client's
+ * worker's workspace, gone when the client's task ends.  So fetch_bg()
+ * copies what the refresh needs to the heap -- the URL, Host, the fields
+ * the stale copy's Vary names (so the new object answers the same
+ * requests) and X-Forwarded-For -- and the task rebuilds a GET from it in
+ * its own workspace.  The conditional fields come from the stale copy's
+ * ETag and Last-Modified, added by the fetch itself.  The task owns the
+ * busy object and a reference to the stale copy until it ends.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "surogat/be.h"
+#include "surogat/defs.h"
+#include "surogat/fetch.h"
+#include "surogat/hsh.h"
+#include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/pool.h"
+#include "surogat/req.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/wrk.h"
+
+#include "fetch_priv.h"
+
+struct bgfetch {
+    unsigned magic;
+#define BGFETCH_MAGIC 0x7c2e91b4
+    struct pool_task task;
+    struct be *be;
+    struct cobj *oc;        /* the busy object the refresh fills */
+    struct hsh_stale stale; /* the stale copy it revalidates (referenced) */
+    unsigned nfield;
+    char buf[]; /* the URL, NUL; then nfield times name, NUL, value, NUL */
+};
+
+/* Append "name\0value\0" at *p. */
+static void
+put_field(char **p, const char *name, size_t nlen, const char *val, size_t vlen)
+{
+    memcpy(*p, name, nlen);
+    (*p)[nlen] = '\0';
+    *p += nlen + 1;
+    memcpy(*p, val, vlen);
+    (*p)[vlen] = '\0';
+    *p += vlen + 1;
+}
+
+static void
+bg_task(struct wrk *wrk, void *priv)
+{
+    struct bgfetch *bg = priv;
+    struct http_hdr *hdrs;
+    struct req *req;
+    const char *p;
+
+    OBJ_CHECK(bg, BGFETCH_MAGIC);
+    wrk_buffers_fit(wrk);
+    req = ws_alloc(&wrk->ws, sizeof *req);
+    hdrs = ws_alloc(&wrk->ws, (bg->nfield + 1) * sizeof *hdrs);
+    AN(req); /* workspace_client's minimum is far above these */
+    AN(hdrs);
+    memset(req, 0, sizeof *req);
+    OBJ_INIT(req, REQ_MAGIC);
+    req->wrk = wrk;
+    req->t_start = tim_real();
+    req->t_mono = tim_mono();
+    req->body = H1_BODY_NONE;
+    req->body_done = true;
+    http_init(req->http, hdrs, bg->nfield + 1);
+    req->http->method = TXT_LIT("GET");
+    req->http->url = (struct txt){ bg->buf, strlen(bg->buf) };
+    req->http->proto = 11;
+    p = bg->buf + req->http->url.len + 1;
+    for (unsigned i = 0; i < bg->nfield; i++) {
+        struct txt n = { p, strlen(p) }, v;
+        v = (struct txt){ p + n.len + 1, strlen(p + n.len + 1) };
+        AZ(http_add(req->http, n, v));
+        p = v.b + v.len + 1;
+    }
+    STAT_INC(cache_bgfetch);
+    fetch__run_bg(req, bg->be, &bg->oc, &bg->stale);
+    hsh_deref(&bg->stale.oc);
+    OBJ_FREE(&bg);
+}
+
+void
+fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
+{
+    const struct http_hdr *host = http_find(req->http, "Host");
+    const struct cobj *so = stale->oc;
+    struct bgfetch *bg;
+    size_t len = req->http->url.len + 1, xff = 0;
+    char *p;
+
+    OBJ_CHECK(so, COBJ_MAGIC);
+    if (host != NULL)
+        len += 6 + host->val.len;
+    len += so->vary_len;
+    if (par.xff) {
+        for (unsigned i = 0; i < req->http->nhdr; i++)
+            if (http_name_eq(&req->http->hdr[i].name, "X-Forwarded-For"))
+                xff += req->http->hdr[i].val.len + 2;
+        xff += strlen(req->sp->client_ip);
+        len += sizeof "X-Forwarded-For" + xff + 1 + sizeof "X-Forwarded-Proto" + sizeof "http";
+    }
+    bg = calloc(1, sizeof *bg + len);
+    AN(bg);
+    bg->magic = BGFETCH_MAGIC;
+    bg->be = be;
+    OBJ_TAKE(bg->oc, ocp, COBJ_MAGIC);
+    bg->stale = *stale;
+    stale->oc = NULL;
+    p = bg->buf;
+    memcpy(p, req->http->url.b, req->http->url.len);
+    p += req->http->url.len + 1;
+    if (host != NULL) {
+        put_field(&p, "Host", 4, host->val.b, host->val.len);
+        bg->nfield++;
+    }
+    /* The stored Vary values are the request's (the lookup matched them); empty: absent. */
+    for (const char *v = so->vary, *e = so->vary + so->vary_len; v < e;) {
+        const char *val = v + strlen(v) + 1;
+        if (*val != '\0') {
+            put_field(&p, v, strlen(v), val, strlen(val));
+            bg->nfield++;
+        }
+        v = val + strlen(val) + 1;
+    }
+    if (par.xff) {
+        /* What the fetch would have sent for this client: it has no session to ask. */
+        memcpy(p, "X-Forwarded-For", sizeof "X-Forwarded-For");
+        p += sizeof "X-Forwarded-For";
+        for (unsigned i = 0; i < req->http->nhdr; i++) {
+            const struct http_hdr *h = &req->http->hdr[i];
+            if (!http_name_eq(&h->name, "X-Forwarded-For"))
+                continue;
+            memcpy(p, h->val.b, h->val.len);
+            p += h->val.len;
+            memcpy(p, ", ", 2);
+            p += 2;
+        }
+        memcpy(p, req->sp->client_ip, strlen(req->sp->client_ip));
+        p += strlen(req->sp->client_ip) + 1; /* calloc'ed: the NUL is there */
+        put_field(&p, "X-Forwarded-Proto", 17, "http", 4);
+        bg->nfield += 2;
+    }
+    bg->task.func = bg_task;
+    bg->task.priv = bg;
+    if (be != NULL && pool_submit(req->sp->pool, &bg->task, POOL_PRIO_BG) == 0)
+        return;
+    /* No room in the queue: no refresh now; the next request in grace tries again. */
+    STAT_INC(cache_bgfetch_skipped);
+    hsh_abandon(&bg->oc, 0);
+    hsh_deref(&bg->stale.oc);
+    OBJ_FREE(&bg);
+}

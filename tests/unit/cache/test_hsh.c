@@ -1,0 +1,186 @@
+/*
+ * hsh: streaming from a busy object -- a request that waits for a fetch
+ * attaches once the fetch opens the object, reads what is appended, and
+ * sees the end as complete (hsh_unbusy) or failed (hsh_abandon); the body
+ * of an abandoned object lives until its last reader leaves.  The reader
+ * runs on a second thread, as a coalesced request would.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "surogat/ban.h"
+#include "surogat/cc.h"
+#include "surogat/hsh.h"
+#include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
+#include "surogat/stat.h"
+#include "surogat/sto.h"
+#include "surogat/tim.h"
+#include "surogat/xkey.h"
+
+static struct http req;
+static struct cc qcc;
+
+static void
+setup(void)
+{
+    char ebuf[128];
+    struct sb err;
+
+    par_init();
+    ck_assert_int_eq(stat_init(), 0); /* counts for this thread too */
+    ck_assert_int_eq(hsh_init(), 0);
+    ck_assert_int_eq(xkey_init(), 0);
+    ck_assert_int_eq(ban_init(), 0);
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(sto_init("malloc,16m", &err), 0);
+    http_init(&req, NULL, 0);
+    cc_parse_request(&req, &qcc);
+}
+
+static void
+teardown(void)
+{
+    hsh_fini();
+    ban_fini();
+    xkey_fini();
+    sto_fini();
+    stat_fini();
+    par_fini();
+}
+
+static enum hsh_result
+lookup(const char *key, struct cobj **ocp)
+{
+    struct hsh_stale stale;
+    enum hsh_result r = hsh_lookup(key, strlen(key), &req, &qcc, tim_real(), ocp, &stale);
+
+    ck_assert_ptr_null(stale.oc);
+    return (r);
+}
+
+/* A busy object whose fetch has a fresh, storable 200 head. */
+static struct cobj *
+busy(const char *key)
+{
+    static const char head[] = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n\r\n";
+    struct cobj *oc;
+
+    ck_assert_int_eq(lookup(key, &oc), HSH_MISS);
+    oc->head = strdup(head);
+    oc->head_len = sizeof head - 1;
+    oc->status = 200;
+    oc->fresh.t_origin = tim_real();
+    oc->fresh.ttl = 60;
+    ck_assert_int_eq(hsh_store_begin(oc), 0);
+    return (oc);
+}
+
+struct reader {
+    const char *key;
+    enum hsh_result r;
+    struct cobj *oc;
+};
+
+static void *
+reader_lookup(void *priv)
+{
+    struct reader *rd = priv;
+
+    stat_thread_enter();
+    rd->r = lookup(rd->key, &rd->oc);
+    stat_thread_leave();
+    return (NULL);
+}
+
+/* A second request for key, blocked until the fetch opens the object for streaming. */
+static struct cobj *
+attach(const char *key, struct cobj *oc)
+{
+    struct reader rd = { key, HSH_MISS, NULL };
+    pthread_t t;
+
+    ck_assert_int_eq(pthread_create(&t, NULL, reader_lookup, &rd), 0);
+    usleep(50000); /* it waits for the busy object (either way the result is the same) */
+    hsh_stream_open(oc, UINT64_MAX);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(rd.r, HSH_STREAM);
+    ck_assert_ptr_eq(rd.oc, oc);
+    return (rd.oc);
+}
+
+START_TEST(stream_until_complete)
+{
+    struct cobj *oc = busy("k1"), *rd, *hit;
+    uint64_t avail = 99;
+
+    rd = attach("k1", oc);
+    ck_assert_int_eq(hsh_stream_wait(rd, 0, 0.05, &avail), HSH_S_TIMEOUT);
+    ck_assert_int_eq(hsh_append(oc, "abc", 3), 0);
+    ck_assert_int_eq(hsh_stream_wait(rd, 0, 1, &avail), HSH_S_MORE);
+    ck_assert_uint_eq(avail, 3);
+    ck_assert_int_eq(memcmp(rd->body.first->data, "abc", 3), 0);
+    ck_assert_int_eq(hsh_append(oc, "def", 3), 0);
+    oc->body_complete = true;
+    hsh_unbusy(&oc);
+    /* Not trimmed under a reader: the last segment keeps its slack and does not move. */
+    ck_assert_uint_gt(rd->body.last->cap, rd->body.last->len);
+    ck_assert_int_eq(hsh_stream_wait(rd, 3, 1, &avail), HSH_S_DONE);
+    ck_assert_uint_eq(avail, 6);
+    hsh_stream_leave(&rd);
+    ck_assert_ptr_null(rd);
+    ck_assert_int_eq(lookup("k1", &hit), HSH_HIT);
+    ck_assert_uint_eq(hit->body.len, 6);
+    hsh_deref(&hit);
+}
+END_TEST
+
+START_TEST(abandon_fails_readers_and_frees_after_them)
+{
+    struct cobj *oc = busy("k2"), *rd;
+    uint64_t avail, before = sto_used();
+
+    rd = attach("k2", oc);
+    ck_assert_int_eq(hsh_append(oc, "partial", 7), 0);
+    hsh_abandon(&oc, 0);
+    ck_assert_ptr_null(oc);
+    /* The reader still holds the body it may be sending. */
+    ck_assert_uint_gt(sto_used(), before);
+    ck_assert_int_eq(memcmp(rd->body.first->data, "partial", 7), 0);
+    ck_assert_int_eq(hsh_stream_wait(rd, 0, 1, &avail), HSH_S_FAILED);
+    hsh_stream_leave(&rd);
+    ck_assert_uint_eq(sto_used(), before);
+    ck_assert_int_eq(lookup("k2", &oc), HSH_MISS);
+    hsh_abandon(&oc, 0);
+}
+END_TEST
+
+START_TEST(trim_without_readers)
+{
+    struct cobj *oc = busy("k3"), *hit;
+
+    ck_assert_int_eq(hsh_append(oc, "abc", 3), 0);
+    oc->body_complete = true;
+    hsh_unbusy(&oc);
+    ck_assert_int_eq(lookup("k3", &hit), HSH_HIT);
+    ck_assert_uint_eq(hit->body.last->cap, hit->body.last->len);
+    hsh_deref(&hit);
+}
+END_TEST
+
+Suite *
+hsh_suite(void)
+{
+    Suite *s = suite_create("hsh");
+    TCase *tc = tcase_create("stream");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, stream_until_complete);
+    tcase_add_test(tc, abandon_fails_readers_and_frees_after_them);
+    tcase_add_test(tc, trim_without_readers);
+    suite_add_tcase(s, tc);
+    return s;
+}
