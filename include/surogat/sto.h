@@ -39,6 +39,7 @@ struct sto_meta {
     size_t vary_len;
     const void *attr;
     size_t attr_len;
+    size_t mem; /* heap bytes the object costs the index: a memory store counts them */
 };
 
 struct sto_body {

@@ -958,7 +958,8 @@ hsh_store_begin(struct cobj *oc)
     attr_of(oc, &attr);
     for (;;) {
         m = (struct sto_meta){ oc->oh->key, oc->oh->keylen, oc->head, oc->head_len,
-                               oc->vary, oc->vary_len, &attr, sizeof attr };
+                               oc->vary, oc->vary_len, &attr, sizeof attr,
+                               sizeof *oc + sizeof *oc->oh + oc->oh->keylen };
         if (sto_open(&oc->body, &m) == 0)
             break;
         if (make_room(oc, &nuked) != 0) {

@@ -296,3 +296,19 @@ def test_purges_reach_recovered_objects(origin, surogat, tmp_path):
     assert r.status == 200, r
     assert not is_hit(sg2.get("/tagged"))
     assert is_hit(sg2.get("/other"))
+
+
+def test_small_objects_count_their_heads_against_a_malloc_store(origin, surogat):
+    """Heads, Vary values and the index's entries are counted against a malloc
+    store, not only body bytes: a store of tiny objects stays near its size."""
+    origin.route("/tiny", body=b"0123456789", headers=CACHED)
+    sg = surogat(args=["-s", "malloc,512k"])
+    with sg.conn() as c:
+        for i in range(3000):
+            c.request("GET", "/tiny?%d" % i)
+            assert c.read_response().body == b"0123456789"
+    st = sg.stats()
+    assert st["sto_bytes"] <= st["sto_size"] == 512 * 1024
+    assert st["n_lru_nuked"] > 0, "3000 objects of 10 bytes must not fit in 512 KiB"
+    per_object = st["sto_bytes"] / st["n_object"]
+    assert per_object > 200, per_object

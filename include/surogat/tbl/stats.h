@@ -67,8 +67,9 @@ STAT(cache_bgfetch_skipped, COUNTER,
 STAT(cache_304, COUNTER, "Conditional requests answered 304 from the cache.")
 STAT(n_object, GAUGE, "Objects in the cache, busy ones and hit-for-miss markers included.")
 STAT(n_objecthead, GAUGE, "Distinct cache keys.")
-STAT(sto_bytes, GAUGE, "Bytes of the stores in use: object bodies and their segment headers; "
-     "in a file store also the stored heads, keys and records.")
+STAT(sto_bytes, GAUGE, "Bytes of the stores in use: object bodies and their segment headers, "
+     "stored heads and Vary values; in a malloc store also the index's entries for each "
+     "object, in a file store the keys and records.")
 STAT(sto_size, GAUGE, "Bytes the stores may use, all -s together.")
 STAT(sto_frag_bytes, GAUGE, "Free bytes of the file stores outside their largest free extent: "
      "free space only smaller objects can use. Divided by the free bytes (sto_size - "

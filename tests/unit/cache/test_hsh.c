@@ -140,8 +140,8 @@ END_TEST
 
 START_TEST(abandon_fails_readers_and_frees_after_them)
 {
-    struct cobj *oc = busy("k2"), *rd;
     uint64_t avail, before = sto_used();
+    struct cobj *oc = busy("k2"), *rd;
 
     rd = attach("k2", oc);
     ck_assert_int_eq(hsh_append(oc, "partial", 7), 0);

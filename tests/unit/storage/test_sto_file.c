@@ -78,7 +78,7 @@ put(struct sto_body *b, const char *key, size_t len, size_t piece, bool announce
     static char body[3 * 1024 * 1024];
     char head[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n";
     char attr[16] = "attr-bytes-here";
-    struct sto_meta m = { key, strlen(key), head, strlen(head), "", 0, attr, sizeof attr };
+    struct sto_meta m = { key, strlen(key), head, strlen(head), "", 0, attr, sizeof attr, 0 };
 
     ck_assert_uint_le(len, sizeof body);
     fill(body, len, (unsigned)strlen(key));
@@ -247,7 +247,7 @@ START_TEST(full_store_says_so)
 
     open_store("1m");
     while (n < 40 && rv == 0) {
-        struct sto_meta m = { "/k", 2, "HTTP/1.1 200 OK\r\n", 17, "", 0, attr, sizeof attr };
+        struct sto_meta m = { "/k", 2, "HTTP/1.1 200 OK\r\n", 17, "", 0, attr, sizeof attr, 0 };
         memset(&b[n], 0, sizeof b[n]);
         if (sto_open(&b[n], &m) != 0)
             break;
