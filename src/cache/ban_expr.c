@@ -128,7 +128,7 @@ parse_field(struct lex *lx, struct ban_cond *c, struct sb *err)
     } else if (!lx->quoted && strncmp(lx->tok, "obj.http.", 9) == 0) {
         for (const char *q = lx->tok + 9; *q != '\0'; q++) {
             if (!is_tchar(*q)) {
-                sb_printf(err, "ban: at %zu: bad header name in '%s'", lx->pos, lx->tok);
+                sb_printf(err, "ban: at %zu: bad header name in '%.64s'", lx->pos, lx->tok);
                 return (-1);
             }
         }
