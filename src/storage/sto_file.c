@@ -46,91 +46,12 @@
 
 #include "surogat/defs.h"
 #include "surogat/ext.h"
-#include "surogat/log.h"
 #include "surogat/num.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
 
 #include "sto_priv.h"
-
-#define SF_UNIT    256u
-#define SF_DATA    4096u              /* the superblock's room */
-#define SF_EXT_MAX (8u * 1024 * 1024) /* the longest extent a body asks for */
-#define SF_CHUNK   (16u * 1024)       /* a body of unknown length starts with this */
-#define SF_VERSION 1u
-#define SF_MAGIC   "surogat-store\n"
-
-enum sf_magic {
-    SF_FREE = 0x5346f4eeu,
-    SF_BUSY = 0x5346b057u, /* being written: free space to recovery */
-    SF_OBJ = 0x53460b1eu,  /* a sealed object record */
-    SF_FRAG = 0x5346f7a9u, /* a fragment of a sealed object's body */
-    SF_DEAD = 0x5346deadu, /* a record retired from the index */
-};
-
-struct sf_super {
-    char magic[16];
-    uint32_t version;
-    uint32_t unit;
-    uint64_t size;
-    uint64_t salt;
-    uint32_t crc; /* of the fields above */
-};
-
-struct sf_hdr {
-    uint32_t magic;  /* enum sf_magic; not in hcrc, so it can flip alone */
-    uint32_t hcrc;   /* of the salt and the fields below */
-    uint32_t units;  /* extent length */
-    uint32_t aux;    /* SF_FRAG: index in the body */
-    uint64_t serial; /* SF_OBJ, SF_FRAG: the object */
-    uint64_t len;    /* SF_FRAG: body bytes; SF_OBJ: bytes before the inline body */
-};
-
-struct sf_rec {
-    uint32_t rcrc;     /* of this record (rcrc 0) and the attr, key, head and vary after it */
-    uint32_t body_crc; /* of the whole body */
-    uint32_t key_len;
-    uint32_t head_len;
-    uint32_t vary_len;
-    uint32_t attr_len;
-    uint32_t nfrags;
-    uint32_t pad;
-    uint64_t body_len;
-    uint64_t inline_len; /* body bytes in the record extent */
-};
-
-struct sf_store {
-    int fd;
-    char *path;
-    char *map;
-    uint64_t size;   /* of the file */
-    uint64_t nunits; /* in the data area */
-    uint64_t salt;
-    uint64_t serial; /* atomic: the next object's */
-    pthread_mutex_t mtx; /* the allocator and the headers of free space */
-    struct ext_alloc *ext;
-    uint64_t frag_bytes; /* last value added to the sto_frag_bytes gauge */
-    bool recovered;      /* the allocator knows the free space (recovery ran, or nothing to recover) */
-};
-
-/* A body segment: its extent, so it can be sealed and freed. */
-struct sf_seg {
-    struct sto_seg seg;
-    uint64_t start;
-    uint32_t units;
-    bool in_record; /* the inline part of the record extent */
-};
-
-/* b->priv of a file-stored body. */
-struct sf_obj {
-    uint64_t rec;  /* first unit of the record extent */
-    uint32_t rec_units;
-    uint32_t nfrags;
-    uint64_t serial;
-    uint32_t crc;       /* the body's: running while written, expected once recovered */
-    uint32_t meta_len;  /* record extent bytes before the inline body */
-    bool sealed;
-};
+#include "sto_file_priv.h"
 
 static uint64_t
 units_for(uint64_t bytes)
@@ -138,20 +59,8 @@ units_for(uint64_t bytes)
     return ((bytes + SF_UNIT - 1) / SF_UNIT);
 }
 
-static char *
-unit_ptr(const struct sf_store *st, uint64_t u)
-{
-    return (st->map + SF_DATA + u * SF_UNIT);
-}
-
-static struct sf_hdr *
-hdr_at(const struct sf_store *st, uint64_t u)
-{
-    return ((struct sf_hdr *)(void *)unit_ptr(st, u));
-}
-
-static uint32_t
-hdr_crc(const struct sf_store *st, const struct sf_hdr *h)
+uint32_t
+sf__hdr_crc(const struct sf_store *st, const struct sf_hdr *h)
 {
     uLong c = crc32(0L, (const Bytef *)&st->salt, sizeof st->salt);
 
@@ -170,7 +79,7 @@ hdr_write(struct sf_store *st, uint64_t u, uint32_t magic, uint32_t units, uint3
     h->aux = aux;
     h->serial = serial;
     h->len = len;
-    h->hcrc = hdr_crc(st, h);
+    h->hcrc = sf__hdr_crc(st, h);
     __atomic_store_n(&h->magic, magic, __ATOMIC_RELEASE);
 }
 
@@ -181,8 +90,8 @@ set_magic(struct sf_hdr *h, uint32_t magic)
 }
 
 /* Headers for a free run; a run longer than a header can say gets several. */
-static void
-write_free(struct sf_store *st, uint64_t u, uint64_t n)
+void
+sf__write_free(struct sf_store *st, uint64_t u, uint64_t n)
 {
     while (n > 0) {
         uint32_t k = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
@@ -193,8 +102,8 @@ write_free(struct sf_store *st, uint64_t u, uint64_t n)
 }
 
 /* The gauge of free bytes outside the largest free extent, under st->mtx. */
-static void
-frag_gauge(struct sf_store *st)
+void
+sf__frag_gauge(struct sf_store *st)
 {
     struct ext_stats es;
     uint64_t v;
@@ -220,9 +129,9 @@ sf_alloc(struct stv *stv, uint64_t want, uint64_t min, uint64_t *start)
     if (got > 0) {
         rest = ext_free_at(st->ext, *start + got);
         if (rest > 0)
-            write_free(st, *start + got, rest);
+            sf__write_free(st, *start + got, rest);
         hdr_write(st, *start, SF_BUSY, (uint32_t)got, 0, 0, 0);
-        frag_gauge(st);
+        sf__frag_gauge(st);
     }
     AZ(pthread_mutex_unlock(&st->mtx));
     if (got > 0)
@@ -240,14 +149,14 @@ sf_release_ext(struct stv *stv, uint64_t start, uint64_t units)
     AZ(pthread_mutex_lock(&st->mtx));
     set_magic(hdr_at(st, start), SF_FREE);
     ext_put(st->ext, start, units, &ms, &mn);
-    write_free(st, ms, mn);
-    frag_gauge(st);
+    sf__write_free(st, ms, mn);
+    sf__frag_gauge(st);
     AZ(pthread_mutex_unlock(&st->mtx));
     sto__credit(stv, units * SF_UNIT);
 }
 
-static struct sf_seg *
-seg_new(uint64_t start, uint64_t units, char *data, size_t cap, bool in_record)
+struct sf_seg *
+sf__seg_new(uint64_t start, uint64_t units, char *data, size_t cap, bool in_record)
 {
     struct sf_seg *fs = calloc(1, sizeof *fs);
 
@@ -260,8 +169,8 @@ seg_new(uint64_t start, uint64_t units, char *data, size_t cap, bool in_record)
     return (fs);
 }
 
-static void
-seg_link(struct sto_body *b, struct sf_seg *fs)
+void
+sf__seg_link(struct sto_body *b, struct sf_seg *fs)
 {
     if (b->last != NULL)
         b->last->next = &fs->seg;
@@ -293,8 +202,7 @@ sf_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
 
     if (body > SF_EXT_MAX)
         body = SF_EXT_MAX;
-    if (m->key_len > UINT32_MAX / 4 || m->head_len > UINT32_MAX / 4 ||
-        mlen > SF_EXT_MAX)
+    if (m->key_len > UINT32_MAX / 4 || m->head_len > UINT32_MAX / 4 || mlen > SF_EXT_MAX)
         return (-1);
     got = sf_alloc(stv, units_for(mlen + body), units_for(mlen), &start);
     if (got == 0)
@@ -317,12 +225,12 @@ sf_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
     r->vary_len = (uint32_t)m->vary_len;
     r->attr_len = (uint32_t)m->attr_len;
     p = (char *)(r + 1);
-#define COPY(f)                                         \
-    do {                                                \
-        if (m->f##_len > 0)                             \
-            memcpy(p, m->f, m->f##_len);                \
-        m->f = (void *)p;                               \
-        p += m->f##_len;                                \
+#define COPY(f)                          \
+    do {                                 \
+        if (m->f##_len > 0)              \
+            memcpy(p, m->f, m->f##_len); \
+        m->f = (void *)p;                \
+        p += m->f##_len;                 \
     } while (0)
     COPY(attr); /* first: it starts 8-aligned, after the record */
     COPY(key);
@@ -331,7 +239,8 @@ sf_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
 #undef COPY
     b->meta_stored = true;
     if (got * SF_UNIT > mlen)
-        seg_link(b, seg_new(start, got, unit_ptr(st, start) + mlen, got * SF_UNIT - mlen, true));
+        sf__seg_link(
+            b, sf__seg_new(start, got, unit_ptr(st, start) + mlen, got * SF_UNIT - mlen, true));
     return (0);
 }
 
@@ -361,8 +270,8 @@ sf_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
                            units_for(sizeof(struct sf_hdr) + SRG_MIN(want, 4096)), &start);
             if (got == 0)
                 return (-1);
-            seg_link(b, seg_new(start, got, unit_ptr(st, start) + sizeof(struct sf_hdr),
-                                got * SF_UNIT - sizeof(struct sf_hdr), false));
+            sf__seg_link(b, sf__seg_new(start, got, unit_ptr(st, start) + sizeof(struct sf_hdr),
+                                        got * SF_UNIT - sizeof(struct sf_hdr), false));
             o->nfrags++;
             b->bytes += got * SF_UNIT;
             s = b->last;
@@ -403,9 +312,9 @@ sf_trim(struct stv *stv, struct sto_body *b)
         return;
     AZ(pthread_mutex_lock(&st->mtx));
     ext_trim(st->ext, fs->start, fs->units, keep, &ms, &mn);
-    write_free(st, ms, mn);
+    sf__write_free(st, ms, mn);
     hdr_write(st, fs->start, SF_BUSY, (uint32_t)keep, 0, 0, 0);
-    frag_gauge(st);
+    sf__frag_gauge(st);
     AZ(pthread_mutex_unlock(&st->mtx));
     sto__credit(stv, (fs->units - keep) * SF_UNIT);
     b->bytes -= (fs->units - keep) * SF_UNIT;
@@ -415,8 +324,8 @@ sf_trim(struct stv *stv, struct sto_body *b)
     fs->units = (uint32_t)keep;
 }
 
-static uint32_t
-rec_crc(const struct sf_rec *r)
+uint32_t
+sf__rec_crc(const struct sf_rec *r)
 {
     struct sf_rec copy = *r;
     uLong c;
@@ -425,12 +334,6 @@ rec_crc(const struct sf_rec *r)
     c = crc32(0L, (const Bytef *)&copy, sizeof copy);
     return ((uint32_t)crc32(c, (const Bytef *)(r + 1),
                             r->key_len + r->head_len + r->vary_len + r->attr_len));
-}
-
-static struct sf_rec *
-rec_of(const struct sf_store *st, uint64_t u)
-{
-    return ((struct sf_rec *)(void *)(unit_ptr(st, u) + sizeof(struct sf_hdr)));
 }
 
 /*
@@ -460,7 +363,7 @@ sf_seal(struct stv *stv, struct sto_body *b)
     r->nfrags = o->nfrags;
     r->body_len = b->len;
     r->body_crc = o->crc;
-    r->rcrc = rec_crc(r);
+    r->rcrc = sf__rec_crc(r);
     hdr_write(st, o->rec, SF_OBJ, o->rec_units, 0, o->serial, o->meta_len);
     o->sealed = true;
 }
@@ -488,7 +391,7 @@ sf_set_attr(struct stv *stv, struct sto_body *b, const void *attr, size_t len)
     SRG_ASSERT(len == r->attr_len);
     memcpy(r + 1, attr, len);
     if (o->sealed)
-        r->rcrc = rec_crc(r);
+        r->rcrc = sf__rec_crc(r);
 }
 
 /* Forget the in-memory side of a body. */
@@ -504,8 +407,8 @@ forget(struct sto_body *b)
     free(b->priv);
 }
 
-static void
-sf_free(struct stv *stv, struct sto_body *b)
+void
+sf__free(struct stv *stv, struct sto_body *b)
 {
     struct sf_obj *o = b->priv;
 
@@ -540,288 +443,6 @@ sf_verify(struct stv *stv, struct sto_body *b)
     for (const struct sto_seg *s = b->first; s != NULL; s = s->next)
         c = crc32(c, (const Bytef *)s->data, (uInt)s->len);
     return ((uint32_t)c == o->crc);
-}
-
-/* ---- recovery ---- */
-
-struct sf_item {
-    uint64_t start;
-    uint64_t serial;
-    uint64_t len; /* SF_FRAG: body bytes */
-    uint32_t units;
-    uint32_t aux; /* SF_FRAG: index; records: claimed fragments */
-};
-
-struct sf_vec {
-    struct sf_item *v;
-    size_t n, cap;
-};
-
-static void
-vec_push(struct sf_vec *vec, const struct sf_item *it)
-{
-    if (vec->n == vec->cap) {
-        vec->cap = vec->cap == 0 ? 1024 : vec->cap * 2;
-        vec->v = realloc(vec->v, vec->cap * sizeof *vec->v);
-        AN(vec->v);
-    }
-    vec->v[vec->n++] = *it;
-}
-
-static int
-by_serial(const void *a, const void *b)
-{
-    const struct sf_item *x = a, *y = b;
-
-    if (x->serial != y->serial)
-        return (x->serial < y->serial ? -1 : 1);
-    return (x->aux < y->aux ? -1 : x->aux > y->aux);
-}
-
-static int
-by_start(const void *a, const void *b)
-{
-    const struct sf_item *x = a, *y = b;
-
-    return (x->start < y->start ? -1 : x->start > y->start);
-}
-
-static bool
-hdr_ok(const struct sf_store *st, uint64_t u, const struct sf_hdr *h)
-{
-    switch (h->magic) {
-    case SF_FREE:
-    case SF_BUSY:
-    case SF_OBJ:
-    case SF_FRAG:
-    case SF_DEAD:
-        break;
-    default:
-        return (false);
-    }
-    return (h->units > 0 && u + h->units <= st->nunits && h->hcrc == hdr_crc(st, h));
-}
-
-/* A sealed record that is whole in itself: lengths inside its extent, checksum right. */
-static bool
-rec_ok(const struct sf_store *st, uint64_t u, const struct sf_hdr *h)
-{
-    const struct sf_rec *r = rec_of(st, u);
-    uint64_t room = (uint64_t)h->units * SF_UNIT, meta;
-
-    if (room < sizeof *h + sizeof *r)
-        return (false);
-    meta = sizeof *h + sizeof *r + (uint64_t)r->key_len + r->head_len + r->vary_len + r->attr_len;
-    meta = (meta + 7) & ~(uint64_t)7;
-    if (meta != h->len || meta > room || r->inline_len > room - meta ||
-        r->inline_len > r->body_len || (r->nfrags == 0 && r->inline_len != r->body_len) ||
-        r->key_len == 0 || r->head_len == 0)
-        return (false);
-    return (r->rcrc == rec_crc(r));
-}
-
-/* Pass 1: walk the headers; sealed records and fragments are collected, the rest is free. */
-static void
-walk(struct sf_store *st, uint64_t limit, struct sf_vec *recs, struct sf_vec *frags,
-     uint64_t *resyncs)
-{
-    uint64_t u = 0;
-
-    while (u < limit) {
-        const struct sf_hdr *h = hdr_at(st, u);
-        struct sf_item it;
-
-        if (!hdr_ok(st, u, h) || u + h->units > limit) {
-            u++; /* torn or foreign: look for the next header unit by unit */
-            (*resyncs)++;
-            continue;
-        }
-        it = (struct sf_item){ u, h->serial, h->len, h->units, h->aux };
-        if (h->magic == SF_OBJ && rec_ok(st, u, h)) {
-            it.aux = 0;
-            vec_push(recs, &it);
-        } else if (h->magic == SF_FRAG && h->units < 0x80000000u) {
-            vec_push(frags, &it);
-        }
-        u += h->units;
-    }
-}
-
-/*
- * Pass 2: a record lives if fragments 0..n-1 of its serial are all there
- * and with the inline part add up to its body.  Returns how many died.
- */
-static size_t
-claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags)
-{
-    size_t dropped = 0, f = 0;
-
-    if (recs->n > 0)
-        qsort(recs->v, recs->n, sizeof *recs->v, by_serial);
-    if (frags->n > 0)
-        qsort(frags->v, frags->n, sizeof *frags->v, by_serial);
-    for (size_t i = 0; i < recs->n; i++) {
-        struct sf_item *rec = &recs->v[i];
-        const struct sf_rec *r = rec_of(st, rec->start);
-        uint64_t sum = r->inline_len;
-        size_t first;
-        uint32_t k = 0;
-
-        while (f < frags->n && frags->v[f].serial < rec->serial)
-            f++;
-        first = f;
-        while (f < frags->n && frags->v[f].serial == rec->serial) {
-            if (frags->v[f].aux != k)
-                break;
-            sum += frags->v[f].len;
-            k++;
-            f++;
-        }
-        if (k != r->nfrags || sum != r->body_len ||
-            (i + 1 < recs->n && recs->v[i + 1].serial == rec->serial) ||
-            (i > 0 && recs->v[i - 1].serial == rec->serial)) {
-            rec->units = 0; /* dead: its extent and fragments become free */
-            dropped++;
-            continue;
-        }
-        for (size_t j = first; j < f; j++)
-            frags->v[j].units |= 0x80000000u; /* claimed (units fit in 31 bits: checked) */
-        rec->aux = (uint32_t)first;
-    }
-    return (dropped);
-}
-
-/* Pass 3: the free space is everything no live extent covers. */
-static void
-rebuild_free(struct sf_store *st, const struct sf_vec *recs, const struct sf_vec *frags)
-{
-    struct sf_vec live = { 0 };
-    uint64_t u = 0;
-
-    for (size_t i = 0; i < recs->n; i++)
-        if (recs->v[i].units > 0)
-            vec_push(&live, &recs->v[i]);
-    for (size_t i = 0; i < frags->n; i++) {
-        if (frags->v[i].units & 0x80000000u) {
-            struct sf_item it = frags->v[i];
-            it.units &= 0x7fffffffu;
-            vec_push(&live, &it);
-        }
-    }
-    if (live.n > 0)
-        qsort(live.v, live.n, sizeof *live.v, by_start);
-    for (size_t i = 0; i <= live.n; i++) {
-        uint64_t end = i < live.n ? live.v[i].start : st->nunits;
-        if (end > u) {
-            write_free(st, u, end - u);
-            ext_put(st->ext, u, end - u, NULL, NULL);
-        }
-        if (i < live.n)
-            u = live.v[i].start + live.v[i].units;
-    }
-    free(live.v);
-}
-
-/* The body of a live record, as it was written. */
-static void
-rebuild_body(struct stv *stv, const struct sf_item *rec, const struct sf_vec *frags,
-             struct sto_body *b, struct sto_meta *m)
-{
-    struct sf_store *st = stv->priv;
-    const struct sf_rec *r = rec_of(st, rec->start);
-    const struct sf_hdr *h = hdr_at(st, rec->start);
-    const char *p = (const char *)(r + 1);
-    struct sf_obj *o = calloc(1, sizeof *o);
-
-    AN(o);
-    memset(b, 0, sizeof *b);
-    memset(m, 0, sizeof *m);
-    m->attr = p;
-    m->attr_len = r->attr_len;
-    m->key = p += r->attr_len;
-    m->key_len = r->key_len;
-    m->head = p += r->key_len;
-    m->head_len = r->head_len;
-    m->vary = p += r->head_len;
-    m->vary_len = r->vary_len;
-    o->rec = rec->start;
-    o->rec_units = rec->units;
-    o->nfrags = r->nfrags;
-    o->serial = rec->serial;
-    o->crc = r->body_crc;
-    o->meta_len = (uint32_t)h->len;
-    o->sealed = true;
-    b->stv = stv;
-    b->priv = o;
-    b->meta_stored = true;
-    b->verified = false;
-    b->len = r->body_len;
-    b->bytes = (uint64_t)rec->units * SF_UNIT;
-    if (r->inline_len > 0) {
-        struct sf_seg *fs = seg_new(rec->start, rec->units, unit_ptr(st, rec->start) + h->len,
-                                    r->inline_len, true);
-        fs->seg.len = r->inline_len;
-        seg_link(b, fs);
-    }
-    for (uint32_t k = 0; k < r->nfrags; k++) {
-        const struct sf_item *fr = &frags->v[rec->aux + k];
-        uint32_t units = fr->units & 0x7fffffffu;
-        struct sf_seg *fs = seg_new(fr->start, units,
-                                    unit_ptr(st, fr->start) + sizeof(struct sf_hdr),
-                                    (size_t)units * SF_UNIT - sizeof(struct sf_hdr), false);
-        fs->seg.len = fr->len;
-        seg_link(b, fs);
-        b->bytes += (uint64_t)units * SF_UNIT;
-    }
-}
-
-static void
-sf_recover(struct stv *stv, sto_recover_f *cb)
-{
-    struct sf_store *st = stv->priv;
-    struct sf_vec recs = { 0 }, frags = { 0 };
-    uint64_t resyncs = 0, max_serial = 0, kept = 0, refused = 0;
-    size_t dropped;
-
-    if (st->recovered)
-        return;
-    st->recovered = true;
-    (void)madvise(st->map, st->size, MADV_SEQUENTIAL);
-    walk(st, st->nunits, &recs, &frags, &resyncs);
-    dropped = claim(st, &recs, &frags);
-    AZ(pthread_mutex_lock(&st->mtx));
-    rebuild_free(st, &recs, &frags);
-    AZ(pthread_mutex_unlock(&st->mtx));
-    for (size_t i = 0; i < recs.n; i++) {
-        if (recs.v[i].units == 0)
-            continue;
-        struct sto_body b;
-        struct sto_meta m;
-        rebuild_body(stv, &recs.v[i], &frags, &b, &m);
-        AZ(sto__charge(stv, b.bytes));
-        if (recs.v[i].serial > max_serial)
-            max_serial = recs.v[i].serial;
-        if (cb(&m, &b, recs.v[i].serial) == 0) {
-            kept++;
-        } else {
-            refused++;
-            sf_free(stv, &b);
-        }
-    }
-    (void)madvise(st->map, st->size, MADV_NORMAL);
-    __atomic_store_n(&st->serial, max_serial + 1, __ATOMIC_RELAXED);
-    AZ(pthread_mutex_lock(&st->mtx));
-    frag_gauge(st);
-    AZ(pthread_mutex_unlock(&st->mtx));
-    STAT_ADD(sto_recovered, kept);
-    STAT_ADD(sto_recover_dropped, dropped);
-    log_msg(LOG_INFO,
-            "%s: recovered %llu objects (%llu expired or superseded, %zu incomplete or "
-            "corrupt dropped, %llu units resynchronised)",
-            st->path, (unsigned long long)kept, (unsigned long long)refused, dropped,
-            (unsigned long long)resyncs);
-    free(recs.v);
-    free(frags.v);
 }
 
 /* ---- the file ---- */
@@ -924,12 +545,12 @@ sto_file_new(struct stv *stv, const char *args, struct sb *err)
         st->salt = ((const struct sf_super *)(const void *)st->map)->salt;
         /* A shrunk store keeps what lies inside; a grown one gains free space. */
         if (old_size < size && old_size > SF_DATA)
-            write_free(st, (old_size - SF_DATA) / SF_UNIT,
-                       st->nunits - (old_size - SF_DATA) / SF_UNIT);
+            sf__write_free(st, (old_size - SF_DATA) / SF_UNIT,
+                           st->nunits - (old_size - SF_DATA) / SF_UNIT);
     } else {
         if (getrandom(&st->salt, sizeof st->salt, 0) != (ssize_t)sizeof st->salt)
             return (sf_fail(st, err, "no random salt"));
-        write_free(st, 0, st->nunits);
+        sf__write_free(st, 0, st->nunits);
         ext_put(st->ext, 0, st->nunits, NULL, NULL);
         st->recovered = true; /* a new store: nothing to look for */
     }
@@ -975,11 +596,11 @@ const struct stv_ops sto_file_ops = {
     .trim = sf_trim,
     .seal = sf_seal,
     .retire = sf_retire,
-    .free = sf_free,
+    .free = sf__free,
     .release = sf_release,
     .set_attr = sf_set_attr,
     .verify = sf_verify,
-    .recover = sf_recover,
+    .recover = sf__recover,
     .list = sf_list,
     .fini = sf_fini,
 };

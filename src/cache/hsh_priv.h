@@ -1,0 +1,120 @@
+/*
+ * hsh_priv -- shared by the files of the cache index: hsh.c (shards,
+ * objheads, variants, Vary, lookup, recovery), hsh_busy.c (busy objects:
+ * storing, streaming, publishing, abandoning) and hsh_evict.c (the SIEVE
+ * queue, eviction with TinyLFU admission, purges and walks).
+ *
+ * Locks: one mutex per shard guards its hash table, its objheads, the
+ * variant lists and flags of their objects, and its SIEVE queue.  Only
+ * ban_mtx (ban.h) is taken while a shard lock is held, and object storage is
+ * freed only after the lock is dropped (hsh_deref).  Reference counts are
+ * atomic so a delivery drops its reference without the lock; the index's
+ * own reference is dropped only by code holding the shard lock, after it
+ * unlinked the object, so a count that reaches zero means nobody can find
+ * the object any more.
+ */
+#ifndef SUROGAT_HSH_PRIV_H
+#define SUROGAT_HSH_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "surogat/fresh.h"
+#include "surogat/hsh.h"
+
+struct timespec;
+
+#define HSH_SHARDS 64 /* each with its own lock, hash table and SIEVE queue */
+
+struct objhead {
+    unsigned magic;
+#define OBJHEAD_MAGIC 0x2f61c0d8
+    struct objhead *hnext; /* hash chain */
+    uint64_t hash;
+    char *key;
+    size_t keylen;
+    struct cobj *objs; /* variants, busy ones included */
+    unsigned nwaiting; /* requests waiting for a busy object */
+    unsigned nstream;  /* requests streaming from a busy object: keep the objhead */
+    unsigned nsleep;   /* atomic: streaming readers asleep, waiting for bytes */
+    unsigned nobjs;
+    /*
+     * Broadcast when a busy object streams, is published or abandoned,
+     * and when bytes are appended while readers sleep.
+     */
+    pthread_cond_t cond;
+};
+
+struct shard {
+    pthread_mutex_t mtx;
+    struct objhead **buckets;
+    size_t nbuckets; /* a power of two */
+    size_t nheads;
+    struct cobj *sv_head; /* newest */
+    struct cobj *sv_tail; /* oldest */
+    struct cobj *hand;    /* next to examine, moving towards the head; NULL: from the tail */
+} __attribute__((aligned(64)));
+
+extern struct shard hsh__shards[HSH_SHARDS];
+
+/*
+ * What the index keeps of an object in a persistent store, to rebuild it
+ * after a restart (hsh_busy.c writes it, hsh.c reads it back).  The
+ * version changes whenever the layout does: an attr of another length is
+ * refused, and its object dropped.
+ */
+struct hsh_attr {
+    uint32_t version;
+#define HSH_ATTR_VERSION 1
+    uint32_t status;
+    struct fresh_obj fresh;
+    uint8_t has_validator;
+};
+
+/* FNV-1a, 64 bits: keys are short, and the key is compared in full anyway. */
+static inline uint64_t
+key_hash(const char *k, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)k[i];
+        h *= 0x100000001b3ULL;
+    }
+    return (h ^ (h >> 29));
+}
+
+static inline struct shard *
+shard_of(uint64_t hash)
+{
+    return (&hsh__shards[hash % HSH_SHARDS]);
+}
+
+/* ---- hsh.c: objheads and variants, under the shard lock ---- */
+
+struct objhead *hsh__oh_find(struct shard *sh, uint64_t hash, const char *key, size_t keylen);
+/* Free an objhead nobody needs: no objects, nobody waiting. */
+void hsh__oh_maybe_free(struct shard *sh, struct objhead *oh);
+/*
+ * Unlink a variant from the index.  Returns it with the index's reference
+ * still counted: the caller drops it with hsh_deref() after unlocking.
+ */
+struct cobj *hsh__unlink_obj(struct shard *sh, struct cobj *oc);
+/* The CLOCK_REALTIME instant `seconds` from now, for pthread_cond_timedwait(). */
+void hsh__abs_deadline(struct timespec *ts, double seconds);
+
+/* ---- hsh_evict.c ---- */
+
+/* The shard's SIEVE queue, under the shard lock. */
+void hsh__sieve_insert(struct shard *sh, struct cobj *oc);
+void hsh__sieve_remove(struct shard *sh, struct cobj *oc);
+/*
+ * Make room in oc's store for oc: 0, or -1 when oc should not be stored.
+ * *nuked counts the objects evicted for oc, at most nuke_limit.  Takes
+ * shard locks: call with none held.
+ */
+int hsh__make_room(struct cobj *oc, unsigned *nuked);
+
+#endif
