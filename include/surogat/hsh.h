@@ -80,6 +80,12 @@ struct cobj {
 struct hsh_stale {
     struct cobj *oc;               /* referenced, or NULL */
     enum fresh_verdict verdict;    /* what fresh_decide() said of it */
+    /*
+     * RFC 9211's fwd= for a miss: "stale" (oc is set), "vary-miss" (the
+     * key has objects, none for this request's Vary values), "uri-miss"
+     * (nothing cached for the key), or "miss".
+     */
+    const char *fwd;
 };
 
 enum hsh_result {

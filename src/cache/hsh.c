@@ -465,13 +465,21 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         old_v = FRESH_V_STALE_WHILE_REVALIDATE;
         swr->visited = true;
     }
+    stale->fwd = "uri-miss";
     for (oc = oh->objs; oc != NULL && ndead < ARRAY_LEN(dead);) {
         struct cobj *next = oc->next;
+        if (!(oc->flags & (COBJ_BUSY | COBJ_HFM))) {
+            if (!vary_match(oc, req))
+                stale->fwd = stale->fwd[0] == 'u' ? "vary-miss" : stale->fwd;
+            else
+                stale->fwd = "miss"; /* ours, but past all use or banned */
+        }
         if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now))
             dead[ndead++] = hsh__unlink_obj(sh, oc);
         oc = next;
     }
     if (old != NULL) {
+        stale->fwd = "stale";
         take_ref(old);
         stale->oc = old;
         stale->verdict = old_v;

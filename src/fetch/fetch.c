@@ -403,11 +403,21 @@ build_resp_head(struct fetch *f, struct out *o)
     if (par.x_cache)
         AZ(http_add(&resp, TXT_LIT("X-Cache"),
                     *req->cache == 'M' ? TXT_LIT("MISS") : TXT_LIT("PASS")));
-    if (par.cache_status)
-        AZ(http_add(&resp, TXT_LIT("Cache-Status"),
-                    f->oc != NULL ? TXT_LIT("surogat; fwd=miss; stored")
-                    : *req->cache == 'M' ? TXT_LIT("surogat; fwd=miss")
-                                         : TXT_LIT("surogat; fwd=bypass")));
+    if (par.cache_status) {
+        /* RFC 9211: why we went forward, what came back if the client gets another status. */
+        const char *fwd = *req->cache != 'M' ? "bypass" : f->stale.fwd != NULL ? f->stale.fwd
+                                                                                : "miss";
+        char *cs = ws_alloc(&req->wrk->ws, 96);
+        int n;
+        if (cs == NULL)
+            return (-1);
+        n = snprintf(cs, 96, "surogat; fwd=%s", fwd);
+        if (resp.status != be->status)
+            n += snprintf(cs + n, (size_t)(96 - n), "; fwd-status=%u", be->status);
+        if (f->oc != NULL)
+            n += snprintf(cs + n, (size_t)(96 - n), "; stored");
+        AZ(http_add(&resp, TXT_LIT("Cache-Status"), (struct txt){ cs, (size_t)n }));
+    }
     if (req->close || req->want_close || sess_draining())
         AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("close")));
     else if (req->keepalive_10)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-MISS_STORED = "surogat; fwd=miss; stored"
-MISS = "surogat; fwd=miss"
+from cstatus import forwarded
+
 BYPASS = "surogat; fwd=bypass"
 HIT_RE = re.compile(r"surogat; hit; ttl=(-?\d+)")
 
@@ -31,7 +31,7 @@ def hit_ttl(r):
 def assert_miss(r, body, stored=True, age=None):
     assert r.status == 200, r
     assert r.body == body
-    assert r.header("Cache-Status") == (MISS_STORED if stored else MISS), r
+    assert forwarded(r.header("Cache-Status"), stored=stored), r
     assert r.header("Age") == age, r  # only the origin's
 
 
@@ -208,7 +208,7 @@ def test_404_with_max_age_stored(origin, surogat):
     sg = surogat()
     r1, r2 = sg.get("/gone"), sg.get("/gone")
     assert r1.status == r2.status == 404 and r1.body == r2.body == b"nope"
-    assert r1.header("Cache-Status") == MISS_STORED
+    assert forwarded(r1.header("Cache-Status"), stored=True)
     hit_ttl(r2)
     assert origin.hits("/gone") == 1
 
@@ -270,7 +270,7 @@ def test_request_no_store_does_not_mark_url_uncacheable(origin, surogat):
     sg = surogat()
     r = sg.get("/ns", headers={"Cache-Control": "no-store"})
     assert r.status == 200 and r.body == b"shared"
-    assert r.header("Cache-Status") == MISS
+    assert forwarded(r.header("Cache-Status"), stored=False)
     assert_miss(sg.get("/ns"), b"shared")
     assert_hit(sg.get("/ns"), b"shared")
     assert origin.hits("/ns") == 2
@@ -431,3 +431,30 @@ def test_put_and_delete_invalidate_before_the_client_has_its_answer(origin, suro
     assert sg.request("DELETE", "/gone").status == 204
     origin.route("/gone", body=b"back", headers={"Cache-Control": "max-age=60"})
     assert_miss(sg.get("/gone"), b"back")
+
+
+def test_cache_status_says_why_it_went_forward(origin, surogat):
+    """RFC 9211 fwd= reasons: uri-miss (nothing cached for the URL), vary-miss
+    (other variants only), stale (a stale copy was there), miss (a copy past
+    all use); fwd-status when the client gets another status than the origin's."""
+    origin.route("/v", body=lambda req: (req.header("Accept-Language") or "").encode(),
+                 headers={"Cache-Control": "max-age=60", "Vary": "Accept-Language"})
+    origin.route("/s", body=b"one", headers={"Cache-Control": "max-age=1", "ETag": '"a"'})
+    origin.route("/d", body=b"d", headers={"Cache-Control": "max-age=1"})
+    origin.route("/c", body=b"c", headers={"Cache-Control": "max-age=60", "ETag": '"c"'})
+    sg = surogat()
+    r = sg.get("/v", {"Accept-Language": "en"})
+    assert r.header("Cache-Status") == "surogat; fwd=uri-miss; stored", r
+    r = sg.get("/v", {"Accept-Language": "fr"})
+    assert r.header("Cache-Status") == "surogat; fwd=vary-miss; stored", r
+    sg.get("/s")
+    sg.get("/d")
+    time.sleep(1.3)
+    origin.route("/s", body=b"two", headers={"Cache-Control": "max-age=60", "ETag": '"b"'})
+    r = sg.get("/s")  # revalidated, but the origin sent a new body
+    assert r.body == b"two" and r.header("Cache-Status") == "surogat; fwd=stale; stored", r
+    r = sg.get("/d")  # no validator, no grace: the old copy was past all use
+    assert r.header("Cache-Status") == "surogat; fwd=miss; stored", r
+    r = sg.get("/c", {"If-None-Match": '"c"'})
+    assert r.status == 304, r
+    assert r.header("Cache-Status") == "surogat; fwd=uri-miss; fwd-status=200; stored", r

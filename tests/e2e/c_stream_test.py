@@ -13,6 +13,7 @@ import threading
 import time
 
 import httpc
+from cstatus import forwarded
 
 CC60 = {"Cache-Control": "max-age=60"}
 BODY = os.urandom(200_000)
@@ -86,7 +87,7 @@ def test_miss_and_waiter_stream_before_origin_finishes(origin, surogat):
     sg = surogat()
     a = Partial(sg, "/big")
     ha = a.head()
-    assert ha.status == 200 and ha.header("Cache-Status") == "surogat; fwd=miss; stored"
+    assert ha.status == 200 and forwarded(ha.header("Cache-Status"), stored=True)
     assert a.some(FIRST)[:FIRST] == BODY[:FIRST]
     assert route.held.wait(5) and not route.done.is_set()
     b = Partial(sg, "/big")
@@ -128,7 +129,7 @@ def test_origin_dies_mid_body_aborts_streaming_waiters(origin, surogat):
     assert st["cache_stored"] == 0
     origin.route("/die", body=b"second", headers=CC60)
     r = sg.get("/die")
-    assert r.body == b"second" and r.header("Cache-Status") == "surogat; fwd=miss; stored"
+    assert r.body == b"second" and forwarded(r.header("Cache-Status"), stored=True)
     assert origin.hits("/die") == 2
 
 
@@ -289,7 +290,7 @@ def test_range_on_miss_then_hit(origin, surogat):
     assert r.status == 206 and r.body == body[100:200], r
     assert r.header("Content-Range") == "bytes 100-199/%d" % len(body)
     assert r.header("Content-Length") == "100"
-    assert r.header("Cache-Status") == "surogat; fwd=miss; stored"
+    assert forwarded(r.header("Cache-Status"), stored=True)
     assert not origin.last("/r").has("Range")
     r = sg.get("/r", headers={"Range": "bytes=5000-"})
     assert r.status == 206 and r.body == body[5000:], r
@@ -329,7 +330,7 @@ def test_background_refresh(origin, surogat):
     origin.route("/bg", body=b"version one",
                  headers={"Cache-Control": "max-age=1, stale-while-revalidate=30"})
     sg = surogat()
-    assert sg.get("/bg").header("Cache-Status") == "surogat; fwd=miss; stored"
+    assert forwarded(sg.get("/bg").header("Cache-Status"), stored=True)
     time.sleep(1.3)
     route = origin.route("/bg", body=b"version two", headers=CC60, hold_head=True)
     r = sg.get("/bg")
