@@ -41,37 +41,37 @@ struct cobj {
 #define COBJ_MAGIC 0x5e0c41a7
     unsigned refcnt;          /* atomic: the index holds one while linked */
     unsigned flags;           /* enum cobj_flag, under the shard lock */
+    unsigned status;
+    unsigned nreaders;        /* requests streaming from it, under the shard lock */
     bool visited;             /* SIEVE: hit since the hand last passed; racy by design */
     uint8_t shard;            /* immutable: its shard, usable once the objhead is gone */
+    bool body_complete;       /* the whole body is stored */
+    bool has_validator;       /* ETag or Last-Modified: worth keeping for revalidation */
+    uint32_t head_len;
+    uint32_t vary_len;
     struct objhead *oh;       /* immutable */
     struct cobj *next;        /* the objhead's variants, under the shard lock */
     struct cobj *sv_newer;    /* the shard's SIEVE queue, under the shard lock */
     struct cobj *sv_older;
     /* Written by the fetch before hsh_unbusy(), read-only afterwards. */
     struct fresh_obj fresh;
-    double t_hfm_end;   /* COBJ_HFM: tim_real() until which the marker stands */
-    unsigned status;
     char *head;         /* status line and fields, each ending in CRLF, no empty line */
-    size_t head_len;
     char *vary;         /* the request's values of the Vary fields: "name\0value\0"... */
-    size_t vary_len;
     struct sto_body body;
-    bool body_complete; /* the whole body is stored */
-    bool has_validator; /* ETag or Last-Modified: worth keeping for revalidation */
     /* Invalidation (ban.c, xkey.c). */
     struct ban *ban; /* the newest ban tested against (or current at creation); shard lock */
     void *xkey;      /* its entries in the tag index, NULL if untagged; xkey.c's locks */
+    double t_hfm_end;   /* COBJ_HFM: tim_real() until which the marker stands */
     /*
      * Streaming from a busy object.  stream_len is the count of body
      * bytes readers may read: stored with release semantics by
      * hsh_append() after the bytes are in place, loaded with acquire by
      * readers, so a reader never sees a byte before it is written.
      */
-    bool clen_known;      /* stream_clen is the announced length (Content-Length) */
-    unsigned nreaders;   /* requests streaming from it, under the shard lock */
     uint64_t stream_len;
-    uint64_t stream_clen;
+    uint64_t stream_clen; /* the announced length (Content-Length), UINT64_MAX if none */
 };
+/* Fields are ordered to pack: an object is 224 bytes, one allocator size class. */
 
 /*
  * A stale object found by a miss: for revalidation, or to serve if the

@@ -38,11 +38,15 @@ bucket_of(const struct shard *sh, uint64_t hash)
     return ((size_t)(hash / HSH_SHARDS) & (sh->nbuckets - 1));
 }
 
+/* Every cached object costs this: keep it in its allocator size class. */
+_Static_assert(sizeof(struct cobj) <= 224, "struct cobj grew past 224 bytes");
+
 int
 hsh_init(void)
 {
     for (unsigned i = 0; i < HSH_SHARDS; i++) {
         AZ(pthread_mutex_init(&hsh__shards[i].mtx, NULL));
+        AZ(pthread_cond_init(&hsh__shards[i].cond, NULL));
         hsh__shards[i].nbuckets = HSH_BUCKETS_MIN;
         hsh__shards[i].buckets = calloc(HSH_BUCKETS_MIN, sizeof *hsh__shards[i].buckets);
         AN(hsh__shards[i].buckets);
@@ -120,14 +124,12 @@ oh_new(struct shard *sh, uint64_t hash, const char *key, size_t keylen)
 
     if (sh->nheads >= sh->nbuckets * 2)
         grow(sh);
-    OBJ_NEW(oh, OBJHEAD_MAGIC);
+    oh = calloc(1, sizeof *oh + keylen + 1);
+    AN(oh);
+    oh->magic = OBJHEAD_MAGIC;
     oh->hash = hash;
-    oh->key = malloc(keylen + 1);
-    AN(oh->key);
     memcpy(oh->key, key, keylen);
-    oh->key[keylen] = '\0';
     oh->keylen = keylen;
-    AZ(pthread_cond_init(&oh->cond, NULL));
     b = bucket_of(sh, hash);
     oh->hnext = sh->buckets[b];
     sh->buckets[b] = oh;
@@ -148,8 +150,6 @@ hsh__oh_maybe_free(struct shard *sh, struct objhead *oh)
         AN(*pp);
     *pp = oh->hnext;
     sh->nheads--;
-    AZ(pthread_cond_destroy(&oh->cond));
-    free(oh->key);
     STAT_DEC(n_objecthead);
     OBJ_FREE(&oh);
 }
@@ -444,7 +444,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             waited = true;
         }
         oh->nwaiting++;
-        int rc = pthread_cond_timedwait(&oh->cond, &sh->mtx, &ts);
+        int rc = pthread_cond_timedwait(&sh->cond, &sh->mtx, &ts);
         oh->nwaiting--;
         if (rc == ETIMEDOUT) {
             AZ(pthread_mutex_unlock(&sh->mtx));
@@ -606,6 +606,7 @@ hsh_fini(void)
             }
         }
         free(sh->buckets);
+        AZ(pthread_cond_destroy(&sh->cond));
         AZ(pthread_mutex_destroy(&sh->mtx));
     }
 }

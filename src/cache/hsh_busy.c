@@ -111,12 +111,11 @@ hsh_stream_open(struct cobj *oc, uint64_t clen)
 
     OBJ_CHECK(oc, COBJ_MAGIC);
     sh = shard_of(oc->oh->hash);
-    oc->clen_known = clen != UINT64_MAX;
     oc->stream_clen = clen;
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
     oc->flags |= COBJ_STREAM;
-    AZ(pthread_cond_broadcast(&oc->oh->cond));
+    AZ(pthread_cond_broadcast(&sh->cond));
     AZ(pthread_mutex_unlock(&sh->mtx));
 }
 
@@ -152,7 +151,7 @@ stream_publish(struct cobj *oc, uint64_t len)
         return;
     sh = shard_of(oh->hash);
     AZ(pthread_mutex_lock(&sh->mtx));
-    AZ(pthread_cond_broadcast(&oh->cond));
+    AZ(pthread_cond_broadcast(&sh->cond));
     AZ(pthread_mutex_unlock(&sh->mtx));
 }
 
@@ -186,7 +185,7 @@ hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint64_t *avail)
             rv = *avail > have ? HSH_S_MORE : HSH_S_TIMEOUT;
             break;
         }
-        timed_out = pthread_cond_timedwait(&oh->cond, &sh->mtx, &ts) == ETIMEDOUT;
+        timed_out = pthread_cond_timedwait(&sh->cond, &sh->mtx, &ts) == ETIMEDOUT;
         __atomic_sub_fetch(&oh->nsleep, 1, __ATOMIC_RELAXED);
     }
     AZ(pthread_mutex_unlock(&sh->mtx));
@@ -281,7 +280,7 @@ hsh_unbusy(struct cobj **ocp)
     oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
     sto_seal(&oc->body);
     hsh__sieve_insert(sh, oc);
-    AZ(pthread_cond_broadcast(&oh->cond));
+    AZ(pthread_cond_broadcast(&sh->cond));
     AZ(pthread_mutex_unlock(&sh->mtx));
     while (nold > 0)
         hsh_deref(&old[--nold]);
@@ -321,7 +320,7 @@ hsh_abandon(struct cobj **ocp, double hfm_ttl)
     /* A marker holds no body: it goes now, or with the last reader still sending it. */
     if (read)
         oc->flags |= COBJ_ORPHAN;
-    AZ(pthread_cond_broadcast(&oh->cond));
+    AZ(pthread_cond_broadcast(&sh->cond));
     AZ(pthread_mutex_unlock(&sh->mtx));
     if (!read)
         body_drop(oc);

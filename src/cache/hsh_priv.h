@@ -31,20 +31,15 @@ struct timespec;
 struct objhead {
     unsigned magic;
 #define OBJHEAD_MAGIC 0x2f61c0d8
+    unsigned nobjs;
     struct objhead *hnext; /* hash chain */
     uint64_t hash;
-    char *key;
     size_t keylen;
     struct cobj *objs; /* variants, busy ones included */
     unsigned nwaiting; /* requests waiting for a busy object */
     unsigned nstream;  /* requests streaming from a busy object: keep the objhead */
     unsigned nsleep;   /* atomic: streaming readers asleep, waiting for bytes */
-    unsigned nobjs;
-    /*
-     * Broadcast when a busy object streams, is published or abandoned,
-     * and when bytes are appended while readers sleep.
-     */
-    pthread_cond_t cond;
+    char key[];        /* keylen bytes and a NUL: one allocation with the objhead */
 };
 
 struct shard {
@@ -55,6 +50,13 @@ struct shard {
     struct cobj *sv_head; /* newest */
     struct cobj *sv_tail; /* oldest */
     struct cobj *hand;    /* next to examine, moving towards the head; NULL: from the tail */
+    /*
+     * Broadcast when a busy object of the shard streams, is published or
+     * abandoned, and when bytes are appended while its readers sleep.
+     * One per shard, not per key: waiting is rare, and 48 bytes per
+     * cached object are not.  Waiters re-check their own object.
+     */
+    pthread_cond_t cond;
 } __attribute__((aligned(64)));
 
 extern struct shard hsh__shards[HSH_SHARDS];

@@ -428,7 +428,7 @@ stream_out(struct req *req, const struct cobj *oc, struct cursor *c, uint64_t fr
 void
 req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
 {
-    uint64_t len = oc->clen_known ? oc->stream_clen : UINT64_MAX, pos, avail, end;
+    uint64_t len = oc->stream_clen, pos, avail, end;
     struct cursor cur = { NULL, 0 };
     struct iovec iov[3];
     enum hsh_stream st;

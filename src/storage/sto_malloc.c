@@ -31,19 +31,57 @@ sto_malloc_new(struct stv *stv, const char *args, struct sb *err)
     return (0);
 }
 
+static struct sto_seg *
+seg_new(struct sto_body *b, size_t lead, size_t cap)
+{
+    struct sto_seg *s = malloc(sizeof *s + lead + cap);
+
+    AN(s);
+    s->next = NULL;
+    s->data = (char *)(s + 1) + lead;
+    s->len = 0;
+    s->cap = cap;
+    if (b->last != NULL)
+        b->last->next = s;
+    else
+        b->first = s;
+    b->last = s;
+    b->bytes += sizeof *s + lead + cap;
+    return (s);
+}
+
 /*
  * The stored head, the Vary values and the index's own entries are heap
  * too: counted against the store, so that the process stays near the
- * configured size however small the bodies are.
+ * configured size however small the bodies are.  A body of announced
+ * length that fits one segment gets it now, with the head and Vary
+ * values in front: one allocation per object instead of two.
  */
 static int
 sm_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
 {
-    uint64_t n = m->head_len + m->vary_len + m->mem;
+    size_t lead = m->head_len + m->vary_len;
+    uint64_t n = lead + m->mem;
+    struct sto_seg *s;
+    char *p;
 
-    if (sto__charge(stv, n) != 0)
+    if (b->size_hint == 0 || b->size_hint > SEG_MAX) {
+        if (sto__charge(stv, n) != 0)
+            return (-1);
+        b->bytes += n;
+        return (0);
+    }
+    if (sto__charge(stv, sizeof *s + n + b->size_hint) != 0)
         return (-1);
-    b->bytes += n;
+    s = seg_new(b, lead, (size_t)b->size_hint);
+    b->bytes += m->mem;
+    p = (char *)(s + 1);
+    memcpy(p, m->head, m->head_len);
+    m->head = p;
+    if (m->vary_len > 0)
+        memcpy(p + m->head_len, m->vary, m->vary_len);
+    m->vary = p + m->head_len;
+    b->meta_stored = true;
     return (0);
 }
 
@@ -74,18 +112,7 @@ sm_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
             cap = seg_cap(b, len);
             if (sto__charge(stv, sizeof *s + cap) != 0)
                 return (-1);
-            s = malloc(sizeof *s + cap);
-            AN(s);
-            s->next = NULL;
-            s->data = (char *)(s + 1);
-            s->len = 0;
-            s->cap = cap;
-            if (b->last != NULL)
-                b->last->next = s;
-            else
-                b->first = s;
-            b->last = s;
-            b->bytes += sizeof *s + cap;
+            s = seg_new(b, 0, cap);
         }
         n = s->cap - s->len;
         if (n > len)
@@ -105,7 +132,8 @@ sm_trim(struct stv *stv, struct sto_body *b)
     struct sto_seg *s = b->last, *t, **pp;
     size_t spare, keep;
 
-    if (s == NULL || s->len == s->cap)
+    /* A segment with the head in front is sized exactly, and must not move. */
+    if (s == NULL || s->len == s->cap || s->data != (char *)(s + 1))
         return;
     keep = s->len > 0 ? s->len : 1;
     spare = s->cap - keep;
