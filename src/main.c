@@ -32,6 +32,7 @@
 #include "surogat/log.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/pool.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
@@ -59,6 +60,7 @@ struct opts {
     const char *workdir;
     const char *pidfile;
     bool foreground;
+    bool check; /* -C: compile the -f script and exit */
     char *owned[2]; /* absolute -S and -P paths we made, freed at exit */
 };
 
@@ -70,7 +72,8 @@ usage(FILE *f)
             "  -a ADDR:PORT       listen address (repeatable; [::1]:80 for IPv6, :80 for all;"
             " default :80)\n"
             "  -b HOST:PORT       the backend (default port 80)\n"
-            "  -f FILE            policy script\n"
+            "  -f FILE            policy script (Lua, see surogat-lua(7))\n"
+            "  -C                 with -f: check the script and exit (2 on error)\n"
             "  -s malloc,SIZE     storage (repeatable); also file,PATH,SIZE\n"
             "  -T ADDR:PORT       admin interface (or a Unix socket path)\n"
             "  -S FILE            admin secret file\n"
@@ -137,7 +140,7 @@ parse_args(int argc, char **argv, struct opts *o)
     int c;
 
     opterr = 0;
-    while ((c = getopt(argc, argv, ":a:b:c:f:hn:p:s:FP:S:T:Vx:")) != -1) {
+    while ((c = getopt(argc, argv, ":a:b:c:Cf:hn:p:s:FP:S:T:Vx:")) != -1) {
         switch (c) {
         case 'a':
             push(o->listen, &o->nlisten, optarg, 'a');
@@ -147,6 +150,9 @@ parse_args(int argc, char **argv, struct opts *o)
             break;
         case 'c':
             o->config = optarg;
+            break;
+        case 'C':
+            o->check = true;
             break;
         case 'f':
             o->policy = optarg;
@@ -345,6 +351,7 @@ drain_and_stop(const struct opts *o)
     }
     wtr_fini();
     pool_fini();
+    pol_fini();
     cli_fini();
     ban_lurker_stop();
     be_fini();
@@ -378,8 +385,15 @@ main(int argc, char **argv)
     AZ(stat_init());
     parse_args(argc, argv, &o);
     apply_params(&o);
-    if (o.policy != NULL)
-        die("-f %s: policy scripts are not supported by this version", o.policy);
+    if (o.check) {
+        if (o.policy == NULL)
+            die("-C needs -f FILE");
+        sb_init(&err, ebuf, sizeof ebuf);
+        if (pol_check(o.policy, &err) != 0)
+            die("%s", ebuf);
+        printf("%s: ok\n", o.policy);
+        exit(0);
+    }
     if (o.backend == NULL)
         die("no backend: give -b HOST:PORT");
     if (o.nlisten == 0)
@@ -404,6 +418,8 @@ main(int argc, char **argv)
     if (alog_init(par.access_log) != 0)
         die("access_log %s: %s", par.access_log, strerror(errno));
     sb_init(&err, ebuf, sizeof ebuf);
+    if (o.policy != NULL && pol_load(o.policy, &err) != 0)
+        die("%s", ebuf);
     AZ(be_init());
     AZ(hsh_init());
     AZ(xkey_init());
@@ -458,6 +474,13 @@ main(int argc, char **argv)
                 log_msg(LOG_ERR, "SIGHUP: cannot reopen logs: %s", strerror(errno));
             else
                 log_msg(LOG_INFO, "SIGHUP: logs reopened");
+            if (pol_active()) {
+                sb_init(&err, ebuf, sizeof ebuf);
+                if (pol_reload(&err) != 0)
+                    log_msg(LOG_ERR, "SIGHUP: policy not reloaded, the old one runs: %s", ebuf);
+                else
+                    log_msg(LOG_INFO, "SIGHUP: policy %s reloaded", o.policy);
+            }
             continue;
         }
         break;

@@ -50,6 +50,7 @@ struct req {
     double t_mono;       /* tim_mono() at the same time */
     double t_first;      /* tim_mono() when the first response byte was sent */
     double t_end;        /* tim_mono() when the response ended */
+    uint64_t pol_id;     /* pol: names this request's req.ctx; 0 until a hook runs */
 };
 
 /*

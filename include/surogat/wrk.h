@@ -11,6 +11,7 @@
 #include "surogat/ws.h"
 
 struct alog_buf;
+struct pol_wrk;
 
 struct wrk {
     unsigned magic;
@@ -23,6 +24,7 @@ struct wrk {
     char *be;       /* backend receive buffer: response head, then body bytes */
     size_t be_size;
     struct alog_buf *alog; /* buffered access-log lines */
+    struct pol_wrk *pol;   /* pol: this thread's Lua state, built on first use */
 };
 
 /* Allocate (or grow to the current parameters) the worker's buffers. */

@@ -23,6 +23,7 @@
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -332,9 +333,12 @@ read_beresp_head(struct fetch *f)
     }
 }
 
-/* Build the client response head from the backend's.  -1 on workspace overflow. */
+/*
+ * Build the client response head from the backend's.  -1 on workspace
+ * overflow; -2 when the policy's deliver hook answers *syn instead.
+ */
 static int
-build_resp_head(struct fetch *f, struct out *o)
+build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
 {
     struct req *req = f->req;
     struct http *be = f->resp;
@@ -344,10 +348,12 @@ build_resp_head(struct fetch *f, struct out *o)
     struct sb sb;
     size_t room;
 
-    hdrs = ws_alloc(&req->wrk->ws, (be->nhdr + 8) * sizeof *hdrs);
+    unsigned room_hdr = be->nhdr + 8 + (pol_active() ? POL_HDR_ROOM : 0);
+
+    hdrs = ws_alloc(&req->wrk->ws, room_hdr * sizeof *hdrs);
     if (hdrs == NULL)
         return (-1);
-    http_init(&resp, hdrs, be->nhdr + 8);
+    http_init(&resp, hdrs, room_hdr);
     memcpy(hdrs, be->hdr, be->nhdr * sizeof *hdrs);
     resp.nhdr = be->nhdr;
     resp.proto = 11;
@@ -422,6 +428,18 @@ build_resp_head(struct fetch *f, struct out *o)
         AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("close")));
     else if (req->keepalive_10)
         AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("keep-alive")));
+    if (pol_active() && pol_has_deliver()) {
+        switch (pol_deliver(req, &resp, syn)) {
+        case POL_DELIVER:
+            break;
+        case POL_SYNTH:
+            return (-2);
+        default:
+            syn->status = 503;
+            snprintf(syn->reason, sizeof syn->reason, "%s", "policy error");
+            return (-2);
+        }
+    }
     buf = ws_reserve_all(&req->wrk->ws, &room);
     sb_init(&sb, buf, room);
     h1_write_response(&sb, &resp);
@@ -602,6 +620,21 @@ miss_range(struct fetch *f)
     }
 }
 
+/* backend_response on a pass: header edits only, nothing is stored.  -1: answer 503. */
+static int
+policy_pass(struct fetch *f)
+{
+    struct pol_beresp br = { .resp = f->resp, .uncacheable = true };
+
+    switch (pol_backend_response(f->req, &br)) {
+    case POL_DELIVER:
+    case POL_PASS:
+        return (0);
+    default:
+        return (-1);
+    }
+}
+
 /*
  * The backend transaction, for a pass (oc NULL) or a miss filling the
  * busy object oc; bg: a background refresh, with nobody to answer.
@@ -612,6 +645,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
     struct fetch f;
     struct out o;
     struct txt head;
+    struct pol_synth syn;
     unsigned retries = 0;
     int rv;
 
@@ -739,8 +773,15 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
                                          : http_has_token(f.resp, "Connection", "keep-alive");
     if (oc == NULL)
         req_invalidate(req, f.resp);
+    if (oc == NULL && pol_active() && policy_pass(&f) != 0) {
+        fail(&f, 503);
+        return;
+    }
     if (oc != NULL) {
-        fetch__decide_store(&f);
+        if (fetch__decide_store(&f) != 0) {
+            fail(&f, 503);
+            return;
+        }
         if (f.oc != NULL)
             hsh_stream_open(f.oc, f.body == H1_BODY_LENGTH ? f.clen
                                   : f.body == H1_BODY_NONE ? 0
@@ -757,8 +798,15 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         }
         miss_range(&f);
     }
-    if (!bg && build_resp_head(&f, &o) != 0) {
-        fail_overflow(&f);
+    if (!bg && (rv = build_resp_head(&f, &o, &syn)) != 0) {
+        if (rv == -1) {
+            fail_overflow(&f);
+            return;
+        }
+        if (f.oc != NULL)
+            hsh_abandon(&f.oc, 0);
+        bcp_close(&f.conn);
+        (void)req_synth_msg(req, syn.status, NULL, syn.reason);
         return;
     }
     rv = deliver_body(&f, &o);

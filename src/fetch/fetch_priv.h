@@ -49,8 +49,11 @@ struct fetch {
  */
 void fetch__run_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
 /* Keep the response's Location and Content-Location for invalidation (unsafe methods). */
-/* After the response head: keep the busy object only if the response may be stored. */
-void fetch__decide_store(struct fetch *f);
+/*
+ * After the response head: keep the busy object only if the response may
+ * be stored.  -1 when the policy refused the response (answer 503).
+ */
+int fetch__decide_store(struct fetch *f);
 /*
  * Body bytes for the busy object: stored, or past max_object_size the
  * object is dropped (at once, or after its streaming readers got it all).

@@ -18,6 +18,7 @@
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
@@ -115,8 +116,61 @@ store_head(struct fetch *f, const struct cc *rcc)
     return (0);
 }
 
-/* After the response head: keep the busy object only if the response may be stored. */
-void
+/*
+ * The policy's backend_response hook on a miss: it sees RFC 9111's
+ * verdict as beresp.ttl, grace, stale_if_error and uncacheable, and what
+ * it sets replaces that verdict.  -1 when the response must not reach
+ * the client (the hook failed or abandoned it).
+ */
+static int
+policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
+             enum fresh_store *st)
+{
+    struct fresh_obj *fo = &f->oc->fresh;
+    double age = *st == FRESH_STORE ? f->t_resp - fo->t_origin : 0;
+    struct pol_beresp br = {
+        .resp = f->resp,
+        .ttl = *st == FRESH_STORE ? fo->ttl - age : 0,
+        .grace = *st == FRESH_STORE ? fo->swr : 0,
+        .stale_if_error = *st == FRESH_STORE ? fo->sie : 0,
+        .uncacheable = *st != FRESH_STORE,
+    };
+
+    if (br.ttl < 0)
+        br.ttl = 0;
+    switch (pol_backend_response(f->req, &br)) {
+    case POL_DELIVER:
+        break;
+    case POL_PASS:
+        *st = FRESH_NOT_CACHEABLE;
+        return (0);
+    default:
+        return (-1);
+    }
+    if (!br.changed)
+        return (0);
+    if (br.uncacheable || br.ttl <= 0) {
+        *st = FRESH_NOT_CACHEABLE;
+        return (0);
+    }
+    if (*st != FRESH_STORE) {
+        /* Stored on the policy's word: the fields still give the validators and the Age. */
+        fresh_obj_init(fo, f->resp, rcc, f->t_req, f->t_resp, cfg);
+        age = f->t_resp - fo->t_origin;
+    }
+    fo->ttl = age + br.ttl;
+    fo->swr = br.grace;
+    fo->sie = br.stale_if_error;
+    fo->flags &= ~(unsigned)FRESH_F_NO_CACHE;
+    *st = FRESH_STORE;
+    return (0);
+}
+
+/*
+ * After the response head: keep the busy object only if the response may
+ * be stored.  -1 when the policy refused the response: answer 503.
+ */
+int
 fetch__decide_store(struct fetch *f)
 {
     struct req *req = f->req;
@@ -141,6 +195,10 @@ fetch__decide_store(struct fetch *f)
             (f->oc->fresh.flags & FRESH_F_NO_CACHE))
             st = FRESH_NOT_CACHEABLE;
     }
+    if (pol_active() && policy_store(f, &rcc, &cfg, &st) != 0) {
+        hsh_abandon(&f->oc, 0);
+        return (-1);
+    }
     /* A marker must not outlive a reason that belongs to this request alone. */
     if (st == FRESH_NO_STORE_REQ || st == FRESH_AUTHORIZATION || st == FRESH_METHOD)
         hfm_ttl = 0;
@@ -158,16 +216,17 @@ fetch__decide_store(struct fetch *f)
         ((par.max_object_size > 0 && f->clen > par.max_object_size) || f->clen > sto_size())) {
         STAT_INC(cache_too_big);
         hsh_abandon(&f->oc, hfm_ttl);
-        return;
+        return (0);
     }
     if (st == FRESH_STORE) {
         if (f->body == H1_BODY_LENGTH)
             f->oc->body.size_hint = f->clen;
         if (store_head(f, &rcc) == 0 && hsh_store_begin(f->oc) == 0)
-            return;
+            return (0);
     }
     STAT_INC(cache_uncacheable);
     hsh_abandon(&f->oc, hfm_ttl);
+    return (0);
 }
 
 /*

@@ -22,6 +22,7 @@
 #include "surogat/defs.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/pool.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
@@ -191,6 +192,7 @@ worker_thread(void *priv)
     AZ(pthread_mutex_unlock(&pp->mtx));
     alog_buf_free(&w->wrk.alog);
     wrk_buffers_free(&w->wrk);
+    pol_wrk_fini(&w->wrk);
     AZ(pthread_cond_destroy(&w->cond));
     free(w);
     STAT_INC(threads_destroyed);

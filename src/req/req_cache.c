@@ -2,10 +2,12 @@
  * The cache side of a client request: which requests look up, and the
  * delivery of a hit.
  *
- * Until policy scripts exist this is the built-in policy, Varnish's
+ * Without a policy script this is the built-in policy, Varnish's
  * builtin.vcl in spirit: GET and HEAD without Authorization or Cookie
  * are looked up, everything else passes, and a successful unsafe method
- * invalidates the URL (RFC 9111 section 4.4).
+ * invalidates the URL (RFC 9111 section 4.4).  With one (pol_active()),
+ * its recv and hash hooks decide instead, and its deliver hook may edit
+ * the head of every delivery.
  */
 #include "config.h"
 
@@ -22,6 +24,7 @@
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -229,12 +232,79 @@ struct dlv {
     uint64_t last;
     char status_line[64];
     char tail[320];
+    struct pol_synth syn; /* deliver_head() returned -1: answer this instead */
 };
+
+/*
+ * The deliver hook on a head about to be sent (the iovecs): parse it into
+ * workspace with room for more fields, run the hook, serialise the result
+ * as the one iovec.  The number of iovecs, or -1 with d->syn set (a 503
+ * when the hook failed or the workspace ran out).
+ */
+static int
+deliver_policy(struct req *req, struct dlv *d, struct iovec *iov, int n)
+{
+    struct h1_limits lim;
+    struct http_hdr *hdrs;
+    struct http h;
+    size_t len = 0, used, room;
+    unsigned nhdr = 0;
+    char *buf, *out;
+    struct sb sb;
+
+    for (int i = 0; i < n; i++)
+        len += iov[i].iov_len;
+    buf = ws_alloc(&req->wrk->ws, len);
+    if (buf == NULL)
+        goto overflow;
+    len = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(buf + len, iov[i].iov_base, iov[i].iov_len);
+        len += iov[i].iov_len;
+    }
+    for (size_t i = 0; i < len; i++)
+        nhdr += buf[i] == '\n';
+    lim = (struct h1_limits){ len + 1, len + 1, nhdr + 1 };
+    hdrs = ws_alloc(&req->wrk->ws, (nhdr + POL_HDR_ROOM) * sizeof *hdrs);
+    if (hdrs == NULL)
+        goto overflow;
+    http_init(&h, hdrs, nhdr + POL_HDR_ROOM);
+    if (h1_parse_response(buf, len, &lim, &h, &used) != H1_DONE)
+        goto overflow;
+    switch (pol_deliver(req, &h, &d->syn)) {
+    case POL_DELIVER:
+        break;
+    case POL_SYNTH:
+        return (-1);
+    default:
+        d->syn.status = 503;
+        snprintf(d->syn.reason, sizeof d->syn.reason, "%s", "policy error");
+        return (-1);
+    }
+    req->status = h.status;
+    out = ws_reserve_all(&req->wrk->ws, &room);
+    sb_init(&sb, out, room);
+    h1_write_response(&sb, &h);
+    if (!sb_ok(&sb)) {
+        ws_release(&req->wrk->ws, 0);
+        goto overflow;
+    }
+    ws_release(&req->wrk->ws, sb.len);
+    iov[0].iov_base = out;
+    iov[0].iov_len = sb.len;
+    return (1);
+overflow:
+    STAT_INC(ws_overflow);
+    d->syn.status = 500;
+    snprintf(d->syn.reason, sizeof d->syn.reason, "%s", "workspace_client exhausted");
+    return (-1);
+}
 
 /*
  * The response head of a delivery of oc into iov (returns how many):
  * the stored head with this delivery's fields appended.  len: the body
- * length, UINT64_MAX when not known yet (a streamed chunked body).
+ * length, UINT64_MAX when not known yet (a streamed chunked body).  -1
+ * when a deliver hook answers otherwise: then send d->syn.
  */
 static int
 deliver_head(struct req *req, const struct cobj *oc, uint64_t len, double now, const char *fwd,
@@ -315,7 +385,13 @@ deliver_head(struct req *req, const struct cobj *oc, uint64_t len, double now, c
     }
     iov[n].iov_base = d->tail;
     iov[n++].iov_len = sb.len;
-    STAT_ADD(resp_head_bytes, iov[0].iov_len + (n == 3 ? iov[1].iov_len : 0) + sb.len);
+    if (pol_active() && pol_has_deliver()) {
+        n = deliver_policy(req, d, iov, n);
+        if (n < 0)
+            return (-1);
+    }
+    for (int i = 0; i < n; i++)
+        STAT_ADD(resp_head_bytes, iov[i].iov_len);
     req->t_first = tim_mono();
     return (n);
 }
@@ -341,6 +417,10 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
 
     req->cache = "HIT";
     n = deliver_head(req, oc, oc->body.len, now, fwd, &d, iov);
+    if (n < 0) {
+        (void)req_synth_msg(req, d.syn.status, NULL, d.syn.reason);
+        return;
+    }
     if (no_body(req, &d) || oc->body.len == 0) {
         if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0)
             req->close = true;
@@ -437,6 +517,10 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
 
     req->cache = "COLLAPSED";
     n = deliver_head(req, oc, len, tim_real(), "fwd=miss; collapsed", &d, iov);
+    if (n < 0) {
+        (void)req_synth_msg(req, d.syn.status, NULL, d.syn.reason);
+        return;
+    }
     if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0) {
         req->close = true;
         return;
@@ -521,6 +605,49 @@ req_invalidate(struct req *req, const struct http *resp)
     }
 }
 
+/* A policy failure: 503, logged by pol_ already. */
+static void
+policy_fail(struct req *req)
+{
+    (void)req_synth_msg(req, 503, NULL, "policy error");
+}
+
+/*
+ * The policy's recv and hash hooks: true with the cache key to look up
+ * (NULL: the workspace ran out, pass), false when the request was
+ * answered here.
+ */
+static bool
+policy_recv(struct req *req, struct be *be, char **key, size_t *keylen)
+{
+    struct pol_synth syn;
+
+    switch (pol_recv(req, &syn)) {
+    case POL_HASH:
+        break;
+    case POL_PASS:
+    case POL_PIPE:
+        fetch_pass(req, be);
+        return (false);
+    case POL_PURGE:
+        req_purge(req);
+        return (false);
+    case POL_SYNTH:
+        (void)req_synth_msg(req, syn.status, NULL, syn.reason);
+        return (false);
+    default:
+        policy_fail(req);
+        return (false);
+    }
+    /* HEAD follows the method as the policy left it. */
+    req->head_only = is_method(req, "HEAD");
+    if (pol_hash(req, key, keylen) != 0) {
+        policy_fail(req);
+        return (false);
+    }
+    return (true);
+}
+
 void
 req_dispatch(struct req *req)
 {
@@ -533,16 +660,20 @@ req_dispatch(struct req *req)
     double now;
 
     OBJ_CHECK(req, REQ_MAGIC);
-    if (is_method(req, "PURGE")) {
+    if (pol_active()) {
+        if (!policy_recv(req, be, &key, &keylen))
+            return;
+    } else if (is_method(req, "PURGE")) {
         req_purge(req);
         return;
-    }
-    if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
-        http_find(req->http, "Authorization") != NULL || http_find(req->http, "Cookie") != NULL) {
+    } else if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
+               http_find(req->http, "Authorization") != NULL ||
+               http_find(req->http, "Cookie") != NULL) {
         fetch_pass(req, be);
         return;
+    } else {
+        key = cache_key(req, &keylen);
     }
-    key = cache_key(req, &keylen);
     if (key == NULL) {
         fetch_pass(req, be);
         return;

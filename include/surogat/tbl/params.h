@@ -140,4 +140,11 @@ PARAM(ban_lurker_batch, UINT, "1000", "1", NULL, PAR_LIVE,
 PARAM(ban_dups, BOOL, "on", NULL, NULL, PAR_LIVE,
       "When a ban is added, mark older identical bans completed: the new one covers every "
       "object they cover, so objects are not tested twice.")
+PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
+      "Lua VM instructions one policy hook call may run (and the top level of the script when "
+      "it is loaded). Past it the call fails: the error is logged with file and line and the "
+      "request is answered 503. Cuts endless loops.")
+PARAM(policy_max_memory, BYTES, "64m", "1m", NULL, PAR_LIVE,
+      "Memory one worker's Lua state (the policy script, its tables and strings) may allocate. "
+      "An allocation past it fails the hook call: logged, and the request answered 503.")
 #undef PARAM

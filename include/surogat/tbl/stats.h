@@ -97,4 +97,9 @@ STAT(bans_lookup_tested, COUNTER, "Ban expressions tested against objects at loo
 STAT(bans_lurker_tested, COUNTER, "Ban expressions tested against objects by the lurker.")
 STAT(bans_lookup_killed, COUNTER, "Objects found banned at lookup.")
 STAT(bans_lurker_killed, COUNTER, "Objects found banned and removed by the lurker.")
+STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
+     "instruction or memory limit): each logged and answered 503.")
+STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
+     "reload).")
+STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
 #undef STAT

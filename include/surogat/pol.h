@@ -1,0 +1,102 @@
+/*
+ * pol -- the Lua policy engine: a script of VCL-style hooks (surogat-lua(7)).
+ *
+ * pol_load() compiles a script once, in a scratch state, and installs it
+ * as the current program, bumping a generation counter.  Each worker
+ * thread owns one lua_State, built lazily on its first hook call and
+ * rebuilt when the generation moved on (a SIGHUP reload), so a reload
+ * never touches a state in use.  Every hook runs the user's function,
+ * then builtin.lua's (compiled into the binary) when the user's is
+ * missing or returns nil.
+ *
+ * Without a script (pol_active() false) nothing here runs: the callers
+ * keep the built-in C policy, at the cost of one load of a flag.
+ *
+ * A failing hook -- a Lua error, an action the hook may not return, the
+ * instruction or memory limit -- is logged with file:line, counted
+ * (policy_error) and returns POL_ERROR: the caller answers 503.
+ */
+#ifndef SUROGAT_POL_H
+#define SUROGAT_POL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct http;
+struct req;
+struct sb;
+struct wrk;
+
+enum pol_act {
+    POL_ERROR = -1,
+    POL_NONE = 0, /* the hook returned nothing (only from pol_deliver with no hook) */
+    POL_HASH,     /* recv: look the request up ("hash", "lookup") */
+    POL_PASS,     /* recv: to the backend, not cached; backend_response: do not store */
+    POL_PIPE,     /* recv: treated as POL_PASS for now */
+    POL_PURGE,    /* recv: the PURGE handling (purge_acl applies) */
+    POL_SYNTH,    /* recv, deliver: surogat.synth(status, reason) */
+    POL_DELIVER,  /* backend_response, deliver */
+    POL_ABANDON,  /* backend_response: drop the response, answer 503 */
+};
+
+/*
+ * Compile `path` (and builtin.lua) and run its top level in a scratch
+ * state: what a worker will do.  0, or -1 with "file:line: message" in
+ * err.  pol_load() then installs it for every worker; pol_check() only
+ * checks (surogatd -C).  Main thread only.
+ */
+int pol_check(const char *path, struct sb *err);
+int pol_load(const char *path, struct sb *err);
+/* SIGHUP: load the same file again; on failure the running program stays. */
+int pol_reload(struct sb *err);
+void pol_fini(void);
+bool pol_active(void);
+/* The worker's state, if any (worker exit). */
+void pol_wrk_fini(struct wrk *wrk);
+
+/* A synthetic answer asked for by a hook. */
+struct pol_synth {
+    unsigned status;
+    char reason[256];
+};
+
+/* recv(req): POL_HASH, POL_PASS, POL_PIPE, POL_PURGE, POL_SYNTH (*syn) or POL_ERROR. */
+enum pol_act pol_recv(struct req *req, struct pol_synth *syn);
+/*
+ * hash(req): the cache key in workspace.  The user's surogat.hash_data()
+ * pieces follow the built-in key (Host lower-cased, NUL, request-target)
+ * when the hook returns nil, replace it when it returns "lookup".  0 (with
+ * *key NULL when the workspace ran out), or -1 when the hook failed.
+ */
+int pol_hash(struct req *req, char **key, size_t *len);
+
+/*
+ * A backend response as backend_response(bereq, beresp) sees and changes
+ * it.  Setting ttl also sets uncacheable to ttl <= 0, unless the script
+ * set uncacheable itself; the object is stored when, in the end,
+ * !uncacheable && ttl > 0.
+ */
+struct pol_beresp {
+    struct http *resp;   /* the backend's head: fields may be edited (copied to workspace) */
+    double ttl;          /* in: RFC 9111's verdict; out: the policy's */
+    double grace;        /* stale-while-revalidate */
+    double stale_if_error;
+    bool uncacheable;    /* in: not storable; out: do not store */
+    bool changed;        /* out: the policy set one of the above */
+    bool uncacheable_set; /* the policy set uncacheable: setting ttl no longer changes it */
+};
+/* backend_response(bereq, beresp): POL_DELIVER, POL_PASS, POL_ABANDON or POL_ERROR. */
+enum pol_act pol_backend_response(struct req *req, struct pol_beresp *br);
+
+/* Whether the program has a deliver hook: the response head must be editable. */
+bool pol_has_deliver(void);
+/*
+ * deliver(req, resp) on a response head with room for more fields:
+ * POL_DELIVER (resp possibly edited), POL_SYNTH (*syn), POL_ERROR.
+ */
+enum pol_act pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn);
+
+/* Header slots a response head built for pol_deliver() keeps free for the hook. */
+#define POL_HDR_ROOM 32
+
+#endif

@@ -1,0 +1,421 @@
+/*
+ * The message objects hooks get: req, bereq, beresp, resp.  Each is a
+ * userdata over a struct http owned by the request (its workspace), so
+ * it is valid only during the hook call that got it: pol__obj_kill()
+ * clears it afterwards and a copy kept in req.ctx raises an error.
+ *
+ * Strings a script stores (header fields, url, method, reason) are copied
+ * into the request's workspace; header names and values are checked for
+ * characters that would split the head (CR, LF, NUL; names are tokens).
+ * Header names compare case-insensitively; as a field (req.http.x_foo)
+ * an underscore stands for a dash, while :get("x_foo") takes the name as
+ * written.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "surogat/defs.h"
+#include "surogat/http.h"
+#include "surogat/req.h"
+#include "surogat/wrk.h"
+#include "surogat/ws.h"
+
+#include "pol_priv.h"
+
+#define MSG_MT  "surogat.msg"
+#define HDRS_MT "surogat.http"
+
+struct msg {
+    unsigned magic;
+#define POL_MSG_MAGIC 0x1f7a5c93
+    enum pol_obj_kind kind;
+    struct http *hp; /* NULL once the hook call ended */
+    struct pol_beresp *br;
+    int ro;
+};
+
+static const char *const kind_name[] = { "req", "bereq", "beresp", "resp" };
+
+void
+pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, struct pol_beresp *br,
+              int ro)
+{
+    struct msg *m = lua_newuserdatauv(L, sizeof *m, 1);
+
+    m->magic = POL_MSG_MAGIC;
+    m->kind = kind;
+    m->hp = hp;
+    m->br = br;
+    m->ro = ro;
+    luaL_setmetatable(L, MSG_MT);
+}
+
+void
+pol__obj_kill(lua_State *L, int idx)
+{
+    struct msg *m = luaL_checkudata(L, idx, MSG_MT);
+
+    m->hp = NULL;
+    m->br = NULL;
+}
+
+static struct msg *
+check_msg(lua_State *L, int idx)
+{
+    struct msg *m = luaL_checkudata(L, idx, MSG_MT);
+
+    if (m->hp == NULL)
+        (void)luaL_error(L, "%s used after its hook returned", kind_name[m->kind]);
+    return (m);
+}
+
+static void
+check_writable(lua_State *L, const struct msg *m, const char *what)
+{
+    if (m->ro)
+        (void)luaL_error(L, "%s.%s is read-only here", kind_name[m->kind], what);
+}
+
+/* A copy in the request's workspace. */
+static struct txt
+ws_txt(lua_State *L, const char *s, size_t len)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+    char *p;
+
+    AN(pw->req);
+    p = ws_strndup(&pw->req->wrk->ws, s, len);
+    if (p == NULL)
+        (void)luaL_error(L, "workspace_client exhausted");
+    return ((struct txt){ p, len });
+}
+
+static bool
+is_tchar(unsigned char c)
+{
+    return (c > 0x20 && c < 0x7f && strchr("\"(),/:;<=>?@[\\]{}", c) == NULL);
+}
+
+static const char *
+check_name(lua_State *L, int idx, size_t *len, bool field)
+{
+    static _Thread_local char buf[256];
+    const char *s = luaL_checklstring(L, idx, len);
+
+    if (*len == 0 || *len >= sizeof buf)
+        (void)luaL_error(L, "bad header name");
+    for (size_t i = 0; i < *len; i++) {
+        buf[i] = field && s[i] == '_' ? '-' : s[i];
+        if (!is_tchar((unsigned char)buf[i]))
+            (void)luaL_error(L, "bad header name \"%s\"", s);
+    }
+    buf[*len] = '\0';
+    return (buf);
+}
+
+static const char *
+check_value(lua_State *L, int idx, size_t *len)
+{
+    const char *s = luaL_checklstring(L, idx, len);
+
+    for (size_t i = 0; i < *len; i++)
+        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
+            (void)luaL_error(L, "header value with CR, LF or NUL");
+    return (s);
+}
+
+/* ---- headers: req.http ---- */
+
+static struct msg *
+hdrs_msg(lua_State *L, int idx)
+{
+    struct msg *m;
+
+    luaL_checkudata(L, idx, HDRS_MT);
+    lua_getiuservalue(L, idx, 1);
+    m = check_msg(L, -1);
+    lua_pop(L, 1);
+    return (m);
+}
+
+static int
+hdr_get(lua_State *L, struct msg *m, const char *name)
+{
+    const struct txt *v = http_value(m->hp, name);
+
+    if (v == NULL)
+        lua_pushnil(L);
+    else
+        lua_pushlstring(L, v->b != NULL ? v->b : "", v->len);
+    return (1);
+}
+
+static void
+hdr_add(lua_State *L, struct msg *m, const char *name, size_t nlen, int vidx)
+{
+    size_t vlen;
+    const char *v = check_value(L, vidx, &vlen);
+    struct txt n = ws_txt(L, name, nlen), tv = ws_txt(L, v, vlen);
+
+    if (http_add(m->hp, n, tv) != 0)
+        (void)luaL_error(L, "%s: too many header fields", kind_name[m->kind]);
+}
+
+static void
+hdr_set(lua_State *L, struct msg *m, const char *name, size_t nlen, int vidx)
+{
+    check_writable(L, m, "http");
+    if (!lua_isnil(L, vidx))
+        (void)check_value(L, vidx, &(size_t){ 0 });
+    (void)http_unset(m->hp, name);
+    if (!lua_isnil(L, vidx))
+        hdr_add(L, m, name, nlen, vidx);
+}
+
+static int
+l_hdrs_index(lua_State *L)
+{
+    struct msg *m = hdrs_msg(L, 1);
+    size_t len;
+
+    /* Methods first: req.http:get(...) */
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        luaL_getmetafield(L, 1, "methods");
+        if (lua_getfield(L, -1, lua_tostring(L, 2)) != LUA_TNIL)
+            return (1);
+        lua_pop(L, 2);
+    }
+    return (hdr_get(L, m, check_name(L, 2, &len, true)));
+}
+
+static int
+l_hdrs_newindex(lua_State *L)
+{
+    struct msg *m = hdrs_msg(L, 1);
+    size_t len;
+    const char *name = check_name(L, 2, &len, true);
+
+    hdr_set(L, m, name, len, 3);
+    return (0);
+}
+
+static int
+l_hdrs_get(lua_State *L)
+{
+    size_t len;
+    struct msg *m = hdrs_msg(L, 1);
+
+    return (hdr_get(L, m, check_name(L, 2, &len, false)));
+}
+
+static int
+l_hdrs_set(lua_State *L)
+{
+    size_t len;
+    struct msg *m = hdrs_msg(L, 1);
+    const char *name = check_name(L, 2, &len, false);
+
+    lua_settop(L, 3);
+    hdr_set(L, m, name, len, 3);
+    return (0);
+}
+
+static int
+l_hdrs_append(lua_State *L)
+{
+    size_t len;
+    struct msg *m = hdrs_msg(L, 1);
+    const char *name = check_name(L, 2, &len, false);
+
+    check_writable(L, m, "http");
+    hdr_add(L, m, name, len, 3);
+    return (0);
+}
+
+static int
+l_hdrs_unset(lua_State *L)
+{
+    size_t len;
+    struct msg *m = hdrs_msg(L, 1);
+    const char *name = check_name(L, 2, &len, false);
+
+    check_writable(L, m, "http");
+    lua_pushinteger(L, http_unset(m->hp, name));
+    return (1);
+}
+
+/* req.http:each(function(name, value) ... end): every field in order. */
+static int
+l_hdrs_each(lua_State *L)
+{
+    struct msg *m = hdrs_msg(L, 1);
+
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    for (unsigned i = 0; m->hp != NULL && i < m->hp->nhdr; i++) {
+        const struct http_hdr *h = &m->hp->hdr[i];
+        lua_pushvalue(L, 2);
+        lua_pushlstring(L, h->name.b, h->name.len);
+        lua_pushlstring(L, h->val.b != NULL ? h->val.b : "", h->val.len);
+        lua_call(L, 2, 0);
+    }
+    return (0);
+}
+
+/* ---- req, bereq, beresp, resp ---- */
+
+static void
+push_txt(lua_State *L, struct txt t)
+{
+    lua_pushlstring(L, t.b != NULL ? t.b : "", t.len);
+}
+
+static int
+l_msg_index(lua_State *L)
+{
+    struct msg *m = check_msg(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    bool isreq = m->kind == POL_O_REQ || m->kind == POL_O_BEREQ;
+
+    if (strcmp(k, "http") == 0) {
+        lua_newuserdatauv(L, 0, 1);
+        lua_pushvalue(L, 1);
+        lua_setiuservalue(L, -2, 1);
+        luaL_setmetatable(L, HDRS_MT);
+    } else if (isreq && strcmp(k, "method") == 0) {
+        push_txt(L, m->hp->method);
+    } else if (isreq && strcmp(k, "url") == 0) {
+        push_txt(L, m->hp->url);
+    } else if (strcmp(k, "proto") == 0) {
+        lua_pushstring(L, m->hp->proto == 10 ? "HTTP/1.0" : "HTTP/1.1");
+    } else if (!isreq && strcmp(k, "status") == 0) {
+        lua_pushinteger(L, m->hp->status);
+    } else if (!isreq && strcmp(k, "reason") == 0) {
+        push_txt(L, m->hp->reason);
+    } else if (m->kind == POL_O_REQ && strcmp(k, "ctx") == 0) {
+        struct pol_wrk *pw = pol__wrk(L);
+        if (pw->ctx_ref == LUA_NOREF) {
+            lua_newtable(L);
+            pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        }
+        lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+    } else if (m->br != NULL && strcmp(k, "ttl") == 0) {
+        lua_pushnumber(L, m->br->ttl);
+    } else if (m->br != NULL && strcmp(k, "grace") == 0) {
+        lua_pushnumber(L, m->br->grace);
+    } else if (m->br != NULL && strcmp(k, "stale_if_error") == 0) {
+        lua_pushnumber(L, m->br->stale_if_error);
+    } else if (m->br != NULL && strcmp(k, "uncacheable") == 0) {
+        lua_pushboolean(L, m->br->uncacheable);
+    } else {
+        lua_pushnil(L);
+    }
+    return (1);
+}
+
+static double
+check_duration(lua_State *L, int idx, const char *what)
+{
+    double d = luaL_checknumber(L, idx);
+
+    if (!(d >= 0 && d <= 10.0 * 365 * 86400))
+        (void)luaL_error(L, "beresp.%s: %f is not a duration in seconds", what, d);
+    return (d);
+}
+
+static int
+l_msg_newindex(lua_State *L)
+{
+    struct msg *m = check_msg(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    bool isreq = m->kind == POL_O_REQ || m->kind == POL_O_BEREQ;
+    size_t len;
+    const char *s;
+
+    check_writable(L, m, k);
+    if (isreq && (strcmp(k, "url") == 0 || strcmp(k, "method") == 0)) {
+        s = luaL_checklstring(L, 3, &len);
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f)
+                return (luaL_error(L, "%s.%s: no spaces or control characters",
+                                   kind_name[m->kind], k));
+        if (len == 0)
+            return (luaL_error(L, "%s.%s: empty", kind_name[m->kind], k));
+        if (*k == 'u')
+            m->hp->url = ws_txt(L, s, len);
+        else
+            m->hp->method = ws_txt(L, s, len);
+    } else if (!isreq && strcmp(k, "status") == 0) {
+        lua_Integer st = luaL_checkinteger(L, 3);
+        if (st < 200 || st > 999)
+            return (luaL_error(L, "%s.status: %d is not 200..999", kind_name[m->kind], (int)st));
+        m->hp->status = (unsigned)st;
+        m->hp->reason = (struct txt){ http_reason(m->hp->status),
+                                      strlen(http_reason(m->hp->status)) };
+    } else if (!isreq && strcmp(k, "reason") == 0) {
+        s = check_value(L, 3, &len);
+        m->hp->reason = ws_txt(L, s, len);
+    } else if (m->br != NULL && strcmp(k, "ttl") == 0) {
+        m->br->ttl = check_duration(L, 3, k);
+        if (!m->br->uncacheable_set)
+            m->br->uncacheable = !(m->br->ttl > 0);
+        m->br->changed = true;
+    } else if (m->br != NULL && strcmp(k, "grace") == 0) {
+        m->br->grace = check_duration(L, 3, k);
+        m->br->changed = true;
+    } else if (m->br != NULL && strcmp(k, "stale_if_error") == 0) {
+        m->br->stale_if_error = check_duration(L, 3, k);
+        m->br->changed = true;
+    } else if (m->br != NULL && strcmp(k, "uncacheable") == 0) {
+        m->br->uncacheable = lua_toboolean(L, 3);
+        m->br->uncacheable_set = true;
+        m->br->changed = true;
+    } else {
+        return (luaL_error(L, "%s.%s cannot be set", kind_name[m->kind], k));
+    }
+    return (0);
+}
+
+static int
+l_msg_tostring(lua_State *L)
+{
+    struct msg *m = luaL_checkudata(L, 1, MSG_MT);
+
+    lua_pushstring(L, kind_name[m->kind]);
+    return (1);
+}
+
+void
+pol__obj_open(lua_State *L)
+{
+    static const luaL_Reg msg_mt[] = {
+        { "__index", l_msg_index },
+        { "__newindex", l_msg_newindex },
+        { "__tostring", l_msg_tostring },
+        { NULL, NULL },
+    };
+    static const luaL_Reg hdrs_mt[] = {
+        { "__index", l_hdrs_index },
+        { "__newindex", l_hdrs_newindex },
+        { NULL, NULL },
+    };
+    static const luaL_Reg hdrs_methods[] = {
+        { "get", l_hdrs_get },       { "set", l_hdrs_set },   { "append", l_hdrs_append },
+        { "unset", l_hdrs_unset },   { "each", l_hdrs_each }, { NULL, NULL },
+    };
+
+    luaL_newmetatable(L, MSG_MT);
+    luaL_setfuncs(L, msg_mt, 0);
+    lua_pushliteral(L, "locked");
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, HDRS_MT);
+    luaL_setfuncs(L, hdrs_mt, 0);
+    luaL_newlib(L, hdrs_methods);
+    lua_setfield(L, -2, "methods");
+    lua_pushliteral(L, "locked");
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+}

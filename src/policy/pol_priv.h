@@ -1,0 +1,69 @@
+/*
+ * Shared inside the policy module: a worker's Lua state and the calls
+ * between the engine (pol.c), the message objects (pol_obj.c) and the
+ * helper libraries (pol_lib.c).
+ */
+#ifndef SUROGAT_POL_PRIV_H
+#define SUROGAT_POL_PRIV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+#include "surogat/pol.h"
+
+enum pol_hook {
+    POL_H_RECV,
+    POL_H_HASH,
+    POL_H_BACKEND_RESPONSE,
+    POL_H_DELIVER,
+    POL_H_MAX,
+};
+
+struct pol_prog;
+
+/* One Lua state and what a hook call in it needs; one per worker thread. */
+struct pol_wrk {
+    unsigned magic;
+#define POL_WRK_MAGIC 0x3d91c0e5
+    lua_State *L;
+    struct pol_prog *prog; /* the program L was built from (a reference) */
+    size_t mem;            /* bytes L has allocated: capped at policy_max_memory */
+    int ref_user[POL_H_MAX];    /* the script's hook functions, LUA_NOREF if none */
+    int ref_builtin[POL_H_MAX]; /* builtin.lua's */
+    /* req.ctx: the table of request ctx_id, a registry reference */
+    uint64_t ctx_id;
+    int ctx_ref;
+    /* during a hook call */
+    struct req *req;
+    enum pol_hook hook;
+    struct pol_synth *syn; /* where surogat.synth() writes; NULL outside recv/deliver */
+    char *hbuf;            /* hash: surogat.hash_data() pieces, each after a NUL */
+    size_t hlen, hcap;
+    unsigned nre; /* patterns in the re cache */
+};
+
+/* The worker state behind a Lua state. */
+static inline struct pol_wrk *
+pol__wrk(lua_State *L)
+{
+    return (*(struct pol_wrk **)lua_getextraspace(L));
+}
+
+/* pol_lib.c: the global tables `re` and `surogat`. */
+void pol__lib_open(lua_State *L);
+/* pol_obj.c: metatables of the message objects. */
+void pol__obj_open(lua_State *L);
+/*
+ * Push a message object over hp (kind POL_O_*).  Valid until
+ * pol__obj_kill() on the same index: the object then raises an error
+ * instead of touching a head that is gone.
+ */
+enum pol_obj_kind { POL_O_REQ, POL_O_BEREQ, POL_O_BERESP, POL_O_RESP };
+struct pol_beresp;
+void pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp,
+                   struct pol_beresp *br, int ro);
+void pol__obj_kill(lua_State *L, int idx);
+
+#endif

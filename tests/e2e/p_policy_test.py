@@ -1,0 +1,311 @@
+"""Lua policy scripts (-f): the recv, hash, backend_response and deliver
+hooks through the real daemon, builtin.lua's fallback, failures answered
+503 with file:line in the log, -C, and SIGHUP reload."""
+
+import re
+import signal
+import textwrap
+
+from conftest import REPO, run_surogatd, wait_until
+from cstatus import forwarded
+
+HIT_RE = re.compile(r"surogat; hit; ttl=-?\d+")
+CC60 = {"Cache-Control": "max-age=60"}
+
+
+def is_hit(r):
+    return HIT_RE.fullmatch(r.header("Cache-Status") or "") is not None
+
+
+def script(tmp_path, text, name="policy.lua"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def with_policy(surogat, tmp_path, text, params=None, name="policy.lua"):
+    p = script(tmp_path, text, name)
+    return surogat(params=params, args=["-f", str(p)]), p
+
+
+# -- recv ---------------------------------------------------------------------------
+
+
+def test_recv_pass_synth_and_request_edits(origin, surogat, tmp_path):
+    origin.route("/c", body=b"cached", headers=CC60)
+    origin.route("/p", body=b"passed", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function recv(req)
+            req.http.x_policy = "seen"
+            req.http["X-Drop"] = nil
+            if req.url == "/p" then return "pass" end
+            if req.url:sub(1, 6) == "/deny/" then
+                return surogat.synth(403, "no entry for " .. req.url)
+            end
+        end
+        """)
+    for _ in range(2):
+        r = sg.get("/p", headers={"X-Drop": "1"})
+        assert r.status == 200 and r.body == b"passed"
+        assert r.header("Cache-Status") == "surogat; fwd=bypass", r
+    assert origin.hits("/p") == 2
+    assert origin.last("/p").header("X-Policy") == "seen"
+    assert not origin.last("/p").has("X-Drop")
+    # nil from the script's recv: builtin.lua looks GET up
+    assert forwarded(sg.get("/c").header("Cache-Status"), stored=True)
+    assert is_hit(sg.get("/c"))
+    assert origin.hits("/c") == 1
+    r = sg.get("/deny/x")
+    assert r.status == 403 and b"no entry for /deny/x" in r.body, r
+    assert origin.hits("/deny/x") == 0
+    # builtin.lua: a cookie passes, as the built-in C policy does
+    assert sg.get("/c", headers={"Cookie": "a=1"}).header("Cache-Status") == \
+        "surogat; fwd=bypass"
+
+
+def test_recv_purge_through_builtin(origin, surogat, tmp_path):
+    origin.route("/x", body=b"x", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, "function recv(req) end\n")
+    sg.get("/x")
+    assert is_hit(sg.get("/x"))
+    assert sg.request("PURGE", "/x").status == 200
+    assert forwarded(sg.get("/x").header("Cache-Status"))
+    assert origin.hits("/x") == 2
+
+
+# -- hash ---------------------------------------------------------------------------
+
+
+def test_hash_override_ignores_query(origin, surogat, tmp_path):
+    origin.route("/q", body=b"q", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function hash(req)
+            surogat.hash_data(req.http.host or "", (re.sub(req.url, "\\\\?.*$", "")))
+            return "lookup"
+        end
+        """)
+    r1 = sg.get("/q?a=1")
+    r2 = sg.get("/q?b=2")
+    assert r1.body == b"q" and is_hit(r2), r2
+    assert origin.hits() == 1
+
+
+def test_hash_data_adds_to_builtin_key(origin, surogat, tmp_path):
+    origin.route("/v", body=b"v", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function hash(req)
+            surogat.hash_data(req.http["X-Variant"] or "none")
+        end
+        """)
+    sg.get("/v", headers={"X-Variant": "a"})
+    sg.get("/v", headers={"X-Variant": "b"})
+    assert is_hit(sg.get("/v", headers={"X-Variant": "a"}))
+    assert origin.hits("/v") == 2
+    # the key is still the built-in one plus the data: PURGE of the URL alone misses it
+    assert sg.request("PURGE", "/v").status == 200
+
+
+# -- backend_response ---------------------------------------------------------------
+
+
+def test_backend_response_ttl_and_pass(origin, surogat, tmp_path):
+    origin.route("/nottl", body=b"n")                       # no freshness: not stored by RFC
+    origin.route("/store", body=b"s", headers={"Cache-Control": "no-store"})
+    origin.route("/keepout", body=b"k", headers=CC60)       # storable, refused by the policy
+    sg, _ = with_policy(surogat, tmp_path, """
+        function backend_response(bereq, beresp)
+            beresp.http["X-Seen-TTL"] = tostring(math.floor(beresp.ttl + 0.5))
+            beresp.http["X-Uncacheable"] = tostring(beresp.uncacheable)
+            if bereq.url == "/nottl" then beresp.ttl = 120 end
+            if bereq.url == "/store" then beresp.ttl = 30; beresp.uncacheable = false end
+            if bereq.url == "/keepout" then return "pass" end
+        end
+        """)
+    r = sg.get("/nottl")
+    assert r.header("X-Seen-TTL") == "0" and r.header("X-Uncacheable") == "true", r
+    assert forwarded(r.header("Cache-Status"), stored=True), r
+    r = sg.get("/nottl")
+    assert is_hit(r) and r.header("X-Seen-TTL") == "0", r
+    ttl = int(r.header("Cache-Status").rsplit("=", 1)[1])
+    assert 100 <= ttl <= 120, r
+    sg.get("/store")
+    assert is_hit(sg.get("/store"))
+    r = sg.get("/keepout")
+    assert r.header("X-Seen-TTL") == "60" and r.header("X-Uncacheable") == "false", r
+    assert not is_hit(sg.get("/keepout"))
+    assert origin.hits("/nottl") == 1 and origin.hits("/store") == 1
+    assert origin.hits("/keepout") == 2
+
+
+def test_backend_response_abandon(origin, surogat, tmp_path):
+    origin.route("/a", body=b"a", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function backend_response(bereq, beresp)
+            if beresp.status == 200 and beresp.http.x_bad == nil then return "abandon" end
+        end
+        """)
+    assert sg.get("/a").status == 503
+    assert sg.request("POST", "/a", body=b"1").status == 503
+
+
+# -- deliver ------------------------------------------------------------------------
+
+
+def test_deliver_edits_hits_and_misses(origin, surogat, tmp_path):
+    origin.route("/d", body=b"dd", headers=dict(CC60, **{"X-Secret": "1"}))
+    sg, _ = with_policy(surogat, tmp_path, """
+        function recv(req)
+            req.ctx.seen = "recv:" .. req.url
+        end
+        function deliver(req, resp)
+            resp.http["X-Secret"] = nil
+            resp.http:append("X-Deliver", "one")
+            resp.http:append("X-Deliver", "two")
+            resp.http["X-Ctx"] = req.ctx.seen
+            resp.http["X-Status"] = tostring(resp.status)
+            if req.url == "/d?teapot" then resp.status = 418 end
+        end
+        """)
+    for hit in (False, True, True):
+        r = sg.get("/d")
+        assert r.status == 200 and r.body == b"dd", r
+        assert is_hit(r) == hit, r
+        assert not r.has("X-Secret")
+        assert r.headers_all("X-Deliver") == ["one", "two"], r
+        assert r.header("X-Ctx") == "recv:/d" and r.header("X-Status") == "200"
+        assert r.headers_all("Content-Length") == ["2"]
+    assert origin.hits("/d") == 1
+    r = sg.get("/d?teapot")
+    assert r.status == 418 and r.body == b"dd", r
+    # the stored copy is untouched: a HEAD hit is edited the same way
+    with sg.conn() as c:
+        c.request("HEAD", "/d")
+        r = c.read_response("HEAD")
+        assert r.status == 200 and is_hit(r) and r.headers_all("X-Deliver") == ["one", "two"]
+
+
+def test_deliver_synth(origin, surogat, tmp_path):
+    origin.route("/s", body=b"s", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function deliver(req, resp)
+            if resp.http["X-No"] then return surogat.synth(451, "gone") end
+        end
+        """)
+    origin.route("/n", body=b"n", headers=dict(CC60, **{"X-No": "1"}))
+    assert sg.get("/s").status == 200
+    r = sg.get("/n")
+    assert r.status == 451 and b"gone" in r.body
+    r = sg.get("/n")  # the hit too
+    assert r.status == 451
+
+
+# -- failures -----------------------------------------------------------------------
+
+
+def test_runtime_errors_answer_503_with_file_line(origin, surogat, tmp_path):
+    origin.route("/ok", body=b"ok", headers=CC60)
+    sg, p = with_policy(surogat, tmp_path, """
+        function recv(req)
+            if req.url == "/nil" then
+                local t = nil
+                return t.field
+            end
+            if req.url == "/action" then return "deliver" end
+            if req.url == "/loop" then while true do end end
+            if req.url == "/io" then return io.open("/etc/passwd") end
+            if req.url == "/os" then return os.execute("true") end
+            if req.url == "/mem" then
+                local t = {}
+                for i = 1, 1e8 do t[i] = string.rep("x", 64) .. i end
+            end
+            if req.url == "/hdr" then req.http["X-Bad"] = "a\\r\\nInjected: 1" end
+        end
+        """, params={"policy_max_memory": "2m"})
+    name = p.name
+    cases = {
+        "/nil": "%s:5: attempt to index a nil value" % name,
+        "/action": "%s:2: recv returned \"deliver\"" % name,
+        "/loop": "%s:8: policy_max_instructions exceeded" % name,
+        "/io": "%s:9: attempt to index a nil value (global 'io')" % name,
+        "/os": "%s:10: attempt to call a nil value (field 'execute')" % name,
+        "/mem": "not enough memory",
+        "/hdr": "%s:15: header value with CR, LF or NUL" % name,
+    }
+    for path, msg in cases.items():
+        r = sg.get(path)
+        assert r.status == 503, (path, r)
+        wait_until(lambda: msg in sg.log_tail(200), 5, "log line %r" % msg)
+        # the worker's state survives: the next request works
+        assert sg.get("/ok").status == 200
+    assert sg.stat("policy_error") == len(cases)
+    assert origin.hits("/nil") == 0
+
+
+def test_backend_response_error_is_503(origin, surogat, tmp_path):
+    origin.route("/e", body=b"e", headers=CC60)
+    sg, p = with_policy(surogat, tmp_path, """
+        function backend_response(bereq, beresp)
+            beresp.ttl = -1
+        end
+        """)
+    assert sg.get("/e").status == 503
+    wait_until(lambda: "%s:3: beresp.ttl" % p.name in sg.log_tail(), 5, "log line")
+    assert sg.alive()
+
+
+def test_startup_with_bad_script_exits_2(tmp_path, origin):
+    p = script(tmp_path, "function recv(req)\n  return 'pass'\n\nend end\n", "bad.lua")
+    r = run_surogatd(["-F", "-a", "127.0.0.1:0", "-b", origin.addr, "-f", str(p),
+                      "-n", str(tmp_path / "wd")])
+    assert r.returncode == 2
+    assert "bad.lua:4:" in r.stderr, r.stderr
+
+
+def test_check_mode(tmp_path):
+    good = script(tmp_path, "function recv(req) return 'pass' end\n", "good.lua")
+    r = run_surogatd(["-C", "-f", str(good)])
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+    bad = script(tmp_path, "local x = \nfunction recv(req) end\nx(\n", "bad.lua")
+    r = run_surogatd(["-C", "-f", str(bad)])
+    assert r.returncode == 2 and "bad.lua:" in r.stderr, r.stderr
+    # the top level runs in the sandbox too: errors there are reported with the line
+    top = script(tmp_path, "\n\nio.write('x')\n", "top.lua")
+    r = run_surogatd(["-C", "-f", str(top)])
+    assert r.returncode == 2 and "top.lua:3:" in r.stderr, r.stderr
+    r = run_surogatd(["-C", "-f", str(tmp_path / "missing.lua")])
+    assert r.returncode == 2 and "missing.lua" in r.stderr
+    r = run_surogatd(["-C"])
+    assert r.returncode == 2
+
+
+def test_shipped_scripts_compile():
+    for name in ("builtin.lua", "normalize.lua"):
+        p = REPO / "vcl" / name
+        if p.exists():
+            r = run_surogatd(["-C", "-f", str(p)])
+            assert r.returncode == 0, (name, r.stderr)
+
+
+# -- reload -------------------------------------------------------------------------
+
+
+def test_sighup_reload(origin, surogat, tmp_path):
+    origin.route("/r", body=b"r")
+    sg, p = with_policy(surogat, tmp_path, """
+        function recv(req) return surogat.synth(200, "version one") end
+        """)
+    assert b"version one" in sg.get("/r").body
+    p.write_text('function recv(req) return surogat.synth(200, "version two") end\n')
+    sg.signal(signal.SIGHUP)
+    wait_until(lambda: sg.stat("policy_reload") == 1, 5, "reload")
+    # every worker picks the new program up at its next request
+    for _ in range(10):
+        assert b"version two" in sg.get("/r").body
+    # a script that does not compile is refused: the old one keeps running
+    p.write_text("function recv(req\n")
+    sg.signal(signal.SIGHUP)
+    wait_until(lambda: "policy not reloaded" in sg.log_tail(), 5, "refusal logged")
+    assert "policy.lua:2:" in sg.log_tail()
+    assert b"version two" in sg.get("/r").body
+    assert sg.stat("policy_reload") == 1

@@ -1,0 +1,32 @@
+-- builtin.lua: the default policy, surogat's builtin.vcl.
+--
+-- Each hook here runs when the policy script has no such hook, or when
+-- the script's hook returns nothing (nil).  It is compiled into surogatd;
+-- this file is its source.  It says what the built-in C policy does when
+-- no script is loaded (src/req/req_cache.c).
+
+-- GET and HEAD without credentials are looked up; PURGE purges (purge_acl
+-- applies); everything else goes to the backend.
+function recv(req)
+    if req.method == "PURGE" then
+        return "purge"
+    end
+    if req.method ~= "GET" and req.method ~= "HEAD" then
+        return "pass"
+    end
+    if req.http.authorization or req.http.cookie then
+        return "pass"
+    end
+    return "hash"
+end
+
+-- The cache key: Host (lower case) and the request-target, built in C.
+-- Nothing to add here: returning nil keeps the built-in key.
+function hash(req)
+end
+
+-- What is stored, and for how long, is decided by RFC 9111 before this
+-- hook runs (beresp.ttl, beresp.uncacheable): deliver that decision.
+function backend_response(bereq, beresp)
+    return "deliver"
+end
