@@ -455,7 +455,7 @@ static int
 run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts, int acts_n)
 {
     lua_State *L = pw->L;
-    int base = lua_gettop(L) - nargs + 1, rv = acts_n;
+    int base = lua_gettop(L) - nargs + 1, rv = acts_n, st;
     const int refs[2] = { pw->ref_user[h], pw->ref_builtin[h] };
 
     pw->hook = h;
@@ -470,8 +470,15 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts
         for (int k = 0; k < nargs; k++)
             lua_pushvalue(L, base + k);
         arm_limit(L);
-        if (lua_pcall(L, nargs, 1, base + nargs) != LUA_OK) {
-            hook_fail(pw, lua_tostring(L, -1));
+        if ((st = lua_pcall(L, nargs, 1, base + nargs)) != LUA_OK) {
+            if (st == LUA_ERRMEM) {
+                char msg[300];
+                snprintf(msg, sizeof msg, "%s: not enough memory (policy_max_memory)",
+                         pw->prog->path);
+                hook_fail(pw, msg);
+            } else {
+                hook_fail(pw, lua_tostring(L, -1));
+            }
             lua_pop(L, 1);
             rv = -1;
             break;

@@ -228,7 +228,7 @@ def test_runtime_errors_answer_503_with_file_line(origin, surogat, tmp_path):
         "/loop": "%s:8: policy_max_instructions exceeded" % name,
         "/io": "%s:9: attempt to index a nil value (global 'io')" % name,
         "/os": "%s:10: attempt to call a nil value (field 'execute')" % name,
-        "/mem": "not enough memory",
+        "/mem": "%s: not enough memory (policy_max_memory)" % name,
         "/hdr": "%s:15: header value with CR, LF or NUL" % name,
     }
     for path, msg in cases.items():
