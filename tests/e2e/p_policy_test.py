@@ -309,3 +309,20 @@ def test_sighup_reload(origin, surogat, tmp_path):
     assert "policy.lua:2:" in sg.log_tail()
     assert b"version two" in sg.get("/r").body
     assert sg.stat("policy_reload") == 1
+
+
+def test_normalize_example(origin, surogat):
+    origin.route("/a.css", body=b"css", headers={"Set-Cookie": "x=1"})
+    origin.route("/page", body=b"page", headers=CC60)
+    sg = surogat(args=["-f", str(REPO / "vcl" / "normalize.lua")])
+    r = sg.get("/a.css?utm_source=news&v=2", headers={"Cookie": "_ga=1"})
+    assert r.status == 200 and r.header("X-Static") == "1" and not r.has("Server"), r
+    seen = origin.last("/a.css")
+    assert seen.target == "/a.css?v=2" and not seen.has("Cookie"), seen
+    assert is_hit(sg.get("/a.css?utm_medium=x&v=2"))
+    assert sg.get("/healthz").status == 200 and origin.hits("/healthz") == 0
+    # analytics cookies only: cached; a session cookie passes
+    sg.get("/page", headers={"Cookie": "_ga=1"})
+    assert is_hit(sg.get("/page", headers={"Cookie": "_ga=2"}))
+    assert sg.get("/page", headers={"Cookie": "session=abc"}).header("Cache-Status") == \
+        "surogat; fwd=bypass"
