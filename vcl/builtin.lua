@@ -30,3 +30,22 @@ end
 function backend_response(bereq, beresp)
     return "deliver"
 end
+
+-- A fresh (or graceful) object was found: deliver it.
+function hit(req, obj)
+    return "deliver"
+end
+
+-- Nothing usable cached: fetch it, and store what may be stored.
+function miss(req)
+    return "fetch"
+end
+
+-- The request goes to the backend and its response is not stored.
+function pass(req)
+    return "fetch"
+end
+
+-- After the response was sent: nothing to do.
+function log(req, resp)
+end

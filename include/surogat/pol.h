@@ -37,6 +37,8 @@ enum pol_act {
     POL_SYNTH,    /* recv, deliver: surogat.synth(status, reason) */
     POL_DELIVER,  /* backend_response, deliver */
     POL_ABANDON,  /* backend_response: drop the response, answer 503 */
+    POL_MISS,     /* hit: fetch anyway, the object is not used and the fetch replaces it */
+    POL_FETCH,    /* miss, pass: go to the backend */
 };
 
 /*
@@ -95,6 +97,36 @@ bool pol_has_deliver(void);
  * POL_DELIVER (resp possibly edited), POL_SYNTH (*syn), POL_ERROR.
  */
 enum pol_act pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn);
+
+/*
+ * A cached object as hit(req, obj) sees it, read-only: the stored head
+ * (parsed, in workspace) and its timing.
+ */
+struct pol_obj {
+    struct http *resp; /* status, reason, fields */
+    double ttl;        /* seconds of freshness left: negative once stale (grace) */
+    double age;        /* seconds since the response was generated */
+    double grace;      /* stale-while-revalidate window, seconds after the ttl */
+};
+
+/* Whether the script itself defines hit or log: else the callers skip the hook. */
+bool pol_has_hit(void);
+bool pol_has_log(void);
+/*
+ * hit(req, obj): POL_DELIVER, POL_MISS, POL_PASS, POL_SYNTH (*syn) or
+ * POL_ERROR.  Without a hit hook in the script, POL_DELIVER at once.
+ */
+enum pol_act pol_hit(struct req *req, const struct pol_obj *obj, struct pol_synth *syn);
+/* miss(req): POL_FETCH, POL_PASS, POL_SYNTH (*syn) or POL_ERROR. */
+enum pol_act pol_miss(struct req *req, struct pol_synth *syn);
+/* pass(req): POL_FETCH, POL_SYNTH (*syn) or POL_ERROR. */
+enum pol_act pol_pass(struct req *req, struct pol_synth *syn);
+/*
+ * log(req, resp) once the response was sent: both read-only, resp
+ * carries the status sent (its fields are gone by then).  A failure is
+ * logged and counted only: the client has its answer.
+ */
+void pol_log(struct req *req);
 
 /* Header slots a response head built for pol_deliver() keeps free for the hook. */
 #define POL_HDR_ROOM 32

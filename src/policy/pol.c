@@ -49,7 +49,8 @@ struct pol_prog {
     char *chunkname; /* "@path": Lua's messages then say path:line */
     char *src;
     size_t len;
-    unsigned hooks; /* bit per enum pol_hook defined by the script or builtin.lua */
+    unsigned hooks;      /* bit per enum pol_hook defined by the script or builtin.lua */
+    unsigned user_hooks; /* those the script defines */
 };
 
 static const char *const hook_name[POL_H_MAX] = {
@@ -57,6 +58,10 @@ static const char *const hook_name[POL_H_MAX] = {
     [POL_H_HASH] = "hash",
     [POL_H_BACKEND_RESPONSE] = "backend_response",
     [POL_H_DELIVER] = "deliver",
+    [POL_H_HIT] = "hit",
+    [POL_H_MISS] = "miss",
+    [POL_H_PASS] = "pass",
+    [POL_H_LOG] = "log",
 };
 
 static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -64,6 +69,7 @@ static struct pol_prog *cur; /* under mtx */
 static unsigned cur_gen;     /* atomic: cur->gen */
 static bool active;          /* a program was loaded; set before the workers start */
 static unsigned cur_hooks;   /* atomic: cur->hooks */
+static unsigned cur_user;    /* atomic: cur->user_hooks */
 static uint64_t next_ctx_id; /* atomic */
 
 static void
@@ -208,6 +214,7 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     sandbox(L);
     pol__lib_open(L);
     pol__obj_open(L);
+    pol__client_open(L);
     /* builtin.lua's globals land in a table of their own, reading through to _G. */
     if (luaL_loadbuffer(L, pol_builtin_lua, sizeof pol_builtin_lua - 1, "=builtin.lua") !=
         LUA_OK) {
@@ -231,13 +238,14 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
         state_close(pw);
         return (-1);
     }
-    p->hooks = 0;
+    p->hooks = p->user_hooks = 0;
     lua_getfield(L, LUA_REGISTRYINDEX, "pol.builtin");
     for (int h = 0; h < POL_H_MAX; h++) {
         pw->ref_user[h] = pw->ref_builtin[h] = LUA_NOREF;
         if (lua_getglobal(L, hook_name[h]) == LUA_TFUNCTION) {
             pw->ref_user[h] = luaL_ref(L, LUA_REGISTRYINDEX);
             p->hooks |= 1u << h;
+            p->user_hooks |= 1u << h;
         } else {
             lua_pop(L, 1);
         }
@@ -333,6 +341,7 @@ pol_load(const char *path, struct sb *err)
     p->gen = cur_gen + 1;
     cur = p;
     __atomic_store_n(&cur_hooks, p->hooks, __ATOMIC_RELEASE);
+    __atomic_store_n(&cur_user, p->user_hooks, __ATOMIC_RELEASE);
     __atomic_store_n(&cur_gen, p->gen, __ATOMIC_RELEASE);
     AZ(pthread_mutex_unlock(&mtx));
     prog_unref(&old);
@@ -377,6 +386,24 @@ bool
 pol_has_deliver(void)
 {
     return ((__atomic_load_n(&cur_hooks, __ATOMIC_ACQUIRE) & (1u << POL_H_DELIVER)) != 0);
+}
+
+static bool
+user_has(enum pol_hook h)
+{
+    return ((__atomic_load_n(&cur_user, __ATOMIC_ACQUIRE) & (1u << h)) != 0);
+}
+
+bool
+pol_has_hit(void)
+{
+    return (user_has(POL_H_HIT));
+}
+
+bool
+pol_has_log(void)
+{
+    return (user_has(POL_H_LOG));
 }
 
 void
@@ -449,7 +476,8 @@ hook_fail(struct pol_wrk *pw, const char *msg)
  * Call hook h with the nargs values on top of the stack: the script's
  * function, then builtin.lua's while the answer is nil.  The index in
  * acts[] of the action returned, acts_n when both returned nil (or none
- * exists), -1 on error (logged).  Pops the arguments.
+ * exists), -1 on error (logged).  Pops the arguments.  acts NULL: any
+ * value is accepted and ignored (log).
  */
 static int
 run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts, int acts_n)
@@ -488,6 +516,11 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts
             lua_pop(L, 1);
             continue;
         }
+        if (acts == NULL) {
+            /* log: no action to take, the value is ignored */
+            lua_pop(L, 1);
+            break;
+        }
         a = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
         for (rv = 0; a != NULL && rv < acts_n; rv++)
             if (strcmp(a, acts[rv]) == 0)
@@ -514,9 +547,9 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts
     return (rv);
 }
 
-/* Push req (and make sure req.ctx is this request's). */
+/* Push req as kind (and make sure req.ctx is this request's). */
 static void
-push_req(struct pol_wrk *pw, struct req *req, int ro)
+push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, int ro)
 {
     lua_State *L = pw->L;
 
@@ -528,7 +561,7 @@ push_req(struct pol_wrk *pw, struct req *req, int ro)
         pw->ctx_id = req->pol_id;
     }
     pw->req = req;
-    pol__obj_push(L, ro ? POL_O_BEREQ : POL_O_REQ, req->http, NULL, ro);
+    pol__obj_push(L, kind, req->http, NULL, ro);
 }
 
 /* Invalidate the objects of this call (n of them, from the stack's first slot on). */
@@ -563,7 +596,7 @@ pol_recv(struct req *req, struct pol_synth *syn)
     if (pw == NULL)
         return (POL_ERROR);
     top = lua_gettop(pw->L);
-    push_req(pw, req, 0);
+    push_req(pw, req, POL_O_REQ, 0);
     pw->syn = syn;
     syn->status = 0;
     lua_pushvalue(pw->L, -1);
@@ -594,7 +627,7 @@ pol_hash(struct req *req, char **key, size_t *len)
         return (-1);
     top = lua_gettop(pw->L);
     pw->hlen = 0;
-    push_req(pw, req, 0);
+    push_req(pw, req, POL_O_REQ, 0);
     lua_pushvalue(pw->L, -1);
     rv = run_hook(pw, POL_H_HASH, 1, acts, 1);
     end_call(pw, top + 1, 1);
@@ -637,7 +670,7 @@ pol_backend_response(struct req *req, struct pol_beresp *br)
         pw->ref_builtin[POL_H_BACKEND_RESPONSE] == LUA_NOREF)
         return (POL_DELIVER);
     top = lua_gettop(pw->L);
-    push_req(pw, req, 1);
+    push_req(pw, req, POL_O_BEREQ, 1);
     pol__obj_push(pw->L, POL_O_BERESP, br->resp, br, 0);
     lua_pushvalue(pw->L, -2);
     lua_pushvalue(pw->L, -2);
@@ -658,7 +691,7 @@ pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn)
     if (pw == NULL)
         return (POL_ERROR);
     top = lua_gettop(pw->L);
-    push_req(pw, req, 0);
+    push_req(pw, req, POL_O_REQ, 0);
     pol__obj_push(pw->L, POL_O_RESP, resp, NULL, 0);
     pw->syn = syn;
     syn->status = 0;
@@ -676,4 +709,98 @@ pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn)
         return (POL_SYNTH);
     }
     return (POL_DELIVER);
+}
+
+/*
+ * hit, miss and pass: (req[, obj]) with synth allowed.  A script without
+ * the hook gets dflt at once -- builtin.lua's answer -- without a call;
+ * so does one whose hook and builtin.lua's both return nil.
+ */
+static enum pol_act
+decide(struct req *req, enum pol_hook h, const struct pol_obj *obj, struct pol_synth *syn,
+       const char *const *acts, const enum pol_act *map, int nacts, enum pol_act dflt)
+{
+    struct pol_wrk *pw;
+    int top, rv, nargs = obj != NULL ? 2 : 1;
+
+    syn->status = 0;
+    if (!user_has(h))
+        return (dflt);
+    pw = begin(req);
+    if (pw == NULL)
+        return (POL_ERROR);
+    top = lua_gettop(pw->L);
+    push_req(pw, req, POL_O_REQ, 0);
+    if (obj != NULL)
+        pol__obj_push(pw->L, POL_O_OBJ, obj->resp, (void *)(uintptr_t)obj, 1);
+    pw->syn = syn;
+    for (int i = 0; i < nargs; i++)
+        lua_pushvalue(pw->L, top + 1 + i);
+    rv = run_hook(pw, h, nargs, acts, nacts);
+    end_call(pw, top + 1, nargs);
+    if (rv < 0)
+        return (POL_ERROR);
+    if (rv == nacts)
+        return (dflt);
+    if (map[rv] == POL_SYNTH && syn->status == 0) {
+        syn->status = 503;
+        snprintf(syn->reason, sizeof syn->reason, "%s returned \"synth\"", hook_name[h]);
+    }
+    return (map[rv]);
+}
+
+enum pol_act
+pol_hit(struct req *req, const struct pol_obj *obj, struct pol_synth *syn)
+{
+    static const char *const acts[] = { "deliver", "miss", "pass", "synth" };
+    static const enum pol_act map[] = { POL_DELIVER, POL_MISS, POL_PASS, POL_SYNTH };
+
+    AN(obj);
+    return (decide(req, POL_H_HIT, obj, syn, acts, map, (int)ARRAY_LEN(acts), POL_DELIVER));
+}
+
+enum pol_act
+pol_miss(struct req *req, struct pol_synth *syn)
+{
+    static const char *const acts[] = { "fetch", "pass", "synth" };
+    static const enum pol_act map[] = { POL_FETCH, POL_PASS, POL_SYNTH };
+
+    return (decide(req, POL_H_MISS, NULL, syn, acts, map, (int)ARRAY_LEN(acts), POL_FETCH));
+}
+
+enum pol_act
+pol_pass(struct req *req, struct pol_synth *syn)
+{
+    static const char *const acts[] = { "fetch", "synth" };
+    static const enum pol_act map[] = { POL_FETCH, POL_SYNTH };
+
+    return (decide(req, POL_H_PASS, NULL, syn, acts, map, (int)ARRAY_LEN(acts), POL_FETCH));
+}
+
+void
+pol_log(struct req *req)
+{
+    struct pol_wrk *pw;
+    struct http resp;
+    const char *reason;
+    int top;
+
+    if (!user_has(POL_H_LOG))
+        return;
+    pw = begin(req);
+    if (pw == NULL)
+        return;
+    http_init(&resp, NULL, 0);
+    resp.proto = req->http->proto == 10 ? 10 : 11;
+    resp.status = req->status;
+    reason = http_reason(req->status);
+    resp.reason = (struct txt){ reason, strlen(reason) };
+    top = lua_gettop(pw->L);
+    push_req(pw, req, POL_O_REQ, 1);
+    pol__obj_push(pw->L, POL_O_RESP, &resp, NULL, 1);
+    lua_pushvalue(pw->L, -2);
+    lua_pushvalue(pw->L, -2);
+    /* Nothing to decide any more: an error is logged and counted, the client has its answer. */
+    (void)run_hook(pw, POL_H_LOG, 2, NULL, 0);
+    end_call(pw, top + 1, 2);
 }

@@ -208,7 +208,7 @@ l_re_gsub(lua_State *L)
 
 /* ---- surogat ---- */
 
-/* surogat.synth(status, reason): return it from recv or deliver. */
+/* surogat.synth(status, reason): return it from recv, hit, miss, pass or deliver. */
 static int
 l_synth(lua_State *L)
 {
@@ -218,7 +218,7 @@ l_synth(lua_State *L)
     const char *reason = luaL_optlstring(L, 2, "", &rlen);
 
     if (pw->syn == NULL)
-        return (luaL_error(L, "surogat.synth: only in recv and deliver"));
+        return (luaL_error(L, "surogat.synth: only in recv, hit, miss, pass and deliver"));
     if (st < 200 || st > 999)
         return (luaL_error(L, "surogat.synth: status %d is not 200..999", (int)st));
     pw->syn->status = (unsigned)st;

@@ -1,5 +1,5 @@
 /*
- * The message objects hooks get: req, bereq, beresp, resp.  Each is a
+ * The message objects hooks get: req, bereq, beresp, resp, obj.  Each is a
  * userdata over a struct http owned by the request (its workspace), so
  * it is valid only during the hook call that got it: pol__obj_kill()
  * clears it afterwards and a copy kept in req.ctx raises an error.
@@ -10,9 +10,14 @@
  * Header names compare case-insensitively; as a field (req.http.x_foo)
  * an underscore stands for a dash, while :get("x_foo") takes the name as
  * written.
+ *
+ * obj (in hit) is a read-only view of the cached object's stored head
+ * and timing; `client` is a global userdata reading the current
+ * request's session, so it needs no refreshing per request.
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -20,35 +25,38 @@
 #include "surogat/defs.h"
 #include "surogat/http.h"
 #include "surogat/req.h"
+#include "surogat/sess.h"
 #include "surogat/wrk.h"
 #include "surogat/ws.h"
 
 #include "pol_priv.h"
 
-#define MSG_MT  "surogat.msg"
-#define HDRS_MT "surogat.http"
+#define MSG_MT    "surogat.msg"
+#define HDRS_MT   "surogat.http"
+#define CLIENT_MT "surogat.client"
 
 struct msg {
     unsigned magic;
 #define POL_MSG_MAGIC 0x1f7a5c93
     enum pol_obj_kind kind;
-    struct http *hp; /* NULL once the hook call ended */
-    struct pol_beresp *br;
+    struct http *hp;           /* NULL once the hook call ended */
+    struct pol_beresp *br;     /* beresp only */
+    const struct pol_obj *obj; /* obj only */
     int ro;
 };
 
-static const char *const kind_name[] = { "req", "bereq", "beresp", "resp" };
+static const char *const kind_name[] = { "req", "bereq", "beresp", "resp", "obj" };
 
 void
-pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, struct pol_beresp *br,
-              int ro)
+pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, void *ex, int ro)
 {
     struct msg *m = lua_newuserdatauv(L, sizeof *m, 1);
 
     m->magic = POL_MSG_MAGIC;
     m->kind = kind;
     m->hp = hp;
-    m->br = br;
+    m->br = kind == POL_O_BERESP ? ex : NULL;
+    m->obj = kind == POL_O_OBJ ? ex : NULL;
     m->ro = ro;
     luaL_setmetatable(L, MSG_MT);
 }
@@ -60,6 +68,7 @@ pol__obj_kill(lua_State *L, int idx)
 
     m->hp = NULL;
     m->br = NULL;
+    m->obj = NULL;
 }
 
 static struct msg *
@@ -309,6 +318,12 @@ l_msg_index(lua_State *L)
         lua_pushnumber(L, m->br->stale_if_error);
     } else if (m->br != NULL && strcmp(k, "uncacheable") == 0) {
         lua_pushboolean(L, m->br->uncacheable);
+    } else if (m->obj != NULL && strcmp(k, "ttl") == 0) {
+        lua_pushnumber(L, m->obj->ttl);
+    } else if (m->obj != NULL && strcmp(k, "age") == 0) {
+        lua_pushnumber(L, m->obj->age);
+    } else if (m->obj != NULL && strcmp(k, "grace") == 0) {
+        lua_pushnumber(L, m->obj->grace);
     } else {
         lua_pushnil(L);
     }
@@ -385,6 +400,64 @@ l_msg_tostring(lua_State *L)
 
     lua_pushstring(L, kind_name[m->kind]);
     return (1);
+}
+
+/* ---- client ---- */
+
+static int
+l_client_index(lua_State *L)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+    const char *k = luaL_checkstring(L, 2);
+    const struct sess *sp;
+
+    if (pw->req == NULL)
+        return (luaL_error(L, "client used outside a hook"));
+    sp = pw->req->sp; /* NULL for a request without a connection (unit tests) */
+    if (sp != NULL && strcmp(k, "ip") == 0)
+        lua_pushstring(L, sp->client_ip);
+    else if (sp != NULL && strcmp(k, "port") == 0)
+        lua_pushinteger(L, strtol(sp->client_port, NULL, 10));
+    else
+        lua_pushnil(L);
+    return (1);
+}
+
+static int
+l_client_newindex(lua_State *L)
+{
+    return (luaL_error(L, "client is read-only"));
+}
+
+static int
+l_client_tostring(lua_State *L)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+
+    if (pw->req != NULL && pw->req->sp != NULL)
+        lua_pushfstring(L, "%s:%s", pw->req->sp->client_ip, pw->req->sp->client_port);
+    else
+        lua_pushliteral(L, "client");
+    return (1);
+}
+
+void
+pol__client_open(lua_State *L)
+{
+    static const luaL_Reg client_mt[] = {
+        { "__index", l_client_index },
+        { "__newindex", l_client_newindex },
+        { "__tostring", l_client_tostring },
+        { NULL, NULL },
+    };
+
+    (void)lua_newuserdatauv(L, 0, 0);
+    luaL_newmetatable(L, CLIENT_MT);
+    luaL_setfuncs(L, client_mt, 0);
+    lua_pushliteral(L, "locked");
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    lua_setglobal(L, "client");
 }
 
 void

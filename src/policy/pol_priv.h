@@ -18,6 +18,10 @@ enum pol_hook {
     POL_H_HASH,
     POL_H_BACKEND_RESPONSE,
     POL_H_DELIVER,
+    POL_H_HIT,
+    POL_H_MISS,
+    POL_H_PASS,
+    POL_H_LOG,
     POL_H_MAX,
 };
 
@@ -38,7 +42,7 @@ struct pol_wrk {
     /* during a hook call */
     struct req *req;
     enum pol_hook hook;
-    struct pol_synth *syn; /* where surogat.synth() writes; NULL outside recv/deliver */
+    struct pol_synth *syn; /* where surogat.synth() writes; NULL in hooks without "synth" */
     char *hbuf;            /* hash: surogat.hash_data() pieces, each after a NUL */
     size_t hlen, hcap;
     unsigned nre; /* patterns in the re cache */
@@ -60,10 +64,13 @@ void pol__obj_open(lua_State *L);
  * pol__obj_kill() on the same index: the object then raises an error
  * instead of touching a head that is gone.
  */
-enum pol_obj_kind { POL_O_REQ, POL_O_BEREQ, POL_O_BERESP, POL_O_RESP };
+enum pol_obj_kind { POL_O_REQ, POL_O_BEREQ, POL_O_BERESP, POL_O_RESP, POL_O_OBJ };
 struct pol_beresp;
-void pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp,
-                   struct pol_beresp *br, int ro);
+struct pol_obj;
+/* ex: the beresp's timing (POL_O_BERESP) or the object's (POL_O_OBJ), else NULL. */
+void pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, void *ex, int ro);
 void pol__obj_kill(lua_State *L, int idx);
+/* The global `client`: the current request's peer, read-only. */
+void pol__client_open(lua_State *L);
 
 #endif

@@ -20,6 +20,7 @@
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/pool.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
@@ -419,6 +420,8 @@ req_sess_task(struct wrk *wrk, void *priv)
         }
         req_dispatch(req);
         req_finish(req);
+        if (pol_active() && pol_has_log())
+            pol_log(req);
         served++;
         if (req->abort) {
             sess_close(&sp);

@@ -6,8 +6,9 @@
  * builtin.vcl in spirit: GET and HEAD without Authorization or Cookie
  * are looked up, everything else passes, and a successful unsafe method
  * invalidates the URL (RFC 9111 section 4.4).  With one (pol_active()),
- * its recv and hash hooks decide instead, and its deliver hook may edit
- * the head of every delivery.
+ * its recv and hash hooks decide instead, hit, miss and pass may turn
+ * the outcome of the lookup around, and its deliver hook may edit the
+ * head of every delivery.
  */
 #include "config.h"
 
@@ -613,6 +614,101 @@ policy_fail(struct req *req)
 }
 
 /*
+ * The request goes to the backend, not cached: through the pass hook
+ * when a script is loaded.
+ */
+static void do_pass(struct req *req, struct be *be);
+
+/* A hook said neither fetch nor deliver: pass, synth, or it failed. */
+static void
+answer_other(struct req *req, struct be *be, enum pol_act act, const struct pol_synth *syn)
+{
+    if (act == POL_PASS)
+        do_pass(req, be);
+    else if (act == POL_SYNTH)
+        (void)req_synth_msg(req, syn->status, NULL, syn->reason);
+    else
+        policy_fail(req);
+}
+
+static void
+do_pass(struct req *req, struct be *be)
+{
+    struct pol_synth syn;
+    enum pol_act act;
+
+    /* pass never answers "pass": no recursion */
+    if (pol_active() && (act = pol_pass(req, &syn)) != POL_FETCH) {
+        answer_other(req, be, act, &syn);
+        return;
+    }
+    fetch_pass(req, be);
+}
+
+/*
+ * A miss with the busy object *ocp: fetch it, unless the miss hook says
+ * otherwise -- then the busy object is abandoned (waiters look up again)
+ * and the stale copy let go.
+ */
+static void
+do_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
+{
+    struct pol_synth syn;
+    enum pol_act act = POL_FETCH;
+
+    if (pol_active())
+        act = pol_miss(req, &syn);
+    if (act == POL_FETCH) {
+        fetch_miss(req, be, ocp, stale);
+        return;
+    }
+    hsh_abandon(ocp, 0);
+    if (stale->oc != NULL)
+        hsh_deref(&stale->oc);
+    answer_other(req, be, act, &syn);
+}
+
+/*
+ * The hit hook on object oc: obj is its stored head parsed into
+ * workspace (with the empty line it is stored without) and its timing.
+ */
+static enum pol_act
+policy_hit(struct req *req, const struct cobj *oc, double now, struct pol_synth *syn)
+{
+    struct h1_limits lim;
+    struct http_hdr *hdrs;
+    struct http h;
+    struct pol_obj obj;
+    size_t len = oc->head_len + 2, used;
+    unsigned nhdr = 1;
+    char *buf;
+
+    buf = ws_alloc(&req->wrk->ws, len);
+    if (buf == NULL) {
+        STAT_INC(ws_overflow);
+        return (POL_ERROR);
+    }
+    memcpy(buf, oc->head, oc->head_len);
+    memcpy(buf + oc->head_len, "\r\n", 2);
+    for (size_t i = 0; i < len; i++)
+        nhdr += buf[i] == '\n';
+    hdrs = ws_alloc(&req->wrk->ws, nhdr * sizeof *hdrs);
+    if (hdrs == NULL) {
+        STAT_INC(ws_overflow);
+        return (POL_ERROR);
+    }
+    http_init(&h, hdrs, nhdr);
+    lim = (struct h1_limits){ len + 1, len + 1, nhdr };
+    if (h1_parse_response(buf, len, &lim, &h, &used) != H1_DONE)
+        return (POL_ERROR); /* we stored it: cannot happen, but not worth a panic */
+    obj.resp = &h;
+    obj.age = SRG_MAX(0.0, now - oc->fresh.t_origin);
+    obj.ttl = oc->fresh.ttl - obj.age;
+    obj.grace = oc->fresh.swr;
+    return (pol_hit(req, &obj, syn));
+}
+
+/*
  * The policy's recv and hash hooks: true with the cache key to look up
  * (NULL: the workspace ran out, pass), false when the request was
  * answered here.
@@ -627,7 +723,7 @@ policy_recv(struct req *req, struct be *be, char **key, size_t *keylen)
         break;
     case POL_PASS:
     case POL_PIPE:
-        fetch_pass(req, be);
+        do_pass(req, be);
         return (false);
     case POL_PURGE:
         req_purge(req);
@@ -654,10 +750,12 @@ req_dispatch(struct req *req)
     struct be *be = be_default();
     struct cobj *oc = NULL, *so;
     struct hsh_stale stale;
+    struct pol_synth syn;
     struct cc qcc;
     char *key;
     size_t keylen;
     double now;
+    bool refresh = false; /* the hit hook said "miss": look up past fresh objects */
 
     OBJ_CHECK(req, REQ_MAGIC);
     if (pol_active()) {
@@ -675,7 +773,7 @@ req_dispatch(struct req *req)
         key = cache_key(req, &keylen);
     }
     if (key == NULL) {
-        fetch_pass(req, be);
+        do_pass(req, be);
         return;
     }
     cc_parse_request(req->http, &qcc);
@@ -685,13 +783,31 @@ lookup:
     case HSH_PASS:
         if (qcc.flags & CC_ONLY_IF_CACHED)
             break;
-        fetch_pass(req, be);
+        do_pass(req, be);
         return;
     case HSH_HIT:
         if (!hsh_verify(oc)) {
             /* Recovered from a file store and corrupt: gone from the index, look again. */
             hsh_deref(&oc);
             goto lookup;
+        }
+        if (!refresh && pol_active() && pol_has_hit()) {
+            enum pol_act act = policy_hit(req, oc, now, &syn);
+            if (act != POL_DELIVER)
+                hsh_deref(&oc);
+            if (act == POL_MISS) {
+                /*
+                 * As a client's no-cache would: the object is only good for
+                 * revalidation, so the lookup misses and the fetch replaces it.
+                 */
+                refresh = true;
+                qcc.flags |= CC_NO_CACHE;
+                goto lookup;
+            }
+            if (act != POL_DELIVER) {
+                answer_other(req, be, act, &syn);
+                return;
+            }
         }
         STAT_INC(cache_hit);
         req_deliver_obj(req, oc, now, NULL);
@@ -718,8 +834,22 @@ lookup:
         if (!hsh_verify(stale.oc)) {
             /* Recovered and corrupt: gone; this is a plain miss. */
             hsh_deref(&stale.oc);
-            fetch_miss(req, be, &oc, &stale);
+            do_miss(req, be, &oc, &stale);
             return;
+        }
+        if (pol_active() && pol_has_hit()) {
+            enum pol_act act = policy_hit(req, stale.oc, now, &syn);
+            if (act == POL_MISS) {
+                /* Refresh in the foreground: the stale copy only revalidates. */
+                do_miss(req, be, &oc, &stale);
+                return;
+            }
+            if (act != POL_DELIVER) {
+                hsh_abandon(&oc, 0);
+                hsh_deref(&stale.oc);
+                answer_other(req, be, act, &syn);
+                return;
+            }
         }
         STAT_INC(cache_hit);
         so = stale.oc;
@@ -740,7 +870,7 @@ lookup:
         if (stale.oc != NULL && !hsh_verify(stale.oc))
             hsh_deref(&stale.oc);
         /* A Range miss fetches the whole object (fetch_miss) and cuts the range from it. */
-        fetch_miss(req, be, &oc, &stale);
+        do_miss(req, be, &oc, &stale);
         return;
     }
     /* only-if-cached with nothing usable: never contact the origin (RFC 9111 5.2.1.7). */

@@ -1,5 +1,6 @@
-"""Lua policy scripts (-f): the recv, hash, backend_response and deliver
-hooks through the real daemon, builtin.lua's fallback, failures answered
+"""Lua policy scripts (-f): the recv, hash, hit, miss, pass,
+backend_response, deliver and log hooks and the client and obj objects
+through the real daemon, builtin.lua's fallback, failures answered
 503 with file:line in the log, -C, and SIGHUP reload."""
 
 import re
@@ -197,6 +198,139 @@ def test_deliver_synth(origin, surogat, tmp_path):
     assert r.status == 451 and b"gone" in r.body
     r = sg.get("/n")  # the hit too
     assert r.status == 451
+
+
+# -- hit, miss, pass, client ---------------------------------------------------------
+
+
+def test_hit_actions_and_obj(origin, surogat, tmp_path):
+    origin.route("/h", body=b"hh", headers=dict(CC60, **{"X-Tag": "t1"}))
+    sg, _ = with_policy(surogat, tmp_path, """
+        function hit(req, obj)
+            local a = req.http["X-Act"]
+            if a == "read" then
+                return surogat.synth(299, string.format("%d %s %s %d %s",
+                    obj.status, obj.http.x_tag, obj.http:get("X-Tag"),
+                    obj.ttl > 50 and obj.ttl <= 60 and 1 or 0, tostring(obj.age < 5)))
+            end
+            if a == "pass" then return "pass" end
+            if a == "synth" then return surogat.synth(410, "gone from " .. obj.http.x_tag) end
+            if a == "miss" then return "miss" end
+            if a == "bad" then return "fetch" end
+            if a == "write" then obj.http.x_tag = "changed" end
+        end
+        """)
+    assert sg.get("/h").body == b"hh"
+    assert origin.hits("/h") == 1
+    r = sg.get("/h", headers={"X-Act": "read"})
+    assert r.status == 299 and b"200 t1 t1 1 true" in r.body, r
+    # pass: the origin sees the request, the object stays
+    r = sg.get("/h", headers={"X-Act": "pass"})
+    assert r.status == 200 and r.body == b"hh" and not is_hit(r), r
+    assert origin.hits("/h") == 2 and origin.last("/h").header("X-Act") == "pass"
+    assert is_hit(sg.get("/h"))
+    r = sg.get("/h", headers={"X-Act": "synth"})
+    assert r.status == 410 and b"gone from t1" in r.body, r
+    assert origin.hits("/h") == 2
+    # miss: fetched again, and the new response replaces the object
+    origin.route("/h", body=b"h2", headers=dict(CC60, **{"X-Tag": "t2"}))
+    r = sg.get("/h", headers={"X-Act": "miss"})
+    assert r.status == 200 and r.body == b"h2" and not is_hit(r), r
+    assert origin.hits("/h") == 3
+    r = sg.get("/h")
+    assert is_hit(r) and r.body == b"h2" and r.header("X-Tag") == "t2", r
+    # an action hit may not return, or a write to obj: 503
+    errs = sg.stat("policy_error")
+    assert sg.get("/h", headers={"X-Act": "bad"}).status == 503
+    assert sg.get("/h", headers={"X-Act": "write"}).status == 503
+    assert sg.stat("policy_error") == errs + 2
+    assert "hit returned \"fetch\"" in sg.log_tail()
+    assert origin.hits("/h") == 3
+
+
+def test_miss_and_pass_hooks(origin, surogat, tmp_path):
+    origin.route("/m", body=b"m", headers=CC60)
+    origin.route("/p", body=b"p", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function recv(req)
+            if req.url == "/p" then return "pass" end
+        end
+        function miss(req)
+            if req.http["X-Miss"] == "synth" then return surogat.synth(404, "not cached") end
+            if req.http["X-Miss"] == "pass" then return "pass" end
+            if req.http["X-Miss"] == "bad" then return "deliver" end
+        end
+        function pass(req)
+            if req.http["X-Pass"] == "synth" then return surogat.synth(429, "slow down") end
+            req.http["X-Passed"] = client.ip
+        end
+        """)
+    r = sg.get("/m", headers={"X-Miss": "synth"})
+    assert r.status == 404 and b"not cached" in r.body, r
+    assert origin.hits("/m") == 0
+    # miss -> pass: fetched through the pass hook, not stored
+    r = sg.get("/m", headers={"X-Miss": "pass"})
+    assert r.status == 200 and r.body == b"m" and r.header("Cache-Status") == \
+        "surogat; fwd=bypass", r
+    assert origin.last("/m").header("X-Passed") == "127.0.0.1"
+    assert sg.get("/m", headers={"X-Miss": "bad"}).status == 503
+    assert origin.hits("/m") == 1
+    # the busy objects given up do not stand in the way: a plain miss stores
+    assert forwarded(sg.get("/m").header("Cache-Status"), stored=True)
+    assert is_hit(sg.get("/m"))
+    r = sg.get("/p", headers={"X-Pass": "synth"})
+    assert r.status == 429 and b"slow down" in r.body, r
+    assert origin.hits("/p") == 0
+    r = sg.get("/p")
+    assert r.status == 200 and origin.last("/p").header("X-Passed") == "127.0.0.1"
+
+
+def test_client_object(origin, surogat, tmp_path):
+    origin.route("/c", body=b"c", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function recv(req)
+            req.ctx.peer = client.ip .. " " .. type(client.port)
+        end
+        function deliver(req, resp)
+            resp.http["X-Client"] = req.ctx.peer
+            resp.http["X-Port"] = tostring(client.port)
+        end
+        """)
+    with sg.conn() as c:
+        c.request("GET", "/c")
+        r = c.read_response("GET")
+        port = c.sock.getsockname()[1]
+    assert r.header("X-Client") == "127.0.0.1 number", r
+    assert r.header("X-Port") == str(port)
+
+
+def test_log_hook(origin, surogat, tmp_path):
+    origin.route("/l", body=b"l", headers=CC60)
+    sg, p = with_policy(surogat, tmp_path, """
+        function recv(req)
+            req.ctx.t = "from-recv"
+        end
+        function log(req, resp)
+            if req.url == "/boom" then error("log failed") end
+            surogat.log("served", req.method, req.url, resp.status, req.ctx.t, client.ip)
+        end
+        """)
+    origin.route("/nothere", status=404, body=b"no")
+    assert sg.get("/l").status == 200
+    r = sg.get("/nothere")
+    wait_until(lambda: "policy: served GET /l 200 from-recv 127.0.0.1" in sg.log_tail(), 5,
+               "the log hook's line")
+    assert r.status == 404, r
+    wait_until(lambda: "policy: served GET /nothere 404 from-recv" in sg.log_tail(), 5,
+               "the log hook's line for a 404: %s" % sg.log_tail())
+    # a failing log hook: logged and counted, the response is untouched
+    origin.route("/boom", body=b"fine", headers=CC60)
+    r = sg.get("/boom")
+    assert r.status == 200 and r.body == b"fine", r
+    wait_until(lambda: "%s:6: log failed" % p.name in sg.log_tail(), 5,
+               "the error logged: %s" % sg.log_tail())
+    assert sg.stat("policy_error") == 1
+    assert sg.get("/boom").status == 200
 
 
 # -- failures -----------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "surogat/pol.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
+#include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/wrk.h"
 
@@ -96,7 +97,7 @@ load_ok(const char *src)
 }
 
 static enum pol_act
-recv(struct req *r)
+do_recv(struct req *r)
 {
     struct pol_synth syn;
 
@@ -134,7 +135,7 @@ START_TEST(headers)
             "  return 'pass'\n"
             "end\n");
     mkreq("GET", "/", "Host", "example.com", "Cookie", "a=1", "cookie", "b=2", NULL);
-    ck_assert_int_eq(recv(&req), POL_PASS);
+    ck_assert_int_eq(do_recv(&req), POL_PASS);
     ck_assert_uint_eq(http_count(req.http, "X-A"), 2);
     ck_assert_ptr_null(http_find(req.http, "Cookie"));
     ck_assert_str_eq(val("X-B"), "b");
@@ -158,7 +159,7 @@ START_TEST(header_injection_refused)
             unlink(path);
         load_ok(src);
         mkreq("GET", "/", NULL);
-        ck_assert_msg(recv(&req) == POL_ERROR, "%s accepted", bad[i]);
+        ck_assert_msg(do_recv(&req) == POL_ERROR, "%s accepted", bad[i]);
         ck_assert_uint_eq(req.http->nhdr, 0);
     }
 }
@@ -175,15 +176,15 @@ START_TEST(actions)
             "  if req.url == '/pipe' then return 'pipe' end\n"
             "  if req.url == '/synth' then return surogat.synth(404, 'not here') end\n"
             "end\n");
-    ck_assert_int_eq(recv(mkreq("GET", "/bogus", NULL)), POL_ERROR);
-    ck_assert_int_eq(recv(mkreq("GET", "/num", NULL)), POL_ERROR);
-    ck_assert_int_eq(recv(mkreq("GET", "/lookup", NULL)), POL_HASH);
-    ck_assert_int_eq(recv(mkreq("GET", "/pipe", NULL)), POL_PIPE);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/bogus", NULL)), POL_ERROR);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/num", NULL)), POL_ERROR);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/lookup", NULL)), POL_HASH);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/pipe", NULL)), POL_PIPE);
     /* nil: builtin.lua decides */
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_HASH);
-    ck_assert_int_eq(recv(mkreq("POST", "/", NULL)), POL_PASS);
-    ck_assert_int_eq(recv(mkreq("PURGE", "/", NULL)), POL_PURGE);
-    ck_assert_int_eq(recv(mkreq("GET", "/", "Authorization", "x", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_HASH);
+    ck_assert_int_eq(do_recv(mkreq("POST", "/", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("PURGE", "/", NULL)), POL_PURGE);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", "Authorization", "x", NULL)), POL_PASS);
     ck_assert_int_eq(pol_recv(mkreq("GET", "/synth", NULL), &syn), POL_SYNTH);
     ck_assert_uint_eq(syn.status, 404);
     ck_assert_str_eq(syn.reason, "not here");
@@ -212,7 +213,7 @@ START_TEST(re_helpers)
             "  for i = 1, 1500 do assert(re.match('x' .. i, 'x' .. i)) end\n"
             "  return 'pass'\n"
             "end\n");
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
 }
 END_TEST
 
@@ -229,7 +230,7 @@ START_TEST(surogat_helpers)
             "  surogat.log('from', 'the', 'policy', 1)\n"
             "  return 'pass'\n"
             "end\n");
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
 }
 END_TEST
 
@@ -245,7 +246,7 @@ START_TEST(sandbox)
             "  assert(string.format and table.concat and math.floor and utf8.char)\n"
             "  return 'pass'\n"
             "end\n");
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
     unlink(path);
     /* The top level runs in the sandbox too, when the script is loaded. */
     ck_assert_int_eq(load("\nio.open('/etc/passwd')\n", ebuf, sizeof ebuf), -1);
@@ -274,10 +275,10 @@ START_TEST(instruction_limit)
             "  for i = 1, 100 do n = n + i end\n"
             "  return 'pass'\n"
             "end\n");
-    ck_assert_int_eq(recv(mkreq("GET", "/loop", NULL)), POL_ERROR);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/loop", NULL)), POL_ERROR);
     /* the limit is per call: the next one starts afresh */
     for (int i = 0; i < 20; i++)
-        ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PASS);
+        ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
     /* and the top level of the script is limited too */
     unlink(path);
     {
@@ -298,8 +299,8 @@ START_TEST(memory_limit)
             "  end\n"
             "  return 'pass'\n"
             "end\n");
-    ck_assert_int_eq(recv(mkreq("GET", "/mem", NULL)), POL_ERROR);
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/mem", NULL)), POL_ERROR);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
 }
 END_TEST
 
@@ -341,7 +342,7 @@ START_TEST(ctx_per_request)
             "end\n");
     for (int i = 0; i < 3; i++) {
         mkreq("GET", "/", NULL);
-        ck_assert_int_eq(recv(&req), POL_HASH);
+        ck_assert_int_eq(do_recv(&req), POL_HASH);
         ck_assert_int_eq(pol_hash(&req, &key, &len), 0);
     }
 }
@@ -355,8 +356,8 @@ START_TEST(stale_object_refused)
             "  saved = req\n"
             "  return 'pass'\n"
             "end\n");
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PASS);
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_ERROR);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_ERROR);
 }
 END_TEST
 
@@ -366,7 +367,7 @@ START_TEST(reload_replaces_states)
     struct sb err;
 
     load_ok("function recv(req) return 'pass' end\n");
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
     {
         FILE *f = fopen(path, "w");
         AN(f);
@@ -375,7 +376,7 @@ START_TEST(reload_replaces_states)
     }
     sb_init(&err, ebuf, sizeof ebuf);
     ck_assert_int_eq(pol_reload(&err), 0);
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PURGE);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PURGE);
     {
         FILE *f = fopen(path, "w");
         AN(f);
@@ -384,7 +385,185 @@ START_TEST(reload_replaces_states)
     }
     sb_init(&err, ebuf, sizeof ebuf);
     ck_assert_int_eq(pol_reload(&err), -1);
-    ck_assert_int_eq(recv(mkreq("GET", "/", NULL)), POL_PURGE);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PURGE);
+}
+END_TEST
+
+/* A stored response head for hit(req, obj): 200 with X-A: b, and its timing. */
+static struct http_hdr ohdrs[8];
+static struct http ohttp;
+
+static struct pol_obj *
+mkobj(struct pol_obj *o)
+{
+    http_init(&ohttp, ohdrs, ARRAY_LEN(ohdrs));
+    ohttp.proto = 11;
+    ohttp.status = 200;
+    ohttp.reason = (struct txt){ "OK", 2 };
+    AZ(http_add(&ohttp, (struct txt){ "X-A", 3 }, (struct txt){ "b", 1 }));
+    o->resp = &ohttp;
+    o->ttl = 50;
+    o->age = 10;
+    o->grace = 5;
+    return (o);
+}
+
+START_TEST(hit_miss_pass_actions)
+{
+    struct pol_synth syn;
+    struct pol_obj obj;
+    uint64_t e0;
+
+    /* Without the hooks: builtin.lua's defaults, and no call at all. */
+    load_ok("function recv(req) end\n");
+    ck_assert(!pol_has_hit() && !pol_has_log());
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/", NULL), mkobj(&obj), &syn), POL_DELIVER);
+    ck_assert_int_eq(pol_miss(mkreq("GET", "/", NULL), &syn), POL_FETCH);
+    ck_assert_int_eq(pol_pass(mkreq("GET", "/", NULL), &syn), POL_FETCH);
+
+    load_ok("function hit(req, obj)\n"
+            "  if req.url == '/miss' then return 'miss' end\n"
+            "  if req.url == '/pass' then return 'pass' end\n"
+            "  if req.url == '/fetch' then return 'fetch' end\n"
+            "  if req.url == '/plain' then return 'synth' end\n"
+            "  if req.url == '/read' then\n"
+            "    return surogat.synth(obj.status + 1, string.format('%s %s %d %d %d %s',\n"
+            "      obj.http.x_a, obj.http:get('X-A'), obj.ttl, obj.age, obj.grace, obj.reason))\n"
+            "  end\n"
+            "  if req.url == '/ro-status' then obj.status = 500 end\n"
+            "  if req.url == '/ro-http' then obj.http.x_a = 'c' end\n"
+            "  if req.url == '/ro-unset' then obj.http:unset('X-A') end\n"
+            "  if req.url == '/ttl' then obj.ttl = 1 end\n"
+            "  req.http.x_hit = 'yes'\n"
+            "end\n"
+            "function miss(req)\n"
+            "  if req.url == '/pass' then return 'pass' end\n"
+            "  if req.url == '/synth' then return surogat.synth(404, 'none') end\n"
+            "  if req.url == '/deliver' then return 'deliver' end\n"
+            "end\n"
+            "function pass(req)\n"
+            "  if req.url == '/synth' then return surogat.synth(403, 'no') end\n"
+            "  if req.url == '/pass' then return 'pass' end\n"
+            "  return 'fetch'\n"
+            "end\n");
+    ck_assert(pol_has_hit() && !pol_has_log());
+    e0 = stat_get(STAT_policy_error);
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/miss", NULL), mkobj(&obj), &syn), POL_MISS);
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/pass", NULL), mkobj(&obj), &syn), POL_PASS);
+    /* nil: builtin.lua delivers; req stays writable in hit */
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/", NULL), mkobj(&obj), &syn), POL_DELIVER);
+    ck_assert_str_eq(val("X-Hit"), "yes");
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/plain", NULL), mkobj(&obj), &syn), POL_SYNTH);
+    ck_assert_uint_eq(syn.status, 503);
+    ck_assert_str_eq(syn.reason, "hit returned \"synth\"");
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/read", NULL), mkobj(&obj), &syn), POL_SYNTH);
+    ck_assert_uint_eq(syn.status, 201);
+    ck_assert_str_eq(syn.reason, "b b 50 10 5 OK");
+    ck_assert_int_eq(stat_get(STAT_policy_error), e0);
+    /* obj is read-only; an action a hook may not return is an error */
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/ro-status", NULL), mkobj(&obj), &syn), POL_ERROR);
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/ro-http", NULL), mkobj(&obj), &syn), POL_ERROR);
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/ro-unset", NULL), mkobj(&obj), &syn), POL_ERROR);
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/ttl", NULL), mkobj(&obj), &syn), POL_ERROR);
+    ck_assert_int_eq(pol_hit(mkreq("GET", "/fetch", NULL), mkobj(&obj), &syn), POL_ERROR);
+    ck_assert_str_eq(http_value(&ohttp, "X-A")->b, "b");
+    ck_assert_uint_eq(ohttp.status, 200);
+
+    ck_assert_int_eq(pol_miss(mkreq("GET", "/", NULL), &syn), POL_FETCH);
+    ck_assert_int_eq(pol_miss(mkreq("GET", "/pass", NULL), &syn), POL_PASS);
+    ck_assert_int_eq(pol_miss(mkreq("GET", "/synth", NULL), &syn), POL_SYNTH);
+    ck_assert_uint_eq(syn.status, 404);
+    ck_assert_str_eq(syn.reason, "none");
+    ck_assert_int_eq(pol_miss(mkreq("GET", "/deliver", NULL), &syn), POL_ERROR);
+
+    ck_assert_int_eq(pol_pass(mkreq("GET", "/", NULL), &syn), POL_FETCH);
+    ck_assert_int_eq(pol_pass(mkreq("GET", "/synth", NULL), &syn), POL_SYNTH);
+    ck_assert_uint_eq(syn.status, 403);
+    ck_assert_int_eq(pol_pass(mkreq("GET", "/pass", NULL), &syn), POL_ERROR);
+    ck_assert_uint_eq(stat_get(STAT_policy_error), e0 + 7);
+}
+END_TEST
+
+START_TEST(client_object)
+{
+    static struct sess sp;
+
+    load_ok("function recv(req)\n"
+            "  req.http.x_ip = tostring(client.ip)\n"
+            "  req.http.x_port = tostring(client.port)\n"
+            "  req.http.x_str = tostring(client)\n"
+            "  if req.url == '/set' then client.ip = '10.0.0.1' end\n"
+            "  return 'pass'\n"
+            "end\n"
+            "function pass(req)\n"
+            "  if client.ip ~= '192.0.2.7' then return surogat.synth(403) end\n"
+            "end\n");
+    memset(&sp, 0, sizeof sp);
+    sp.magic = SESS_MAGIC;
+    snprintf(sp.client_ip, sizeof sp.client_ip, "%s", "192.0.2.7");
+    snprintf(sp.client_port, sizeof sp.client_port, "%s", "40123");
+    mkreq("GET", "/", NULL);
+    req.sp = &sp;
+    ck_assert_int_eq(do_recv(&req), POL_PASS);
+    ck_assert_str_eq(val("X-Ip"), "192.0.2.7");
+    ck_assert_str_eq(val("X-Port"), "40123");
+    ck_assert_str_eq(val("X-Str"), "192.0.2.7:40123");
+    ck_assert_int_eq(pol_pass(&req, &(struct pol_synth){ 0 }), POL_FETCH);
+    /* read-only */
+    mkreq("GET", "/set", NULL);
+    req.sp = &sp;
+    ck_assert_int_eq(do_recv(&req), POL_ERROR);
+    /* the next request's session, not a cached copy */
+    snprintf(sp.client_ip, sizeof sp.client_ip, "%s", "::1");
+    mkreq("GET", "/", NULL);
+    req.sp = &sp;
+    ck_assert_int_eq(do_recv(&req), POL_PASS);
+    ck_assert_str_eq(val("X-Ip"), "::1");
+    ck_assert_int_eq(pol_pass(&req, &(struct pol_synth){ 0 }), POL_SYNTH);
+    /* without a session: nil */
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
+    ck_assert_str_eq(val("X-Ip"), "nil");
+}
+END_TEST
+
+START_TEST(log_hook)
+{
+    uint64_t e0;
+
+    load_ok("seen = 'none'\n"
+            "function recv(req)\n"
+            "  req.http.x_seen = seen\n"
+            "  req.ctx.t = 'ctx'\n"
+            "end\n"
+            "function log(req, resp)\n"
+            "  seen = string.format('%s %d %s %s %s', req.url, resp.status, resp.reason,\n"
+            "                       req.ctx.t, tostring(resp.http.content_length))\n"
+            "  if req.url == '/err' then error('boom') end\n"
+            "  if req.url == '/ro' then req.url = '/x' end\n"
+            "  if req.url == '/synth' then return surogat.synth(500) end\n"
+            "  if req.url == '/value' then return 'anything' end\n"
+            "end\n");
+    ck_assert(pol_has_log() && !pol_has_hit());
+    e0 = stat_get(STAT_policy_error);
+    mkreq("GET", "/a", NULL);
+    ck_assert_int_eq(do_recv(&req), POL_HASH);
+    req.status = 404;
+    pol_log(&req);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_HASH);
+    ck_assert_str_eq(val("X-Seen"), "/a 404 Not Found ctx nil");
+    mkreq("GET", "/value", NULL);
+    req.status = 200;
+    pol_log(&req);
+    ck_assert_int_eq(stat_get(STAT_policy_error), e0);
+    static const char *const bad[] = { "/err", "/ro", "/synth" };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        mkreq("GET", bad[i], NULL);
+        req.status = 200;
+        pol_log(&req);
+    }
+    ck_assert_uint_eq(stat_get(STAT_policy_error), e0 + 3);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_HASH);
+    ck_assert_str_eq(val("X-Seen"), "/synth 200 OK nil nil");
 }
 END_TEST
 
@@ -408,6 +587,9 @@ pol_suite(void)
     tcase_add_test(tc, ctx_per_request);
     tcase_add_test(tc, stale_object_refused);
     tcase_add_test(tc, reload_replaces_states);
+    tcase_add_test(tc, hit_miss_pass_actions);
+    tcase_add_test(tc, client_object);
+    tcase_add_test(tc, log_hook);
     suite_add_tcase(s, tc);
     return s;
 }
