@@ -1,11 +1,12 @@
 /*
  * Shared inside the policy module: a worker's Lua state and the calls
- * between the engine (pol.c), the message objects (pol_obj.c) and the
- * helper libraries (pol_lib.c).
+ * between the engine (pol.c), the hook calls (pol_hooks.c), the message
+ * objects (pol_obj.c) and the helper libraries (pol_lib.c).
  */
 #ifndef SUROGAT_POL_PRIV_H
 #define SUROGAT_POL_PRIV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,16 @@ pol__wrk(lua_State *L)
 {
     return (*(struct pol_wrk **)lua_getextraspace(L));
 }
+
+/* pol.c: the engine. */
+extern const char *const pol__hook_name[POL_H_MAX]; /* the script's global of each hook */
+/* The worker's state for the current program, (re)built when needed; NULL logged and counted. */
+struct wrk;
+struct pol_wrk *pol__state(struct wrk *wrk);
+bool pol__user_has(enum pol_hook h); /* the current script defines hook h */
+/* Arm the instruction budget before a call; the caller disarms with lua_sethook(L, NULL, 0, 0). */
+void pol__arm_limit(lua_State *L);
+const char *pol__prog_path(const struct pol_prog *p); /* the script's file name */
 
 /* pol_lib.c: the global tables `re` and `surogat`. */
 void pol__lib_open(lua_State *L);
