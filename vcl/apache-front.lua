@@ -18,9 +18,9 @@
 --     deliver if clients must not see it; the x_cache parameter adds
 --     X-Cache: HIT/MISS).
 --
--- XXX(#4): static files would better go to a backend of their own (a plain
--- file server, without PHP); surogat has one backend for now, so they go
--- to Apache like the rest.
+-- Static files would better go to a backend of their own (a plain file
+-- server without PHP, or the built-in static backend once several backends
+-- can be declared); with one backend they go to Apache like the rest.
 
 -- Extensions of files that are the same for every user.
 local STATIC = "(?i)^[^?#]*\\.(jpe?g|png|gif|webp|svg|ico|css|js|woff2?|ttf|mp4|pdf|zip)(\\?.*)?$"
