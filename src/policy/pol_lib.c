@@ -387,5 +387,6 @@ pol__lib_open(lua_State *L)
     luaL_newlib(L, re_lib);
     lua_setglobal(L, "re");
     luaL_newlib(L, srg_lib);
+    pol__url_open(L);
     lua_setglobal(L, "surogat");
 }

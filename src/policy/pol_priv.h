@@ -1,7 +1,7 @@
 /*
  * Shared inside the policy module: a worker's Lua state and the calls
  * between the engine (pol.c), the hook calls (pol_hooks.c), the message
- * objects (pol_obj.c) and the helper libraries (pol_lib.c).
+ * objects (pol_obj.c) and the helper libraries (pol_lib.c, pol_url.c).
  */
 #ifndef SUROGAT_POL_PRIV_H
 #define SUROGAT_POL_PRIV_H
@@ -68,6 +68,8 @@ const char *pol__prog_path(const struct pol_prog *p); /* the script's file name 
 
 /* pol_lib.c: the global tables `re` and `surogat`. */
 void pol__lib_open(lua_State *L);
+/* pol_url.c: add the duration, date and URL helpers to the table on top of L's stack. */
+void pol__url_open(lua_State *L);
 /* pol_obj.c: metatables of the message objects. */
 void pol__obj_open(lua_State *L);
 /*

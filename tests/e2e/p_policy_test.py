@@ -106,6 +106,22 @@ def test_hash_data_adds_to_builtin_key(origin, surogat, tmp_path):
     assert sg.request("PURGE", "/v").status == 200
 
 
+def test_recv_normalises_query_to_one_object(origin, surogat, tmp_path):
+    origin.route("/n", body=b"n", headers=CC60)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function recv(req)
+            req.url = surogat.query_sort(surogat.query_remove(req.url, "utm_*", "fbclid"))
+        end
+        """)
+    r = sg.get("/n?b=2&a=1&utm_source=x")
+    assert r.body == b"n" and forwarded(r.header("Cache-Status"), stored=True), r
+    assert origin.last("/n").target == "/n?a=1&b=2"
+    for url in ("/n?a=1&b=2", "/n?fbclid=z&b=2&&a=1", "/n?utm_medium=m&b=2&a=1"):
+        assert is_hit(sg.get(url)), url
+    assert origin.hits() == 1
+    assert not is_hit(sg.get("/n?a=2&b=1"))
+
+
 # -- backend_response ---------------------------------------------------------------
 
 

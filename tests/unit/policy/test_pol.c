@@ -234,6 +234,77 @@ START_TEST(surogat_helpers)
 }
 END_TEST
 
+START_TEST(duration_and_date)
+{
+    load_ok("local d = surogat.duration\n"
+            "function recv(req)\n"
+            "  assert(d('1h30m') == 5400 and math.type(d('1h30m')) == 'integer')\n"
+            "  assert(d('90') == 90 and d('2.5') == 2.5 and d(42) == 42)\n"
+            "  assert(d('250ms') == 0.25 and d('1m30s500ms') == 90.5)\n"
+            "  assert(d('1d') == 86400 and d('2w') == 1209600 and d('1.5h') == 5400)\n"
+            "  assert(d('0s') == 0)\n"
+            "  for _, bad in ipairs({'', 'h', '1x', '1y', '1h30', '1 h', '-1s', 'abc', '1hh',\n"
+            "                        '1h ', '..1s', '99999999999w'}) do\n"
+            "    local v, err = d(bad)\n"
+            "    assert(v == nil and err:find('bad duration', 1, true), bad)\n"
+            "  end\n"
+            "  assert(not pcall(d, {}))\n"
+            "  local p = surogat.parse_time\n"
+            "  assert(p('Sun, 06 Nov 1994 08:49:37 GMT') == 784111777)\n"
+            "  assert(p('Sunday, 06-Nov-94 08:49:37 GMT') == 784111777)\n"
+            "  assert(p('Sun Nov  6 08:49:37 1994') == 784111777)\n"
+            "  local v, err = p('yesterday')\n"
+            "  assert(v == nil and err:find('HTTP-date', 1, true))\n"
+            "  assert(p('Sun, 30 Feb 1994 08:49:37 GMT') == nil)\n"
+            "  return 'pass'\n"
+            "end\n");
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
+}
+END_TEST
+
+START_TEST(url_helpers)
+{
+    load_ok("local s = surogat\n"
+            "function recv(req)\n"
+            "  assert(s.url_path('/a/b?x=1#f') == '/a/b' and s.url_path('/a') == '/a')\n"
+            "  assert(s.url_path('/a#f?x') == '/a' and s.url_path('') == '')\n"
+            "  assert(s.url_query('/a') == nil and s.url_query('/a?') == '')\n"
+            "  assert(s.url_query('/a?x=1&y#f') == 'x=1&y' and s.url_query('/a#f?x') == nil)\n"
+            "  local g = s.query_get\n"
+            "  assert(g('/a?x=1&y=2', 'y') == '2' and g('/a?x=1', 'z') == nil)\n"
+            "  assert(g('/a', 'x') == nil and g('/a?', 'x') == nil)\n"
+            "  assert(g('/a?x=1&x=2', 'x') == '1' and g('/a?x&y=', 'x') == '')\n"
+            "  assert(g('/a?y=', 'y') == '' and g('/a?x=1=2', 'x') == '1=2')\n"
+            "  assert(g('/a?&&x=3&&', 'x') == '3' and g('/a?x=1#y=2', 'y') == nil)\n"
+            "  assert(g('/a?a%20b=1', 'a%20b') == '1' and g('/a?a%20b=1', 'a b') == nil)\n"
+            "  assert(g('/a?xy=1', 'x') == nil)\n"
+            "  local r = s.query_remove\n"
+            "  assert(r('/a?x=1&utm_a=2&y=3&utm_b', 'utm_*') == '/a?x=1&y=3')\n"
+            "  assert(r('/a?x=1&y=2', 'x', 'y') == '/a' and r('/a?x=1&y=2', '*') == '/a')\n"
+            "  assert(r('/a?x=1&x=2&xx=3', 'x') == '/a?xx=3')\n"
+            "  assert(r('/a', 'x') == '/a' and r('/a?', 'x') == '/a' and r('/a?x') == '/a?x')\n"
+            "  assert(r('/a?&&x=1&&y=2&', 'q') == '/a?x=1&y=2')\n"
+            "  assert(r('/a?x=1&fbclid=9#top', 'fbclid') == '/a?x=1#top')\n"
+            "  assert(r('/a#f?x=1', 'x') == '/a#f?x=1')\n"
+            "  assert(not pcall(r, '/a?x', {}))\n"
+            "  local q = s.query_sort\n"
+            "  assert(q('/a?b=1&a=2&c=3') == '/a?a=2&b=1&c=3')\n"
+            "  assert(q('/a?b=2&a=1&b=1&a=0') == '/a?a=1&a=0&b=2&b=1')\n"
+            "  assert(q('/a?b&a=&ab=1&a') == '/a?a=&a&ab=1&b')\n"
+            "  assert(q('/a') == '/a' and q('/a?') == '/a' and q('/a?&&b&&a&') == '/a?a&b')\n"
+            "  assert(q('/a?z=1&y=2#frag') == '/a?y=2&z=1#frag')\n"
+            "  assert(q('/a?B=1&a=1&_=1') == '/a?B=1&_=1&a=1')\n"
+            "  local many = {}\n"
+            "  for i = 300, 1, -1 do many[#many + 1] = 'p' .. string.format('%03d', i) end\n"
+            "  local sorted = q('/m?' .. table.concat(many, '&'))\n"
+            "  table.sort(many)\n"
+            "  assert(sorted == '/m?' .. table.concat(many, '&'))\n"
+            "  return 'pass'\n"
+            "end\n");
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
+}
+END_TEST
+
 START_TEST(sandbox)
 {
     char ebuf[512];
@@ -579,6 +650,8 @@ pol_suite(void)
     tcase_add_test(tc, actions);
     tcase_add_test(tc, re_helpers);
     tcase_add_test(tc, surogat_helpers);
+    tcase_add_test(tc, duration_and_date);
+    tcase_add_test(tc, url_helpers);
     tcase_add_test(tc, sandbox);
     tcase_add_test(tc, compile_error_file_line);
     tcase_add_test(tc, instruction_limit);
