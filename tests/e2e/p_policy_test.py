@@ -430,7 +430,7 @@ def test_check_mode(tmp_path):
 
 
 def test_shipped_scripts_compile():
-    for name in ("builtin.lua", "normalize.lua"):
+    for name in ("builtin.lua", "normalize.lua", "apache-front.lua", "purge.lua"):
         p = REPO / "vcl" / name
         if p.exists():
             r = run_surogatd(["-C", "-f", str(p)])
@@ -476,3 +476,43 @@ def test_normalize_example(origin, surogat):
     assert is_hit(sg.get("/page", headers={"Cookie": "_ga=2"}))
     assert sg.get("/page", headers={"Cookie": "session=abc"}).header("Cache-Status") == \
         "surogat; fwd=bypass"
+
+
+def test_purge_example(origin, surogat, tmp_path):
+    for path in ("/p", "/news/1", "/news/2", "/img/a.png", "/img/b.gif"):
+        origin.route(path, body=path.encode(), headers=CC60)
+    sg = surogat(args=["-f", str(REPO / "vcl" / "purge.lua")])
+
+    def cached(*paths):
+        for path in paths:
+            sg.get(path)
+            assert is_hit(sg.get(path)), path
+
+    cached("/p", "/news/1", "/news/2", "/img/a.png", "/img/b.gif")
+    r = sg.request("PURGE", "/p")
+    assert r.status == 200 and b"Purged 1 object." in r.body, r
+    assert not is_hit(sg.get("/p"))
+    # BAN: the target as a regex, on the request's Host only
+    r = sg.request("BAN", "/news/")
+    assert r.status == 200 and b"req.url ~ " in r.body, r
+    assert not is_hit(sg.get("/news/1")) and not is_hit(sg.get("/news/2"))
+    assert is_hit(sg.get("/img/a.png"))
+    r = sg.request("BAN", "/", headers={"X-Ban-Url": "^/img/.*\\.png$"})
+    assert r.status == 200, r
+    assert not is_hit(sg.get("/img/a.png")) and is_hit(sg.get("/img/b.gif"))
+    r = sg.request("BAN", "/", headers={"X-Ban-Url": "("})
+    assert r.status == 400, r
+    assert sg.get("/p").status == 200 and sg.request("POST", "/p").status == 200
+
+    # the same script with 127.0.0.1 left out of its list: 403, nothing removed
+    p = tmp_path / "purge.lua"
+    text = (REPO / "vcl" / "purge.lua").read_text()
+    assert '{ "127.0.0.1", "::1" }' in text
+    p.write_text(text.replace('{ "127.0.0.1", "::1" }', '{ "::1" }'))
+    sg2 = surogat(args=["-f", str(p)])
+    sg2.get("/img/b.gif")
+    assert is_hit(sg2.get("/img/b.gif"))
+    for method, path in (("PURGE", "/img/b.gif"), ("BAN", "/img/")):
+        r = sg2.request(method, path)
+        assert r.status == 403 and b"not allowed from 127.0.0.1" in r.body, r
+    assert is_hit(sg2.get("/img/b.gif"))
