@@ -168,7 +168,6 @@ hsh__unlink_obj(struct shard *sh, struct cobj *oc)
         AN(*pp);
     *pp = oc->next;
     oc->next = NULL;
-    oh->nobjs--;
     if (!(oc->flags & COBJ_BUSY)) {
         hsh__sieve_remove(sh, oc);
         if (!closing)
@@ -313,7 +312,6 @@ busy_new(struct objhead *oh)
     oc->refcnt = 2; /* the index's and the fetch's */
     oc->next = oh->objs;
     oh->objs = oc;
-    oh->nobjs++;
     STAT_INC(n_object);
     return (oc);
 }
@@ -544,8 +542,7 @@ recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
     if (oh == NULL)
         oh = oh_new(sh, hash, m->key, m->key_len);
     for (o = oh->objs; o != NULL; o = o->next) {
-        if (o->vary_len != oc->vary_len ||
-            (o->vary_len > 0 && memcmp(o->vary, oc->vary, o->vary_len) != 0))
+        if (!hsh__same_vary(o, oc))
             continue;
         if (o->fresh.t_origin >= oc->fresh.t_origin) {
             AZ(pthread_mutex_unlock(&sh->mtx));
@@ -561,7 +558,6 @@ recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
     oc->refcnt = 1;  /* the index's */
     oc->next = oh->objs;
     oh->objs = oc;
-    oh->nobjs++;
     hsh__sieve_insert(sh, oc);
     STAT_INC(n_object);
     AZ(pthread_mutex_unlock(&sh->mtx));

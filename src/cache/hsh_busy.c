@@ -273,8 +273,7 @@ hsh_unbusy(struct cobj **ocp)
     /* Older variants for the same request are superseded. */
     for (o = oh->objs; o != NULL && nold < ARRAY_LEN(old); o = next) {
         next = o->next;
-        if (o != oc && !(o->flags & COBJ_BUSY) && o->vary_len == oc->vary_len &&
-            (o->vary_len == 0 || memcmp(o->vary, oc->vary, o->vary_len) == 0))
+        if (o != oc && !(o->flags & COBJ_BUSY) && hsh__same_vary(o, oc))
             old[nold++] = hsh__unlink_obj(sh, o);
     }
     oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);

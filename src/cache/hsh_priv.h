@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "surogat/fresh.h"
 #include "surogat/hsh.h"
@@ -31,7 +32,6 @@ struct timespec;
 struct objhead {
     unsigned magic;
 #define OBJHEAD_MAGIC 0x2f61c0d8
-    unsigned nobjs;
     struct objhead *hnext; /* hash chain */
     uint64_t hash;
     size_t keylen;
@@ -92,6 +92,14 @@ static inline struct shard *
 shard_of(uint64_t hash)
 {
     return (&hsh__shards[hash % HSH_SHARDS]);
+}
+
+/* Whether two variants answer the same requests: the same Vary values. */
+static inline bool
+hsh__same_vary(const struct cobj *a, const struct cobj *b)
+{
+    return (a->vary_len == b->vary_len &&
+            (a->vary_len == 0 || memcmp(a->vary, b->vary, a->vary_len) == 0));
 }
 
 /* ---- hsh.c: objheads and variants, under the shard lock ---- */

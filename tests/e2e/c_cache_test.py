@@ -2,15 +2,14 @@
 policy (what passes, what purges), Vary, only-if-cached."""
 
 import email.utils
-import re
 import time
 
 import pytest
 
+import cstatus
 from cstatus import forwarded
 
 BYPASS = "surogat; fwd=bypass"
-HIT_RE = re.compile(r"surogat; hit; ttl=(-?\d+)")
 
 
 def http_date(t):
@@ -22,10 +21,9 @@ def delta(before, after, name):
 
 
 def hit_ttl(r):
-    cs = r.header("Cache-Status")
-    m = HIT_RE.fullmatch(cs or "")
-    assert m, "not a hit: Cache-Status %r in %r" % (cs, r)
-    return int(m.group(1))
+    ttl = cstatus.hit_ttl(r)
+    assert ttl is not None, "not a hit: Cache-Status %r in %r" % (r.header("Cache-Status"), r)
+    return ttl
 
 
 def assert_miss(r, body, stored=True, age=None):

@@ -10,14 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import have_ipv6_loopback, wait_until
-from cstatus import forwarded
+from cstatus import forwarded, is_hit
 
-HIT_RE = re.compile(r"surogat; hit; ttl=(-?\d+)")
 CC60 = {"Cache-Control": "max-age=60"}
-
-
-def is_hit(r):
-    return HIT_RE.fullmatch(r.header("Cache-Status") or "") is not None
 
 
 def assert_miss(r, body):

@@ -1,8 +1,10 @@
-"""Cache-Status (RFC 9211) as surogat sends it on a response that went
-forward: `surogat; fwd=REASON[; fwd-status=N][; stored]`."""
+"""Cache-Status (RFC 9211) as surogat sends it: `surogat; hit; ttl=N` on a
+hit, `surogat; fwd=REASON[; fwd-status=N][; stored]` on a response that
+went forward."""
 
 import re
 
+_HIT = re.compile(r"surogat; hit; ttl=(-?\d+)")
 _FWD = re.compile(r"surogat; fwd=(uri-miss|vary-miss|miss|stale)(?:; fwd-status=(\d{3}))?"
                   r"(; stored)?")
 
@@ -16,3 +18,14 @@ def forwarded(cs, stored=None, fwd=None):
     if fwd is not None and m.group(1) != fwd:
         return False
     return stored is None or bool(m.group(3)) == stored
+
+
+def hit_ttl(r):
+    """The ttl of a hit's Cache-Status (negative when served stale), or None
+    when response r is not a hit."""
+    m = _HIT.fullmatch(r.header("Cache-Status") or "")
+    return int(m.group(1)) if m else None
+
+
+def is_hit(r):
+    return hit_ttl(r) is not None

@@ -3,19 +3,13 @@ backend_response, deliver and log hooks and the client and obj objects
 through the real daemon, builtin.lua's fallback, failures answered
 503 with file:line in the log, -C, and SIGHUP reload."""
 
-import re
 import signal
 import textwrap
 
 from conftest import REPO, run_surogatd, wait_until
-from cstatus import forwarded
+from cstatus import forwarded, is_hit
 
-HIT_RE = re.compile(r"surogat; hit; ttl=-?\d+")
 CC60 = {"Cache-Control": "max-age=60"}
-
-
-def is_hit(r):
-    return HIT_RE.fullmatch(r.header("Cache-Status") or "") is not None
 
 
 def script(tmp_path, text, name="policy.lua"):
