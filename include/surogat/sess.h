@@ -9,8 +9,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <netinet/in.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "surogat/pool.h"
+#include "surogat/vio.h"
 
 struct lsock;
 
@@ -30,6 +33,34 @@ struct sess {
     char client_ip[INET6_ADDRSTRLEN];
     char client_port[8];
 };
+
+/*
+ * Client I/O goes through these, never through sp->fd directly, so that a
+ * session's transport (plain TCP today) can change in one place.  Same
+ * contracts as the vio_ functions; sess_read_nb() is one non-blocking
+ * read(2): -1 with EAGAIN when nothing is there.
+ */
+static inline ssize_t
+sess_read(struct sess *sp, void *buf, size_t len, double deadline)
+{
+    return (vio_read(sp->fd, buf, len, deadline));
+}
+ssize_t sess_read_nb(struct sess *sp, void *buf, size_t len);
+static inline int
+sess_writev(struct sess *sp, struct iovec *iov, int iovcnt, double deadline)
+{
+    return (vio_writev(sp->fd, iov, iovcnt, deadline));
+}
+static inline int
+sess_write(struct sess *sp, const void *buf, size_t len, double deadline)
+{
+    return (vio_write(sp->fd, buf, len, deadline));
+}
+static inline int
+sess_wait_readable(struct sess *sp, double timeout)
+{
+    return (vio_wait_readable(sp->fd, timeout));
+}
 
 /* Takes ownership of fd, which is already non-blocking. */
 struct sess *sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa);

@@ -100,7 +100,7 @@ sess_close_lingering(struct sess **spp, double linger)
         deadline = tim_mono() + linger;
         /* Bounded in bytes too: a client streaming forever must not hold the worker. */
         while (total < 1024 * 1024) {
-            n = vio_read(sp->fd, buf, sizeof buf, deadline);
+            n = sess_read(sp, buf, sizeof buf, deadline);
             if (n <= 0)
                 break;
             total += (size_t)n;
@@ -150,4 +150,10 @@ bool
 sess_draining(void)
 {
     return (__atomic_load_n(&drain_flag, __ATOMIC_ACQUIRE) != 0);
+}
+
+ssize_t
+sess_read_nb(struct sess *sp, void *buf, size_t len)
+{
+    return (read(sp->fd, buf, len));
 }

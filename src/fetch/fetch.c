@@ -66,7 +66,7 @@ out_flush(struct fetch *f, struct out *o)
     if (o->niov > 0 && f->to_client) {
         if (req->t_first == 0)
             req->t_first = tim_mono();
-        rv = vio_writev(req->sp->fd, o->iov, o->niov, req_send_deadline(req));
+        rv = sess_writev(req->sp, o->iov, o->niov, req_send_deadline(req));
         if (rv != 0 && f->oc != NULL) {
             f->to_client = false;
             f->client_failed = true;

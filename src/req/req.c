@@ -27,7 +27,6 @@
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
-#include "surogat/vio.h"
 #include "surogat/wrk.h"
 #include "surogat/wtr.h"
 
@@ -88,7 +87,7 @@ req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const cha
     req->status = status;
     req->cache = "SYNTH";
     req->t_first = tim_mono();
-    rv = vio_writev(req->sp->fd, iov, 2, req_send_deadline(req));
+    rv = sess_writev(req->sp, iov, 2, req_send_deadline(req));
     if (rv == 0) {
         req->resp_bytes = req->head_only ? 0 : bb.len;
         STAT_ADD(resp_head_bytes, hb.len);
@@ -181,7 +180,7 @@ read_head(struct req *req, bool expect_wait)
 
         if (!pool_linger_begin(req->sp->pool))
             return (HEAD_IDLE);
-        ready = vio_wait_readable(req->sp->fd, par.timeout_linger);
+        ready = sess_wait_readable(req->sp, par.timeout_linger);
         pool_linger_end(req->sp->pool);
         if (ready <= 0)
             return (HEAD_IDLE);
@@ -197,7 +196,7 @@ read_head(struct req *req, bool expect_wait)
         }
         room = par.http_req_size + 1 > wrk->rx_size ? wrk->rx_size : par.http_req_size + 1;
         SRG_ASSERT(req->rx_len < room);
-        n = read(req->sp->fd, wrk->rx + req->rx_len, room - req->rx_len);
+        n = sess_read_nb(req->sp, wrk->rx + req->rx_len, room - req->rx_len);
         if (n > 0) {
             req->rx_len += (size_t)n;
             continue;
@@ -210,14 +209,14 @@ read_head(struct req *req, bool expect_wait)
             return (HEAD_CLOSED);
         if (req->rx_len == 0) {
             /* Linger briefly: the next request of a busy client is usually close behind. */
-            if (vio_wait_readable(req->sp->fd, par.timeout_linger) <= 0)
+            if (sess_wait_readable(req->sp, par.timeout_linger) <= 0)
                 return (HEAD_IDLE);
             STAT_INC(sess_linger_hit);
             continue;
         }
         if (deadline == 0)
             deadline = tim_mono() + par.timeout_idle;
-        n = vio_read(req->sp->fd, wrk->rx + req->rx_len, room - req->rx_len, deadline);
+        n = sess_read(req->sp, wrk->rx + req->rx_len, room - req->rx_len, deadline);
         if (n > 0) {
             req->rx_len += (size_t)n;
             continue;

@@ -16,7 +16,6 @@
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
-#include "surogat/vio.h"
 #include "surogat/wrk.h"
 
 static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -32,12 +31,12 @@ refill(struct req *req)
     if (req->expect_100) {
         /* The client waits for our go-ahead before it sends the body. */
         req->expect_100 = false;
-        if (vio_write(req->sp->fd, continue_100, sizeof continue_100 - 1,
+        if (sess_write(req->sp, continue_100, sizeof continue_100 - 1,
                       req_send_deadline(req)) != 0)
             return (-1);
     }
     req->rx_pos = req->rx_len = req->rx_head;
-    n = vio_read(req->sp->fd, wrk->rx + req->rx_head, wrk->rx_size - req->rx_head,
+    n = sess_read(req->sp, wrk->rx + req->rx_head, wrk->rx_size - req->rx_head,
                  tim_mono() + par.timeout_idle);
     if (n <= 0)
         return (-1);

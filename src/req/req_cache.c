@@ -31,7 +31,6 @@
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
-#include "surogat/vio.h"
 #include "surogat/wrk.h"
 
 /* The cache key: Host (lower case, as hosts compare) then the request-target. */
@@ -423,7 +422,7 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
         return;
     }
     if (no_body(req, &d) || oc->body.len == 0) {
-        if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0)
+        if (sess_writev(req->sp, iov, n, req_send_deadline(req)) != 0)
             req->close = true;
         return;
     }
@@ -437,7 +436,7 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
                 off += iov[i].iov_len;
             to = from + off - 1;
         }
-        if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0) {
+        if (sess_writev(req->sp, iov, n, req_send_deadline(req)) != 0) {
             req->close = true;
             return;
         }
@@ -500,7 +499,7 @@ stream_out(struct req *req, const struct cobj *oc, struct cursor *c, uint64_t fr
             iov[n].iov_base = (void *)(uintptr_t) "\r\n";
             iov[n++].iov_len = 2;
         }
-        if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0)
+        if (sess_writev(req->sp, iov, n, req_send_deadline(req)) != 0)
             return (-1);
     }
     return (0);
@@ -522,7 +521,7 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
         (void)req_synth_msg(req, d.syn.status, NULL, d.syn.reason);
         return;
     }
-    if (vio_writev(req->sp->fd, iov, n, req_send_deadline(req)) != 0) {
+    if (sess_writev(req->sp, iov, n, req_send_deadline(req)) != 0) {
         req->close = true;
         return;
     }
@@ -549,7 +548,7 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
         if (st == HSH_S_DONE && pos >= avail)
             break;
     }
-    if (d.chunked && vio_write(req->sp->fd, "0\r\n\r\n", 5, req_send_deadline(req)) != 0)
+    if (d.chunked && sess_write(req->sp, "0\r\n\r\n", 5, req_send_deadline(req)) != 0)
         req->close = true;
 }
 
