@@ -37,6 +37,7 @@
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
+#include "surogat/sfb.h"
 #include "surogat/stat.h"
 #include "surogat/sto.h"
 #include "surogat/tim.h"
@@ -72,6 +73,7 @@ usage(FILE *f)
             "  -a ADDR:PORT       listen address (repeatable; [::1]:80 for IPv6, :80 for all;"
             " default :80)\n"
             "  -b HOST:PORT       the backend (default port 80)\n"
+            "  -b /DIR            serve the files under DIR instead (static-file backend)\n"
             "  -f FILE            policy script (Lua, see surogat-lua(7))\n"
             "  -C                 with -f: check the script and exit (2 on error)\n"
             "  -s malloc,SIZE     storage (repeatable); also file,PATH,SIZE\n"
@@ -395,7 +397,7 @@ main(int argc, char **argv)
         exit(0);
     }
     if (o.backend == NULL)
-        die("no backend: give -b HOST:PORT");
+        die("no backend: give -b HOST:PORT or -b /DIR");
     if (o.nlisten == 0)
         o.listen[o.nlisten++] = ":80";
     /* Paths on the command line are relative to where we were started, not to -n. */
@@ -431,8 +433,16 @@ main(int argc, char **argv)
         AZ(sto_init("malloc,256m", &err));
     lfu_init(sto_size() / 4096); /* a guess of objects per store byte, for the sketch's width */
     hsh_recover();
-    if (be_add("default", o.backend, &err) != 0)
+    if (o.backend[0] == '/') {
+        /* A directory: the built-in static-file backend, with its defaults. */
+        struct sfb_conf sc = { .root = o.backend };
+        struct sfb *sfb = sfb_new(&sc, &err);
+
+        if (sfb == NULL || be_add_static("default", sfb, &err) != 0)
+            die("-b %s", ebuf);
+    } else if (be_add("default", o.backend, &err) != 0) {
         die("-b %s", ebuf);
+    }
     raise_fd_limit();
     for (unsigned i = 0; i < o.nlisten; i++)
         if (acc_listen(o.listen[i], &err) != 0)

@@ -8,6 +8,7 @@
 
 struct sb;
 struct bcp;
+struct sfb;
 
 struct be {
     unsigned magic;
@@ -21,12 +22,15 @@ struct be {
     double connect_timeout;
     double first_byte_timeout;
     double between_bytes_timeout;
+    struct sfb *sfb; /* a static-file backend (no address, no pool), else NULL */
 };
 
 int be_init(void);
 void be_fini(void);
 /* Resolve "host:port" (or "[v6]:port", port defaults to 80) and add it as `name`. */
 int be_add(const char *name, const char *hostport, struct sb *err);
+/* Add the static-file backend sfb as `name`; it is the backend's from now on. */
+int be_add_static(const char *name, struct sfb *sfb, struct sb *err);
 struct be *be_default(void); /* NULL when no backend is configured */
 
 double be_connect_timeout(const struct be *be);

@@ -56,6 +56,12 @@ sess_write(struct sess *sp, const void *buf, size_t len, double deadline)
 {
     return (vio_write(sp->fd, buf, len, deadline));
 }
+/*
+ * Send len bytes of the file fd from offset off, zero-copy (sendfile(2)),
+ * everything by the deadline.  0, or -1 with errno: ETIMEDOUT, the
+ * socket's error, or ENODATA when the file ended early (it shrank).
+ */
+int sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline);
 static inline int
 sess_wait_readable(struct sess *sp, double timeout)
 {

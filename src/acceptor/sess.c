@@ -10,9 +10,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdint.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -156,4 +159,37 @@ ssize_t
 sess_read_nb(struct sess *sp, void *buf, size_t len)
 {
     return (read(sp->fd, buf, len));
+}
+
+int
+sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline)
+{
+    struct pollfd pfd = { .fd = sp->fd, .events = POLLOUT };
+    double left;
+    ssize_t n;
+
+    while (len > 0) {
+        n = sendfile(sp->fd, fd, &off, len);
+        if (n > 0) {
+            len -= (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            errno = ENODATA;
+            return (-1);
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
+            return (-1);
+        left = deadline - tim_mono();
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return (-1);
+        }
+        if (poll(&pfd, 1, left > 86400 ? 86400000 : (int)ceil(left * 1e3)) < 0 &&
+            errno != EINTR)
+            return (-1);
+    }
+    return (0);
 }

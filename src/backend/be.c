@@ -16,6 +16,7 @@
 #include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
+#include "surogat/sfb.h"
 
 #define BE_MAX 64
 
@@ -33,7 +34,10 @@ be_fini(void)
 {
     for (unsigned i = 0; i < nbackends; i++) {
         struct be *be = backends[i];
-        bcp_free(&be->pool);
+        if (be->pool != NULL)
+            bcp_free(&be->pool);
+        if (be->sfb != NULL)
+            sfb_free(&be->sfb);
         free(be->name);
         free(be->host);
         free(be->port);
@@ -103,6 +107,24 @@ be_add(const char *name, const char *hostport, struct sb *err)
     SRG_ASSERT(rv > 0);
     be->pool = bcp_new(res->ai_addr, res->ai_addrlen);
     freeaddrinfo(res);
+    be->connect_timeout = be->first_byte_timeout = be->between_bytes_timeout = -1;
+    backends[nbackends++] = be;
+    return (0);
+}
+
+int
+be_add_static(const char *name, struct sfb *sfb, struct sb *err)
+{
+    struct be *be;
+
+    if (nbackends == BE_MAX) {
+        sb_printf(err, "backend %s: too many backends", name);
+        return (-1);
+    }
+    OBJ_NEW(be, BE_MAGIC);
+    be->name = strdup(name);
+    AN(be->name);
+    be->sfb = sfb;
     be->connect_timeout = be->first_byte_timeout = be->between_bytes_timeout = -1;
     backends[nbackends++] = be;
     return (0);

@@ -29,6 +29,7 @@
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
+#include "surogat/sfb.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
@@ -757,6 +758,12 @@ req_dispatch(struct req *req)
     bool refresh = false; /* the hit hook said "miss": look up past fresh objects */
 
     OBJ_CHECK(req, REQ_MAGIC);
+    if (be != NULL && be->sfb != NULL) {
+        /* Static files skip the cache: the open-file cache and the page cache hold them. */
+        req->be_name = be->name;
+        sfb_deliver(req, be->sfb);
+        return;
+    }
     if (pol_active()) {
         if (!policy_recv(req, be, &key, &keylen))
             return;

@@ -147,4 +147,16 @@ PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
 PARAM(policy_max_memory, BYTES, "64m", "1m", NULL, PAR_LIVE,
       "Memory one worker's Lua state (the policy script, its tables and strings) may allocate. "
       "An allocation past it fails the hook call: logged, and the request answered 503.")
+PARAM(sfb_cache_entries, UINT, "1000", "1", "1000000", PAR_LIVE,
+      "Files the static-file backend (-b /dir) keeps open in its open-file cache, with their "
+      "size, validators and type; the least recently used is closed first. Each entry holds "
+      "one file descriptor, and files up to sfb_mem_max also their bytes.")
+PARAM(sfb_cache_check, DURATION, "1s", "0s", "1h", PAR_LIVE,
+      "How long the static-file backend trusts a cached open file before it opens the path "
+      "again and compares inode, size and mtime: a file changed on disk is served new within "
+      "this time. 0: check on every request.")
+PARAM(sfb_mem_max, BYTES, "64k", "0", "16m", PAR_LIVE,
+      "Static files up to this size are read once into the open-file cache and sent from "
+      "memory with the head in one writev(2); larger ones are sent with sendfile(2) from the "
+      "page cache.")
 #undef PARAM

@@ -102,4 +102,16 @@ STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid a
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
+STAT(sfb_req, COUNTER, "Requests answered by a static-file backend.")
+STAT(sfb_bad_path, COUNTER, "Static requests refused 400 or 414 by path normalisation "
+     "(.., encoded slash, NUL, backslash, bad UTF-8).")
+STAT(sfb_denied, COUNTER, "Static requests for a path on the deny list (answered 404).")
+STAT(sfb_not_found, COUNTER, "Static requests answered 404 because no such file exists.")
+STAT(sfb_forbidden, COUNTER, "Static requests answered 403: unreadable, not a regular file, a "
+     "symlink leaving the root, a directory without index or listing.")
+STAT(sfb_not_modified, COUNTER, "Static requests answered 304 to a conditional request.")
+STAT(sfb_cache_hit, COUNTER, "Static files found in the open-file cache without a stat.")
+STAT(sfb_cache_miss, COUNTER, "Static files opened (not cached, or due for sfb_cache_check).")
+STAT(sfb_cache_evict, COUNTER, "Open files closed to keep the cache within sfb_cache_entries.")
+STAT(sfb_sendfile_bytes, COUNTER, "Static body bytes sent with sendfile(2).")
 #undef STAT

@@ -1,0 +1,91 @@
+/*
+ * sfb -- the static-file backend: answers requests from a directory tree,
+ * as nginx would for static content, without going through the cache.
+ *
+ * Safety comes first.  A request-target is decoded and normalised once
+ * (sfb_path_norm) and refused whole when it is ambiguous: a ".." segment,
+ * an encoded '/', a backslash, a NUL or control byte, a bad or overlong
+ * UTF-8 sequence.  Nothing is "repaired".  Each segment of what is left is
+ * matched against a deny list, and the file is opened relative to the
+ * root with the kernel refusing any path that leaves it (symlinks
+ * included) unless follow_symlinks says otherwise.
+ *
+ * An sfb is built on the main thread and read-only afterwards, except for
+ * its open-file cache, which has its own lock: many workers share it.
+ */
+#ifndef SUROGAT_SFB_H
+#define SUROGAT_SFB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct req;
+struct sb;
+
+struct sfb_conf {
+    const char *root;                        /* an existing directory */
+    const char *const *index; unsigned nindex; /* NULL: {"index.html"} */
+    bool listing;                            /* directory listing when no index file */
+    bool follow_symlinks;                    /* allow symlinks leading outside root */
+    const char *const *deny; unsigned ndeny; /* glob patterns; NULL: SFB_DENY_DEFAULT */
+    const char *mime_file;                   /* NULL: /etc/mime.types (else a built-in table) */
+    const char *const *mime; unsigned nmime; /* overrides "ext=type", winning over the file */
+    /*
+     * "type-pattern=seconds" ("text/css=604800", or a glob: "image/" then
+     * '*' then "=30d" for every image type): the first pattern matching a
+     * file's type gives its Cache-Control max-age and Expires, as
+     * mod_expires' ExpiresByType.  Durations as num_duration().
+     */
+    const char *const *expires; unsigned nexpires;
+};
+
+/*
+ * The default deny list, matched case-insensitively against every segment
+ * of a path: server-side source, Apache's .ht files and other dotfiles,
+ * editor and backup copies.  A pattern starting with '!' allows what it
+ * matches even if another pattern denies it (".well-known", RFC 8615).
+ */
+#define SFB_DENY_DEFAULT                                                                 \
+    "*.php", "*.php?", "*.php.*", "*.phtml", "*.phar", "*.inc", "*.inc.*", ".ht*", ".*",  \
+        "*~", "*.bak", "*.old", "*.orig", "*.save", "*.swp", "*.swo", "*.tmp", "#*#",      \
+        "!.well-known"
+
+struct sfb;
+/* NULL with a message in err: no such directory, an unreadable mime file, a bad entry. */
+struct sfb *sfb_new(const struct sfb_conf *c, struct sb *err);
+void sfb_free(struct sfb **sfbp); /* *sfbp = NULL; no request may be using it */
+/*
+ * Answer the request from the files, head and body: GET and HEAD (else 405
+ * with Allow), conditional (304), Range (206, 416; several ranges get the
+ * whole body), index files, listing.  Runs the policy's deliver hook on
+ * the head.  Keeps the connection unless the client or a failure says
+ * otherwise.  Sets req->status, req->resp_bytes and req->cache = "STATIC".
+ * Blocks on the client: workers only.
+ */
+void sfb_deliver(struct req *req, struct sfb *sfb);
+
+enum sfb_path {
+    SFB_PATH_OK,
+    SFB_PATH_BAD,       /* 400: bad %-escape, NUL, control byte, backslash, bad UTF-8 */
+    SFB_PATH_TRAVERSAL, /* 400: a ".." segment or an encoded '/' */
+    SFB_PATH_TOO_LONG,  /* 414: the result does not fit */
+};
+/*
+ * Decode and normalise the path of an origin-form request-target (the
+ * query and fragment cut off) into out (cap bytes, NUL-terminated): it
+ * starts with '/', has no empty, "." or ".." segment, keeps a trailing
+ * '/' (a directory was asked for) and is valid UTF-8.  Never allocates.
+ */
+enum sfb_path sfb_path_norm(const char *url, size_t len, char *out, size_t cap, size_t *outlen);
+/* Whether `s` matches the glob `pat` (* ? [a-z] [!x]), ASCII case-insensitively. */
+bool sfb_glob(const char *pat, const char *s);
+/* Whether a segment of the normalised path is denied by the sfb's list. */
+bool sfb_denied(const struct sfb *sfb, const char *path);
+/* The Content-Type of a path, by its extension; application/octet-stream when unknown. */
+const char *sfb_mime_type(const struct sfb *sfb, const char *path);
+/* The expires seconds for a type (parameters ignored), or -1 when no pattern matches. */
+long sfb_expires(const struct sfb *sfb, const char *type);
+/* The number of extensions known (tells the unit tests a mime file was read). */
+size_t sfb_mime_count(const struct sfb *sfb);
+
+#endif
