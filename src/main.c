@@ -434,9 +434,8 @@ main(int argc, char **argv)
     lfu_init(sto_size() / 4096); /* a guess of objects per store byte, for the sketch's width */
     hsh_recover();
     if (o.backend[0] == '/') {
-        /* A directory: the built-in static-file backend, with its defaults. */
-        struct sfb_conf sc = { .root = o.backend };
-        struct sfb *sfb = sfb_new(&sc, &err);
+        /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
+        struct sfb *sfb = sfb_new_params(o.backend, &err);
 
         if (sfb == NULL || be_add_static("default", sfb, &err) != 0)
             die("-b %s", ebuf);

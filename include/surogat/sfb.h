@@ -28,7 +28,7 @@ struct sfb_conf {
     bool listing;                            /* directory listing when no index file */
     bool follow_symlinks;                    /* allow symlinks leading outside root */
     const char *const *deny; unsigned ndeny; /* glob patterns; NULL: SFB_DENY_DEFAULT */
-    const char *mime_file;                   /* NULL: /etc/mime.types (else a built-in table) */
+    const char *mime_file; /* NULL: /etc/mime.types if readable; "": only the built-in table */
     const char *const *mime; unsigned nmime; /* overrides "ext=type", winning over the file */
     /*
      * "type-pattern=seconds" ("text/css=604800", or a glob: "image/" then
@@ -53,6 +53,8 @@ struct sfb_conf {
 struct sfb;
 /* NULL with a message in err: no such directory, an unreadable mime file, a bad entry. */
 struct sfb *sfb_new(const struct sfb_conf *c, struct sb *err);
+/* The same with the configuration of the sfb_* parameters (-b /DIR). */
+struct sfb *sfb_new_params(const char *root, struct sb *err);
 void sfb_free(struct sfb **sfbp); /* *sfbp = NULL; no request may be using it */
 /*
  * Answer the request from the files, head and body: GET and HEAD (else 405

@@ -16,6 +16,7 @@
 
 #include "surogat/defs.h"
 #include "surogat/num.h"
+#include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/sfb.h"
 
@@ -179,10 +180,10 @@ build_mime(struct sfb *sfb, const struct sfb_conf *c, struct sb *err)
     for (size_t i = 0; i < ARRAY_LEN(builtin_mime); i++)
         add_mime(sfb, &cap, builtin_mime[i][0], strlen(builtin_mime[i][0]), builtin_mime[i][1],
                  strlen(builtin_mime[i][1]), 0);
-    if (c->mime_file != NULL) {
+    if (c->mime_file != NULL && c->mime_file[0] != '\0') {
         if (read_mime_file(sfb, &cap, c->mime_file, err) != 0)
             return (-1);
-    } else if (access(SFB_MIME_FILE, R_OK) == 0) {
+    } else if (c->mime_file == NULL && access(SFB_MIME_FILE, R_OK) == 0) {
         if (read_mime_file(sfb, &cap, SFB_MIME_FILE, err) != 0)
             return (-1);
     }
@@ -274,6 +275,58 @@ sfb_new(const struct sfb_conf *c, struct sb *err)
         return (NULL);
     }
     sfb__cache_init(sfb);
+    return (sfb);
+}
+
+/* A comma-separated parameter as a list: pointers into *buf (malloc'd), blanks trimmed. */
+static const char **
+split(const char *s, char **buf, unsigned *n)
+{
+    const char **v;
+    char *save, *t;
+
+    *buf = strdup(s);
+    AN(*buf);
+    v = calloc(strlen(s) / 2 + 2, sizeof *v);
+    AN(v);
+    *n = 0;
+    for (t = strtok_r(*buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        char *e = t + strlen(t);
+
+        while (*t == ' ' || *t == '\t')
+            t++;
+        while (e > t && (e[-1] == ' ' || e[-1] == '\t'))
+            *--e = '\0';
+        if (*t != '\0')
+            v[(*n)++] = t;
+    }
+    return (v);
+}
+
+struct sfb *
+sfb_new_params(const char *root, struct sb *err)
+{
+    struct sfb_conf c = { .root = root };
+    char *b[4];
+    const char **v[4];
+    struct sfb *sfb;
+
+    v[0] = split(par.sfb_index, &b[0], &c.nindex);
+    v[1] = split(par.sfb_deny, &b[1], &c.ndeny);
+    v[2] = split(par.sfb_mime, &b[2], &c.nmime);
+    v[3] = split(par.sfb_expires, &b[3], &c.nexpires);
+    c.index = c.nindex > 0 ? v[0] : NULL;
+    c.deny = c.ndeny > 0 ? v[1] : NULL;
+    c.mime = v[2];
+    c.expires = v[3];
+    c.listing = par.sfb_listing;
+    c.follow_symlinks = par.sfb_follow_symlinks;
+    c.mime_file = par.sfb_mime_file;
+    sfb = sfb_new(&c, err); /* copies what it keeps */
+    for (int i = 0; i < 4; i++) {
+        free(v[i]);
+        free(b[i]);
+    }
     return (sfb);
 }
 

@@ -159,4 +159,28 @@ PARAM(sfb_mem_max, BYTES, "64k", "0", "16m", PAR_LIVE,
       "Static files up to this size are read once into the open-file cache and sent from "
       "memory with the head in one writev(2); larger ones are sent with sendfile(2) from the "
       "page cache.")
+PARAM(sfb_index, STRING, "index.html", NULL, NULL, PAR_RESTART,
+      "Index files of the static-file backend given as -b /DIR, comma-separated, tried in "
+      "order when a directory is asked for.")
+PARAM(sfb_listing, BOOL, "off", NULL, NULL, PAR_RESTART,
+      "Whether the -b /DIR backend lists a directory that has no index file (denied names "
+      "left out); off: 403.")
+PARAM(sfb_follow_symlinks, BOOL, "off", NULL, NULL, PAR_RESTART,
+      "Whether the -b /DIR backend follows symbolic links that lead outside its root; off: "
+      "such links answer 403, links inside the root work.")
+PARAM(sfb_deny, STRING, "", NULL, NULL, PAR_RESTART,
+      "Glob patterns (comma-separated, case-insensitive, '!' before one to allow what it "
+      "matches) that the -b /DIR backend answers 404 when any segment of a path matches. "
+      "Empty: the built-in list of *.php, *.inc, .ht*, dotfiles but .well-known, and editor "
+      "and backup copies (*~, *.bak, *.swp ...); see surogatd(8).")
+PARAM(sfb_mime_file, STRING, "/etc/mime.types", NULL, NULL, PAR_RESTART,
+      "The MIME types file of the -b /DIR backend (lines of 'type ext ext ...'). A built-in "
+      "table of common web types is used under it, and alone if this is empty.")
+PARAM(sfb_mime, STRING, "", NULL, NULL, PAR_RESTART,
+      "Content-Type overrides of the -b /DIR backend, comma-separated ext=type pairs "
+      "(html=text/html; charset=utf-8), winning over sfb_mime_file.")
+PARAM(sfb_expires, STRING, "", NULL, NULL, PAR_RESTART,
+      "Cache-Control max-age and Expires of the -b /DIR backend by type, as mod_expires' "
+      "ExpiresByType: comma-separated type-pattern=duration rules (image/*=30d, "
+      "text/css=7d), the first match wins. Empty: no expiry headers.")
 #undef PARAM
