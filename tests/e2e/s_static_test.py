@@ -227,12 +227,17 @@ def test_head_and_keepalive(surogat, tmp_path):
         assert c.wait_closed(5)[0]
 
 
-def test_methods(surogat, tmp_path):
-    sg, _ = static(surogat, tmp_path)
-    for m in ("POST", "PUT", "DELETE", "OPTIONS", "PATCH", "PURGE"):
+def test_methods_and_access_log(surogat, tmp_path):
+    sg, _ = static(surogat, tmp_path, params={"access_log": "access.log"})
+    methods = ("POST", "PUT", "DELETE", "OPTIONS", "PATCH", "PURGE")
+    for m in methods:
         r = sg.request(m, "/readme.txt", body=b"x" if m in ("POST", "PUT") else None)
         assert r.status == 405 and r.header("Allow") == "GET, HEAD", (m, r)
         assert b"0123456789" not in r.body
+    assert sg.get("/readme.txt").status == 200
+    lines = sg.wait_access_lines(len(methods) + 1)
+    assert all(ln.endswith(" default STATIC") for ln in lines), lines
+    assert '"GET /readme.txt HTTP/1.1" 200 37 ' in lines[-1], lines[-1]
 
 
 # -- directories --------------------------------------------------------------------
@@ -453,3 +458,61 @@ def test_custom_deny_and_follow_symlinks(surogat, tmp_path):
     assert r.status == 200 and MARK in r.body
     # ".." stays refused whatever follow_symlinks says
     assert status_of(raw(sg2, "/../outside/secret.txt")) == 400
+
+
+def test_concurrent_reads_while_files_change(surogat, tmp_path):
+    """Many clients while files are replaced (rename) and the small cache churns:
+    every answer is one whole version, with its own length and validator."""
+    import threading
+
+    sg, www = static(surogat, tmp_path, params={"sfb_cache_check": "0s",
+                                                 "sfb_cache_entries": "3"})
+    versions = {
+        "/v.txt": [b"a" * 100, b"b" * 200],
+        "/v.bin": [b"c" * 100000, b"d" * 150000],  # past sfb_mem_max: sendfile
+    }
+    for path, v in versions.items():
+        (www / path[1:]).write_bytes(v[0])
+    stop = threading.Event()
+    errors = []
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            for path, v in versions.items():
+                tmp = www / (path[1:] + ".new")
+                tmp.write_bytes(v[i % 2])
+                os.rename(tmp, www / path[1:])
+            time.sleep(0.002)
+
+    def reader(n):
+        try:
+            with sg.conn(timeout=20) as c:
+                for k in range(40):
+                    path = ("/v.txt", "/v.bin", "/readme.txt", "/style.css")[(n + k) % 4]
+                    c.request("GET", path)
+                    r = c.read_final()
+                    ok = r.status == 200 and r.header("Content-Length") == str(len(r.body))
+                    if path in versions:
+                        ok = ok and r.body in versions[path] and \
+                            r.header("ETag").endswith('-%x"' % len(r.body))
+                    if not ok:
+                        errors.append((path, r.status, r.headers, r.body[:20]))
+        except Exception as e:  # pylint: disable=broad-except
+            errors.append(repr(e))
+
+    w = threading.Thread(target=writer)
+    w.start()
+    readers = [threading.Thread(target=reader, args=(n,)) for n in range(8)]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(60)
+    stop.set()
+    w.join(10)
+    assert not any(t.is_alive() for t in readers)
+    assert not errors, errors[:5]
+    st = sg.stats()
+    assert st["sfb_req"] == 320 and st["sfb_cache_evict"] > 0
+    assert sg.alive()
