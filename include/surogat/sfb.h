@@ -23,20 +23,24 @@ struct req;
 struct sb;
 
 struct sfb_conf {
-    const char *root;                        /* an existing directory */
-    const char *const *index; unsigned nindex; /* NULL: {"index.html"} */
-    bool listing;                            /* directory listing when no index file */
-    bool follow_symlinks;                    /* allow symlinks leading outside root */
-    const char *const *deny; unsigned ndeny; /* glob patterns; NULL: SFB_DENY_DEFAULT */
-    const char *mime_file; /* NULL: /etc/mime.types if readable; "": only the built-in table */
-    const char *const *mime; unsigned nmime; /* overrides "ext=type", winning over the file */
+    const char *root;         /* an existing directory */
+    const char *const *index; /* NULL: {"index.html"} */
+    unsigned nindex;
+    bool listing;            /* directory listing when no index file */
+    bool follow_symlinks;    /* allow symlinks leading outside root */
+    const char *const *deny; /* glob patterns; NULL: SFB_DENY_DEFAULT */
+    unsigned ndeny;
+    const char *mime_file;   /* NULL: /etc/mime.types if readable; "": the built-in table only */
+    const char *const *mime; /* overrides "ext=type", winning over the file */
+    unsigned nmime;
     /*
      * "type-pattern=seconds" ("text/css=604800", or a glob: "image/" then
      * '*' then "=30d" for every image type): the first pattern matching a
      * file's type gives its Cache-Control max-age and Expires, as
      * mod_expires' ExpiresByType.  Durations as num_duration().
      */
-    const char *const *expires; unsigned nexpires;
+    const char *const *expires;
+    unsigned nexpires;
 };
 
 /*
@@ -45,10 +49,9 @@ struct sfb_conf {
  * editor and backup copies.  A pattern starting with '!' allows what it
  * matches even if another pattern denies it (".well-known", RFC 8615).
  */
-#define SFB_DENY_DEFAULT                                                                 \
-    "*.php", "*.php?", "*.php.*", "*.phtml", "*.phar", "*.inc", "*.inc.*", ".ht*", ".*",  \
-        "*~", "*.bak", "*.old", "*.orig", "*.save", "*.swp", "*.swo", "*.tmp", "#*#",      \
-        "!.well-known"
+#define SFB_DENY_DEFAULT                                                                       \
+    "*.php", "*.php?", "*.php.*", "*.phtml", "*.phar", "*.inc", "*.inc.*", ".ht*", ".*", "*~", \
+        "*.bak", "*.old", "*.orig", "*.save", "*.swp", "*.swo", "*.tmp", "#*#", "!.well-known"
 
 struct sfb;
 /* NULL with a message in err: no such directory, an unreadable mime file, a bad entry. */

@@ -30,21 +30,21 @@
  * static site needs so that browsers do not refuse a script or a style.
  */
 static const char *const builtin_mime[][2] = {
-    { "html", "text/html" },       { "htm", "text/html" },
-    { "css", "text/css" },         { "js", "text/javascript" },
-    { "mjs", "text/javascript" },  { "json", "application/json" },
-    { "txt", "text/plain" },       { "xml", "application/xml" },
-    { "svg", "image/svg+xml" },    { "png", "image/png" },
-    { "jpg", "image/jpeg" },       { "jpeg", "image/jpeg" },
-    { "gif", "image/gif" },        { "webp", "image/webp" },
-    { "avif", "image/avif" },      { "ico", "image/vnd.microsoft.icon" },
-    { "woff", "font/woff" },       { "woff2", "font/woff2" },
-    { "ttf", "font/ttf" },         { "otf", "font/otf" },
-    { "pdf", "application/pdf" },  { "zip", "application/zip" },
-    { "gz", "application/gzip" },  { "wasm", "application/wasm" },
-    { "mp4", "video/mp4" },        { "webm", "video/webm" },
-    { "mp3", "audio/mpeg" },       { "ogg", "audio/ogg" },
-    { "csv", "text/csv" },         { "md", "text/markdown" },
+    { "html", "text/html" },      { "htm", "text/html" },
+    { "css", "text/css" },        { "js", "text/javascript" },
+    { "mjs", "text/javascript" }, { "json", "application/json" },
+    { "txt", "text/plain" },      { "xml", "application/xml" },
+    { "svg", "image/svg+xml" },   { "png", "image/png" },
+    { "jpg", "image/jpeg" },      { "jpeg", "image/jpeg" },
+    { "gif", "image/gif" },       { "webp", "image/webp" },
+    { "avif", "image/avif" },     { "ico", "image/vnd.microsoft.icon" },
+    { "woff", "font/woff" },      { "woff2", "font/woff2" },
+    { "ttf", "font/ttf" },        { "otf", "font/otf" },
+    { "pdf", "application/pdf" }, { "zip", "application/zip" },
+    { "gz", "application/gzip" }, { "wasm", "application/wasm" },
+    { "mp4", "video/mp4" },       { "webm", "video/webm" },
+    { "mp3", "audio/mpeg" },      { "ogg", "audio/ogg" },
+    { "csv", "text/csv" },        { "md", "text/markdown" },
 };
 
 static const char *const default_deny[] = { SFB_DENY_DEFAULT };
@@ -87,8 +87,8 @@ intern(struct sfb *sfb, const char *type, size_t len)
 }
 
 static void
-add_mime(struct sfb *sfb, size_t *cap, const char *ext, size_t elen, const char *type,
-         size_t tlen, unsigned rank)
+add_mime(struct sfb *sfb, size_t *cap, const char *ext, size_t elen, const char *type, size_t tlen,
+         unsigned rank)
 {
     struct sfb_mime *m;
 

@@ -302,7 +302,7 @@ sfb__file_get(struct sfb *sfb, const char *path, size_t plen, struct sfb_file **
     STAT_INC(sfb_cache_miss);
     fd = sfb__openat(sfb, path, 0);
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        enum sfb__open r = fd < 0 ? open_errno(errno)
+        enum sfb__open r = fd < 0                ? open_errno(errno)
                            : S_ISDIR(st.st_mode) ? SFB_O_DIR
                                                  : SFB_O_FORBIDDEN;
         if (fd >= 0)

@@ -61,8 +61,8 @@ head_start(struct req *req, struct sb *sb, unsigned status)
 
     tim_http_date(tim_real(), date);
     req->status = status;
-    sb_printf(sb, "HTTP/1.1 %u %s\r\nDate: %s\r\nServer: surogat\r\n", status,
-              http_reason(status), date);
+    sb_printf(sb, "HTTP/1.1 %u %s\r\nDate: %s\r\nServer: surogat\r\n", status, http_reason(status),
+              date);
 }
 
 static void
@@ -241,8 +241,7 @@ send_file(struct req *req, struct sfb_file *f)
     len = r.len;
     if (f->mem != NULL && len > 0)
         body = f->mem + r.first;
-    if (send_head(req, file_head, &r, body, len) != 0 || body != NULL || len == 0 ||
-        req->head_only)
+    if (send_head(req, file_head, &r, body, len) != 0 || body != NULL || len == 0 || req->head_only)
         return;
     for (uint64_t off = r.first, left = len; left > 0;) {
         size_t n = left > SFB_SENDFILE_ROUND ? SFB_SENDFILE_ROUND : (size_t)left;

@@ -30,18 +30,18 @@ struct sfb_file;
 struct sfb {
     unsigned magic;
 #define SFB_MAGIC 0x1f6b3e95
-    int rootfd;      /* O_PATH of the root: every open is relative to it */
-    char *root;      /* as configured, for messages */
-    char *rootreal;  /* realpath(root), for the check without openat2(2) */
+    int rootfd;     /* O_PATH of the root: every open is relative to it */
+    char *root;     /* as configured, for messages */
+    char *rootreal; /* realpath(root), for the check without openat2(2) */
     char **index;
     unsigned nindex;
     bool listing;
-    bool follow;     /* follow_symlinks */
+    bool follow; /* follow_symlinks */
     char **deny;
     unsigned ndeny;
     struct sfb_mime *mime; /* sorted by ext, one entry per ext */
     size_t nmime;
-    char **types;          /* the distinct type strings mime[] points at */
+    char **types; /* the distinct type strings mime[] points at */
     size_t ntypes;
     struct sfb_exp *exp;
     unsigned nexp;
@@ -49,7 +49,7 @@ struct sfb {
     pthread_mutex_t mtx;
     struct sfb_file **bucket; /* hash chains, nbucket a power of two */
     unsigned nbucket;
-    unsigned nfile;           /* entries in the table, under mtx */
+    unsigned nfile;            /* entries in the table, under mtx */
     struct sfb_file *lru_head; /* most recently used first, under mtx */
     struct sfb_file *lru_tail;
 };
@@ -62,7 +62,7 @@ struct sfb {
 struct sfb_file {
     unsigned magic;
 #define SFB_FILE_MAGIC 0x6c2d9a41
-    unsigned refcnt;  /* the table's and each request's, under sfb->mtx */
+    unsigned refcnt; /* the table's and each request's, under sfb->mtx */
     int fd;
     uint64_t size;
     dev_t dev;
@@ -96,8 +96,7 @@ int sfb__openat(const struct sfb *sfb, const char *path, int flags);
 void sfb__cache_init(struct sfb *sfb);
 void sfb__cache_fini(struct sfb *sfb);
 /* The entry for path, from the cache or freshly opened.  Blocks on the disk. */
-enum sfb__open sfb__file_get(struct sfb *sfb, const char *path, size_t plen,
-                             struct sfb_file **fp);
+enum sfb__open sfb__file_get(struct sfb *sfb, const char *path, size_t plen, struct sfb_file **fp);
 void sfb__file_put(struct sfb *sfb, struct sfb_file **fp); /* *fp = NULL */
 /* Percent-encode a normalised path for a URL (Location, listing links); NUL-terminated. */
 void sfb__url_encode(struct sb *sb, const char *s);

@@ -154,8 +154,8 @@ START_TEST(norm_refuses)
         { "/%f4%90%80%80", SFB_PATH_BAD },            /* past U+10FFFF */
         { "/%f5%80%80%80", SFB_PATH_BAD },
         { "/%ff", SFB_PATH_BAD },
-        { "/%80", SFB_PATH_BAD },  /* a lone continuation byte */
-        { "/%c3", SFB_PATH_BAD },  /* cut short */
+        { "/%80", SFB_PATH_BAD }, /* a lone continuation byte */
+        { "/%c3", SFB_PATH_BAD }, /* cut short */
         { "/%e2%82", SFB_PATH_BAD },
         { "/%c3%28", SFB_PATH_BAD },
         { "/%", SFB_PATH_BAD },
@@ -190,10 +190,8 @@ START_TEST(norm_bounds)
     /* Exactly filling out (15 bytes and the NUL) fits; one more does not. */
     ck_assert_int_eq(sfb_path_norm("/abcdefghijklmn", 15, out, sizeof out, &n), SFB_PATH_OK);
     ck_assert_uint_eq(n, 15);
-    ck_assert_int_eq(sfb_path_norm("/abcdefghijklmno", 16, out, sizeof out, &n),
-                     SFB_PATH_TOO_LONG);
-    ck_assert_int_eq(sfb_path_norm("/abcdefghijklmn/", 16, out, sizeof out, &n),
-                     SFB_PATH_TOO_LONG);
+    ck_assert_int_eq(sfb_path_norm("/abcdefghijklmno", 16, out, sizeof out, &n), SFB_PATH_TOO_LONG);
+    ck_assert_int_eq(sfb_path_norm("/abcdefghijklmn/", 16, out, sizeof out, &n), SFB_PATH_TOO_LONG);
     /* A long target that shrinks by decoding fits. */
     memset(url, 0, sizeof url);
     url[0] = '/';
@@ -333,10 +331,10 @@ START_TEST(mime_file_and_overrides)
     s = new_ok(&c);
     ck_assert_str_eq(sfb_mime_type(s, "/a.png"), "image/png");
     ck_assert_str_eq(sfb_mime_type(s, "/dir.d/A.PNG"), "image/png");
-    ck_assert_str_eq(sfb_mime_type(s, "/x.foo2"), "text/x-foo"); /* ext lower-cased */
+    ck_assert_str_eq(sfb_mime_type(s, "/x.foo2"), "text/x-foo");       /* ext lower-cased */
     ck_assert_str_eq(sfb_mime_type(s, "/x.foo"), "application/x-bar"); /* override wins */
     ck_assert_str_eq(sfb_mime_type(s, "/x.html"), "text/html; charset=utf-8");
-    ck_assert_str_eq(sfb_mime_type(s, "/x.css"), "text/x-css"); /* the file beats built-in */
+    ck_assert_str_eq(sfb_mime_type(s, "/x.css"), "text/x-css");     /* the file beats built-in */
     ck_assert_str_eq(sfb_mime_type(s, "/x.js"), "text/javascript"); /* built-in remains */
     ck_assert_str_eq(sfb_mime_type(s, "/x.tar"), "application/x-tar");
     ck_assert_str_eq(sfb_mime_type(s, "/x.unknown"), "application/octet-stream");
