@@ -130,6 +130,27 @@ sfb__cache_fini(struct sfb *sfb)
 }
 
 /*
+ * Where fd really is, from the kernel: its path below the root ("/a/b"),
+ * or NULL when it is outside the root or /proc cannot say.
+ */
+static const char *
+real_below_root(const struct sfb *sfb, int fd, char *where, size_t cap)
+{
+    size_t rl = strcmp(sfb->rootreal, "/") == 0 ? 0 : strlen(sfb->rootreal);
+    char link[64];
+    ssize_t n;
+
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    n = readlink(link, where, cap - 1);
+    if (n <= 0)
+        return (NULL);
+    where[n] = '\0';
+    if (strncmp(where, sfb->rootreal, rl) != 0 || (where[rl] != '/' && where[rl] != '\0'))
+        return (NULL);
+    return (where + rl);
+}
+
+/*
  * Without openat2(2) (seccomp, old kernels): open normally, then ask the
  * kernel where the descriptor really points and refuse it if that is
  * outside the root.  Checking what was opened, not the path, leaves no
@@ -138,24 +159,35 @@ sfb__cache_fini(struct sfb *sfb)
 static int
 open_checked(const struct sfb *sfb, const char *rel, int flags)
 {
-    char link[64], where[4096];
-    size_t rl = strlen(sfb->rootreal);
-    ssize_t n;
+    char where[4096];
     int fd = openat(sfb->rootfd, rel, flags);
 
-    if (fd < 0 || sfb->follow)
+    if (fd < 0 || sfb->follow || real_below_root(sfb, fd, where, sizeof where) != NULL)
         return (fd);
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    n = readlink(link, where, sizeof where - 1);
-    if (n > 0) {
-        where[n] = '\0';
-        if (strcmp(sfb->rootreal, "/") == 0 ||
-            (strncmp(where, sfb->rootreal, rl) == 0 && (where[rl] == '/' || where[rl] == '\0')))
-            return (fd);
-    }
     close(fd);
     errno = EXDEV;
     return (-1);
+}
+
+/*
+ * The deny list on the file itself: a symlink "notes.txt" to "x.php", or
+ * "docs" to ".git", passes the check on the request path.  Only links
+ * make the two differ, and the cost is one readlink(2) per open, not per
+ * request.
+ */
+static bool
+target_denied(const struct sfb *sfb, int fd)
+{
+    char where[4096] = "";
+    const char *rel = real_below_root(sfb, fd, where, sizeof where);
+
+    if (rel == NULL) {
+        /* Outside the root (follow_symlinks), or no /proc: judge the final name. */
+        if (strchr(where, '/') == NULL)
+            return (false);
+        rel = strrchr(where, '/');
+    }
+    return (sfb_denied(sfb, rel));
 }
 
 int
@@ -321,6 +353,12 @@ sfb__file_get(struct sfb *sfb, const char *path, size_t plen, struct sfb_file **
                     file_free(gone[i]);
         }
         return (r);
+    }
+    if (target_denied(sfb, fd)) {
+        close(fd);
+        if (f != NULL)
+            sfb__file_put(sfb, &f);
+        return (SFB_O_DENIED);
     }
     if (f != NULL && same_file(f, &st)) {
         close(fd);

@@ -425,6 +425,10 @@ fail_open(struct req *req, enum sfb__open o)
         STAT_INC(sfb_not_found);
         fail(req, 404);
         break;
+    case SFB_O_DENIED:
+        STAT_INC(sfb_denied);
+        fail(req, 404);
+        break;
     case SFB_O_FORBIDDEN:
     case SFB_O_DIR:
         STAT_INC(sfb_forbidden);

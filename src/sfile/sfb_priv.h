@@ -87,6 +87,7 @@ enum sfb__open {
     SFB_O_FILE,      /* *fp: a regular file, referenced */
     SFB_O_DIR,       /* a directory */
     SFB_O_NOTFOUND,  /* 404 */
+    SFB_O_DENIED,    /* 404: a symlink to a name on the deny list */
     SFB_O_FORBIDDEN, /* 403: unreadable, outside the root, not a regular file */
     SFB_O_ERROR,     /* 503: out of descriptors or memory, I/O error */
 };

@@ -66,6 +66,8 @@ def make_tree(base):
     (www / "rel.txt").symlink_to("../outside/secret.txt")       # relative link out
     (www / "passwd").symlink_to("/etc/passwd")
     (www / "inside.txt").symlink_to("readme.txt")               # stays inside: fine
+    (www / "innocent.txt").symlink_to("x.php")                  # inside, but to source
+    (www / "gitlink").symlink_to(".git")                        # inside, to a dot-directory
     os.mkfifo(www / "fifo")                                     # must not hang a worker
     return www
 
@@ -414,6 +416,9 @@ ATTACKS = [
     "/index.html%00.txt",
     "/readme.txt%0d%0aX-Injected:%201",
     "/fifo",
+    "/innocent.txt",
+    "/gitlink/config",
+    "/gitlink/HEAD",
 ]
 
 
@@ -445,11 +450,14 @@ def test_attacks_refused(surogat, tmp_path):
 
 
 def test_custom_deny_and_follow_symlinks(surogat, tmp_path):
-    sg, _ = static(surogat, tmp_path, params={"sfb_deny": "*.txt, !inside.txt",
+    sg, _ = static(surogat, tmp_path, params={"sfb_deny": "*.txt, !a.txt",
                                                "sfb_follow_symlinks": "on"})
     assert sg.get("/readme.txt").status == 404
-    assert sg.get("/inside.txt").status == 200
+    assert sg.get("/docs/a.txt").status == 200  # the '!' exception
+    assert sg.get("/docs/b.txt").status == 404
+    assert sg.get("/inside.txt").status == 404  # a link to a denied name
     assert sg.get("/style.css").status == 200
+    assert sg.get("/x.php").status == 200  # the list given replaces the default one
     # with follow_symlinks on, a link out of the root is served: the default refusal is real
     assert sg.get("/escape/secret.txt").status == 404  # still *.txt
     assert sg.get("/abs.txt").status == 404
