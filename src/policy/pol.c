@@ -63,6 +63,11 @@ const char *const pol__hook_name[POL_H_MAX] = {
     [POL_H_MISS] = "miss",
     [POL_H_PASS] = "pass",
     [POL_H_LOG] = "log",
+    [POL_H_SYNTH] = "synth",
+    [POL_H_BACKEND_FETCH] = "backend_fetch",
+    [POL_H_BACKEND_ERROR] = "backend_error",
+    [POL_H_PIPE] = "pipe",
+    [POL_H_PURGE] = "purge",
 };
 
 static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -421,7 +426,7 @@ pol_wrk_fini(struct wrk *wrk)
 }
 
 struct pol_wrk *
-pol__state(struct wrk *wrk)
+pol__state(struct wrk *wrk, bool in_request)
 {
     struct pol_wrk *pw = wrk->pol;
     struct pol_prog *p;
@@ -430,7 +435,7 @@ pol__state(struct wrk *wrk)
     int rv;
 
     if (pw != NULL && pw->L != NULL &&
-        pw->prog->gen == __atomic_load_n(&cur_gen, __ATOMIC_ACQUIRE))
+        (in_request || pw->prog->gen == __atomic_load_n(&cur_gen, __ATOMIC_ACQUIRE)))
         return (pw);
     if (pw == NULL) {
         OBJ_NEW(pw, POL_WRK_MAGIC);

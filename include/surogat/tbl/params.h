@@ -144,6 +144,15 @@ PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
       "Lua VM instructions one policy hook call may run (and the top level of the script when "
       "it is loaded). Past it the call fails: the error is logged with file and line and the "
       "request is answered 503. Cuts endless loops.")
+PARAM(pipe_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
+      "A piped connection (recv returned \"pipe\") is closed when no byte moved either way "
+      "for this long.")
+PARAM(max_restarts, UINT, "4", "0", "100", PAR_LIVE,
+      "Times a policy hook may send a request back to recv with \"restart\". One more is "
+      "answered 503.")
+PARAM(max_retries, UINT, "4", "0", "100", PAR_LIVE,
+      "Times backend_response or backend_error may ask for the fetch again with \"retry\". "
+      "One more ends the fetch as failed (503).")
 PARAM(policy_max_memory, BYTES, "64m", "1m", NULL, PAR_LIVE,
       "Memory one worker's Lua state (the policy script, its tables and strings) may allocate. "
       "An allocation past it fails the hook call: logged, and the request answered 503.")

@@ -102,4 +102,7 @@ STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid a
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
+STAT(policy_restart, COUNTER, "Requests sent back to recv by a hook's \"restart\".")
+STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
+STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
 #undef STAT
