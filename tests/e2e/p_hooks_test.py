@@ -5,7 +5,9 @@ req.hash_ignore_busy; beresp.keep; server; :each() as an
 iterator; surogat.synth's reason in the status line; a request finishing
 on the policy it began with when a reload comes in between."""
 
+import os
 import signal
+import subprocess
 import socket
 import threading
 import time
@@ -400,3 +402,39 @@ def test_request_finishes_on_the_policy_it_began_with(origin, surogat, tmp_path)
     t.join()
     assert res["r"].header("X-V") == "one/one", res["r"]
     assert sg.get("/slow").header("X-V") == "two/two"
+
+
+def test_require_loads_only_listed_modules(origin, surogat, tmp_path):
+    origin.route("/m", body=b"m")
+    (tmp_path / "mods" / "sites").mkdir(parents=True)
+    (tmp_path / "mods" / "util.lua").write_text(
+        "local M = {}\nfunction M.tag() return 'util-tag' end\nreturn M\n")
+    (tmp_path / "mods" / "sites" / "blog.lua").write_text("return { name = 'blog' }\n")
+    (tmp_path / "mods" / "secret.lua").write_text("return { leaked = true }\n")
+    (tmp_path / "mods" / "broken.lua").write_text("return {\n  oops = \n")
+    sg, _ = with_policy(surogat, tmp_path, """
+        local util = require("util")
+        local blog = require("sites.blog")
+        function recv(req)
+            req.http.x_tag = util.tag() .. "," .. blog.name
+            if req.url == "/secret" then require("secret") end
+            if req.url == "/escape" then require("../etc/passwd") end
+            return "pass"
+        end
+        """, params={"policy_modules": "util, sites.blog broken",
+                     "policy_module_path": str(tmp_path / "mods")})
+    sg.get("/m")
+    assert origin.last("/m").header("X-Tag") == "util-tag,blog"
+    assert sg.get("/secret").status == 503
+    wait_until(lambda: 'module "secret" is not in policy_modules' in sg.log_tail(), 5, "log")
+    assert sg.get("/escape").status == 503
+    wait_until(lambda: 'bad module name "../etc/passwd"' in sg.log_tail(), 5, "log")
+    assert origin.hits("/secret") == 0
+    # A listed module that does not compile: -C names its file and line.
+    bad = script(tmp_path, 'local b = require("broken")\n', name="usesbroken.lua")
+    r = subprocess.run([os.environ["SUROGATD"], "-C", "-f", str(bad), "-p",
+                        "policy_modules=broken", "-p",
+                        "policy_module_path=%s" % (tmp_path / "mods")],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode != 0
+    assert "broken.lua:3:" in r.stderr + r.stdout, r

@@ -144,6 +144,13 @@ PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
       "Lua VM instructions one policy hook call may run (and the top level of the script when "
       "it is loaded). Past it the call fails: the error is logged with file and line and the "
       "request is answered 503. Cuts endless loops.")
+PARAM(policy_modules, STRING, "", NULL, NULL, PAR_LIVE,
+      "Pure-Lua modules a policy script may require(), by name, separated by commas or spaces "
+      "(e.g. \"util, sites.blog\"). require(\"sites.blog\") loads sites/blog.lua from "
+      "policy_module_path, in the script's sandbox. Any other require() is an error. Read when "
+      "a script is loaded or reloaded.")
+PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE,
+      "Directory of the modules of policy_modules; empty: the directory of the policy script.")
 PARAM(pipe_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
       "A piped connection (recv returned \"pipe\") is closed when no byte moved either way "
       "for this long.")
