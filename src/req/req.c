@@ -21,6 +21,7 @@
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
+#include "surogat/mon.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/pool.h"
@@ -481,6 +482,7 @@ req_finish(struct req *req)
     }
     if (req->t_first == 0)
         req->t_first = req->t_end;
+    mon_req_end(req);
     if (alog_enabled())
         alog_req(req->wrk->alog, req);
     /* A body we never read leaves the connection out of step: close it. */

@@ -76,6 +76,10 @@ PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Empty: no access log. Reopened on SIGHUP.")
 PARAM(error_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Daemon log file. Empty: standard error. Reopened on SIGHUP.")
+PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
+      "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
+      "metrics at /metrics, a live status page at / and its data at /status.json. Separate "
+      "from client traffic and served by a thread of its own. Empty: off. -M sets it too.")
 PARAM(log_level, UINT, "6", "0", "7", PAR_LIVE,
       "Least severe daemon log message written, as a syslog level (3 error .. 7 debug).")
 PARAM(xff, BOOL, "on", NULL, NULL, PAR_LIVE,
