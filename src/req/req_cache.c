@@ -838,6 +838,19 @@ lookup:
         return;
     case HSH_STREAM:
         /*
+         * Joining a fetch in progress is a hit on the object it stores
+         * (its head is in): the hit hook decides.  "miss" cannot refresh
+         * what is being fetched right now: it goes to the backend as a pass.
+         */
+        if (!refresh && pol_active() && pol_has_hit()) {
+            enum pol_act act = policy_hit(req, oc, now, &syn);
+            if (act != POL_DELIVER) {
+                hsh_stream_leave(&oc);
+                answer_other(req, be, act == POL_MISS ? POL_PASS : act, &syn);
+                return;
+            }
+        }
+        /*
          * Each wait is bounded: the fetch gives up after its between-bytes
          * timeout, but may also spend up to send_timeout on one write to
          * its own (slow) client before it reads on.

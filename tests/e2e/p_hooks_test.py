@@ -438,3 +438,32 @@ def test_require_loads_only_listed_modules(origin, surogat, tmp_path):
                        capture_output=True, text=True, timeout=10)
     assert r.returncode != 0
     assert "broken.lua:3:" in r.stderr + r.stdout, r
+
+
+def test_a_request_joining_a_fetch_runs_the_hit_hook(origin, surogat, tmp_path):
+    from c_stream_test import BODY, FIRST, Partial, held_route, sha
+    route = held_route(origin, "/big")
+    sg, _ = with_policy(surogat, tmp_path, """
+        function hit(req, obj)
+            req.ctx.hit = string.format("%s ttl>0:%s", obj.status, tostring(obj.ttl > 0))
+            if req.http.x_refuse then return surogat.synth(409, "not while fetching") end
+        end
+        function deliver(req, resp)
+            if req.ctx.hit then resp.http.x_hit = req.ctx.hit end
+        end
+        """)
+    a = Partial(sg, "/big")
+    a.head()
+    a.some(FIRST)
+    assert route.held.wait(5) and not route.done.is_set()
+    b = Partial(sg, "/big")
+    hb = b.head()
+    assert hb.header("Cache-Status").startswith("surogat; fwd=miss; collapsed"), hb
+    assert hb.header("X-Hit") == "200 ttl>0:true", hb
+    r = sg.get("/big", headers={"X-Refuse": "1"})
+    assert r.status == 409, r
+    route.release.set()
+    assert sha(a.rest()) == sha(BODY) and sha(b.rest()) == sha(BODY)
+    a.close()
+    b.close()
+    assert origin.hits("/big") == 1
