@@ -418,8 +418,6 @@ be_set_admin(const char *name, enum be_admin a)
         found = 0;
     }
     AZ(pthread_mutex_unlock(&be_mtx));
-    if (found == 0)
-        log_msg(LOG_NOTICE, "cli: backend.set_health %s %s", name, admin_names[a]);
     return (found);
 }
 

@@ -363,8 +363,10 @@ cmd_backend_set_health(int argc, char *const *argv, struct sb *out, void *priv)
     for (size_t i = 0; i < ARRAY_LEN(states); i++) {
         if (strcmp(argv[2], states[i].name) != 0)
             continue;
-        if (be_set_admin(argv[1], states[i].a) == 0)
+        if (be_set_admin(argv[1], states[i].a) == 0) {
+            log_msg(LOG_NOTICE, "cli: backend.set_health %s %s", argv[1], argv[2]);
             return (CLI_OK);
+        }
         sb_printf(out, "No backend named '%.64s'.", argv[1]);
         return (CLI_BADVAL);
     }

@@ -4,6 +4,7 @@
  * spread, consistent hashing's remapping, fallback order, nesting, the
  * skip list and the all-sick answer.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -475,6 +476,72 @@ START_TEST(bad_director_conf)
 }
 END_TEST
 
+/* Workers picking at once while the admin flips health: never a wrong or missing answer. */
+struct race {
+    struct dir *top;
+    struct be *const *be; /* 5 */
+    unsigned bad;
+};
+
+static void *
+race_picker(void *arg)
+{
+    struct race *r = arg;
+    struct http_hdr hdrs[2];
+    struct http req;
+    struct dir_ctx ctx = { &req, NULL, 0 };
+    char url[32];
+    struct be *got;
+    bool known;
+
+    stat_thread_enter(); /* a NULL pick counts backend_unhealthy */
+    http_init(&req, hdrs, 2);
+    for (unsigned i = 0; i < 20000; i++) {
+        snprintf(url, sizeof url, "/r/%u", i);
+        req.url = (struct txt){ url, strlen(url) };
+        got = dir_pick(r->top, &ctx);
+        known = false;
+        for (unsigned j = 0; j < 5; j++)
+            known |= got == r->be[j];
+        if (!known)
+            __atomic_add_fetch(&r->bad, 1, __ATOMIC_RELAXED);
+    }
+    stat_thread_leave();
+    return (NULL);
+}
+
+START_TEST(concurrent_picks)
+{
+    struct dir *leaf[5], *rr, *rnd, *h, *top, *mid[3];
+    struct be *be[5];
+    struct race r;
+    pthread_t t[4];
+
+    mkleaves(leaf, be, 5);
+    rr = mkdir_("rr", DIR_ROUND_ROBIN, leaf, 2, NULL);
+    rnd = mkdir_("rnd", DIR_RANDOM, leaf + 2, 2, NULL);
+    h = mkdir_("h", DIR_HASH, leaf + 3, 2, NULL); /* b4 is never sick */
+    mid[0] = rr;
+    mid[1] = rnd;
+    mid[2] = h;
+    top = mkdir_("top", DIR_FALLBACK, mid, 3, NULL);
+    r = (struct race){ top, be, 0 };
+    for (unsigned i = 0; i < 4; i++)
+        AZ(pthread_create(&t[i], NULL, race_picker, &r));
+    for (unsigned i = 0; i < 2000; i++)
+        AZ(be_set_admin(be[i % 4]->name, (i / 4) % 2 ? BE_ADMIN_AUTO : BE_ADMIN_SICK));
+    for (unsigned i = 0; i < 4; i++)
+        AZ(pthread_join(t[i], NULL));
+    ck_assert_uint_eq(r.bad, 0);
+    dir_free(&top);
+    dir_free(&rr);
+    dir_free(&rnd);
+    dir_free(&h);
+    for (unsigned i = 0; i < 5; i++)
+        dir_free(&leaf[i]);
+}
+END_TEST
+
 Suite *
 dir_suite(void)
 {
@@ -491,6 +558,7 @@ dir_suite(void)
     tcase_add_test(tc, fallback_nesting_skip);
     tcase_add_test(tc, all_sick_is_null);
     tcase_add_test(tc, bad_director_conf);
+    tcase_add_test(tc, concurrent_picks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "unit.h"
+#include "surogat/bcp.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/log.h"
@@ -439,6 +440,48 @@ START_TEST(backend_probe)
 }
 END_TEST
 
+/* max_connections: a backend's own limit, enforced by its pool, before the parameter's. */
+START_TEST(backend_max_connections)
+{
+    struct be_conf c;
+    struct origin o;
+    struct be *be;
+    struct bcp_conn *c1, *c2, *c3;
+    char port[8];
+
+    origin_start(&o, SILENT);
+    snprintf(port, sizeof port, "%u", o.port);
+    memset(&c, 0, sizeof c);
+    c.name = "small";
+    c.host = "127.0.0.1";
+    c.port = port;
+    c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
+    c.max_connections = 2;
+    prb_fini();
+    AZ(be_init());
+    ck_assert_msg(be_get(&c, &be, &err) == 0, "%s", ebuf);
+    par.backend_max_connections = 1; /* the backend's 2 wins */
+    ck_assert_int_eq(bcp_get(be->pool, 2, true, &c1), BCP_OK);
+    ck_assert_int_eq(bcp_get(be->pool, 2, true, &c2), BCP_OK);
+    ck_assert_int_eq(bcp_get(be->pool, 2, true, &c3), BCP_E_BUSY);
+    ck_assert_ptr_null(c3);
+    ck_assert_uint_eq(bcp_conn_count(be->pool), 2);
+    bcp_close(&c1);
+    ck_assert_int_eq(bcp_get(be->pool, 2, true, &c3), BCP_OK);
+    bcp_recycle(&c3); /* idle still counts */
+    ck_assert_int_eq(bcp_get(be->pool, 2, true, &c1), BCP_E_BUSY);
+    ck_assert_int_eq(bcp_get(be->pool, 2, false, &c1), BCP_OK); /* the idle one */
+    ck_assert(c1->reused);
+    bcp_close(&c1);
+    bcp_close(&c2);
+    ck_assert_uint_eq(bcp_conn_count(be->pool), 0);
+    be_release(&be);
+    be_fini();
+    AZ(prb_init());
+    origin_stop(&o);
+}
+END_TEST
+
 Suite *
 prb_suite(void)
 {
@@ -454,6 +497,7 @@ prb_suite(void)
     tcase_add_test(net, probe_expected_status_and_raw_request);
     tcase_add_test(net, probe_timeout_and_refused);
     tcase_add_test(net, backend_probe);
+    tcase_add_test(net, backend_max_connections);
     suite_add_tcase(s, net);
     return s;
 }
