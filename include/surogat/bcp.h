@@ -15,8 +15,8 @@ struct bcp_conn {
     unsigned magic;
 #define BCP_CONN_MAGIC 0x1f8e5a73
     int fd;
-    bool reused;     /* came from the idle list: may have been closed by the peer */
-    double t_idle;   /* tim_mono() when it went idle */
+    bool reused;   /* came from the idle list: may have been closed by the peer */
+    double t_idle; /* tim_mono() when it went idle */
     struct bcp *pool;
     struct bcp_conn *next; /* idle list, under the pool lock */
 };

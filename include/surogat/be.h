@@ -29,7 +29,7 @@ struct be_probe_conf {
 };
 
 struct be_conf {
-    const char *name, *host, *port; /* port default "80" */
+    const char *name, *host, *port;                                    /* port default "80" */
     double connect_timeout, first_byte_timeout, between_bytes_timeout; /* <0: params */
     unsigned max_connections;                                          /* 0: the param */
     unsigned weight;                                                   /* 0 means 1 */
@@ -57,9 +57,9 @@ struct be {
     unsigned magic;
 #define BE_MAGIC 0x63e01b9a
     char *name;
-    char *host;     /* as configured: for the Host header; NULL for sfb */
-    char *port;     /* NULL for sfb */
-    char *hostport; /* "host:port", "[v6]:port"; NULL for sfb */
+    char *host;       /* as configured: for the Host header; NULL for sfb */
+    char *port;       /* NULL for sfb */
+    char *hostport;   /* "host:port", "[v6]:port"; NULL for sfb */
     struct bcp *pool; /* NULL for sfb */
     struct sfb *sfb;  /* the static-file backend, or NULL */
     /* Negative: use the backend_* parameter of the same name. */

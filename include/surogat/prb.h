@@ -53,8 +53,8 @@ void prb_fini(void); /* stop it; frees every probe still running */
  * prb_conf_check()).  Any thread.  *bits0 gets the initial history.
  */
 struct prb *prb_start(const char *name, const struct sockaddr *sa, socklen_t salen,
-                      const char *host, const struct be_probe_conf *c, prb_result_f *cb,
-                      void *priv, uint64_t *bits0);
+                      const char *host, const struct be_probe_conf *c, prb_result_f *cb, void *priv,
+                      uint64_t *bits0);
 /*
  * Stop and free it at the probe thread's next turn; *pp = NULL.  A result
  * being delivered meanwhile may still reach the callback, so priv must

@@ -3,8 +3,8 @@
  *
  * Each pool keeps its idle connections on a LIFO list under its mtx and
  * counts every open connection (idle or busy) against its backend's
- * max_connections, or backend_max_connections when that is 0.  Connecting happens outside the lock, with the
- * slot reserved first so concurrent connects cannot overshoot the limit.
+ * max_connections, or backend_max_connections when that is 0.  Connecting happens outside the lock,
+ * with the slot reserved first so concurrent connects cannot overshoot the limit.
  */
 #include "config.h"
 

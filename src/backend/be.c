@@ -45,7 +45,7 @@ struct be_priv {
 };
 
 static pthread_mutex_t be_mtx = PTHREAD_MUTEX_INITIALIZER;
-static struct be *be_all;     /* under be_mtx */
+static struct be *be_all;      /* under be_mtx */
 static struct be *be_default_; /* the first be_add(); set before workers start */
 
 int
@@ -240,9 +240,8 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         be->priv->pc.request = xstrdup(pc->request);
         be->priv->probe_ok = prb_window_healthy(prb_initial_bits((unsigned)pc->initial, pc->window),
                                                 pc->window, pc->threshold);
-        be->priv->probe =
-            prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport, &be->priv->pc,
-                      probe_result, be, &be->priv->bits);
+        be->priv->probe = prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport,
+                                    &be->priv->pc, probe_result, be, &be->priv->bits);
     }
     if (res != NULL)
         freeaddrinfo(res);
@@ -466,8 +465,7 @@ be_connect_timeout(const struct be *be)
 double
 be_first_byte_timeout(const struct be *be)
 {
-    return (be->first_byte_timeout >= 0 ? be->first_byte_timeout
-                                        : par.backend_first_byte_timeout);
+    return (be->first_byte_timeout >= 0 ? be->first_byte_timeout : par.backend_first_byte_timeout);
 }
 
 double

@@ -230,8 +230,7 @@ START_TEST(random_weights)
             count[j] += got == be[j];
     }
     ck_assert_uint_eq(count[2], 0);
-    ck_assert_msg(count[1] > n * 2 / 3 - n / 100 && count[1] < n * 2 / 3 + n / 100, "%u",
-                  count[1]);
+    ck_assert_msg(count[1] > n * 2 / 3 - n / 100 && count[1] < n * 2 / 3 + n / 100, "%u", count[1]);
     dir_free(&r);
     for (unsigned i = 0; i < 3; i++)
         dir_free(&leaf[i]);
@@ -278,8 +277,8 @@ START_TEST(hash_consistent)
         per[before[k]]++;
     }
     for (unsigned j = 0; j < NBE; j++) /* even: 2000 each, give or take */
-        ck_assert_msg(per[j] > NKEYS / NBE * 8 / 10 && per[j] < NKEYS / NBE * 12 / 10, "%u: %u",
-                      j, per[j]);
+        ck_assert_msg(per[j] > NKEYS / NBE * 8 / 10 && per[j] < NKEYS / NBE * 12 / 10, "%u: %u", j,
+                      per[j]);
     /* Deterministic: the same map again. */
     hash_map(h, be, after);
     ck_assert_int_eq(memcmp(before, after, sizeof before), 0);
@@ -294,8 +293,7 @@ START_TEST(hash_consistent)
             ck_assert_int_ne(after[k], 3);
         moved += after[k] != before[k];
     }
-    ck_assert_msg(moved > NKEYS / NBE * 8 / 10 && moved < NKEYS / NBE * 12 / 10, "moved %u",
-                  moved);
+    ck_assert_msg(moved > NKEYS / NBE * 8 / 10 && moved < NKEYS / NBE * 12 / 10, "moved %u", moved);
 
     /* b9 leaves the director (a reload without it): again about 1/N move. */
     AZ(be_set_admin("b3", BE_ADMIN_AUTO));
@@ -307,8 +305,7 @@ START_TEST(hash_consistent)
             ck_assert_int_eq(after[k], before[k]);
         moved += after[k] != before[k];
     }
-    ck_assert_msg(moved > NKEYS / NBE * 8 / 10 && moved < NKEYS / NBE * 12 / 10, "moved %u",
-                  moved);
+    ck_assert_msg(moved > NKEYS / NBE * 8 / 10 && moved < NKEYS / NBE * 12 / 10, "moved %u", moved);
     dir_free(&h);
     dir_free(&h9);
     for (unsigned i = 0; i < NBE; i++)

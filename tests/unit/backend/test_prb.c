@@ -221,9 +221,9 @@ origin_stop(struct origin *o)
 
 /* What the probe callback saw. */
 struct seen {
-    unsigned results; /* atomic */
-    uint64_t bits;    /* atomic */
-    bool healthy;     /* atomic */
+    unsigned results;   /* atomic */
+    uint64_t bits;      /* atomic */
+    bool healthy;       /* atomic */
     uint64_t sick_bits; /* the history when it last went sick */
 };
 
@@ -240,11 +240,11 @@ on_result(void *priv, uint64_t bits, bool healthy)
 }
 
 /* Poll cond every 10 ms for at most 10 s. */
-#define WAIT_FOR(cond)                                                  \
-    do {                                                                \
-        for (unsigned i_ = 0; i_ < 1000 && !(cond); i_++)               \
-            usleep(10000);                                              \
-        ck_assert_msg((cond), "timed out waiting for %s", #cond);       \
+#define WAIT_FOR(cond)                                            \
+    do {                                                          \
+        for (unsigned i_ = 0; i_ < 1000 && !(cond); i_++)         \
+            usleep(10000);                                        \
+        ck_assert_msg((cond), "timed out waiting for %s", #cond); \
     } while (0)
 
 static void
@@ -284,14 +284,15 @@ start(unsigned short port, const struct be_probe_conf *in, struct seen *s, uint6
     struct sockaddr_in sin = addr_of(port);
 
     ck_assert_msg(prb_conf_check(in, &pc, &err) == 0, "%s", ebuf);
-    return (prb_start("t", (struct sockaddr *)&sin, sizeof sin, "127.0.0.1", &pc, on_result, s,
-                      bits0));
+    return (
+        prb_start("t", (struct sockaddr *)&sin, sizeof sin, "127.0.0.1", &pc, on_result, s, bits0));
 }
 
 START_TEST(probe_200_then_500)
 {
-    struct be_probe_conf pc = { .url = "/health", .interval = 0.02, .timeout = 2, .window = 4,
-                                .threshold = 2, .initial = -1 };
+    struct be_probe_conf pc = {
+        .url = "/health", .interval = 0.02, .timeout = 2, .window = 4, .threshold = 2, .initial = -1
+    };
     struct origin o;
     struct seen s = { 0 };
     struct prb *p;
@@ -327,8 +328,12 @@ END_TEST
 START_TEST(probe_expected_status_and_raw_request)
 {
     struct be_probe_conf pc = { .request = "HEAD /raw HTTP/1.0\r\nX-Probe: 1\r\n\r\n",
-                                .interval = 0.02, .timeout = 2, .window = 3, .threshold = 3,
-                                .initial = 0, .expected_status = 500 };
+                                .interval = 0.02,
+                                .timeout = 2,
+                                .window = 3,
+                                .threshold = 3,
+                                .initial = 0,
+                                .expected_status = 500 };
     struct origin o;
     struct seen s = { 0 };
     struct prb *p;
@@ -347,8 +352,9 @@ END_TEST
 
 START_TEST(probe_timeout_and_refused)
 {
-    struct be_probe_conf pc = { .interval = 0.05, .timeout = 0.1, .window = 8, .threshold = 1,
-                                .initial = 1 };
+    struct be_probe_conf pc = {
+        .interval = 0.05, .timeout = 0.1, .window = 8, .threshold = 1, .initial = 1
+    };
     struct origin o;
     struct seen s = { 0 }, r = { 0 };
     struct prb *p, *q;
@@ -385,11 +391,27 @@ START_TEST(probe_timeout_and_refused)
 }
 END_TEST
 
+/* A backend conf for the origin's port, with the parameters' timeouts; port is its buffer. */
+static struct be_conf
+origin_conf(const char *name, const struct origin *o, char *port, size_t portsz)
+{
+    struct be_conf c;
+
+    snprintf(port, portsz, "%u", o->port);
+    memset(&c, 0, sizeof c);
+    c.name = name;
+    c.host = "127.0.0.1";
+    c.port = port;
+    c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
+    return (c);
+}
+
 /* Through a backend: be_healthy, backend.list, the counters, and release stopping the probe. */
 START_TEST(backend_probe)
 {
-    struct be_probe_conf pc = { .url = "/", .interval = 0.02, .timeout = 2, .window = 8,
-                                .threshold = 3, .initial = -1 };
+    struct be_probe_conf pc = {
+        .url = "/", .interval = 0.02, .timeout = 2, .window = 8, .threshold = 3, .initial = -1
+    };
     struct be_conf c;
     struct origin o;
     struct be *be;
@@ -400,12 +422,7 @@ START_TEST(backend_probe)
     prb_fini(); /* be_init() starts its own */
     AZ(be_init());
     origin_start(&o, ANSWER_200);
-    snprintf(port, sizeof port, "%u", o.port);
-    memset(&c, 0, sizeof c);
-    c.name = "probed";
-    c.host = "127.0.0.1";
-    c.port = port;
-    c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
+    c = origin_conf("probed", &o, port, sizeof port);
     c.probe = &pc;
     ck_assert_msg(be_get(&c, &be, &err) == 0, "%s", ebuf);
     WAIT_FOR(be_healthy(be));
@@ -450,12 +467,7 @@ START_TEST(backend_max_connections)
     char port[8];
 
     origin_start(&o, SILENT);
-    snprintf(port, sizeof port, "%u", o.port);
-    memset(&c, 0, sizeof c);
-    c.name = "small";
-    c.host = "127.0.0.1";
-    c.port = port;
-    c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
+    c = origin_conf("small", &o, port, sizeof port);
     c.max_connections = 2;
     prb_fini();
     AZ(be_init());

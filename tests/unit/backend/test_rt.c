@@ -233,8 +233,7 @@ START_TEST(bad_routes)
     c.to = d[0];
     c.path = "^/(unclosed";
     ck_assert_int_eq(rt_add(rt, &c, &err), -1);
-    ck_assert_msg(strncmp(ebuf, "route: path regex '^/(unclosed' at offset", 41) == 0, "%s",
-                  ebuf);
+    ck_assert_msg(strncmp(ebuf, "route: path regex '^/(unclosed' at offset", 41) == 0, "%s", ebuf);
     c.path = NULL;
     c.hosts = h;
     c.nhosts = 1;
