@@ -71,7 +71,13 @@ struct be {
     struct be_priv *priv;
 };
 
-int be_init(void);  /* starts the probe thread: call before workers start */
+/*
+ * be_init() before any be_add() or be_get() (before the policy is
+ * loaded); be_start() after daemonizing, before workers start: it starts
+ * the probe thread, and the probes of backends declared so far begin.
+ */
+int be_init(void);
+int be_start(void); /* -1 with errno */
 void be_fini(void); /* stops every probe, frees every backend ever created */
 /*
  * Resolve "host:port" (or "[v6]:port", port defaults to 80) and add it as

@@ -45,8 +45,13 @@ int prb_conf_check(const struct be_probe_conf *in, struct be_probe_conf *out, st
  */
 typedef void prb_result_f(void *priv, uint64_t bits, bool healthy);
 
-int prb_init(void);  /* start the probe thread */
-void prb_fini(void); /* stop it; frees every probe still running */
+int prb_init(void); /* probes may be started from here on; they wait for prb_run() */
+/*
+ * Start the probe thread.  After daemonizing: a thread does not survive
+ * fork().  -1 with errno when the event base or the eventfd fails.
+ */
+int prb_run(void);
+void prb_fini(void); /* stop the thread if running; frees every probe */
 /*
  * Start probing sa every interval, the first probe at once.  `host` is
  * the Host header of the default request.  The conf is copied (after

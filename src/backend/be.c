@@ -54,6 +54,12 @@ be_init(void)
     return (prb_init());
 }
 
+int
+be_start(void)
+{
+    return (prb_run());
+}
+
 static void
 be_free(struct be *be)
 {
@@ -441,7 +447,7 @@ be_list(struct sb *out)
             continue;
         admin = __atomic_load_n(&be->priv->admin, __ATOMIC_RELAXED);
         sb_printf(out, "%-24s %-28s %-8s %-8s %-6u ", be->name,
-                  be->hostport != NULL ? be->hostport : "(static files)",
+                  be->hostport != NULL ? be->hostport : "(static)",
                   be_healthy(be) ? "healthy" : "sick", admin_names[admin],
                   be->pool != NULL ? bcp_conn_count(be->pool) : 0);
         if (be->priv->has_probe) {

@@ -403,30 +403,48 @@ static void
 wake(void)
 {
     uint64_t one = 1;
+    int fd = __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE);
 
-    (void)!write(wake_fd, &one, sizeof one);
+    /* Before prb_run() nobody listens: the thread drains the inbox when it starts. */
+    if (fd >= 0)
+        (void)!write(fd, &one, sizeof one);
 }
 
 int
 prb_init(void)
 {
-    sigset_t all, old;
+    AZ(pthread_mutex_lock(&inbox_mtx));
+    inbox_halt = false;
+    AZ(pthread_mutex_unlock(&inbox_mtx));
+    return (0);
+}
 
+int
+prb_run(void)
+{
+    sigset_t all, old;
+    int fd;
+
+    SRG_ASSERT(prb_base == NULL);
     prb_base = event_base_new();
     if (prb_base == NULL)
         return (-1);
-    wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake_fd < 0)
+    fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) {
+        event_base_free(prb_base);
+        prb_base = NULL;
         return (-1);
-    wake_ev = event_new(prb_base, wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
+    }
+    wake_ev = event_new(prb_base, fd, EV_READ | EV_PERSIST, on_wake, NULL);
     AN(wake_ev);
     AZ(event_add(wake_ev, NULL));
-    inbox_halt = false;
     /* Born with every signal blocked: main's sigwait() must get SIGTERM and SIGHUP. */
     sigfillset(&all);
     AZ(pthread_sigmask(SIG_SETMASK, &all, &old));
     AZ(pthread_create(&prb_thread, NULL, probe_thread, NULL));
     AZ(pthread_sigmask(SIG_SETMASK, &old, NULL));
+    __atomic_store_n(&wake_fd, fd, __ATOMIC_RELEASE);
+    wake(); /* for the probes queued before */
     return (0);
 }
 
@@ -435,14 +453,14 @@ prb_fini(void)
 {
     struct prb *p;
 
-    if (prb_base == NULL)
-        return;
-    AZ(pthread_mutex_lock(&inbox_mtx));
-    inbox_halt = true;
-    AZ(pthread_mutex_unlock(&inbox_mtx));
-    wake();
-    AZ(pthread_join(prb_thread, NULL));
-    /* Queued after the loop ended: never started, or started and stopped since. */
+    if (prb_base != NULL) {
+        AZ(pthread_mutex_lock(&inbox_mtx));
+        inbox_halt = true;
+        AZ(pthread_mutex_unlock(&inbox_mtx));
+        wake();
+        AZ(pthread_join(prb_thread, NULL));
+    }
+    /* Queued after the loop ended (or before it began): never started, or stopped since. */
     while ((p = inbox) != NULL) {
         inbox = p->inext;
         if (p->tick != NULL)
@@ -453,11 +471,13 @@ prb_fini(void)
         running = p->next;
         prb_free(p);
     }
-    event_free(wake_ev);
-    close(wake_fd);
-    wake_fd = -1;
-    event_base_free(prb_base);
-    prb_base = NULL;
+    if (prb_base != NULL) {
+        event_free(wake_ev);
+        close(wake_fd);
+        wake_fd = -1;
+        event_base_free(prb_base);
+        prb_base = NULL;
+    }
 }
 
 /* Queue p for the probe thread, to start it or, with stop, to free it. */
@@ -487,7 +507,6 @@ prb_start(const char *name, const struct sockaddr *sa, socklen_t salen, const ch
     struct prb *p;
     int rv;
 
-    AN(prb_base);
     AN(name);
     AN(c);
     AN(cb);

@@ -2,7 +2,13 @@
 address, health and connections; forced sick it gets no request (503),
 given back to auto it serves again."""
 
-from conftest import free_port
+import os
+import signal
+import subprocess
+
+import httpc
+from conftest import (START_TIMEOUT, STOP_TIMEOUT, SUROGATCTL, SUROGATD, free_port, listening,
+                      need_binaries, wait_until)
 
 
 def _rows(sg):
@@ -74,3 +80,41 @@ def test_dead_backend_listed_healthy_without_probe(surogat):
     assert _rows(sg)["default"][1:3] == ["127.0.0.1:%d" % port, "healthy"]
     assert sg.get("/").status == 503
     assert sg.stat("backend_fail") >= 1
+
+
+def test_detached_daemon_health_and_clean_stop(origin, tmp_path):
+    # The probe thread starts after fork(): a detached daemon must run it and join it at exit.
+    need_binaries()
+    port, admin = free_port(), free_port()
+    pidfile, log = tmp_path / "pid", tmp_path / "err.log"
+    r = subprocess.run([SUROGATD, "-a", "127.0.0.1:%d" % port, "-b", origin.addr,
+                        "-T", "127.0.0.1:%d" % admin, "-n", str(tmp_path / "wd"),
+                        "-P", str(pidfile), "-p", "error_log=%s" % log],
+                       capture_output=True, text=True, timeout=STOP_TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    pid = int(pidfile.read_text())
+    try:
+        ctl = [SUROGATCTL, "-T", "127.0.0.1:%d" % admin]
+        wait_until(lambda: listening(port) and listening(admin), START_TIMEOUT, "the daemon")
+        p = subprocess.run(ctl + ["backend.set_health", "default", "sick"],
+                           capture_output=True, text=True, timeout=STOP_TIMEOUT)
+        assert p.returncode == 0, p.stdout + p.stderr
+        with httpc.Conn(port) as c:
+            c.request("GET", "/")
+            assert c.read_response().status == 503
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: not _alive(pid), STOP_TIMEOUT, "the daemon to exit")
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "backend default: sick (set by the admin)" in text
+    assert text.rstrip().endswith("stopped"), text
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

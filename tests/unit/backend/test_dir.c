@@ -28,6 +28,7 @@ setup(void)
     AZ(stat_init());
     log_set_level(LOG_ERR); /* health changes log at LOG_WARNING */
     AZ(be_init());
+    AZ(be_start());
     sb_init(&err, ebuf, sizeof ebuf);
 }
 

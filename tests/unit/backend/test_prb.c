@@ -254,6 +254,7 @@ setup(void)
     AZ(stat_init());
     log_set_level(LOG_ERR);
     AZ(prb_init());
+    AZ(prb_run());
     sb_init(&err, ebuf, sizeof ebuf);
 }
 
@@ -321,6 +322,7 @@ START_TEST(probe_200_then_500)
     ck_assert_ptr_null(p);
     prb_fini(); /* joins the thread: no callback after this */
     AZ(prb_init());
+    AZ(prb_run());
     origin_stop(&o);
 }
 END_TEST
@@ -346,6 +348,7 @@ START_TEST(probe_expected_status_and_raw_request)
     prb_stop(&p);
     prb_fini();
     AZ(prb_init());
+    AZ(prb_run());
     origin_stop(&o);
 }
 END_TEST
@@ -387,6 +390,37 @@ START_TEST(probe_timeout_and_refused)
     prb_stop(&q);
     prb_fini();
     AZ(prb_init());
+    AZ(prb_run());
+    origin_stop(&o);
+}
+END_TEST
+
+/* Probes declared before prb_run() (the policy loads before the daemon forks) wait for it. */
+START_TEST(probe_waits_for_run)
+{
+    struct be_probe_conf pc = {
+        .interval = 0.02, .timeout = 2, .window = 2, .threshold = 1, .initial = 0
+    };
+    struct origin o;
+    struct seen s = { 0 }, never = { 0 };
+    struct prb *p;
+
+    prb_fini();
+    AZ(prb_init());
+    origin_start(&o, ANSWER_200);
+    p = start(o.port, &pc, &s, NULL);
+    (void)start(o.port, &pc, &never, NULL); /* never run: prb_fini() frees it */
+    prb_fini();
+    ck_assert_uint_eq(__atomic_load_n(&never.results, __ATOMIC_ACQUIRE), 0);
+    ck_assert_uint_eq(__atomic_load_n(&o.accepted, __ATOMIC_ACQUIRE), 0);
+
+    AZ(prb_init());
+    p = start(o.port, &pc, &s, NULL);
+    usleep(100000); /* five intervals: nothing may happen yet */
+    ck_assert_uint_eq(__atomic_load_n(&s.results, __ATOMIC_ACQUIRE), 0);
+    AZ(prb_run());
+    WAIT_FOR(__atomic_load_n(&s.healthy, __ATOMIC_RELAXED));
+    prb_stop(&p);
     origin_stop(&o);
 }
 END_TEST
@@ -419,8 +453,9 @@ START_TEST(backend_probe)
     struct sb out;
     unsigned n;
 
-    prb_fini(); /* be_init() starts its own */
+    prb_fini(); /* be_start() starts its own */
     AZ(be_init());
+    AZ(be_start());
     origin_start(&o, ANSWER_200);
     c = origin_conf("probed", &o, port, sizeof port);
     c.probe = &pc;
@@ -453,6 +488,7 @@ START_TEST(backend_probe)
     ck_assert_uint_le(__atomic_load_n(&o.accepted, __ATOMIC_ACQUIRE), n + 1);
     be_fini();
     AZ(prb_init());
+    AZ(prb_run());
     origin_stop(&o);
 }
 END_TEST
@@ -471,6 +507,7 @@ START_TEST(backend_max_connections)
     c.max_connections = 2;
     prb_fini();
     AZ(be_init());
+    AZ(be_start());
     ck_assert_msg(be_get(&c, &be, &err) == 0, "%s", ebuf);
     par.backend_max_connections = 1; /* the backend's 2 wins */
     ck_assert_int_eq(bcp_get(be->pool, 2, true, &c1), BCP_OK);
@@ -490,6 +527,7 @@ START_TEST(backend_max_connections)
     be_release(&be);
     be_fini();
     AZ(prb_init());
+    AZ(prb_run());
     origin_stop(&o);
 }
 END_TEST
@@ -508,6 +546,7 @@ prb_suite(void)
     tcase_add_test(net, probe_200_then_500);
     tcase_add_test(net, probe_expected_status_and_raw_request);
     tcase_add_test(net, probe_timeout_and_refused);
+    tcase_add_test(net, probe_waits_for_run);
     tcase_add_test(net, backend_probe);
     tcase_add_test(net, backend_max_connections);
     suite_add_tcase(s, net);

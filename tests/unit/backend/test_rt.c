@@ -32,6 +32,7 @@ setup(void)
     AZ(stat_init());
     log_set_level(LOG_ERR);
     AZ(be_init());
+    AZ(be_start());
     sb_init(&err, ebuf, sizeof ebuf);
     memset(&c, 0, sizeof c);
     c.host = "127.0.0.1";
