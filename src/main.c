@@ -427,9 +427,9 @@ main(int argc, char **argv)
     if (alog_init(par.access_log) != 0)
         die("access_log %s: %s", par.access_log, strerror(errno));
     sb_init(&err, ebuf, sizeof ebuf);
+    AZ(be_init()); /* the policy declares backends */
     if (o.policy != NULL && pol_load(o.policy, &err) != 0)
         die("%s", ebuf);
-    AZ(be_init());
     AZ(hsh_init());
     AZ(xkey_init());
     AZ(ban_init());
@@ -459,6 +459,8 @@ main(int argc, char **argv)
 
     if (wtr_init() != 0)
         die("cannot start the waiter: %s", strerror(errno));
+    if (be_start() != 0)
+        die("cannot start the probe thread: %s", strerror(errno));
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));

@@ -34,6 +34,12 @@ STAT(backend_busy, COUNTER, "Requests refused because backend_max_connections wa
 STAT(backend_timeout, COUNTER, "Backend responses that timed out before the head (504).")
 STAT(backend_bad_resp, COUNTER, "Malformed backend responses (502).")
 STAT(backend_req, COUNTER, "Requests sent to backends.")
+STAT(backend_health_changed, COUNTER, "Backends that went from healthy to sick or back, by "
+     "their probe or by backend.set_health.")
+STAT(backend_unhealthy, COUNTER, "Requests whose director found no healthy backend (503).")
+STAT(probe_sent, COUNTER, "Health probes started.")
+STAT(probe_failed, COUNTER, "Health probes that failed: no connection, a timeout, or another "
+     "status than expected.")
 STAT(fetch_aborted, COUNTER, "Responses aborted mid-body because the backend failed.")
 STAT(ws_overflow, COUNTER, "Requests that ran out of workspace.")
 STAT(threads_created, COUNTER, "Worker threads started.")
