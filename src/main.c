@@ -30,6 +30,7 @@
 #include "surogat/hsh.h"
 #include "surogat/lfu.h"
 #include "surogat/log.h"
+#include "surogat/mon.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
@@ -56,6 +57,7 @@ struct opts {
     const char *storage[MAX_ARGS];
     unsigned nstorage;
     const char *admin;
+    const char *admin_http; /* -M: wins over the admin_http parameter */
     const char *secret;
     const char *config;
     const char *workdir;
@@ -63,6 +65,8 @@ struct opts {
     bool foreground;
     bool check; /* -C: compile the -f script and exit */
     char *owned[2]; /* absolute -S and -P paths we made, freed at exit */
+    /* -b /DIR: the static-file backend's files, freed after be_fini(). */
+    struct sfb *sfb;
 };
 
 static void
@@ -79,6 +83,7 @@ usage(FILE *f)
             "  -s malloc,SIZE     storage (repeatable); also file,PATH,SIZE\n"
             "  -T ADDR:PORT       admin interface (or a Unix socket path)\n"
             "  -S FILE            admin secret file\n"
+            "  -M ADDR:PORT       HTTP admin listener: /metrics, status page (param admin_http)\n"
             "  -p NAME=VALUE      set a parameter (repeatable; see -x params)\n"
             "  -c FILE            configuration file of NAME = VALUE lines\n"
             "  -n DIR             working directory (created if missing)\n"
@@ -142,7 +147,7 @@ parse_args(int argc, char **argv, struct opts *o)
     int c;
 
     opterr = 0;
-    while ((c = getopt(argc, argv, ":a:b:c:Cf:hn:p:s:FP:S:T:Vx:")) != -1) {
+    while ((c = getopt(argc, argv, ":a:b:c:Cf:hM:n:p:s:FP:S:T:Vx:")) != -1) {
         switch (c) {
         case 'a':
             push(o->listen, &o->nlisten, optarg, 'a');
@@ -162,6 +167,9 @@ parse_args(int argc, char **argv, struct opts *o)
         case 'h':
             usage(stdout);
             exit(0);
+        case 'M':
+            o->admin_http = optarg;
+            break;
         case 'n':
             o->workdir = optarg;
             break;
@@ -228,6 +236,8 @@ apply_params(const struct opts *o)
         if (par_set(name, eq + 1, &err) != 0)
             die("-p %s", ebuf);
     }
+    if (o->admin_http != NULL && par_set("admin_http", o->admin_http, &err) != 0)
+        die("-M %s", ebuf);
 }
 
 static void
@@ -354,9 +364,14 @@ drain_and_stop(const struct opts *o)
     wtr_fini();
     pool_fini();
     pol_fini();
+    mon_fini();
     cli_fini();
     ban_lurker_stop();
     be_fini();
+    if (o->sfb != NULL) {
+        struct sfb *sfb = o->sfb;
+        sfb_free(&sfb);
+    }
     hsh_fini();
     xkey_fini();
     ban_fini();
@@ -420,9 +435,9 @@ main(int argc, char **argv)
     if (alog_init(par.access_log) != 0)
         die("access_log %s: %s", par.access_log, strerror(errno));
     sb_init(&err, ebuf, sizeof ebuf);
+    AZ(be_init()); /* the policy declares backends */
     if (o.policy != NULL && pol_load(o.policy, &err) != 0)
         die("%s", ebuf);
-    AZ(be_init());
     AZ(hsh_init());
     AZ(xkey_init());
     AZ(ban_init());
@@ -435,9 +450,8 @@ main(int argc, char **argv)
     hsh_recover();
     if (o.backend[0] == '/') {
         /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
-        struct sfb *sfb = sfb_new_params(o.backend, &err);
-
-        if (sfb == NULL || be_add_static("default", sfb, &err) != 0)
+        o.sfb = sfb_new_params(o.backend, &err);
+        if (o.sfb == NULL || be_add_static("default", o.sfb, &err) != 0)
             die("-b %s", ebuf);
     } else if (be_add("default", o.backend, &err) != 0) {
         die("-b %s", ebuf);
@@ -459,11 +473,15 @@ main(int argc, char **argv)
 
     if (wtr_init() != 0)
         die("cannot start the waiter: %s", strerror(errno));
+    if (be_start() != 0)
+        die("cannot start the probe thread: %s", strerror(errno));
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));
     if (o.admin != NULL && cli_init(o.admin, o.secret, &err) != 0)
         die("-T %s: %s", o.admin, ebuf);
+    if (*par.admin_http != '\0' && mon_init(par.admin_http, &err) != 0)
+        die("%s", ebuf);
     AZ(acc_start());
     if (!o.foreground)
         daemon_ready();

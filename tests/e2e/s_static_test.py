@@ -526,3 +526,16 @@ def test_concurrent_reads_while_files_change(surogat, tmp_path):
     st = sg.stats()
     assert st["sfb_req"] == 320 and st["sfb_cache_evict"] > 0
     assert sg.alive()
+
+
+def test_backend_list_and_health(surogat, tmp_path):
+    sg, _ = static(surogat, tmp_path)
+    p = sg.ctl("backend.list")
+    assert p.returncode == 0
+    row = [ln for ln in p.stdout.splitlines() if ln.startswith("default ")]
+    assert len(row) == 1 and "(static)" in row[0] and "healthy" in row[0], p.stdout
+    assert sg.ctl("backend.set_health", "default", "sick").returncode == 0
+    r = sg.get("/readme.txt")
+    assert r.status == 503 and b"0123456789" not in r.body
+    assert sg.ctl("backend.set_health", "default", "auto").returncode == 0
+    assert sg.get("/readme.txt").status == 200
