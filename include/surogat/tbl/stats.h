@@ -102,4 +102,14 @@ STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid a
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
+STAT(gzip_compressed, COUNTER, "Response bodies compressed by the cache while being stored.")
+STAT(gzip_backend, COUNTER, "Stored response bodies the backend sent gzip, checked as they "
+     "arrived and stored as they came.")
+STAT(gzip_pass, COUNTER, "Responses not stored that were compressed on the fly (gzip_pass).")
+STAT(gunzip_delivered, COUNTER, "gzip bodies gunzipped on the fly for a client that does not "
+     "accept gzip.")
+STAT(gzip_errors, COUNTER, "Corrupt gzip bodies: from a backend (never stored; a client that "
+     "already got part of the body is cut off) or found while gunzipping for a client.")
+STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
+STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
 #undef STAT
