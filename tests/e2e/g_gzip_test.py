@@ -486,3 +486,80 @@ def test_random_bodies_round_trip(origin, surogat):
         assert gunzip(a.body) == body, n
         assert sha(sg.get("/r%d" % i).body) == sha(body), n
         assert gunzip(sg.get("/r%d" % i, GZ).body) == body, n
+
+
+def _head(c, deadline=10.0):
+    raw = c._until(b"\r\n\r\n", time.monotonic() + deadline, "response head")
+    r = httpc.Response()
+    for ln in raw[:-4].split(b"\r\n")[1:]:
+        n, _, v = ln.decode("latin-1").partition(":")
+        r.headers.append((n, v.strip()))
+    return r
+
+
+def _chunk(c, deadline=10.0):
+    t = time.monotonic() + deadline
+    size = int(c._until(b"\r\n", t, "chunk size")[:-2], 16)
+    return c._exactly(size + 2, t, "chunk")[:-2]
+
+
+def test_compressed_bytes_stream_before_the_origin_finishes(origin, surogat):
+    """The encoder is flushed after each backend read: neither the fetching
+    client nor a waiter gunzipping the busy object waits for the whole body."""
+    body = html(400_000, seed=14)
+    route = origin.route("/early", body=body, hold_after=5000,
+                         headers={"Content-Type": "text/html", **CC60})
+    sg = surogat()
+    a = httpc.Conn(sg.port, timeout=15)
+    a.request("GET", "/early", GZ)
+    ha = _head(a)
+    assert ha.header("Content-Encoding") == "gzip" and ha.tokens("Transfer-Encoding") == ["chunked"]
+    assert route.held.wait(10)
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    early = d.decompress(_chunk(a))
+    assert len(early) >= 1000 and body.startswith(early)
+    b = httpc.Conn(sg.port, timeout=15)
+    b.request("GET", "/early")
+    hb = _head(b)
+    assert hb.header("Cache-Status").startswith("surogat; fwd=miss; collapsed"), hb
+    assert not hb.has("Content-Encoding")
+    got = _chunk(b)
+    assert len(got) >= 1000 and body.startswith(got)
+    assert not route.done.is_set()
+    route.release.set()
+    rest_a = bytearray()
+    while True:
+        ch = _chunk(a)
+        if not ch:
+            break
+        rest_a += ch
+    assert early + d.decompress(bytes(rest_a)) + d.flush() == body and d.eof
+    rest_b = bytearray(got)
+    while True:
+        ch = _chunk(b)
+        if not ch:
+            break
+        rest_b += ch
+    assert bytes(rest_b) == body
+    a.close()
+    b.close()
+    assert origin.hits("/early") == 1
+
+
+def test_revalidated_object_stays_gzip_and_weak(origin, surogat):
+    origin.route("/rv", body=BODY, conditional=True,
+                 headers={"Content-Type": "text/html", "Cache-Control": "max-age=1",
+                          "ETag": '"v1"'})
+    sg = surogat()
+    a = sg.get("/rv", GZ)
+    assert a.header("ETag") == 'W/"v1"' and gunzip(a.body) == BODY
+    time.sleep(1.5)
+    r = sg.get("/rv")
+    assert r.status == 200 and r.body == BODY and not r.has("Content-Encoding")
+    assert origin.hits("/rv") == 2
+    assert origin.last("/rv").header("If-None-Match") == 'W/"v1"'
+    assert origin.last("/rv").answered == 304
+    h = sg.get("/rv", GZ)
+    assert is_hit(h) and h.header("ETag") == 'W/"v1"' and gunzip(h.body) == BODY
+    assert h.header("Content-Encoding") == "gzip"
+    assert origin.hits("/rv") == 2
