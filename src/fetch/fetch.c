@@ -101,8 +101,7 @@ static int
 out_piece(struct fetch *f, struct out *o, const char *p, size_t len)
 {
     if (f->chunk_out) {
-        if ((o->niov + 3 > OUT_IOV || o->nchdr == (int)ARRAY_LEN(o->chdr)) &&
-            out_flush(f, o) != 0)
+        if ((o->niov + 3 > OUT_IOV || o->nchdr == (int)ARRAY_LEN(o->chdr)) && out_flush(f, o) != 0)
             return (-2);
         size_t hl = h1_chunk_header(o->chdr[o->nchdr], len);
         if (out_add(f, o, o->chdr[o->nchdr++], hl) != 0)
@@ -424,11 +423,10 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     if (par.via)
         AZ(http_add(&resp, TXT_LIT("Via"),
                     be->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
-    if (f->gz_want != FGZ_NONE &&
-        gz_head(&resp, &req->wrk->ws,
-                !f->gz_client                ? GZ_HEAD_VARY
-                : f->gz_want == FGZ_COMPRESS ? GZ_HEAD_ENCODED
-                                             : GZ_HEAD_DECODED) != 0)
+    if (f->gz_want != FGZ_NONE && gz_head(&resp, &req->wrk->ws,
+                                          !f->gz_client                ? GZ_HEAD_VARY
+                                          : f->gz_want == FGZ_COMPRESS ? GZ_HEAD_ENCODED
+                                                                       : GZ_HEAD_DECODED) != 0)
         return (-1);
     f->chunk_out = false;
     if (f->body == H1_BODY_LENGTH && !f->gz_client) {
@@ -857,9 +855,9 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         fetch__gz_begin(&f);
         if (f.oc != NULL)
             hsh_stream_open(f.oc, f.gz != NULL && f.gz_want == FGZ_COMPRESS ? UINT64_MAX
-                                  : f.body == H1_BODY_LENGTH                 ? f.clen
-                                  : f.body == H1_BODY_NONE                   ? 0
-                                                                             : UINT64_MAX);
+                                  : f.body == H1_BODY_LENGTH                ? f.clen
+                                  : f.body == H1_BODY_NONE                  ? 0
+                                                                            : UINT64_MAX);
         /*
          * The backend was asked without the client's conditional fields
          * and Range, so that a full object could be stored; answer the

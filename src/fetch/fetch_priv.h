@@ -48,10 +48,10 @@ struct fetch {
     uint64_t body_off;   /* body bytes received so far */
     struct cobj *oc;     /* the busy object being filled, or NULL for a pass */
     struct hsh_stale stale; /* a stale copy: to revalidate, or to serve on error */
-    enum fetch_gz gz_want; /* the plan, from the response head (fetch__gz_plan) */
-    struct gz *gz;       /* the filter of the plan, once the fetch knows it needs one */
-    bool client_gz;      /* the client accepts gzip */
-    bool gz_client;      /* the client gets the filter's output, not the backend's bytes */
+    enum fetch_gz gz_want;  /* the plan, from the response head (fetch__gz_plan) */
+    struct gz *gz;          /* the filter of the plan, once the fetch knows it needs one */
+    bool client_gz;         /* the client accepts gzip */
+    bool gz_client;         /* the client gets the filter's output, not the backend's bytes */
     double t_req;        /* tim_real() when the request went out */
     double t_resp;       /* tim_real() when the response head arrived */
 };

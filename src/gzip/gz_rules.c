@@ -237,8 +237,8 @@ gz_compressible(const struct http *resp, uint64_t len, const char *types, uint64
     for (unsigned i = 0; i < resp->nhdr; i++) {
         ce = &resp->hdr[i];
         /* Compressing twice helps nobody; another coding we could not undo for a client. */
-        if (http_name_eq(&ce->name, "Content-Encoding") && !token_eq(ce->val.b, ce->val.len,
-                                                                     "identity"))
+        if (http_name_eq(&ce->name, "Content-Encoding") &&
+            !token_eq(ce->val.b, ce->val.len, "identity"))
             return (false);
     }
     /* Some bodies must arrive as sent: RFC 9111 5.2.2.6, and ranges of a representation. */

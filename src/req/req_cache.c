@@ -505,8 +505,8 @@ gunzip_out(void *priv, const char *p, size_t len)
 static int
 gunzip_feed(struct gunzip *g, const char *p, size_t len, bool last)
 {
-    enum gz_status st = gz_feed(g->z, p, len, last ? GZ_FLUSH_FINISH : GZ_FLUSH_NONE,
-                                gunzip_out, g);
+    enum gz_status st =
+        gz_feed(g->z, p, len, last ? GZ_FLUSH_FINISH : GZ_FLUSH_NONE, gunzip_out, g);
 
     if (st == GZ_OK || st == GZ_END)
         return (0);

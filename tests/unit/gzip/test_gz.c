@@ -17,8 +17,7 @@
 #include "surogat/ws.h"
 
 static struct txt
-T(const char *s)
-{
+T(const char *s) {
     return (struct txt){ s, strlen(s) };
 }
 
@@ -46,12 +45,12 @@ START_TEST(ae_table)
         { "gzip;q=0.5, identity;q=0.5", true }, /* a tie: gzip */
         { "gzip;q=0, x-gzip", true },           /* the better weight of the two names */
         { ",,gzip,,", true },
-        { "gzip;level=9", true },                /* unknown parameter: ignored */
+        { "gzip;level=9", true }, /* unknown parameter: ignored */
         { "gzip;q=0", false },
         { "gzip;q=0.0", false },
         { "gzip;q=0.000", false },
         { "gzip ; q = 0", false },
-        { "gzip;q=0, *", false },                /* named beats * */
+        { "gzip;q=0, *", false }, /* named beats * */
         { "*;q=0", false },
         { "deflate, br", false },
         { "", false },
@@ -327,8 +326,7 @@ feed_pieces(struct gz *z, const unsigned char *in, size_t len, size_t maxpiece, 
         size_t n = 1 + rnd() % maxpiece;
         if (n > len - off)
             n = len - off;
-        st = gz_feed(z, in + off, n, rnd() % 7 == 0 ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE, collect,
-                     out);
+        st = gz_feed(z, in + off, n, rnd() % 7 == 0 ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE, collect, out);
         if (st != GZ_OK && st != GZ_END)
             return (st);
         off += n;
@@ -476,9 +474,9 @@ START_TEST(corrupt_detected)
 
     /* Not gzip: a zlib stream and plain text. */
     out.len = 0;
-    ck_assert_int_eq(decode_all((const unsigned char *)"\x78\x9c\x03\x00\x00\x00\x00\x01", 8,
-                                8, &out),
-                     GZ_E_DATA);
+    ck_assert_int_eq(
+        decode_all((const unsigned char *)"\x78\x9c\x03\x00\x00\x00\x00\x01", 8, 8, &out),
+        GZ_E_DATA);
     out.len = 0;
     ck_assert_int_eq(decode_all(data, 100, 10, &out), GZ_E_DATA);
 
