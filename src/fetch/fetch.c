@@ -853,11 +853,17 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
             return;
         }
         fetch__gz_begin(&f);
+        /*
+         * With a filter the stored length is not the backend's (compressed),
+         * or not yet known to be good (a gzip body is checked only at its
+         * end): waiters stream chunked and learn the end from the fetch, so
+         * a body that fails its check is cut, never complete by its length.
+         */
         if (f.oc != NULL)
-            hsh_stream_open(f.oc, f.gz != NULL && f.gz_want == FGZ_COMPRESS ? UINT64_MAX
-                                  : f.body == H1_BODY_LENGTH                ? f.clen
-                                  : f.body == H1_BODY_NONE                  ? 0
-                                                                            : UINT64_MAX);
+            hsh_stream_open(f.oc, f.gz != NULL               ? UINT64_MAX
+                                  : f.body == H1_BODY_LENGTH ? f.clen
+                                  : f.body == H1_BODY_NONE   ? 0
+                                                             : UINT64_MAX);
         /*
          * The backend was asked without the client's conditional fields
          * and Range, so that a full object could be stored; answer the

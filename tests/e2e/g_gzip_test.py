@@ -563,3 +563,36 @@ def test_revalidated_object_stays_gzip_and_weak(origin, surogat):
     assert is_hit(h) and h.header("ETag") == 'W/"v1"' and gunzip(h.body) == BODY
     assert h.header("Content-Encoding") == "gzip"
     assert origin.hits("/rv") == 2
+
+
+def test_corrupt_backend_gzip_cuts_waiters_too(origin, surogat):
+    """The CRC is only known at the end: requests streaming the busy object are
+    sent it chunked, so that one that fails its check is cut, never complete by
+    its Content-Length, and then they are cut."""
+    bad = bytearray(gzip.compress(html(200_000, seed=15)))
+    bad[-7] ^= 0x10
+    route = origin.route("/cw", body=bytes(bad), hold_after=3000,
+                         headers={"Content-Type": "text/html", "Content-Encoding": "gzip",
+                                  **CC60})
+    sg = surogat()
+    a, b, c = (httpc.Conn(sg.port, timeout=15) for _ in range(3))
+    a.request("GET", "/cw", GZ)
+    assert route.held.wait(10)
+    b.request("GET", "/cw", GZ)
+    hb = _head(b)
+    assert hb.header("Cache-Status").startswith("surogat; fwd=miss; collapsed"), hb
+    assert hb.tokens("Transfer-Encoding") == ["chunked"] and not hb.has("Content-Length")
+    c.request("GET", "/cw")
+    hc = _head(c)
+    assert hc.header("Cache-Status").startswith("surogat; fwd=miss; collapsed"), hc
+    route.release.set()
+    with pytest.raises(httpc.Incomplete):
+        a.read_response()
+    for x in (b, c):
+        with pytest.raises(httpc.Incomplete):
+            while _chunk(x):
+                pass
+    for x in (a, b, c):
+        x.close()
+    assert sg.stat("cache_stored") == 0
+    assert sg.stat("gzip_errors") >= 1
