@@ -276,6 +276,17 @@ hsh_set_vary(struct cobj *oc, const struct http *req, const struct http *resp)
                 continue;
             if (t == s)
                 continue;
+            /*
+             * With gzip support, a miss asks the backend for gzip whatever
+             * the client sent, and each delivery gunzips for a client that
+             * does not take it: the stored body does not depend on the
+             * client's Accept-Encoding, so it must not split variants (one
+             * copy serves everyone).  Leaving it out of the recorded values
+             * makes vary_match() and hsh__same_vary() ignore it.
+             */
+            if (par.http_gzip_support && (size_t)(t - s) == strlen("Accept-Encoding") &&
+                strncasecmp(s, "Accept-Encoding", (size_t)(t - s)) == 0)
+                continue;
             n = joined_value(req, s, (size_t)(t - s), val, sizeof val);
             if (n > sizeof val || len + (size_t)(t - s) + n + 2 > 8192) {
                 free(v);

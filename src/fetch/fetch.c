@@ -19,6 +19,7 @@
 #include "surogat/fetch.h"
 #include "surogat/cc.h"
 #include "surogat/fresh.h"
+#include "surogat/gz.h"
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
@@ -96,7 +97,47 @@ out_add(struct fetch *f, struct out *o, const void *p, size_t len)
     return (0);
 }
 
-/* Body bytes, chunked or raw as this response is delivered, and stored. */
+/* One piece of body for the client, in a chunk of its own when chunked.  -2: client failed. */
+static int
+out_piece(struct fetch *f, struct out *o, const char *p, size_t len)
+{
+    if (f->chunk_out) {
+        if ((o->niov + 3 > OUT_IOV || o->nchdr == (int)ARRAY_LEN(o->chdr)) && out_flush(f, o) != 0)
+            return (-2);
+        size_t hl = h1_chunk_header(o->chdr[o->nchdr], len);
+        if (out_add(f, o, o->chdr[o->nchdr++], hl) != 0)
+            return (-2);
+    }
+    if (out_add(f, o, p, len) != 0)
+        return (-2);
+    o->body_bytes += len;
+    if (f->chunk_out && out_add(f, o, "\r\n", 2) != 0)
+        return (-2);
+    return (0);
+}
+
+struct gz_client {
+    struct fetch *f;
+    struct out *o;
+};
+
+/* gz_out_f: gzip filter output for the client, sent at once (the filter reuses its buffer). */
+static int
+gz_client_out(void *priv, const char *p, size_t len)
+{
+    struct gz_client *c = priv;
+
+    if (!c->f->body_to_client || !c->f->to_client)
+        return (0);
+    if (out_piece(c->f, c->o, p, len) != 0)
+        return (-1);
+    return (out_flush(c->f, c->o) == 0 ? 0 : -1);
+}
+
+/*
+ * Body bytes, chunked or raw as this response is delivered, and stored.
+ * 0; -1 the body is bad (a corrupt gzip body); -2 the client failed.
+ */
 static int
 out_body(struct fetch *f, struct out *o, const char *p, size_t len)
 {
@@ -104,9 +145,18 @@ out_body(struct fetch *f, struct out *o, const char *p, size_t len)
 
     if (len == 0)
         return (0);
-    if (f->oc != NULL)
-        fetch__store_body(f, p, len);
-    f->body_off += len;
+    if (f->gz != NULL) {
+        /* The filter stores what is stored and sends the client its output. */
+        struct gz_client c = { f, o };
+        int rv = fetch__gz_body(f, p, len, false, gz_client_out, &c);
+        f->body_off += len;
+        if (rv != 0 || f->gz_client)
+            return (rv);
+    } else {
+        if (f->oc != NULL)
+            fetch__store_body(f, p, len);
+        f->body_off += len;
+    }
     if (!f->body_to_client || !f->to_client)
         return (0);
     if (f->range == 1) {
@@ -118,20 +168,7 @@ out_body(struct fetch *f, struct out *o, const char *p, size_t len)
         p += from - off;
         len = (size_t)(to - from);
     }
-    if (f->chunk_out) {
-        if ((o->niov + 3 > OUT_IOV || o->nchdr == (int)ARRAY_LEN(o->chdr)) &&
-            out_flush(f, o) != 0)
-            return (-1);
-        size_t hl = h1_chunk_header(o->chdr[o->nchdr], len);
-        if (out_add(f, o, o->chdr[o->nchdr++], hl) != 0)
-            return (-1);
-    }
-    if (out_add(f, o, p, len) != 0)
-        return (-1);
-    o->body_bytes += len;
-    if (f->chunk_out && out_add(f, o, "\r\n", 2) != 0)
-        return (-1);
-    return (0);
+    return (out_piece(f, o, p, len));
 }
 
 /* ---- the backend request ---- */
@@ -173,6 +210,14 @@ build_bereq(struct req *req, struct be *be, bool miss, const struct cobj *stale,
     http_strip_hop_by_hop(bq);
     for (size_t i = 0; miss && i < ARRAY_LEN(miss_strip); i++)
         http_unset(bq, miss_strip[i]);
+    if (miss && par.http_gzip_support) {
+        /*
+         * The object serves every client, so it is fetched in the one
+         * coding we can undo for any of them (fetch_gz.c).
+         */
+        http_unset(bq, "Accept-Encoding");
+        AZ(http_add(bq, TXT_LIT("Accept-Encoding"), TXT_LIT("gzip")));
+    }
     if (stale != NULL) {
         /* Revalidation (RFC 9111 section 4.3.1): ask whether our stale copy still holds. */
         struct txt v;
@@ -359,7 +404,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     struct sb sb;
     size_t room;
 
-    unsigned room_hdr = be->nhdr + 8 + (pol_active() ? POL_HDR_ROOM : 0);
+    unsigned room_hdr = be->nhdr + 10 + (pol_active() ? POL_HDR_ROOM : 0);
 
     hdrs = ws_alloc(&req->wrk->ws, room_hdr * sizeof *hdrs);
     if (hdrs == NULL)
@@ -389,8 +434,13 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     if (par.via)
         AZ(http_add(&resp, TXT_LIT("Via"),
                     be->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
+    if (f->gz_want != FGZ_NONE && gz_head(&resp, &req->wrk->ws,
+                                          !f->gz_client                ? GZ_HEAD_VARY
+                                          : f->gz_want == FGZ_COMPRESS ? GZ_HEAD_ENCODED
+                                                                       : GZ_HEAD_DECODED) != 0)
+        return (-1);
     f->chunk_out = false;
-    if (f->body == H1_BODY_LENGTH) {
+    if (f->body == H1_BODY_LENGTH && !f->gz_client) {
         char *cl = ws_alloc(&req->wrk->ws, 24), *cr = ws_alloc(&req->wrk->ws, 72);
         uint64_t n = f->range == 1 ? f->r_last - f->r_first + 1 : f->range == 2 ? 0 : f->clen;
         if (cl == NULL || cr == NULL)
@@ -409,7 +459,9 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
                         (struct txt){ cr, (size_t)snprintf(cr, 72, "bytes */%llu",
                                                            (unsigned long long)f->clen) }));
     }
-    if ((f->body == H1_BODY_CHUNKED || f->body == H1_BODY_EOF) && f->status_override == 0) {
+    /* A body the filter makes has no length until it ends. */
+    if ((f->body == H1_BODY_CHUNKED || f->body == H1_BODY_EOF || f->gz_client) &&
+        f->status_override == 0) {
         if (req->http->proto == 11) {
             f->chunk_out = true;
             AZ(http_add(&resp, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
@@ -479,9 +531,11 @@ deliver_body(struct fetch *f, struct out *o)
     uint64_t left = f->clen;
     struct h1_chunk ck;
     enum h1_chunk_status cs;
+    struct gz_client gzc = { f, o };
     const char *data;
     size_t used, len;
     ssize_t n;
+    int rv;
     bool done = false;
 
     if (f->body == H1_BODY_NONE) {
@@ -497,8 +551,8 @@ deliver_body(struct fetch *f, struct out *o)
             len = f->be_len - f->be_pos;
             if (len > left)
                 len = (size_t)left;
-            if (out_body(f, o, wrk->be + f->be_pos, len) != 0)
-                return (-2);
+            if ((rv = out_body(f, o, wrk->be + f->be_pos, len)) != 0)
+                return (rv);
             f->be_pos += len;
             left -= len;
             done = left == 0;
@@ -512,14 +566,14 @@ deliver_body(struct fetch *f, struct out *o)
                     STAT_INC(backend_bad_resp);
                     return (-1);
                 }
-                if (cs == H1_CHUNK_DATA && out_body(f, o, data, len) != 0)
-                    return (-2);
+                if (cs == H1_CHUNK_DATA && (rv = out_body(f, o, data, len)) != 0)
+                    return (rv);
                 done = cs == H1_CHUNK_DONE;
             }
             break;
         case H1_BODY_EOF:
-            if (out_body(f, o, wrk->be + f->be_pos, f->be_len - f->be_pos) != 0)
-                return (-2);
+            if ((rv = out_body(f, o, wrk->be + f->be_pos, f->be_len - f->be_pos)) != 0)
+                return (rv);
             f->be_pos = f->be_len;
             break;
         default:
@@ -527,6 +581,12 @@ deliver_body(struct fetch *f, struct out *o)
         }
         if (done)
             break;
+        /*
+         * Compressed bytes held back would keep the client and the
+         * requests streaming from the object waiting for this batch.
+         */
+        if (f->gz != NULL && (rv = fetch__gz_body(f, NULL, 0, true, gz_client_out, &gzc)) != 0)
+            return (rv);
         /* Everything buffered is queued for the client: send it before reusing the buffer. */
         if (out_flush(f, o) != 0)
             return (-2);
@@ -544,6 +604,9 @@ deliver_body(struct fetch *f, struct out *o)
         }
         return (-1);
     }
+    /* A bad gzip body must fail before the object is published. */
+    if (f->gz != NULL && (rv = fetch__gz_end(f, gz_client_out, &gzc)) != 0)
+        return (rv);
     fetch__store_done(f);
     if (f->chunk_out && f->body_to_client && out_add(f, o, "0\r\n\r\n", 5) != 0)
         return (-2);
@@ -635,6 +698,7 @@ backend_error(struct fetch *f, unsigned status)
 static void
 fail_plain(struct fetch *f, unsigned status)
 {
+    fetch__gz_free(f);
     if (f->oc != NULL)
         hsh_abandon(&f->oc, 0); /* waiters retry: one of them fetches again */
     if (f->conn != NULL)
@@ -658,6 +722,7 @@ fail_plain(struct fetch *f, unsigned status)
 static bool
 fail(struct fetch *f, unsigned status)
 {
+    fetch__gz_free(f);
     if (f->conn != NULL)
         bcp_close(&f->conn);
     if (!f->bg && f->req->t_first == 0 && !(status >= 500 && stale_usable(f)) && pol_active() &&
@@ -698,7 +763,9 @@ miss_range(struct fetch *f)
 {
     int r;
 
-    if (f->status_override != 0 || f->resp->status != 200 || f->body != H1_BODY_LENGTH)
+    /* A body the filter makes has no known length: a 200 with all of it. */
+    if (f->status_override != 0 || f->resp->status != 200 || f->body != H1_BODY_LENGTH ||
+        f->gz_client)
         return;
     r = req_range(f->req, http_value(f->resp, "ETag"), http_value(f->resp, "Last-Modified"),
                   f->clen, &f->r_first, &f->r_last);
@@ -871,6 +938,10 @@ attempt(struct fetch *f, struct out *o)
         fail_plain(f, 503);
         return (ATTEMPT_DONE);
     }
+    if (f->oc == NULL) {
+        fetch__gz_plan(f);
+        fetch__gz_begin(f);
+    }
     if (f->oc != NULL) {
         if ((rv = fetch__decide_store(f)) != 0) {
             bcp_close(&f->conn);
@@ -879,9 +950,17 @@ attempt(struct fetch *f, struct out *o)
             fail_plain(f, 503);
             return (ATTEMPT_DONE);
         }
+        fetch__gz_begin(f);
+        /*
+         * With a filter the stored length is not the backend's (compressed),
+         * or not yet known to be good (a gzip body is checked only at its
+         * end): waiters stream chunked and learn the end from the fetch, so
+         * a body that fails its check is cut, never complete by its length.
+         */
         if (f->oc != NULL)
-            hsh_stream_open(f->oc, f->body == H1_BODY_LENGTH ? f->clen
-                                   : f->body == H1_BODY_NONE ? 0
+            hsh_stream_open(f->oc, f->gz != NULL               ? UINT64_MAX
+                                   : f->body == H1_BODY_LENGTH ? f->clen
+                                   : f->body == H1_BODY_NONE   ? 0
                                                              : UINT64_MAX);
         /*
          * The backend was asked without the client's conditional fields
@@ -900,6 +979,7 @@ attempt(struct fetch *f, struct out *o)
             fail_overflow(f);
             return (ATTEMPT_DONE);
         }
+        fetch__gz_free(f);
         if (f->oc != NULL)
             hsh_abandon(&f->oc, 0);
         bcp_close(&f->conn);
@@ -910,6 +990,7 @@ attempt(struct fetch *f, struct out *o)
         return (ATTEMPT_DONE);
     }
     rv = deliver_body(f, o);
+    fetch__gz_free(f);
     if (f->oc != NULL) {
         SRG_ASSERT(rv != 0); /* a complete body was published by deliver_body() */
         hsh_abandon(&f->oc, 0);

@@ -9,11 +9,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "surogat/gz.h"
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 
 struct bcp_conn;
+struct gz;
+
+/* What a fetch does with gzip (fetch_gz.c). */
+enum fetch_gz {
+    FGZ_NONE,
+    FGZ_COMPRESS, /* compress the identity body: for the store, and for a client taking gzip */
+    FGZ_CHECK,    /* the backend sent gzip: check it, gunzip it for a client not taking gzip */
+};
 
 struct fetch {
     struct req *req;
@@ -39,6 +48,10 @@ struct fetch {
     uint64_t body_off;   /* body bytes received so far */
     struct cobj *oc;     /* the busy object being filled, or NULL for a pass */
     struct hsh_stale stale; /* a stale copy: to revalidate, or to serve on error */
+    enum fetch_gz gz_want;  /* the plan, from the response head (fetch__gz_plan) */
+    struct gz *gz;          /* the filter of the plan, once the fetch knows it needs one */
+    bool client_gz;         /* the client accepts gzip */
+    bool gz_client;         /* the client gets the filter's output, not the backend's bytes */
     double t_req;        /* tim_real() when the request went out */
     double t_resp;       /* tim_real() when the response head arrived */
 };
@@ -64,5 +77,23 @@ void fetch__store_body(struct fetch *f, const char *p, size_t len);
 void fetch__store_done(struct fetch *f);
 /* The backend said 304 to our revalidation: renew, publish and deliver.  -1: answer 502. */
 int fetch__revalidated(struct fetch *f);
+
+/*
+ * gzip (fetch_gz.c).  Plan from the response head, before
+ * fetch__decide_store() builds the stored head from the plan.
+ */
+void fetch__gz_plan(struct fetch *f);
+/* After fetch__decide_store(): make the filter the plan needs now that storing is decided. */
+void fetch__gz_begin(struct fetch *f);
+/*
+ * Body bytes through the filter: the stored bytes go to the busy
+ * object, the client's (f->gz_client) to cl.  0; -1 the backend's gzip
+ * is corrupt (the fetch must fail); -2 cl failed.
+ */
+int fetch__gz_body(struct fetch *f, const char *p, size_t len, bool flush, gz_out_f *cl,
+                   void *priv);
+/* The body ended: finish the filter.  As fetch__gz_body(). */
+int fetch__gz_end(struct fetch *f, gz_out_f *cl, void *priv);
+void fetch__gz_free(struct fetch *f);
 
 #endif

@@ -14,6 +14,7 @@
 #include "surogat/cc.h"
 #include "surogat/defs.h"
 #include "surogat/fresh.h"
+#include "surogat/gz.h"
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
@@ -79,10 +80,10 @@ store_head(struct fetch *f, const struct cc *rcc)
     struct cobj *oc = f->oc;
     char date[TIM_HTTP_DATE_LEN + 1];
 
-    hdrs = ws_alloc(&f->req->wrk->ws, (f->resp->nhdr + 4) * sizeof *hdrs);
+    hdrs = ws_alloc(&f->req->wrk->ws, (f->resp->nhdr + 6) * sizeof *hdrs);
     if (hdrs == NULL)
         return (-1);
-    http_init(&h, hdrs, f->resp->nhdr + 4);
+    http_init(&h, hdrs, f->resp->nhdr + 6);
     memcpy(hdrs, f->resp->hdr, f->resp->nhdr * sizeof *hdrs);
     h.nhdr = f->resp->nhdr;
     h.proto = 11;
@@ -112,6 +113,11 @@ store_head(struct fetch *f, const struct cc *rcc)
     if (par.via)
         AZ(http_add(&h, TXT_LIT("Via"),
                     f->resp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
+    /* The stored body is gzip either way; it serves clients with and without gzip. */
+    if (f->gz_want != FGZ_NONE &&
+        gz_head(&h, &f->req->wrk->ws,
+                f->gz_want == FGZ_COMPRESS ? GZ_HEAD_ENCODED : GZ_HEAD_VARY) != 0)
+        return (-1);
     set_head(oc, &h);
     return (0);
 }
@@ -206,6 +212,8 @@ fetch__decide_store(struct fetch *f)
             hsh_abandon(&f->oc, 0);
         return (rv); /* -2: "retry", with the busy object kept for it */
     }
+    /* After the policy, which may have changed the fields gzip depends on. */
+    fetch__gz_plan(f);
     /* A marker must not outlive a reason that belongs to this request alone. */
     if (st == FRESH_NO_STORE_REQ || st == FRESH_AUTHORIZATION || st == FRESH_METHOD)
         hfm_ttl = 0;
@@ -226,7 +234,8 @@ fetch__decide_store(struct fetch *f)
         return (0);
     }
     if (st == FRESH_STORE) {
-        if (f->body == H1_BODY_LENGTH)
+        /* A compressed body's length is known only at its end. */
+        if (f->body == H1_BODY_LENGTH && f->gz_want != FGZ_COMPRESS)
             f->oc->body.size_hint = f->clen;
         if (store_head(f, &rcc) == 0 && hsh_store_begin(f->oc) == 0)
             return (0);
@@ -284,6 +293,23 @@ static const char *const keep_on_304[] = {
 };
 
 /*
+ * Whether field u of a 304 is the strong ETag that the stored head holds
+ * weakened, because the cache compressed the body: the stored body is
+ * still not the origin's bytes, so its ETag stays weak.
+ */
+static bool
+gz_weakened(const struct http *stored, const struct http_hdr *u)
+{
+    const struct txt *v;
+
+    if (!http_name_eq(&u->name, "ETag") || u->val.len == 0 || u->val.b[0] != '"')
+        return (false);
+    v = http_value(stored, "ETag");
+    return (v != NULL && v->len == u->val.len + 2 && memcmp(v->b, "W/", 2) == 0 &&
+            memcmp(v->b + 2, u->val.b, u->val.len) == 0);
+}
+
+/*
  * The backend answered our conditional request with 304: the stale copy
  * is good.  Build its renewed copy -- the stored fields updated with
  * those of the 304 (RFC 9111 section 4.3.4) and the same body -- publish
@@ -324,7 +350,7 @@ fetch__revalidated(struct fetch *f)
         bool keep = false;
         for (size_t k = 0; k < ARRAY_LEN(keep_on_304) && !keep; k++)
             keep = http_name_eq(&upd.hdr[i].name, keep_on_304[k]);
-        if (keep)
+        if (keep || gz_weakened(&oh, &upd.hdr[i]))
             continue;
         /* Replace every stored field of that name with the 304's (all of them, in order). */
         char name[128];

@@ -22,6 +22,7 @@
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
 #include "surogat/fresh.h"
+#include "surogat/gz.h"
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/log.h"
@@ -228,6 +229,7 @@ body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov
 /* How a delivery answers: decided from the request and the object's head. */
 struct dlv {
     bool nm;         /* 304 */
+    bool gunzip;     /* a gzip object for a client that does not take gzip */
     int range;       /* as req_range(): 1 206, 0 416, -1 the whole body */
     bool chunked;    /* the length is not known yet: chunked to an HTTP/1.1 client */
     uint64_t first;  /* the body bytes to send */
@@ -316,6 +318,56 @@ overflow:
 }
 
 /*
+ * Whether oc is delivered gunzipped: its body is gzip and the client
+ * does not take gzip.  Clients taking gzip are most, and get the stored
+ * bytes without the object's head being read.
+ */
+static bool
+want_gunzip(const struct req *req, const struct cobj *oc)
+{
+    struct txt ce;
+
+    return (!gz_accepts(req->http) && hsh_head_field(oc, "Content-Encoding", &ce) &&
+            gz_coding_is_gzip(&ce));
+}
+
+/*
+ * The stored head of oc as a gunzipped body's (gz_head(): no
+ * Content-Encoding, a weak ETag), without the empty line, in workspace.
+ * NULL when the workspace runs out.
+ */
+static char *
+gunzip_head(struct req *req, const struct cobj *oc, size_t *len)
+{
+    struct h1_limits lim = { oc->head_len + 1, oc->head_len + 1, 1 };
+    struct http_hdr *hdrs;
+    struct http h;
+    size_t used, room;
+    char *out;
+    struct sb sb;
+
+    for (size_t i = 0; i < oc->head_len; i++)
+        lim.max_hdr += oc->head[i] == '\n';
+    hdrs = ws_alloc(&req->wrk->ws, (lim.max_hdr + 2) * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (NULL);
+    http_init(&h, hdrs, lim.max_hdr + 2);
+    if (h1_parse_response(oc->head, oc->head_len, &lim, &h, &used) != H1_DONE ||
+        gz_head(&h, &req->wrk->ws, GZ_HEAD_DECODED) != 0)
+        return (NULL);
+    out = ws_reserve_all(&req->wrk->ws, &room);
+    sb_init(&sb, out, room);
+    h1_write_response(&sb, &h);
+    if (!sb_ok(&sb)) {
+        ws_release(&req->wrk->ws, 0);
+        return (NULL);
+    }
+    ws_release(&req->wrk->ws, sb.len);
+    *len = sb.len - 2;
+    return (out);
+}
+
+/*
  * The response head of a delivery of oc into iov (returns how many):
  * the stored head with this delivery's fields appended.  len: the body
  * length, UINT64_MAX when not known yet (a streamed chunked body).  -1
@@ -326,10 +378,23 @@ deliver_head(struct req *req, const struct cobj *oc, uint64_t len, double now, c
              struct dlv *d, struct iovec *iov)
 {
     double age = now - oc->fresh.t_origin;
-    const char *sl_end;
+    const char *sl_end, *head = oc->head;
+    size_t head_len = oc->head_len - 2; /* without the empty line: ours follows */
     struct sb sb;
     int n = 0;
 
+    d->gunzip = want_gunzip(req, oc);
+    if (d->gunzip) {
+        /* The gunzipped length is known only at the end; a Range would need it: a 200. */
+        len = UINT64_MAX;
+        head = gunzip_head(req, oc, &head_len);
+        if (head == NULL) {
+            STAT_INC(ws_overflow);
+            d->syn.status = 500;
+            snprintf(d->syn.reason, sizeof d->syn.reason, "%s", "workspace_client exhausted");
+            return (-1);
+        }
+    }
     d->nm = not_modified(req, oc);
     d->first = 0;
     d->last = len > 0 ? len - 1 : 0;
@@ -386,17 +451,17 @@ deliver_head(struct req *req, const struct cobj *oc, uint64_t len, double now, c
         /* 304, 206, 416: the stored fields with the status line replaced. */
         if (d->nm)
             STAT_INC(cache_304);
-        sl_end = memchr(oc->head, '\n', oc->head_len);
+        sl_end = memchr(head, '\n', head_len);
         AN(sl_end);
         iov[n].iov_base = d->status_line;
         iov[n++].iov_len =
             (size_t)snprintf(d->status_line, sizeof d->status_line, "HTTP/1.1 %u %s\r\n",
                              req->status, http_reason(req->status));
         iov[n].iov_base = (void *)(uintptr_t)(sl_end + 1);
-        iov[n++].iov_len = oc->head_len - 2 - (size_t)(sl_end + 1 - oc->head);
+        iov[n++].iov_len = head_len - (size_t)(sl_end + 1 - head);
     } else {
-        iov[n].iov_base = oc->head;
-        iov[n++].iov_len = oc->head_len - 2; /* without the empty line: ours follows */
+        iov[n].iov_base = (void *)(uintptr_t)head;
+        iov[n++].iov_len = head_len;
     }
     iov[n].iov_base = d->tail;
     iov[n++].iov_len = sb.len;
@@ -416,6 +481,85 @@ static bool
 no_body(const struct req *req, const struct dlv *d)
 {
     return (d->nm || d->range == 0 || req->head_only);
+}
+
+/* A gunzipping delivery: the decoder's output goes to the client as it comes. */
+struct gunzip {
+    struct req *req;
+    struct gz *z;
+    bool chunked;
+    uint64_t bytes; /* identity bytes sent */
+};
+
+/* gz_out_f: one piece of gunzipped body to the client, a chunk of its own when chunked. */
+static int
+gunzip_out(void *priv, const char *p, size_t len)
+{
+    struct gunzip *g = priv;
+    char chdr[H1_CHUNK_HDR_MAX];
+    struct iovec iov[3];
+    int n = 0;
+
+    if (g->chunked) {
+        iov[n].iov_base = chdr;
+        iov[n++].iov_len = h1_chunk_header(chdr, len);
+    }
+    iov[n].iov_base = (void *)(uintptr_t)p;
+    iov[n++].iov_len = len;
+    if (g->chunked) {
+        iov[n].iov_base = (void *)(uintptr_t) "\r\n";
+        iov[n++].iov_len = 2;
+    }
+    if (sess_writev(g->req->sp, iov, n, req_send_deadline(g->req)) != 0)
+        return (-1);
+    g->bytes += len;
+    return (0);
+}
+
+/* Stored gzip bytes through the decoder to the client.  -1: the client or the body failed. */
+static int
+gunzip_feed(struct gunzip *g, const char *p, size_t len, bool last)
+{
+    enum gz_status st =
+        gz_feed(g->z, p, len, last ? GZ_FLUSH_FINISH : GZ_FLUSH_NONE, gunzip_out, g);
+
+    if (st == GZ_OK || st == GZ_END)
+        return (0);
+    if (st != GZ_E_OUTPUT) {
+        /*
+         * Checked when it was fetched, so only damage since (or a body
+         * stored before that check existed): the head is out, so only a
+         * cut connection tells the client its body is bad.
+         */
+        STAT_INC(gzip_errors);
+        g->req->abort = true;
+    }
+    return (-1);
+}
+
+static void
+gunzip_begin(struct gunzip *g, struct req *req, const struct dlv *d)
+{
+    g->req = req;
+    g->z = gz_new(GZ_DECODE, 0);
+    g->chunked = d->chunked;
+    g->bytes = 0;
+    STAT_INC(gunzip_delivered);
+}
+
+/* The decoder is done: the end of a chunked body, and the count. */
+static void
+gunzip_end(struct gunzip *g, bool ok)
+{
+    struct req *req = g->req;
+
+    if (ok && g->chunked && sess_write(req->sp, "0\r\n\r\n", 5, req_send_deadline(req)) != 0)
+        ok = false;
+    if (!ok)
+        req->close = true;
+    req->resp_bytes += g->bytes;
+    STAT_ADD(resp_body_bytes, g->bytes);
+    gz_free(&g->z);
 }
 
 /*
@@ -439,6 +583,21 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     if (no_body(req, &d) || oc->body.len == 0) {
         if (sess_writev(req->sp, iov, n, req_send_deadline(req)) != 0)
             req->close = true;
+        return;
+    }
+    if (d.gunzip) {
+        struct gunzip g;
+        bool ok;
+
+        if (sess_writev(req->sp, iov, n, req_send_deadline(req)) != 0) {
+            req->close = true;
+            return;
+        }
+        gunzip_begin(&g, req, &d);
+        ok = true;
+        for (const struct sto_seg *sg = oc->body.first; sg != NULL && ok; sg = sg->next)
+            ok = gunzip_feed(&g, sg->data, sg->len, sg->next == NULL) == 0;
+        gunzip_end(&g, ok);
         return;
     }
     /* Bodies of more segments than fit go in rounds of iovecs. */
@@ -478,7 +637,7 @@ struct cursor {
  */
 static int
 stream_out(struct req *req, const struct cobj *oc, struct cursor *c, uint64_t from, uint64_t to,
-           bool chunked)
+           bool chunked, struct gunzip *g)
 {
     struct iovec iov[64];
     char chdr[H1_CHUNK_HDR_MAX];
@@ -508,6 +667,13 @@ stream_out(struct req *req, const struct cobj *oc, struct cursor *c, uint64_t fr
             round += end - from;
             from = end;
         }
+        if (g != NULL) {
+            /* Gunzipped: the decoder frames its own output. */
+            for (int i = chunked ? 1 : 0; i < n; i++)
+                if (gunzip_feed(g, iov[i].iov_base, iov[i].iov_len, false) != 0)
+                    return (-1);
+            continue;
+        }
         if (chunked) {
             iov[0].iov_base = chdr;
             iov[0].iov_len = h1_chunk_header(chdr, round);
@@ -527,7 +693,9 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
     struct cursor cur = { NULL, 0 };
     struct iovec iov[3];
     enum hsh_stream st;
+    struct gunzip g;
     struct dlv d;
+    bool done = false;
     int n;
 
     req->cache = "COLLAPSED";
@@ -542,28 +710,41 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
     }
     if (no_body(req, &d) || len == 0)
         return;
+    if (d.gunzip)
+        gunzip_begin(&g, req, &d);
     for (pos = d.first; pos <= d.last;) {
         st = hsh_stream_wait(oc, pos, tmo, &avail);
         if (st == HSH_S_FAILED || st == HSH_S_TIMEOUT) {
             /* The head is out: only a cut connection tells the client the body is short. */
             STAT_INC(cache_stream_aborted);
             req->abort = true;
-            return;
+            break;
         }
         end = avail < d.last + 1 ? avail : d.last + 1;
         if (pos < end) {
-            if (stream_out(req, oc, &cur, pos, end, d.chunked) != 0) {
+            if (stream_out(req, oc, &cur, pos, end, d.chunked, d.gunzip ? &g : NULL) != 0) {
                 req->close = true;
-                return;
+                break;
             }
-            req->resp_bytes += end - pos;
-            STAT_ADD(resp_body_bytes, end - pos);
+            if (!d.gunzip) {
+                req->resp_bytes += end - pos;
+                STAT_ADD(resp_body_bytes, end - pos);
+            }
             pos = end;
         }
-        if (st == HSH_S_DONE && pos >= avail)
+        if (st == HSH_S_DONE && pos >= avail) {
+            done = true;
             break;
+        }
     }
-    if (d.chunked && sess_write(req->sp, "0\r\n\r\n", 5, req_send_deadline(req)) != 0)
+    if (pos > d.last)
+        done = true;
+    if (d.gunzip) {
+        /* The decoder checks that the stream ended where the body did. */
+        gunzip_end(&g, done && gunzip_feed(&g, NULL, 0, true) == 0);
+        return;
+    }
+    if (done && d.chunked && sess_write(req->sp, "0\r\n\r\n", 5, req_send_deadline(req)) != 0)
         req->close = true;
 }
 

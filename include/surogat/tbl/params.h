@@ -167,6 +167,30 @@ PARAM(max_retries, UINT, "4", "0", "100", PAR_LIVE,
 PARAM(policy_max_memory, BYTES, "64m", "1m", NULL, PAR_LIVE,
       "Memory one worker's Lua state (the policy script, its tables and strings) may allocate. "
       "An allocation past it fails the hook call: logged, and the request answered 503.")
+PARAM(http_gzip_support, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "gzip in the cache, as Varnish's parameter of that name: backend requests of cache "
+      "misses ask for gzip (Accept-Encoding: gzip), a compressible response (gzip_types, at "
+      "least gzip_min_size, no Cache-Control: no-transform) is stored compressed once, and "
+      "a stored gzip object is gunzipped on the fly for a client that does not accept gzip; "
+      "Accept-Encoding then no longer splits Vary variants. Off: backend requests carry the "
+      "client's Accept-Encoding and bodies are stored as they come.")
+PARAM(gzip_level, UINT, "6", "1", "9", PAR_LIVE,
+      "zlib compression level for bodies the cache compresses: 1 fastest, 9 smallest. Paid "
+      "once per stored object, not per hit.")
+PARAM(gzip_min_size, BYTES, "1k", "0", NULL, PAR_LIVE,
+      "Smallest response body compressed. A body of unknown length (chunked) counts as "
+      "large enough.")
+PARAM(gzip_types, STRING,
+      "text/html text/plain text/css text/xml text/javascript application/javascript "
+      "application/x-javascript application/json application/xml application/xhtml+xml "
+      "application/rss+xml application/atom+xml image/svg+xml",
+      NULL, NULL, PAR_LIVE,
+      "Media types compressed, separated by spaces or commas; type/* matches a whole type. The "
+      "default is mod_deflate's AddOutputFilterByType list of text types.")
+PARAM(gzip_pass, BOOL, "off", NULL, NULL, PAR_LIVE,
+      "Also compress responses that are not stored (passes, uncacheable misses) on the fly "
+      "for clients that accept gzip, with the same rules as stored ones. This costs CPU on "
+      "every such response, so it is off by default.")
 PARAM(sfb_cache_entries, UINT, "1000", "1", "1000000", PAR_LIVE,
       "Files the static-file backend (-b /dir) keeps open in its open-file cache, with their "
       "size, validators and type; the least recently used is closed first. Each entry holds "

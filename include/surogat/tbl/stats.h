@@ -135,6 +135,16 @@ STAT(req_time_le_10s, COUNTER, "Requests that took more than 5s, at most 10s.")
 STAT(req_time_over_10s, COUNTER, "Requests that took more than 10s.")
 STAT(mon_req, COUNTER, "Requests answered by the HTTP admin listener (-M).")
 STAT(mon_req_bad, COUNTER, "Requests to the HTTP admin listener answered 404 or 405.")
+STAT(gzip_compressed, COUNTER, "Response bodies compressed by the cache while being stored.")
+STAT(gzip_backend, COUNTER, "Stored response bodies the backend sent gzip, checked as they "
+     "arrived and stored as they came.")
+STAT(gzip_pass, COUNTER, "Responses not stored that were compressed on the fly (gzip_pass).")
+STAT(gunzip_delivered, COUNTER, "gzip bodies gunzipped on the fly for a client that does not "
+     "accept gzip.")
+STAT(gzip_errors, COUNTER, "Corrupt gzip bodies: from a backend (never stored; a client that "
+     "already got part of the body is cut off) or found while gunzipping for a client.")
+STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
+STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
 STAT(sfb_req, COUNTER, "Requests answered by a static-file backend.")
 STAT(sfb_bad_path, COUNTER, "Static requests refused 400 or 414 by path normalisation "
      "(.., encoded slash, NUL, backslash, bad UTF-8).")

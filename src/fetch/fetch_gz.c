@@ -1,0 +1,161 @@
+/*
+ * gzip in a fetch, Varnish's http_gzip_support done on the fetch side.
+ * A miss asked the backend for gzip (build_bereq), so its body is one of:
+ *
+ *   gzip from the backend: stored as it came, but run through a decoder
+ *     on the way (FGZ_CHECK), so a corrupt body fails the fetch instead
+ *     of becoming an object every later client gets; the same decoder's
+ *     output is what a client that does not take gzip receives;
+ *   compressible identity: compressed once while stored (FGZ_COMPRESS);
+ *     a client taking gzip gets the compressed bytes, another the
+ *     backend's own;
+ *   anything else: as it came.
+ *
+ * A pass kept the client's Accept-Encoding, so its body suits the client
+ * already; with gzip_pass a compressible identity one is compressed on
+ * the fly for a client that takes gzip.  Runs on the fetching worker.
+ */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "surogat/defs.h"
+#include "surogat/gz.h"
+#include "surogat/hsh.h"
+#include "surogat/par.h"
+#include "surogat/req.h"
+#include "surogat/stat.h"
+
+#include "fetch_priv.h"
+
+void
+fetch__gz_plan(struct fetch *f)
+{
+    bool miss = f->oc != NULL;
+    uint64_t len = f->body == H1_BODY_LENGTH ? f->clen : UINT64_MAX;
+
+    f->gz_want = FGZ_NONE;
+    f->client_gz = !f->bg && gz_accepts(f->req->http);
+    if (f->body == H1_BODY_NONE || (f->body == H1_BODY_LENGTH && f->clen == 0))
+        return;
+    if (miss && par.http_gzip_support && gz_is_gzip(f->resp)) {
+        /* Whatever the status: we asked for gzip, the client may not have. */
+        f->gz_want = FGZ_CHECK;
+        return;
+    }
+    if ((miss ? par.http_gzip_support : par.gzip_pass && f->client_gz) &&
+        gz_compressible(f->resp, len, par.gzip_types, par.gzip_min_size))
+        f->gz_want = FGZ_COMPRESS;
+}
+
+void
+fetch__gz_begin(struct fetch *f)
+{
+    switch (f->gz_want) {
+    case FGZ_NONE:
+        return;
+    case FGZ_CHECK:
+        /* Not stored, and the client takes gzip: nothing needs the decoder. */
+        if (f->oc == NULL && f->client_gz)
+            return;
+        f->gz = gz_new(GZ_DECODE, 0);
+        f->gz_client = !f->client_gz && !f->bg;
+        if (f->oc != NULL)
+            STAT_INC(gzip_backend);
+        if (f->gz_client && f->body_to_client)
+            STAT_INC(gunzip_delivered);
+        return;
+    case FGZ_COMPRESS:
+        if (f->oc == NULL && !(par.gzip_pass && f->client_gz))
+            return;
+        f->gz = gz_new(GZ_ENCODE, (int)par.gzip_level);
+        f->gz_client = f->client_gz && !f->bg;
+        if (f->oc != NULL)
+            STAT_INC(gzip_compressed);
+        else
+            STAT_INC(gzip_pass);
+        return;
+    }
+    SRG_WRONG("fetch_gz");
+}
+
+/* Where the filter's output goes: the store (compressed bytes), then the client. */
+struct sink {
+    struct fetch *f;
+    gz_out_f *cl;
+    void *priv;
+};
+
+static int
+sink_out(void *priv, const char *p, size_t len)
+{
+    struct sink *s = priv;
+    struct fetch *f = s->f;
+
+    if (f->gz_want == FGZ_COMPRESS && f->oc != NULL)
+        fetch__store_body(f, p, len);
+    return (f->gz_client ? s->cl(s->priv, p, len) : 0);
+}
+
+static int
+result(enum gz_status st)
+{
+    switch (st) {
+    case GZ_OK:
+    case GZ_END:
+        return (0);
+    case GZ_E_OUTPUT:
+        return (-2);
+    case GZ_E_DATA:
+    case GZ_E_TRUNCATED:
+        STAT_INC(gzip_errors);
+        return (-1);
+    }
+    SRG_WRONG("gz_status");
+}
+
+/* Whether anyone still wants the filter's work: the store, or the client. */
+static bool
+wanted(const struct fetch *f)
+{
+    return (f->oc != NULL || (f->gz_client && f->to_client));
+}
+
+int
+fetch__gz_body(struct fetch *f, const char *p, size_t len, bool flush, gz_out_f *cl, void *priv)
+{
+    struct sink s = { f, cl, priv };
+
+    AN(f->gz);
+    if (f->gz_want == FGZ_CHECK && f->oc != NULL && len > 0)
+        fetch__store_body(f, p, len);
+    if (!wanted(f))
+        return (0);
+    /* Only an encoder holds output back; a decoder hands out all it has each time. */
+    if (len == 0 && (!flush || f->gz_want != FGZ_COMPRESS))
+        return (0);
+    return (result(gz_feed(f->gz, p, len, flush ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE, sink_out, &s)));
+}
+
+int
+fetch__gz_end(struct fetch *f, gz_out_f *cl, void *priv)
+{
+    struct sink s = { f, cl, priv };
+
+    AN(f->gz);
+    if (!wanted(f))
+        return (0);
+    return (result(gz_feed(f->gz, NULL, 0, GZ_FLUSH_FINISH, sink_out, &s)));
+}
+
+void
+fetch__gz_free(struct fetch *f)
+{
+    if (f->gz == NULL)
+        return;
+    if (f->gz_want == FGZ_COMPRESS) {
+        STAT_ADD(gzip_bytes_in, gz_bytes_in(f->gz));
+        STAT_ADD(gzip_bytes_out, gz_bytes_out(f->gz));
+    }
+    gz_free(&f->gz);
+}
