@@ -40,6 +40,7 @@
 #include "surogat/stat.h"
 #include "surogat/sto.h"
 #include "surogat/tim.h"
+#include "surogat/tls.h"
 #include "surogat/wtr.h"
 #include "surogat/xkey.h"
 
@@ -71,6 +72,8 @@ usage(FILE *f)
             "usage: surogatd [options]\n"
             "  -a ADDR:PORT       listen address (repeatable; [::1]:80 for IPv6, :80 for all;"
             " default :80)\n"
+            "  -a ADDR:PORT,tls,cert=FILE,key=FILE[,ocsp=FILE]...\n"
+            "                     TLS listen address; more cert=,key= pairs are chosen by SNI\n"
             "  -b HOST:PORT       the backend (default port 80)\n"
             "  -f FILE            policy script (Lua, see surogat-lua(7))\n"
             "  -C                 with -f: check the script and exit (2 on error)\n"
@@ -361,6 +364,7 @@ drain_and_stop(const struct opts *o)
     req_purge_fini();
     sto_fini();
     alog_fini();
+    tls_fini();
     if (o->pidfile != NULL)
         unlink(o->pidfile);
     log_msg(LOG_INFO, "stopped");
@@ -411,6 +415,13 @@ main(int argc, char **argv)
             die("-P %s: %s", o.pidfile, strerror(errno));
         o.pidfile = o.owned[1] = abs;
     }
+    /* Before -n: certificate paths are relative to where we were started. */
+    if (tls_init() != 0)
+        die("cannot initialise OpenSSL");
+    sb_init(&err, ebuf, sizeof ebuf);
+    for (unsigned i = 0; i < o.nlisten; i++)
+        if (acc_listen(o.listen[i], &err) != 0)
+            die("%s", ebuf);
     enter_workdir(o.workdir);
     if (log_init(par.error_log) != 0)
         die("error_log %s: %s", par.error_log, strerror(errno));
@@ -434,9 +445,6 @@ main(int argc, char **argv)
     if (be_add("default", o.backend, &err) != 0)
         die("-b %s", ebuf);
     raise_fd_limit();
-    for (unsigned i = 0; i < o.nlisten; i++)
-        if (acc_listen(o.listen[i], &err) != 0)
-            die("%s", ebuf);
     if (!o.foreground)
         daemonize();
     write_pidfile(o.pidfile);
@@ -481,6 +489,7 @@ main(int argc, char **argv)
                 else
                     log_msg(LOG_INFO, "SIGHUP: policy %s reloaded", o.policy);
             }
+            (void)tls_reload(); /* logs each listener's outcome */
             continue;
         }
         break;

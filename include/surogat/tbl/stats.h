@@ -102,4 +102,10 @@ STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid a
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
+STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
+STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
+STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "
+     "garbage, timeout (tls_handshake_timeout), or the client leaving mid-handshake.")
+STAT(tls_reload, COUNTER, "TLS listen addresses whose certificates were reloaded by SIGHUP.")
+STAT(tls_reload_fail, COUNTER, "TLS certificate reloads that failed (the old ones stay).")
 #undef STAT
