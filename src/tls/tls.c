@@ -258,7 +258,8 @@ new_ctx(struct sb *err)
     /* Resumption is by ticket only: no per-session state on the server. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     AN(SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"surogat", 7));
-    SSL_CTX_set_timeout(ctx, (long)par.tls_ticket_rotate);
+    /* A ticket opens for up to two periods (current and previous key): so long it may live. */
+    SSL_CTX_set_timeout(ctx, (long)(2 * par.tls_ticket_rotate));
     AN(SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, tls__ticket_cb));
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
@@ -304,13 +305,16 @@ gen_load(const struct tls_conf *conf, struct sb *err)
             goto fail;
         }
         if (SSL_CTX_use_PrivateKey_file(tc->ctx, conf->c[i].key, SSL_FILETYPE_PEM) != 1) {
+            if (ERR_GET_REASON(ERR_peek_error()) == X509_R_KEY_VALUES_MISMATCH) {
+                ERR_clear_error();
+                goto mismatch;
+            }
             sb_printf(err, "key %s: %s", conf->c[i].key, ssl_reason(rbuf, sizeof rbuf));
             goto fail;
         }
         if (SSL_CTX_check_private_key(tc->ctx) != 1) {
-            sb_printf(err, "key %s does not match cert %s", conf->c[i].key, conf->c[i].cert);
             ERR_clear_error();
-            goto fail;
+            goto mismatch;
         }
         cert_names(tc, SSL_CTX_get0_certificate(tc->ctx));
         if (conf->c[i].ocsp != NULL) {
@@ -321,6 +325,9 @@ gen_load(const struct tls_conf *conf, struct sb *err)
         }
     }
     return (gen);
+mismatch:
+    sb_printf(err, "key %s does not match cert %s", conf->c[gen->ncert - 1].key,
+              conf->c[gen->ncert - 1].cert);
 fail:
     gen_free(&gen);
     return (NULL);
