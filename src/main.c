@@ -365,6 +365,7 @@ drain_and_stop(const struct opts *o)
     sto_fini();
     alog_fini();
     tls_fini();
+    cfg_fini();
     if (o->pidfile != NULL)
         unlink(o->pidfile);
     log_msg(LOG_INFO, "stopped");
@@ -400,6 +401,8 @@ main(int argc, char **argv)
     }
     if (o.backend == NULL)
         die("no backend: give -b HOST:PORT");
+    for (unsigned i = 0; cfg_listen(i) != NULL; i++)
+        push(o.listen, &o.nlisten, cfg_listen(i), 'a');
     if (o.nlisten == 0)
         o.listen[o.nlisten++] = ":80";
     /* Paths on the command line are relative to where we were started, not to -n. */

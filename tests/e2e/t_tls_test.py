@@ -560,3 +560,14 @@ def test_ocsp_stapling(pki, tls, tmp_path):
     assert "Cert Status: good" in out, out
     out = t.s_client("-servername", "b.test", "-status")
     assert "OCSP response: no response sent" in out, out
+
+
+def test_listen_in_config_file(pki, surogat, tmp_path):
+    port = free_port()
+    conf = ("thread_pools = 1\n"
+            "listen = 127.0.0.1:%d,tls,cert=%s,key=%s  # the -a syntax\n" % (port, pki.a[0], pki.a[1]))
+    sg = surogat(conf=conf)
+    t = Tls(sg, port, pki.ca, [])
+    assert t.get("/").status == 200
+    assert t.serial() == pki.a[2]
+    assert sg.get("/").status == 200  # the -a address is still there
