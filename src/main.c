@@ -63,6 +63,7 @@ struct opts {
     bool foreground;
     bool check; /* -C: compile the -f script and exit */
     char *owned[2]; /* absolute -S and -P paths we made, freed at exit */
+    char startdir[4096]; /* the directory we were started in, before -n */
 };
 
 static void
@@ -418,13 +419,9 @@ main(int argc, char **argv)
             die("-P %s: %s", o.pidfile, strerror(errno));
         o.pidfile = o.owned[1] = abs;
     }
-    /* Before -n: certificate paths are relative to where we were started. */
-    if (tls_init() != 0)
-        die("cannot initialise OpenSSL");
-    sb_init(&err, ebuf, sizeof ebuf);
-    for (unsigned i = 0; i < o.nlisten; i++)
-        if (acc_listen(o.listen[i], &err) != 0)
-            die("%s", ebuf);
+    /* Certificate paths on -a are relative to where we were started, not to -n. */
+    if (getcwd(o.startdir, sizeof o.startdir) == NULL)
+        die("getcwd: %s", strerror(errno));
     enter_workdir(o.workdir);
     if (log_init(par.error_log) != 0)
         die("error_log %s: %s", par.error_log, strerror(errno));
@@ -448,6 +445,11 @@ main(int argc, char **argv)
     if (be_add("default", o.backend, &err) != 0)
         die("-b %s", ebuf);
     raise_fd_limit();
+    if (tls_init() != 0)
+        die("cannot initialise OpenSSL");
+    for (unsigned i = 0; i < o.nlisten; i++)
+        if (acc_listen(o.listen[i], o.startdir, &err) != 0)
+            die("%s", ebuf);
     if (!o.foreground)
         daemonize();
     write_pidfile(o.pidfile);

@@ -77,7 +77,7 @@ split_spec(const char *spec, char *host, size_t hostlen, char *port, size_t port
 
 /* FILE made absolute: SIGHUP reloads it after -n has changed the directory. */
 static char *
-abs_path(const char *spec, const char *opt, const char *val, struct sb *err)
+abs_path(const char *spec, const char *base, const char *opt, const char *val, struct sb *err)
 {
     char cwd[4096], *p;
 
@@ -88,11 +88,11 @@ abs_path(const char *spec, const char *opt, const char *val, struct sb *err)
     if (*val == '/') {
         p = strdup(val);
     } else {
-        if (getcwd(cwd, sizeof cwd) == NULL) {
+        if (base == NULL && (base = getcwd(cwd, sizeof cwd)) == NULL) {
             sb_printf(err, "-a %s: getcwd: %s", spec, strerror(errno));
             return (NULL);
         }
-        if (asprintf(&p, "%s/%s", cwd, val) < 0)
+        if (asprintf(&p, "%s/%s", base, val) < 0)
             p = NULL;
     }
     AN(p);
@@ -101,7 +101,7 @@ abs_path(const char *spec, const char *opt, const char *val, struct sb *err)
 
 /* One option after the address; 0 or -1 with err. */
 static int
-spec_option(const char *spec, char *opt, struct acc_spec *as, struct sb *err)
+spec_option(const char *spec, const char *base, char *opt, struct acc_spec *as, struct sb *err)
 {
     struct tls_conf *tc = &as->tls_conf;
     char *val = strchr(opt, '='), **slot;
@@ -124,7 +124,7 @@ spec_option(const char *spec, char *opt, struct acc_spec *as, struct sb *err)
             sb_printf(err, "-a %s: cert=%s has no key=", spec, tc->c[tc->ncert - 1].cert);
             return (-1);
         }
-        tc->c[tc->ncert].cert = abs_path(spec, opt, val, err);
+        tc->c[tc->ncert].cert = abs_path(spec, base, opt, val, err);
         if (tc->c[tc->ncert].cert == NULL)
             return (-1);
         tc->ncert++;
@@ -140,7 +140,7 @@ spec_option(const char *spec, char *opt, struct acc_spec *as, struct sb *err)
             sb_printf(err, "-a %s: two %s= for cert=%s", spec, opt, tc->c[tc->ncert - 1].cert);
             return (-1);
         }
-        *slot = abs_path(spec, opt, val, err);
+        *slot = abs_path(spec, base, opt, val, err);
         return (*slot == NULL ? -1 : 0);
     }
     sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=)", spec, opt);
@@ -148,7 +148,7 @@ spec_option(const char *spec, char *opt, struct acc_spec *as, struct sb *err)
 }
 
 int
-acc_spec_parse(const char *spec, struct acc_spec *as, struct sb *err)
+acc_spec_parse(const char *spec, const char *base, struct acc_spec *as, struct sb *err)
 {
     char buf[4096], *opts, *tok, *save = NULL;
     struct tls_conf *tc = &as->tls_conf;
@@ -175,7 +175,7 @@ acc_spec_parse(const char *spec, struct acc_spec *as, struct sb *err)
     if (opts == NULL)
         return (0);
     for (tok = strtok_r(opts, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
-        if (spec_option(spec, tok, as, err) != 0)
+        if (spec_option(spec, base, tok, as, err) != 0)
             return (-1);
     if (tc->ncert > 0 && !as->tls) {
         sb_printf(err, "-a %s: cert= without tls", spec);
@@ -265,13 +265,13 @@ bind_one(const char *spec, const struct acc_spec *as, const struct addrinfo *ai,
 }
 
 int
-acc_listen(const char *spec, struct sb *err)
+acc_listen(const char *spec, const char *base, struct sb *err)
 {
     struct addrinfo hints, *res, *ai;
     struct acc_spec as;
     int rv;
 
-    if (acc_spec_parse(spec, &as, err) != 0) {
+    if (acc_spec_parse(spec, base, &as, err) != 0) {
         acc_spec_clear(&as);
         return (-1);
     }

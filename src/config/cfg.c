@@ -36,7 +36,7 @@ add_listen(const char *path, unsigned lineno, const char *value, struct sb *err)
         return (-1);
     }
     sb_init(&perr, ebuf, sizeof ebuf);
-    rv = acc_spec_parse(value, &as, &perr);
+    rv = acc_spec_parse(value, NULL, &as, &perr);
     acc_spec_clear(&as);
     if (rv != 0) {
         sb_printf(err, "%s:%u: listen: %s", path, lineno, ebuf);

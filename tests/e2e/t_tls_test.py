@@ -109,7 +109,9 @@ class Tls:
 def tls(surogat, pki, tmp_path):
     """Factory: tls(params=..., certs=[(crt, key)...], extra="") -> Tls."""
 
-    def start(params=None, certs=None, extra=""):
+    def start(params=None, certs=None, extra="", relative=False):
+        """relative: name the files relative to the directory surogatd starts in (tmp_path),
+        which is not its -n directory."""
         files = []
         spec = "127.0.0.1:%d,tls" % 0
         for i, (crt, key) in enumerate(certs or [pki.a[:2], pki.b[:2]]):
@@ -117,7 +119,7 @@ def tls(surogat, pki, tmp_path):
             c.write_bytes(crt.read_bytes())
             k.write_bytes(key.read_bytes())
             files.append((c, k))
-            spec += ",cert=%s,key=%s" % (c, k)
+            spec += ",cert=%s,key=%s" % ((c.name, k.name) if relative else (c, k))
         port = free_port()
         spec = spec.replace(":0,", ":%d," % port, 1) + extra
         sg = surogat(params=params, args=["-a", spec])
@@ -433,7 +435,7 @@ def test_overload_closes_tls_without_plaintext(origin, tls):
 
 
 def test_reload_renewed_certificate_during_traffic(pki, tls):
-    t = tls()
+    t = tls(relative=True)
     assert t.serial() == pki.a[2]
     stop = threading.Event()
     results = {"ok": 0, "fail": []}

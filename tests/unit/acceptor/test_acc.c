@@ -19,7 +19,7 @@ static int
 parse(const char *spec, struct acc_spec *as)
 {
     sb_init(&err, ebuf, sizeof ebuf);
-    return (acc_spec_parse(spec, as, &err));
+    return (acc_spec_parse(spec, NULL, as, &err));
 }
 
 START_TEST(plain_addresses)
