@@ -43,7 +43,9 @@ struct sess {
  * the plain path as cheap as before.  Same contracts as the vio_
  * functions; sess_read_nb() is one non-blocking read: -1 with EAGAIN
  * when nothing is there.  sess_wait_readable() counts bytes OpenSSL has
- * already decrypted, which poll(2) cannot see.
+ * already decrypted, which poll(2) cannot see.  sendfile(2) cannot carry
+ * TLS (no kernel TLS here): under TLS a file body goes through
+ * tls_sendfile(), which reads it into full records.
  */
 static inline bool
 sess_is_tls(const struct sess *sp)

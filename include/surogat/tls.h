@@ -85,6 +85,13 @@ ssize_t tls_read_nb(struct ssl_st *ssl, void *buf, size_t len);
 int tls_writev(struct ssl_st *ssl, int fd, struct iovec *iov, int iovcnt, double deadline);
 int tls_write(struct ssl_st *ssl, int fd, const void *buf, size_t len, double deadline);
 /*
+ * sendfile(2) for a TLS session, which must encrypt in user space: len
+ * bytes of filefd from off, read in 16 KiB pieces (one full record each)
+ * and written.  0, or -1 with errno (EIO when the file is shorter).
+ */
+int tls_sendfile(struct ssl_st *ssl, int fd, int filefd, off_t off, size_t len,
+                 double deadline);
+/*
  * As vio_wait_readable(), but decrypted bytes OpenSSL already holds count
  * as readable: poll(2) cannot see them.
  */

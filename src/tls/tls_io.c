@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -256,6 +257,29 @@ tls_writev(SSL *ssl, int fd, struct iovec *iov, int iovcnt, double deadline)
     }
     if (fill > 0 && tls_write(ssl, fd, buf, fill, deadline) != 0)
         return (-1);
+    return (0);
+}
+
+int
+tls_sendfile(SSL *ssl, int fd, int filefd, off_t off, size_t len, double deadline)
+{
+    char buf[TLS_COALESCE];
+    ssize_t n;
+
+    while (len > 0) {
+        n = pread(filefd, buf, SRG_MIN(len, sizeof buf), off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO; /* the file shrank under us: never pad a response */
+            return (-1);
+        }
+        if (tls_write(ssl, fd, buf, (size_t)n, deadline) != 0)
+            return (-1);
+        off += n;
+        len -= (size_t)n;
+    }
     return (0);
 }
 

@@ -259,6 +259,33 @@ START_TEST(large_write_against_a_slow_reader)
 }
 END_TEST
 
+START_TEST(sendfile_falls_back_to_reads)
+{
+    static char data[100000], in[100000];
+    char path[320];
+    struct counting c = { .want = 60000, .plain = in };
+    pthread_t th;
+    int ffd;
+
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (char)(i % 251);
+    snprintf(path, sizeof path, "%s/body", dir);
+    ffd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(ffd, 0);
+    ck_assert_int_eq(write(ffd, data, sizeof data), (int)sizeof data);
+    ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
+    ck_assert_int_eq(tls_sendfile(srv, sv[0], ffd, 1000, 60000, tim_mono() + 10), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(memcmp(in, data + 1000, 60000), 0);
+    ck_assert_uint_eq(c.recs, 4); /* 16 KiB records: 3 full and the rest */
+    /* Past the end of the file: an error, not a short response. */
+    ck_assert_int_eq(tls_sendfile(srv, sv[0], ffd, sizeof data - 10, 20, tim_mono() + 5), -1);
+    ck_assert_int_eq(errno, EIO);
+    close(ffd);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(eof_and_timeout)
 {
     char buf[16];
@@ -293,6 +320,7 @@ tls_suite(void)
     tcase_add_test(tc, pending_counts_as_readable);
     tcase_add_test(tc, writev_gathers_small_pieces);
     tcase_add_test(tc, large_write_against_a_slow_reader);
+    tcase_add_test(tc, sendfile_falls_back_to_reads);
     tcase_add_test(tc, eof_and_timeout);
     tcase_add_test(tc, garbage_is_an_error_not_eof);
     suite_add_tcase(s, tc);
