@@ -31,7 +31,7 @@ struct sess {
     struct event *ev;       /* the waiter's, while parked */
     struct sess *wnext;     /* the waiter's inbox and parked list */
     struct sess *wprev;
-    struct ssl_st *ssl;     /* after the TLS handshake on a tls listen socket, else NULL */
+    struct ssl_st *ssl; /* after the TLS handshake on a tls listen socket, else NULL */
     char client_ip[INET6_ADDRSTRLEN];
     char client_port[8];
 };

@@ -20,7 +20,7 @@
 #include <sys/uio.h>
 
 struct sb;
-struct ssl_st; /* OpenSSL's SSL, without pulling its headers into every file */
+struct ssl_st;  /* OpenSSL's SSL, without pulling its headers into every file */
 struct tls_lsn; /* opaque */
 
 #define TLS_MAX_CERTS 16
@@ -35,7 +35,7 @@ struct tls_conf {
     } c[TLS_MAX_CERTS];
 };
 
-int tls_init(void);  /* ticket keys; before the first tls_lsn_new() */
+int tls_init(void); /* ticket keys; before the first tls_lsn_new() */
 void tls_fini(void);
 
 /*
@@ -66,8 +66,7 @@ bool tls_name_match(const char *pattern, const char *host);
  * (tls_handshake_fail) and logging (at most once a second; peer names
  * the client).  Blocks: workers only.
  */
-int tls_accept(struct tls_lsn *ln, int fd, struct ssl_st **sslp, const char *peer,
-               double deadline);
+int tls_accept(struct tls_lsn *ln, int fd, struct ssl_st **sslp, const char *peer, double deadline);
 /* Send close_notify if the session is healthy (once), without waiting for the reply. */
 void tls_notify_close(struct ssl_st *ssl);
 /* tls_notify_close(), free the SSL and its reference on its generation; *sslp = NULL. */
@@ -89,8 +88,7 @@ int tls_write(struct ssl_st *ssl, int fd, const void *buf, size_t len, double de
  * bytes of filefd from off, read in 16 KiB pieces (one full record each)
  * and written.  0, or -1 with errno (EIO when the file is shorter).
  */
-int tls_sendfile(struct ssl_st *ssl, int fd, int filefd, off_t off, size_t len,
-                 double deadline);
+int tls_sendfile(struct ssl_st *ssl, int fd, int filefd, off_t off, size_t len, double deadline);
 /*
  * As vio_wait_readable(), but decrypted bytes OpenSSL already holds count
  * as readable: poll(2) cannot see them.

@@ -16,7 +16,7 @@
 #include "surogat/par.h"
 #include "surogat/sb.h"
 
-#define CFG_LINE_MAX 4096
+#define CFG_LINE_MAX   4096
 #define CFG_LISTEN_MAX 32
 
 static char *listens[CFG_LISTEN_MAX]; /* `listen = SPEC` values, in file order */

@@ -33,7 +33,7 @@
 #include "surogat/tls.h"
 #include "tls_priv.h"
 
-#define TLS_MAX_LSN 32
+#define TLS_MAX_LSN  32
 #define TLS_OCSP_MAX (64 * 1024)
 
 struct tls_lsn {
@@ -72,7 +72,8 @@ tls_name_match(const char *pattern, const char *host)
     AN(pattern);
     AN(host);
     if (pattern[0] == '*' && pattern[1] == '.') {
-        /* "*.example.com" stands for exactly one label: not "example.com", not "a.b.example.com". */
+        /* "*.example.com" stands for exactly one label: not "example.com", not "a.b.example.com".
+         */
         dot = strchr(host, '.');
         if (dot == NULL || dot == host)
             return (false);
@@ -111,8 +112,7 @@ cert_names(struct tls_cert *tc, X509 *x)
         for (i = 0; i < sk_GENERAL_NAME_num(gens); i++) {
             const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
             if (g->type == GEN_DNS)
-                add_name(tc, ASN1_STRING_get0_data(g->d.dNSName),
-                         ASN1_STRING_length(g->d.dNSName));
+                add_name(tc, ASN1_STRING_get0_data(g->d.dNSName), ASN1_STRING_length(g->d.dNSName));
         }
         GENERAL_NAMES_free(gens);
     }

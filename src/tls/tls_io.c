@@ -53,8 +53,10 @@ log_fail(const char *peer, const char *why)
     fail_unlogged = 0;
     AZ(pthread_mutex_unlock(&fail_mtx));
     if (skipped > 0)
-        log_msg(LOG_NOTICE, "TLS handshake with %s failed: %s (and %u more since the last "
-                "message; see tls_handshake_fail)", peer, why, skipped);
+        log_msg(LOG_NOTICE,
+                "TLS handshake with %s failed: %s (and %u more since the last "
+                "message; see tls_handshake_fail)",
+                peer, why, skipped);
     else
         log_msg(LOG_NOTICE, "TLS handshake with %s failed: %s", peer, why);
 }

@@ -29,7 +29,7 @@
 
 static char dir[256], crt[300], key[300];
 static struct tls_lsn *ln;
-static int sv[2];        /* [0] server (non-blocking), [1] client (blocking) */
+static int sv[2]; /* [0] server (non-blocking), [1] client (blocking) */
 static SSL *srv, *cli;
 static SSL_CTX *cctx;
 
