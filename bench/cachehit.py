@@ -165,11 +165,12 @@ def start_nginx_cache(args, name, workdir, port, origin_port, keys_zone, max_siz
     return srv
 
 
-def start_varnish(args, name, workdir, port, origin_port, storage):
+def start_varnish(args, name, workdir, port, origin_port, storage,
+                  template="varnish-cache.vcl.in"):
+    """template: a file of conf/, or a path (bench/policy.py's VCL)."""
     d = os.path.join(workdir, name)
     os.makedirs(d, exist_ok=True)
-    vcl = pt.render("varnish-cache.vcl.in", os.path.join(d, "default.vcl"),
-                    ORIGIN_PORT=origin_port)
+    vcl = pt.render(template, os.path.join(d, "default.vcl"), ORIGIN_PORT=origin_port)
     srv = pt.Server(name, port)
     srv.kind = "varnish"
     srv.ndir = os.path.join(d, "n")
@@ -197,8 +198,9 @@ def start_varnish(args, name, workdir, port, origin_port, storage):
     raise RuntimeError(f"varnishd: no cache-main child:\n{pt.tail(srv.logfile)}")
 
 
-def start_surogat(args, name, workdir, port, origin_port, storage, listen_opts=""):
-    """listen_opts: appended to the -a address (bench/tls.py: ",tls,cert=...,key=...")."""
+def start_surogat(args, name, workdir, port, origin_port, storage, extra=(), listen_opts=""):
+    """extra: more surogatd arguments (bench/policy.py's -f SCRIPT); listen_opts: appended
+    to the -a address (bench/tls.py: ",tls,cert=...,key=...")."""
     d = os.path.join(workdir, name)
     os.makedirs(d, exist_ok=True)
     srv = pt.Server(name, port)
@@ -210,7 +212,7 @@ def start_surogat(args, name, workdir, port, origin_port, storage, listen_opts="
             "-s", storage, "-T", srv.admin,
             "-p", f"thread_pools={args.thread_pools}",
             "-p", f"thread_pool_min={args.thread_pool_min}",
-            "-p", "timeout_idle=60s"]
+            "-p", "timeout_idle=60s", *extra]
     for p in args.surogat_param:
         argv += ["-p", p]
     srv.argv = argv

@@ -5,7 +5,8 @@ set -eu
 
 PKGS="build-essential pkg-config meson ninja-build clang libclang-rt-14-dev
 libevent-dev libssl-dev libpcre2-dev libjemalloc-dev liblua5.4-dev zlib1g-dev check
-python3 python3-pytest curl openssl apache2 varnish nginx wrk"
+python3 python3-pytest python3-prometheus-client chromium curl openssl apache2 varnish nginx
+wrk"
 
 missing=""
 for p in $PKGS; do

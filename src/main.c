@@ -30,6 +30,7 @@
 #include "surogat/hsh.h"
 #include "surogat/lfu.h"
 #include "surogat/log.h"
+#include "surogat/mon.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
@@ -56,6 +57,7 @@ struct opts {
     const char *storage[MAX_ARGS];
     unsigned nstorage;
     const char *admin;
+    const char *admin_http; /* -M: wins over the admin_http parameter */
     const char *secret;
     const char *config;
     const char *workdir;
@@ -81,6 +83,7 @@ usage(FILE *f)
             "  -s malloc,SIZE     storage (repeatable); also file,PATH,SIZE\n"
             "  -T ADDR:PORT       admin interface (or a Unix socket path)\n"
             "  -S FILE            admin secret file\n"
+            "  -M ADDR:PORT       HTTP admin listener: /metrics, status page (param admin_http)\n"
             "  -p NAME=VALUE      set a parameter (repeatable; see -x params)\n"
             "  -c FILE            configuration file of NAME = VALUE lines\n"
             "  -n DIR             working directory (created if missing)\n"
@@ -144,7 +147,7 @@ parse_args(int argc, char **argv, struct opts *o)
     int c;
 
     opterr = 0;
-    while ((c = getopt(argc, argv, ":a:b:c:Cf:hn:p:s:FP:S:T:Vx:")) != -1) {
+    while ((c = getopt(argc, argv, ":a:b:c:Cf:hM:n:p:s:FP:S:T:Vx:")) != -1) {
         switch (c) {
         case 'a':
             push(o->listen, &o->nlisten, optarg, 'a');
@@ -164,6 +167,9 @@ parse_args(int argc, char **argv, struct opts *o)
         case 'h':
             usage(stdout);
             exit(0);
+        case 'M':
+            o->admin_http = optarg;
+            break;
         case 'n':
             o->workdir = optarg;
             break;
@@ -230,6 +236,8 @@ apply_params(const struct opts *o)
         if (par_set(name, eq + 1, &err) != 0)
             die("-p %s", ebuf);
     }
+    if (o->admin_http != NULL && par_set("admin_http", o->admin_http, &err) != 0)
+        die("-M %s", ebuf);
 }
 
 static void
@@ -356,6 +364,7 @@ drain_and_stop(const struct opts *o)
     wtr_fini();
     pool_fini();
     pol_fini();
+    mon_fini();
     cli_fini();
     ban_lurker_stop();
     be_fini();
@@ -429,9 +438,9 @@ main(int argc, char **argv)
     if (alog_init(par.access_log) != 0)
         die("access_log %s: %s", par.access_log, strerror(errno));
     sb_init(&err, ebuf, sizeof ebuf);
+    AZ(be_init()); /* the policy declares backends */
     if (o.policy != NULL && pol_load(o.policy, &err) != 0)
         die("%s", ebuf);
-    AZ(be_init());
     AZ(hsh_init());
     AZ(xkey_init());
     AZ(ban_init());
@@ -463,11 +472,15 @@ main(int argc, char **argv)
 
     if (wtr_init() != 0)
         die("cannot start the waiter: %s", strerror(errno));
+    if (be_start() != 0)
+        die("cannot start the probe thread: %s", strerror(errno));
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));
     if (o.admin != NULL && cli_init(o.admin, o.secret, &err) != 0)
         die("-T %s: %s", o.admin, ebuf);
+    if (*par.admin_http != '\0' && mon_init(par.admin_http, &err) != 0)
+        die("%s", ebuf);
     AZ(acc_start());
     if (!o.foreground)
         daemon_ready();

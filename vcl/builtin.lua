@@ -49,3 +49,29 @@ end
 -- After the response was sent: nothing to do.
 function log(req, resp)
 end
+
+-- A synthetic response (surogat.synth(), or a failed hook's 503): send it
+-- as built.  resp.body is its page.
+function synth(req, resp)
+    return "deliver"
+end
+
+-- The request about to go to the backend (bereq, editable): send it.
+function backend_fetch(bereq)
+    return "fetch"
+end
+
+-- The backend failed (no answer, a bad one, a timeout): the plain error
+-- page (503, 502 or 504), or the stale copy where stale-if-error allows.
+function backend_error(bereq, beresp)
+    return "abandon"
+end
+
+-- recv said "pipe": connect and copy bytes both ways.
+function pipe(req, bereq)
+    return "pipe"
+end
+
+-- After a purge: the built-in answer ("200 Purged", with the count).
+function purge(req)
+end

@@ -15,8 +15,8 @@ struct bcp_conn {
     unsigned magic;
 #define BCP_CONN_MAGIC 0x1f8e5a73
     int fd;
-    bool reused;     /* came from the idle list: may have been closed by the peer */
-    double t_idle;   /* tim_mono() when it went idle */
+    bool reused;   /* came from the idle list: may have been closed by the peer */
+    double t_idle; /* tim_mono() when it went idle */
     struct bcp *pool;
     struct bcp_conn *next; /* idle list, under the pool lock */
 };
@@ -24,10 +24,11 @@ struct bcp_conn {
 enum bcp_err {
     BCP_OK,
     BCP_E_CONNECT, /* refused, unreachable or timed out: 503 */
-    BCP_E_BUSY,    /* backend_max_connections reached: 503 */
+    BCP_E_BUSY,    /* max connections reached: 503 */
 };
 
-struct bcp *bcp_new(const struct sockaddr *sa, socklen_t salen);
+/* max: most open connections, busy or idle; 0 means backend_max_connections. */
+struct bcp *bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max);
 void bcp_free(struct bcp **bpp); /* closes idle connections; none may be busy */
 /*
  * A recycled connection unless `fresh`, else a new one within tmo seconds.
@@ -37,5 +38,6 @@ enum bcp_err bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **o
 void bcp_recycle(struct bcp_conn **connp); /* back to the idle list */
 void bcp_close(struct bcp_conn **connp);
 unsigned bcp_idle_count(const struct bcp *bp);
+unsigned bcp_conn_count(const struct bcp *bp); /* open, busy or idle */
 
 #endif

@@ -1,33 +1,121 @@
 /*
- * be -- backends: a named origin server address with its timeouts and
- * connection pool.  For now the one backend comes from -b; the policy
- * loader will add named backends and directors.
+ * be -- backends: a named origin server address with its timeouts, its
+ * connection pool and its health.
+ *
+ * A backend comes from -b (be_add, the one named "default") or from a
+ * `backend` declaration in the policy (be_get).  Backends are refcounted
+ * by the policy programs naming them: a reload that declares the same
+ * backend again gets the same object back, with its pool and its probe
+ * history.  The last be_release() stops the probe; the memory stays until
+ * be_fini(), because requests in flight may still hold the pointer.
  */
 #ifndef SUROGAT_BE_H
 #define SUROGAT_BE_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 struct sb;
 struct bcp;
+struct sfb;
 
+struct be_probe_conf {
+    const char *url;            /* default "/" */
+    const char *request;        /* raw request text ("\r\n" line ends); overrides url */
+    double interval, timeout;   /* default 5, 2 seconds; 0 means the default */
+    unsigned window, threshold; /* default 8, 3; 1 <= threshold <= window <= 64; 0: default */
+    int initial;                /* good results assumed at start; -1 = threshold - 1 */
+    unsigned expected_status;   /* default 200; 0 means the default */
+};
+
+struct be_conf {
+    const char *name, *host, *port;                                    /* port default "80" */
+    double connect_timeout, first_byte_timeout, between_bytes_timeout; /* <0: params */
+    unsigned max_connections;                                          /* 0: the param */
+    unsigned weight;                                                   /* 0 means 1 */
+    const struct be_probe_conf *probe; /* NULL: healthy unless set sick */
+    /*
+     * The built-in static-file backend: no address, no pool, no probe,
+     * always healthy unless set sick.  Stored, never dereferenced here.
+     */
+    struct sfb *sfb;
+};
+
+enum be_admin {
+    BE_ADMIN_AUTO,    /* the probe decides (healthy without a probe) */
+    BE_ADMIN_HEALTHY, /* forced healthy, whatever the probe says */
+    BE_ADMIN_SICK,    /* forced sick */
+};
+
+struct be_priv; /* registry, health and probe state: be.c */
+
+/*
+ * The fields are read-only after creation, so workers read them without
+ * a lock; the mutable state is behind `priv`.
+ */
 struct be {
     unsigned magic;
 #define BE_MAGIC 0x63e01b9a
     char *name;
-    char *host;     /* as configured: for the Host header of HTTP/1.0 requests */
-    char *port;
-    char *hostport; /* "host:port" */
-    struct bcp *pool;
+    char *host;       /* as configured: for the Host header; NULL for sfb */
+    char *port;       /* NULL for sfb */
+    char *hostport;   /* "host:port", "[v6]:port"; NULL for sfb */
+    struct bcp *pool; /* NULL for sfb */
+    struct sfb *sfb;  /* the static-file backend, or NULL */
     /* Negative: use the backend_* parameter of the same name. */
     double connect_timeout;
     double first_byte_timeout;
     double between_bytes_timeout;
+    unsigned weight;          /* >= 1 */
+    unsigned max_connections; /* 0: backend_max_connections */
+    struct be_priv *priv;
 };
 
+/*
+ * be_init() before any be_add() or be_get() (before the policy is
+ * loaded); be_start() after daemonizing, before workers start: it starts
+ * the probe thread, and the probes of backends declared so far begin.
+ */
 int be_init(void);
-void be_fini(void);
-/* Resolve "host:port" (or "[v6]:port", port defaults to 80) and add it as `name`. */
+int be_start(void); /* -1 with errno */
+void be_fini(void); /* stops every probe, frees every backend ever created */
+/*
+ * Resolve "host:port" (or "[v6]:port", port defaults to 80) and add it as
+ * `name`, without probe, for the life of the process (-b).
+ */
 int be_add(const char *name, const char *hostport, struct sb *err);
-struct be *be_default(void); /* NULL when no backend is configured */
+/*
+ * The first be_add() backend while it is healthy, else NULL, as
+ * dir_pick(): the caller answers 503.  NULL too when there is none.
+ */
+struct be *be_default(void);
+
+/*
+ * A referenced backend.  Reuses the live one with the same name and an
+ * identical conf (a policy reload keeps its pool and probe history), else
+ * creates it and starts its probe.  -1 with a message naming the backend
+ * on a bad conf or an unresolvable host.  Main or CLI thread: may block
+ * resolving the host.
+ */
+int be_get(const struct be_conf *c, struct be **bep, struct sb *err);
+/*
+ * Drop a reference; *bep = NULL.  The last one stops the probe and takes
+ * the backend out of be_find() and backend.list; the memory stays until
+ * be_fini(), since requests in flight may still use it.
+ */
+void be_release(struct be **bep);
+/* Any thread, lock-free: the admin state, else the probe's verdict. */
+bool be_healthy(const struct be *be);
+/* -1: no live backend of that name.  Logs and counts a change of health. */
+int be_set_admin(const char *name, enum be_admin a);
+struct be *be_find(const char *name); /* the newest live backend by name, or NULL */
+/*
+ * backend.list: one line per live backend: name, address, health, admin
+ * state, probe history (oldest first, 'H' good, '-' bad), connections.
+ */
+void be_list(struct sb *out);
+/* The probe window of `be` as a bitmap (bit 0 the newest); 0 without a probe. */
+uint64_t be_probe_bits(const struct be *be);
 
 double be_connect_timeout(const struct be *be);
 double be_first_byte_timeout(const struct be *be);

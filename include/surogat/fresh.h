@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "surogat/cc.h"
 #include "surogat/http.h"
@@ -151,8 +152,14 @@ struct fresh_obj {
     double ttl;      /* freshness lifetime: fresh while age < ttl */
     double swr;      /* seconds past ttl it may be served while revalidating */
     double sie;      /* seconds past ttl it may be served when the backend fails */
-    unsigned flags;  /* enum fresh_obj_flag */
-    enum fresh_src src;
+    /*
+     * Seconds past all of those an object with validators stays for a
+     * conditional refetch; negative: the default_keep parameter.  A float
+     * and narrow fields below keep the cached object at its size class.
+     */
+    float keep;
+    uint16_t flags; /* enum fresh_obj_flag */
+    uint8_t src;    /* enum fresh_src */
 };
 /*
  * Fill *o for a response received at t_resp for a request sent at t_req.

@@ -122,8 +122,12 @@ void hsh_fini(void); /* drops every object; no lookup may run */
  * HSH_GRACE when nobody refreshes it yet.  On a miss, *stale holds the
  * newest stale variant (referenced) if there is one.
  */
+enum hsh_lookup_flag {
+    /* Never wait for nor stream from a fetch in progress: fetch alongside it. */
+    HSH_L_IGNORE_BUSY = 1u << 0,
+};
 enum hsh_result hsh_lookup(const char *key, size_t keylen, const struct http *req,
-                           const struct cc *qcc, double now, struct cobj **ocp,
+                           const struct cc *qcc, double now, unsigned lflags, struct cobj **ocp,
                            struct hsh_stale *stale);
 void hsh_ref(struct cobj *oc); /* one more reference to an object the caller holds */
 /*

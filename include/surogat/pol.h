@@ -25,6 +25,7 @@
 struct http;
 struct req;
 struct sb;
+struct txt;
 struct wrk;
 
 enum pol_act {
@@ -38,7 +39,9 @@ enum pol_act {
     POL_DELIVER,  /* backend_response, deliver */
     POL_ABANDON,  /* backend_response: drop the response, answer 503 */
     POL_MISS,     /* hit: fetch anyway, the object is not used and the fetch replaces it */
-    POL_FETCH,    /* miss, pass: go to the backend */
+    POL_FETCH,    /* miss, pass, backend_fetch: go to the backend */
+    POL_RESTART,  /* hit, miss, pass, purge, deliver, synth: recv again (max_restarts) */
+    POL_RETRY,    /* backend_response, backend_error: fetch again (max_retries) */
 };
 
 /*
@@ -56,7 +59,10 @@ bool pol_active(void);
 /* The worker's state, if any (worker exit). */
 void pol_wrk_fini(struct wrk *wrk);
 
-/* A synthetic answer asked for by a hook. */
+/*
+ * A synthetic answer asked for by a hook: surogat.synth(status, reason).
+ * The reason goes in the status line and the page (no CR, LF or NUL).
+ */
 struct pol_synth {
     unsigned status;
     char reason[256];
@@ -83,18 +89,19 @@ struct pol_beresp {
     double ttl;          /* in: RFC 9111's verdict; out: the policy's */
     double grace;        /* stale-while-revalidate */
     double stale_if_error;
+    double keep;         /* kept for conditional refetches past that; negative: default_keep */
     bool uncacheable;    /* in: not storable; out: do not store */
     bool changed;        /* out: the policy set one of the above */
     bool uncacheable_set; /* the policy set uncacheable: setting ttl no longer changes it */
 };
-/* backend_response(bereq, beresp): POL_DELIVER, POL_PASS, POL_ABANDON or POL_ERROR. */
+/* backend_response(bereq, beresp): POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY or POL_ERROR. */
 enum pol_act pol_backend_response(struct req *req, struct pol_beresp *br);
 
 /* Whether the program has a deliver hook: the response head must be editable. */
 bool pol_has_deliver(void);
 /*
  * deliver(req, resp) on a response head with room for more fields:
- * POL_DELIVER (resp possibly edited), POL_SYNTH (*syn), POL_ERROR.
+ * POL_DELIVER (resp possibly edited), POL_SYNTH (*syn), POL_RESTART, POL_ERROR.
  */
 enum pol_act pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn);
 
@@ -113,13 +120,14 @@ struct pol_obj {
 bool pol_has_hit(void);
 bool pol_has_log(void);
 /*
- * hit(req, obj): POL_DELIVER, POL_MISS, POL_PASS, POL_SYNTH (*syn) or
- * POL_ERROR.  Without a hit hook in the script, POL_DELIVER at once.
+ * hit(req, obj): POL_DELIVER, POL_MISS, POL_PASS, POL_SYNTH (*syn),
+ * POL_RESTART or POL_ERROR.  Without a hit hook in the script,
+ * POL_DELIVER at once.
  */
 enum pol_act pol_hit(struct req *req, const struct pol_obj *obj, struct pol_synth *syn);
-/* miss(req): POL_FETCH, POL_PASS, POL_SYNTH (*syn) or POL_ERROR. */
+/* miss(req): POL_FETCH, POL_PASS, POL_SYNTH (*syn), POL_RESTART or POL_ERROR. */
 enum pol_act pol_miss(struct req *req, struct pol_synth *syn);
-/* pass(req): POL_FETCH, POL_SYNTH (*syn) or POL_ERROR. */
+/* pass(req): POL_FETCH, POL_SYNTH (*syn), POL_RESTART or POL_ERROR. */
 enum pol_act pol_pass(struct req *req, struct pol_synth *syn);
 /*
  * log(req, resp) once the response was sent: both read-only, resp
@@ -127,6 +135,36 @@ enum pol_act pol_pass(struct req *req, struct pol_synth *syn);
  * logged and counted only: the client has its answer.
  */
 void pol_log(struct req *req);
+
+/*
+ * synth(req, resp) on a synthetic response about to be sent: resp (head
+ * with room for POL_HDR_ROOM more fields) and *body (the page) may be
+ * changed -- `resp.body = "..."` -- strings copied to workspace.
+ * POL_DELIVER, POL_RESTART, POL_ERROR.  Without a synth hook in the
+ * script, POL_DELIVER at once.
+ */
+enum pol_act pol_synth(struct req *req, struct http *resp, struct txt *body);
+/*
+ * backend_fetch(bereq): the request about to go to the backend, editable
+ * (room for POL_HDR_ROOM more fields).  POL_FETCH, POL_ABANDON (the
+ * client gets a 503), POL_ERROR.  Without the hook, POL_FETCH at once.
+ */
+enum pol_act pol_backend_fetch(struct req *req, struct http *bereq);
+/*
+ * backend_error(bereq, beresp): the fetch failed (no or a bad answer);
+ * beresp is the synthetic error response, *body its page, both editable.
+ * POL_DELIVER (send beresp), POL_RETRY, POL_ABANDON (the plain error),
+ * POL_ERROR.  Without the hook, POL_ABANDON at once.
+ */
+bool pol_has_backend_error(void);
+enum pol_act pol_backend_error(struct req *req, struct http *beresp, struct txt *body);
+/* pipe(req, bereq): POL_PIPE, POL_SYNTH (*syn), POL_ERROR; POL_PIPE without the hook. */
+enum pol_act pol_pipe(struct req *req, struct http *bereq, struct pol_synth *syn);
+/*
+ * purge(req) after a purge was done: POL_NONE (the built-in answer),
+ * POL_SYNTH (*syn), POL_RESTART, POL_ERROR.
+ */
+enum pol_act pol_purge(struct req *req, struct pol_synth *syn);
 
 /* Header slots a response head built for pol_deliver() keeps free for the hook. */
 #define POL_HDR_ROOM 32

@@ -51,6 +51,13 @@ struct req {
     double t_first;      /* tim_mono() when the first response byte was sent */
     double t_end;        /* tim_mono() when the response ended */
     uint64_t pol_id;     /* pol: names this request's req.ctx; 0 until a hook runs */
+    /* policy controls */
+    struct http *bereq;  /* fetch: the backend request as sent, for the backend hooks */
+    unsigned restarts;   /* times the request went back to recv */
+    unsigned retries;    /* fetch: backend attempts after the first */
+    bool restart;        /* a hook said "restart": req_dispatch() starts over */
+    bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
+    bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
 };
 
 /*
@@ -92,6 +99,8 @@ void req_dispatch(struct req *req);
  * request-target.  NULL when the workspace is full.
  */
 char *req_cache_key(struct req *req, size_t *len);
+/* req_pipe.c: copy bytes between the client and `be` until either closes (see there). */
+void req_pipe(struct req *req, struct be *be);
 /* req_purge.c: answer a PURGE request (see there); req_purge_fini() at exit. */
 void req_purge(struct req *req);
 void req_purge_fini(void);
@@ -104,6 +113,18 @@ void req_sess_task(struct wrk *wrk, void *priv);
 int req_synth(struct req *req, unsigned status, const char *extra_hdr);
 /* The same with `msg` (plain text, a few hundred bytes at most) as the page's paragraph. */
 int req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const char *msg);
+/*
+ * Send the synthetic response hp (status, reason and fields; Date,
+ * Server, Content-Length and Connection are added) with body.  0, or -1
+ * when the client is gone.
+ */
+int req_send_synth(struct req *req, const struct http *hp, struct txt body);
+/*
+ * An answer the policy decided (surogat.synth(), a failed hook): status
+ * and reason in the status line and the page, through the synth hook,
+ * which may edit both or restart the request (req->restart).
+ */
+void req_synth_pol(struct req *req, unsigned status, const char *reason);
 /*
  * The next piece of the (decoded) request body, pointing into wrk->rx.
  * >0 its length, 0 at the end of the body, -1 when the client failed

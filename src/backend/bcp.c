@@ -2,9 +2,9 @@
  * Backend connection pools.
  *
  * Each pool keeps its idle connections on a LIFO list under its mtx and
- * counts every open connection (idle or busy) against
- * backend_max_connections.  Connecting happens outside the lock, with the
- * slot reserved first so concurrent connects cannot overshoot the limit.
+ * counts every open connection (idle or busy) against its backend's
+ * max_connections, or backend_max_connections when that is 0.  Connecting happens outside the lock,
+ * with the slot reserved first so concurrent connects cannot overshoot the limit.
  */
 #include "config.h"
 
@@ -34,10 +34,11 @@ struct bcp {
     struct bcp_conn *idle; /* under mtx, most recently used first */
     unsigned nidle;        /* under mtx */
     unsigned nconn;        /* under mtx: open connections, busy or idle */
+    unsigned max;          /* 0: par.backend_max_connections */
 };
 
 struct bcp *
-bcp_new(const struct sockaddr *sa, socklen_t salen)
+bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max)
 {
     struct bcp *bp;
 
@@ -46,6 +47,7 @@ bcp_new(const struct sockaddr *sa, socklen_t salen)
     AZ(pthread_mutex_init(&bp->mtx, NULL));
     memcpy(&bp->sa, sa, salen);
     bp->salen = salen;
+    bp->max = max;
     return (bp);
 }
 
@@ -138,6 +140,7 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
 {
     struct bcp_conn *c, *stale = NULL;
     double now = tim_mono();
+    unsigned max;
     int fd;
 
     OBJ_CHECK(bp, BCP_MAGIC);
@@ -158,7 +161,8 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
         c->next = stale;
         stale = c;
     }
-    if (par.backend_max_connections > 0 && bp->nconn >= par.backend_max_connections) {
+    max = bp->max > 0 ? bp->max : par.backend_max_connections;
+    if (max > 0 && bp->nconn >= max) {
         AZ(pthread_mutex_unlock(&bp->mtx));
         while ((c = stale) != NULL) {
             stale = c->next;
@@ -226,4 +230,11 @@ bcp_idle_count(const struct bcp *bp)
 {
     OBJ_CHECK(bp, BCP_MAGIC);
     return (__atomic_load_n(&bp->nidle, __ATOMIC_RELAXED));
+}
+
+unsigned
+bcp_conn_count(const struct bcp *bp)
+{
+    OBJ_CHECK(bp, BCP_MAGIC);
+    return (__atomic_load_n(&bp->nconn, __ATOMIC_RELAXED));
 }

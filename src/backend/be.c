@@ -1,10 +1,20 @@
 /*
- * Backends.  Configured on the main thread before workers start and
- * read-only afterwards, so lookups take no lock.
+ * Backends: the registry, references and health.
+ *
+ * Every backend ever created stays on one list until be_fini(), newest
+ * first, because a request in flight may hold a pointer to a backend the
+ * policy just dropped.  be_mtx guards the list, the refcounts and the
+ * probe handles; it is taken by the main and CLI threads only (be_get,
+ * be_release, be_find, be_set_admin, be_list), never on a request.
+ *
+ * Health is read on every request by many workers at once, so it is two
+ * atomics per backend: the admin state (backend.set_health) and the
+ * probe's verdict, written by the probe thread through probe_result().
  */
 #include "config.h"
 
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,51 +23,322 @@
 #include "surogat/bcp.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
+#include "surogat/log.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
+#include "surogat/prb.h"
 #include "surogat/sb.h"
+#include "surogat/stat.h"
 
-#define BE_MAX 64
+struct be_priv {
+    unsigned refcnt; /* under be_mtx; 0: retired */
+    bool permanent;  /* from -b: never released */
+    bool has_probe;
+    /* The probe conf as checked, defaults filled in, strings owned. */
+    struct be_probe_conf pc;
+    struct prb *probe; /* under be_mtx; NULL when retired */
+    /* Atomics: read by workers and the CLI. */
+    int admin;       /* enum be_admin */
+    bool probe_ok;   /* the window's verdict; true without a probe */
+    uint64_t bits;   /* probe history, bit 0 newest */
+    struct be *next; /* every backend, newest first; under be_mtx */
+};
 
-static struct be *backends[BE_MAX];
-static unsigned nbackends;
+static pthread_mutex_t be_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct be *be_all;      /* under be_mtx */
+static struct be *be_default_; /* the first be_add(); set before workers start */
 
 int
 be_init(void)
 {
-    return (0);
+    return (prb_init());
+}
+
+int
+be_start(void)
+{
+    return (prb_run());
+}
+
+static void
+be_free(struct be *be)
+{
+    struct be_priv *bp = be->priv;
+
+    if (be->pool != NULL)
+        bcp_free(&be->pool);
+    free(be->name);
+    free(be->host);
+    free(be->port);
+    free(be->hostport);
+    free((char *)(uintptr_t)bp->pc.url);
+    free((char *)(uintptr_t)bp->pc.request);
+    free(bp);
+    OBJ_FREE(&be);
 }
 
 void
 be_fini(void)
 {
-    for (unsigned i = 0; i < nbackends; i++) {
-        struct be *be = backends[i];
-        bcp_free(&be->pool);
-        free(be->name);
-        free(be->host);
-        free(be->port);
-        free(be->hostport);
-        OBJ_FREE(&backends[i]);
+    struct be *be;
+
+    /* First the probe thread, so that no callback runs on a freed backend. */
+    prb_fini();
+    AZ(pthread_mutex_lock(&be_mtx));
+    while ((be = be_all) != NULL) {
+        be_all = be->priv->next;
+        be_free(be);
     }
-    nbackends = 0;
+    be_default_ = NULL;
+    AZ(pthread_mutex_unlock(&be_mtx));
+}
+
+static const char *const admin_names[] = { "auto", "healthy", "sick" };
+
+bool
+be_healthy(const struct be *be)
+{
+    OBJ_CHECK(be, BE_MAGIC);
+    switch (__atomic_load_n(&be->priv->admin, __ATOMIC_RELAXED)) {
+    case BE_ADMIN_HEALTHY:
+        return (true);
+    case BE_ADMIN_SICK:
+        return (false);
+    default:
+        return (__atomic_load_n(&be->priv->probe_ok, __ATOMIC_RELAXED));
+    }
+}
+
+/* Log and count a change of effective health. */
+static void
+health_changed(const struct be *be, bool was, const char *why)
+{
+    bool now = be_healthy(be);
+
+    if (now == was)
+        return;
+    STAT_INC(backend_health_changed);
+    log_msg(now ? LOG_NOTICE : LOG_WARNING, "backend %s: %s (%s)", be->name,
+            now ? "healthy" : "sick", why);
+}
+
+/* On the probe thread. */
+static void
+probe_result(void *priv, uint64_t bits, bool healthy)
+{
+    struct be *be = priv;
+    char hbuf[PRB_WINDOW_MAX + 32];
+    struct sb why;
+    bool was;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    was = be_healthy(be);
+    __atomic_store_n(&be->priv->bits, bits, __ATOMIC_RELAXED);
+    __atomic_store_n(&be->priv->probe_ok, healthy, __ATOMIC_RELAXED);
+    if (was == be_healthy(be))
+        return;
+    sb_init(&why, hbuf, sizeof hbuf);
+    sb_cat(&why, "probe ");
+    prb_history(bits, be->priv->pc.window, &why);
+    health_changed(be, was, hbuf);
+}
+
+static bool
+name_ok(const char *name)
+{
+    if (name == NULL || *name == '\0' || strlen(name) > 64)
+        return (false);
+    /* It appears in backend.list and as a CLI argument: no blanks, no quotes. */
+    for (const char *p = name; *p != '\0'; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-' || *p == '.'))
+            return (false);
+    return (true);
+}
+
+static bool
+str_eq(const char *a, const char *b)
+{
+    return (a == b || (a != NULL && b != NULL && strcmp(a, b) == 0));
+}
+
+/* Whether the live `be` is what conf `c` (probe conf `pc` as checked) asks for. */
+static bool
+same_conf(const struct be *be, const struct be_conf *c, const struct be_probe_conf *pc,
+          const char *port, unsigned weight)
+{
+    const struct be_probe_conf *bpc = &be->priv->pc;
+
+    if (strcmp(be->name, c->name) != 0 || be->sfb != c->sfb || !str_eq(be->host, c->host) ||
+        !str_eq(be->port, c->sfb != NULL ? NULL : port))
+        return (false);
+    if (be->connect_timeout != c->connect_timeout ||
+        be->first_byte_timeout != c->first_byte_timeout ||
+        be->between_bytes_timeout != c->between_bytes_timeout ||
+        be->max_connections != c->max_connections || be->weight != weight)
+        return (false);
+    if (be->priv->has_probe != (pc != NULL))
+        return (false);
+    return (pc == NULL ||
+            (str_eq(bpc->url, pc->url) && str_eq(bpc->request, pc->request) &&
+             bpc->interval == pc->interval && bpc->timeout == pc->timeout &&
+             bpc->window == pc->window && bpc->threshold == pc->threshold &&
+             bpc->initial == pc->initial && bpc->expected_status == pc->expected_status));
+}
+
+static char *
+xstrdup(const char *s)
+{
+    char *d;
+
+    if (s == NULL)
+        return (NULL);
+    d = strdup(s);
+    AN(d);
+    return (d);
+}
+
+/* Create a backend (not yet on the list), resolving its address. */
+static struct be *
+be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *port,
+          unsigned weight, struct sb *err)
+{
+    struct addrinfo hints, *res = NULL;
+    struct be *be;
+    bool v6;
+    int rv;
+
+    if (c->sfb == NULL) {
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        rv = getaddrinfo(c->host, port, &hints, &res);
+        if (rv != 0) {
+            sb_printf(err, "backend %s: cannot resolve '%s' port %s: %s", c->name, c->host, port,
+                      gai_strerror(rv));
+            return (NULL);
+        }
+    }
+    OBJ_NEW(be, BE_MAGIC);
+    be->priv = calloc(1, sizeof *be->priv);
+    AN(be->priv);
+    be->name = xstrdup(c->name);
+    be->sfb = c->sfb;
+    be->connect_timeout = c->connect_timeout;
+    be->first_byte_timeout = c->first_byte_timeout;
+    be->between_bytes_timeout = c->between_bytes_timeout;
+    be->max_connections = c->max_connections;
+    be->weight = weight;
+    be->priv->refcnt = 1;
+    be->priv->probe_ok = true;
+    if (res != NULL) {
+        be->host = xstrdup(c->host);
+        be->port = xstrdup(port);
+        v6 = strchr(c->host, ':') != NULL;
+        rv = asprintf(&be->hostport, "%s%s%s:%s", v6 ? "[" : "", c->host, v6 ? "]" : "", port);
+        SRG_ASSERT(rv > 0);
+        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections);
+    }
+    if (pc != NULL) {
+        be->priv->has_probe = true;
+        be->priv->pc = *pc;
+        be->priv->pc.url = xstrdup(pc->url);
+        be->priv->pc.request = xstrdup(pc->request);
+        be->priv->probe_ok = prb_window_healthy(prb_initial_bits((unsigned)pc->initial, pc->window),
+                                                pc->window, pc->threshold);
+        be->priv->probe = prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport,
+                                    &be->priv->pc, probe_result, be, &be->priv->bits);
+    }
+    if (res != NULL)
+        freeaddrinfo(res);
+    return (be);
+}
+
+int
+be_get(const struct be_conf *c, struct be **bep, struct sb *err)
+{
+    struct be_probe_conf pcbuf, *pc = NULL;
+    const char *port;
+    unsigned portnum, weight;
+    struct be *be;
+
+    AN(c);
+    AN(bep);
+    *bep = NULL;
+    if (!name_ok(c->name)) {
+        sb_printf(err, "backend '%.64s': a name is 1-64 letters, digits, '_', '-' or '.'",
+                  c->name != NULL ? c->name : "");
+        return (-1);
+    }
+    if (c->sfb == NULL && (c->host == NULL || *c->host == '\0')) {
+        sb_printf(err, "backend %s: no host", c->name);
+        return (-1);
+    }
+    port = c->port != NULL ? c->port : "80";
+    if (c->sfb == NULL && (num_port(port, &portnum) != 0 || portnum == 0)) {
+        sb_printf(err, "backend %s: '%.32s' is not a port number (1-65535)", c->name, port);
+        return (-1);
+    }
+    if (c->connect_timeout > 86400 || c->first_byte_timeout > 86400 ||
+        c->between_bytes_timeout > 86400) {
+        sb_printf(err, "backend %s: a timeout is longer than a day", c->name);
+        return (-1);
+    }
+    weight = c->weight == 0 ? 1 : c->weight;
+    if (c->probe != NULL && c->sfb == NULL) {
+        size_t mark = err->len;
+        sb_printf(err, "backend %s: ", c->name);
+        if (prb_conf_check(c->probe, &pcbuf, err) != 0)
+            return (-1);
+        err->len = mark;
+        err->buf[mark] = '\0';
+        pc = &pcbuf;
+    }
+    AZ(pthread_mutex_lock(&be_mtx));
+    for (be = be_all; be != NULL; be = be->priv->next) {
+        if (be->priv->refcnt > 0 && same_conf(be, c, pc, port, weight)) {
+            be->priv->refcnt++;
+            AZ(pthread_mutex_unlock(&be_mtx));
+            *bep = be;
+            return (0);
+        }
+    }
+    AZ(pthread_mutex_unlock(&be_mtx));
+    /* Resolving may block: outside the lock. */
+    be = be_create(c, pc, port, weight, err);
+    if (be == NULL)
+        return (-1);
+    AZ(pthread_mutex_lock(&be_mtx));
+    be->priv->next = be_all;
+    be_all = be;
+    AZ(pthread_mutex_unlock(&be_mtx));
+    *bep = be;
+    return (0);
+}
+
+void
+be_release(struct be **bep)
+{
+    struct be *be;
+
+    OBJ_TAKE(be, bep, BE_MAGIC);
+    AZ(pthread_mutex_lock(&be_mtx));
+    SRG_ASSERT(be->priv->refcnt > 0);
+    if (--be->priv->refcnt == 0 && be->priv->probe != NULL)
+        prb_stop(&be->priv->probe);
+    SRG_ASSERT(be->priv->refcnt > 0 || !be->priv->permanent);
+    AZ(pthread_mutex_unlock(&be_mtx));
 }
 
 int
 be_add(const char *name, const char *hostport, struct sb *err)
 {
-    struct addrinfo hints, *res;
     char host[256], port[32];
     const char *colon, *h = hostport;
-    size_t hl;
+    struct be_conf c;
     struct be *be;
-    unsigned portnum;
-    int rv;
+    size_t hl;
 
-    if (nbackends == BE_MAX) {
-        sb_printf(err, "backend %s: too many backends", name);
-        return (-1);
-    }
     if (*hostport == '[') {
         const char *rb = strchr(hostport, ']');
         if (rb == NULL || (rb[1] != '\0' && rb[1] != ':')) {
@@ -79,39 +360,106 @@ be_add(const char *name, const char *hostport, struct sb *err)
     memcpy(host, h, hl);
     host[hl] = '\0';
     snprintf(port, sizeof port, "%s", colon != NULL ? colon + 1 : "80");
-    if (num_port(port, &portnum) != 0 || portnum == 0) {
-        sb_printf(err, "backend %s: '%s' is not a port number (1-65535)", name, port);
+    memset(&c, 0, sizeof c);
+    c.name = name;
+    c.host = host;
+    c.port = port;
+    c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
+    if (be_get(&c, &be, err) != 0)
         return (-1);
-    }
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    rv = getaddrinfo(host, port, &hints, &res);
-    if (rv != 0) {
-        sb_printf(err, "backend %s: cannot resolve '%s': %s", name, hostport, gai_strerror(rv));
-        return (-1);
-    }
-    OBJ_NEW(be, BE_MAGIC);
-    be->name = strdup(name);
-    be->host = strdup(host);
-    be->port = strdup(port);
-    AN(be->name);
-    AN(be->host);
-    AN(be->port);
-    rv = asprintf(&be->hostport, "%s%s%s:%s", strchr(host, ':') ? "[" : "", host,
-                  strchr(host, ':') ? "]" : "", port);
-    SRG_ASSERT(rv > 0);
-    be->pool = bcp_new(res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    be->connect_timeout = be->first_byte_timeout = be->between_bytes_timeout = -1;
-    backends[nbackends++] = be;
+    AZ(pthread_mutex_lock(&be_mtx));
+    be->priv->permanent = true;
+    if (be_default_ == NULL)
+        be_default_ = be;
+    AZ(pthread_mutex_unlock(&be_mtx));
     return (0);
 }
 
 struct be *
 be_default(void)
 {
-    return (nbackends > 0 ? backends[0] : NULL);
+    struct be *be = be_default_;
+
+    if (be == NULL)
+        return (NULL);
+    if (!be_healthy(be)) {
+        STAT_INC(backend_unhealthy);
+        return (NULL);
+    }
+    return (be);
+}
+
+struct be *
+be_find(const char *name)
+{
+    struct be *be;
+
+    AN(name);
+    AZ(pthread_mutex_lock(&be_mtx));
+    for (be = be_all; be != NULL; be = be->priv->next)
+        if (be->priv->refcnt > 0 && strcmp(be->name, name) == 0)
+            break;
+    AZ(pthread_mutex_unlock(&be_mtx));
+    return (be);
+}
+
+int
+be_set_admin(const char *name, enum be_admin a)
+{
+    struct be *be;
+    bool was;
+    int found = -1;
+
+    AN(name);
+    SRG_ASSERT(a == BE_ADMIN_AUTO || a == BE_ADMIN_HEALTHY || a == BE_ADMIN_SICK);
+    AZ(pthread_mutex_lock(&be_mtx));
+    /* Every live one: during a reload the old and the new program each hold one. */
+    for (be = be_all; be != NULL; be = be->priv->next) {
+        if (be->priv->refcnt == 0 || strcmp(be->name, name) != 0)
+            continue;
+        was = be_healthy(be);
+        __atomic_store_n(&be->priv->admin, (int)a, __ATOMIC_RELAXED);
+        health_changed(be, was, a == BE_ADMIN_AUTO ? "set to auto" : "set by the admin");
+        found = 0;
+    }
+    AZ(pthread_mutex_unlock(&be_mtx));
+    return (found);
+}
+
+uint64_t
+be_probe_bits(const struct be *be)
+{
+    OBJ_CHECK(be, BE_MAGIC);
+    return (be->priv->has_probe ? __atomic_load_n(&be->priv->bits, __ATOMIC_RELAXED) : 0);
+}
+
+void
+be_list(struct sb *out)
+{
+    struct be *be;
+    int admin;
+
+    sb_printf(out, "%-24s %-28s %-8s %-8s %-6s %s\n", "Backend", "Address", "Health", "Admin",
+              "Conns", "Probe");
+    AZ(pthread_mutex_lock(&be_mtx));
+    for (be = be_all; be != NULL; be = be->priv->next) {
+        if (be->priv->refcnt == 0)
+            continue;
+        admin = __atomic_load_n(&be->priv->admin, __ATOMIC_RELAXED);
+        sb_printf(out, "%-24s %-28s %-8s %-8s %-6u ", be->name,
+                  be->hostport != NULL ? be->hostport : "(static)",
+                  be_healthy(be) ? "healthy" : "sick", admin_names[admin],
+                  be->pool != NULL ? bcp_conn_count(be->pool) : 0);
+        if (be->priv->has_probe) {
+            uint64_t bits = be_probe_bits(be);
+            sb_printf(out, "%u/%u ", prb_good(bits, be->priv->pc.window), be->priv->pc.window);
+            prb_history(bits, be->priv->pc.window, out);
+        } else {
+            sb_cat(out, "-");
+        }
+        sb_cat(out, "\n");
+    }
+    AZ(pthread_mutex_unlock(&be_mtx));
 }
 
 double
@@ -123,8 +471,7 @@ be_connect_timeout(const struct be *be)
 double
 be_first_byte_timeout(const struct be *be)
 {
-    return (be->first_byte_timeout >= 0 ? be->first_byte_timeout
-                                        : par.backend_first_byte_timeout);
+    return (be->first_byte_timeout >= 0 ? be->first_byte_timeout : par.backend_first_byte_timeout);
 }
 
 double

@@ -475,6 +475,7 @@ fresh_obj_init(struct fresh_obj *o, const struct http *resp, const struct cc *rc
                double t_resp, const struct fresh_cfg *cfg)
 {
     double apparent, corrected, initial;
+    enum fresh_src src;
 
     AN(o);
     OBJ_CHECK(resp, HTTP_MAGIC);
@@ -485,7 +486,9 @@ fresh_obj_init(struct fresh_obj *o, const struct http *resp, const struct cc *rc
     corrected = fresh_corrected_age_value(fresh_age_value(resp), t_req, t_resp);
     initial = fresh_corrected_initial_age(apparent, corrected);
     o->t_origin = t_resp - initial;
-    o->ttl = fresh_lifetime(resp, rcc, t_resp, cfg, &o->src);
+    o->ttl = fresh_lifetime(resp, rcc, t_resp, cfg, &src);
+    o->src = (uint8_t)src;
+    o->keep = -1;
     /* s-maxage carries proxy-revalidate's meaning (section 5.2.2.10). */
     if ((rcc->flags & (CC_MUST_REVALIDATE | CC_PROXY_REVALIDATE)) || rcc->s_maxage >= 0)
         o->flags |= FRESH_F_MUST_REVALIDATE;
@@ -505,7 +508,7 @@ fresh_obj_dump(const struct fresh_obj *o, struct sb *out)
     AN(o);
     AN(out);
     sb_printf(out, "ttl=%.3f swr=%.3f sie=%.3f src=%s t_origin=%.3f", o->ttl, o->swr, o->sie,
-              fresh_src_name(o->src), o->t_origin);
+              fresh_src_name((enum fresh_src)o->src), o->t_origin);
     if (o->flags & FRESH_F_MUST_REVALIDATE)
         sb_cat(out, " must-revalidate");
     if (o->flags & FRESH_F_NO_CACHE)

@@ -332,7 +332,9 @@ static bool
 obj_dead(const struct cobj *oc, double now)
 {
     double stale = oc->fresh.swr > oc->fresh.sie ? oc->fresh.swr : oc->fresh.sie;
-    double keep = oc->has_validator ? par.default_keep : 0;
+    double keep = !oc->has_validator ? 0
+                  : oc->fresh.keep >= 0 ? (double)oc->fresh.keep
+                                        : par.default_keep;
 
     if (oc->flags & COBJ_BANNED)
         return (true);
@@ -347,7 +349,7 @@ take_ref(struct cobj *oc)
 
 enum hsh_result
 hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
-           struct cobj **ocp, struct hsh_stale *stale)
+           unsigned lflags, struct cobj **ocp, struct hsh_stale *stale)
 {
     uint64_t hash = key_hash(key, keylen);
     struct shard *sh = shard_of(hash);
@@ -407,6 +409,8 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 old_v = v;
             }
         }
+        if (lflags & HSH_L_IGNORE_BUSY)
+            busy = stream = NULL;
         if (busy != NULL && swr != NULL) {
             /* Grace: someone is already refreshing it; serve the stale copy now. */
             take_ref(swr);

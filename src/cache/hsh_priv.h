@@ -69,7 +69,7 @@ extern struct shard hsh__shards[HSH_SHARDS];
  */
 struct hsh_attr {
     uint32_t version;
-#define HSH_ATTR_VERSION 1
+#define HSH_ATTR_VERSION 2 /* 2: fresh_obj.keep */
     uint32_t status;
     struct fresh_obj fresh;
     uint8_t has_validator;

@@ -1,7 +1,7 @@
 /*
  * The admin commands: request-line splitting, the command registry and
- * the built-in commands (ping, help, stats, param.*, status, banner, auth,
- * quit).
+ * the built-in commands (ping, help, stats, param.*, backend.*, status,
+ * banner, auth, quit).
  *
  * Built-ins live in a constant table; other modules add commands with
  * cli_register() into a list sorted by name.  Locks: reg_mtx guards the
@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "surogat/ban.h"
+#include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/cli.h"
 #include "surogat/log.h"
@@ -342,12 +343,51 @@ cmd_ban_list(int argc, char *const *argv, struct sb *out, void *priv)
     return (CLI_OK);
 }
 
+static unsigned
+cmd_backend_list(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    be_list(out);
+    return (CLI_OK);
+}
+
+static unsigned
+cmd_backend_set_health(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    static const struct {
+        const char *name;
+        enum be_admin a;
+    } states[] = { { "auto", BE_ADMIN_AUTO },
+                   { "healthy", BE_ADMIN_HEALTHY },
+                   { "sick", BE_ADMIN_SICK } };
+
+    for (size_t i = 0; i < ARRAY_LEN(states); i++) {
+        if (strcmp(argv[2], states[i].name) != 0)
+            continue;
+        if (be_set_admin(argv[1], states[i].a) == 0) {
+            log_msg(LOG_NOTICE, "cli: backend.set_health %s %s", argv[1], argv[2]);
+            return (CLI_OK);
+        }
+        sb_printf(out, "No backend named '%.64s'.", argv[1]);
+        return (CLI_BADVAL);
+    }
+    sb_printf(out, "Unknown state '%.32s': auto, healthy or sick.", argv[2]);
+    return (CLI_BADVAL);
+}
+
 static unsigned cmd_help(int argc, char *const *argv, struct sb *out, void *priv);
 
 /* Sorted by name, as help lists them. */
 static const struct cli_cmd builtins[] = {
     { CLI_CMD_MAGIC, "auth", "<response>", "Authenticate: answer the challenge sent on connect.", 1,
       1, cmd_auth, NULL, NULL },
+    { CLI_CMD_MAGIC, "backend.list", NULL,
+      "One line per backend: name, address, health, admin state (auto, healthy, sick), open "
+      "connections, and the probe window as good/window and its history, oldest first "
+      "(H good, - bad).",
+      0, 0, cmd_backend_list, NULL, NULL },
+    { CLI_CMD_MAGIC, "backend.set_health", "<backend> auto|healthy|sick",
+      "Force a backend healthy or sick, or give the decision back to its probe (auto).", 2, 2,
+      cmd_backend_set_health, NULL, NULL },
     { CLI_CMD_MAGIC, "ban", "<field> <operator> <arg> [&& <field> <operator> <arg>]...",
       "Invalidate every object now cached that matches the expression; fields req.url, "
       "req.http.host, obj.status, obj.http.NAME; operators == != ~ !~ (see surogatd(8)).",

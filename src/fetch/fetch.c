@@ -22,6 +22,7 @@
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
+#include "surogat/log.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/req.h"
@@ -141,92 +142,101 @@ static const char *const miss_strip[] = {
     "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range",
 };
 
-static struct txt
-build_bereq(struct req *req, struct be *be, bool miss, const struct cobj *stale)
+/*
+ * The backend request head in workspace (*head), also kept as
+ * req->bereq for the backend hooks.  0; -1 when the workspace ran out;
+ * -2 when the backend_fetch hook abandoned it or failed (answer 503).
+ */
+static int
+build_bereq(struct req *req, struct be *be, bool miss, const struct cobj *stale, struct txt *head)
 {
     struct http *hp = req->http;
     struct http_hdr *hdrs;
-    struct http bereq;
+    struct http *bq = ws_alloc(&req->wrk->ws, sizeof *bq);
+    unsigned nhdr = hp->nhdr + 10 + (pol_active() ? POL_HDR_ROOM : 0);
     struct sb sb;
     char *buf, *xff;
     size_t room, xfflen = 0, n;
-    struct txt empty = { NULL, 0 };
 
-    hdrs = ws_alloc(&req->wrk->ws, (hp->nhdr + 10) * sizeof *hdrs);
-    if (hdrs == NULL)
-        return (empty);
-    http_init(&bereq, hdrs, hp->nhdr + 10);
-    bereq.method = hp->method;
+    hdrs = ws_alloc(&req->wrk->ws, nhdr * sizeof *hdrs);
+    if (hdrs == NULL || bq == NULL)
+        return (-1);
+    http_init(bq, hdrs, nhdr);
+    bq->method = hp->method;
     /* A miss fetches the body even for HEAD: it is what the cache stores. */
     if (miss && req->head_only)
-        bereq.method = TXT_LIT("GET");
-    bereq.url = hp->url;
-    bereq.proto = 11;
+        bq->method = TXT_LIT("GET");
+    bq->url = hp->url;
+    bq->proto = 11;
     memcpy(hdrs, hp->hdr, hp->nhdr * sizeof *hdrs);
-    bereq.nhdr = hp->nhdr;
-    http_strip_hop_by_hop(&bereq);
+    bq->nhdr = hp->nhdr;
+    http_strip_hop_by_hop(bq);
     for (size_t i = 0; miss && i < ARRAY_LEN(miss_strip); i++)
-        http_unset(&bereq, miss_strip[i]);
+        http_unset(bq, miss_strip[i]);
     if (stale != NULL) {
         /* Revalidation (RFC 9111 section 4.3.1): ask whether our stale copy still holds. */
         struct txt v;
         if (hsh_head_field(stale, "ETag", &v))
-            AZ(http_add(&bereq, TXT_LIT("If-None-Match"), v));
+            AZ(http_add(bq, TXT_LIT("If-None-Match"), v));
         if (hsh_head_field(stale, "Last-Modified", &v))
-            AZ(http_add(&bereq, TXT_LIT("If-Modified-Since"), v));
+            AZ(http_add(bq, TXT_LIT("If-Modified-Since"), v));
     }
     if (par.xff && req->sp != NULL) {
         /* One X-Forwarded-For with the client appended to what earlier proxies said. */
-        for (unsigned i = 0; i < bereq.nhdr; i++)
-            if (http_name_eq(&bereq.hdr[i].name, "X-Forwarded-For"))
-                xfflen += bereq.hdr[i].val.len + 2;
+        for (unsigned i = 0; i < bq->nhdr; i++)
+            if (http_name_eq(&bq->hdr[i].name, "X-Forwarded-For"))
+                xfflen += bq->hdr[i].val.len + 2;
         xfflen += strlen(req->sp->client_ip) + 1;
         xff = ws_alloc(&req->wrk->ws, xfflen);
         if (xff == NULL)
-            return (empty);
+            return (-1);
         n = 0;
-        for (unsigned i = 0; i < bereq.nhdr; i++) {
-            if (!http_name_eq(&bereq.hdr[i].name, "X-Forwarded-For"))
+        for (unsigned i = 0; i < bq->nhdr; i++) {
+            if (!http_name_eq(&bq->hdr[i].name, "X-Forwarded-For"))
                 continue;
-            memcpy(xff + n, bereq.hdr[i].val.b, bereq.hdr[i].val.len);
-            n += bereq.hdr[i].val.len;
+            memcpy(xff + n, bq->hdr[i].val.b, bq->hdr[i].val.len);
+            n += bq->hdr[i].val.len;
             memcpy(xff + n, ", ", 2);
             n += 2;
         }
         memcpy(xff + n, req->sp->client_ip, strlen(req->sp->client_ip));
         n += strlen(req->sp->client_ip);
-        http_unset(&bereq, "X-Forwarded-For");
-        http_unset(&bereq, "X-Forwarded-Proto");
-        AZ(http_add(&bereq, TXT_LIT("X-Forwarded-For"), (struct txt){ xff, n }));
-        AZ(http_add(&bereq, TXT_LIT("X-Forwarded-Proto"),
+        http_unset(bq, "X-Forwarded-For");
+        http_unset(bq, "X-Forwarded-Proto");
+        AZ(http_add(bq, TXT_LIT("X-Forwarded-For"), (struct txt){ xff, n }));
+        AZ(http_add(bq, TXT_LIT("X-Forwarded-Proto"),
                     sess_is_tls(req->sp) ? TXT_LIT("https") : TXT_LIT("http")));
     }
     if (par.via)
-        AZ(http_add(&bereq, TXT_LIT("Via"),
+        AZ(http_add(bq, TXT_LIT("Via"),
                     hp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
-    if (http_find(&bereq, "Host") == NULL)
-        AZ(http_add(&bereq, TXT_LIT("Host"), (struct txt){ be->hostport, strlen(be->hostport) }));
+    if (http_find(bq, "Host") == NULL)
+        AZ(http_add(bq, TXT_LIT("Host"), (struct txt){ be->hostport, strlen(be->hostport) }));
     /* The framing we send is ours, stated once, whatever the client wrote. */
-    http_unset(&bereq, "Content-Length");
+    http_unset(bq, "Content-Length");
     if (req->body == H1_BODY_CHUNKED) {
-        AZ(http_add(&bereq, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
+        AZ(http_add(bq, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
     } else if (req->body == H1_BODY_LENGTH) {
         char *cl = ws_alloc(&req->wrk->ws, 24);
         if (cl == NULL)
-            return (empty);
-        AZ(http_add(&bereq, TXT_LIT("Content-Length"),
+            return (-1);
+        AZ(http_add(bq, TXT_LIT("Content-Length"),
                     (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu",
                                                        (unsigned long long)req->clen) }));
     }
+    req->bereq = bq;
+    if (pol_active() && pol_backend_fetch(req, bq) != POL_FETCH)
+        return (-2);
     buf = ws_reserve_all(&req->wrk->ws, &room);
     sb_init(&sb, buf, room);
-    h1_write_request(&sb, &bereq);
+    h1_write_request(&sb, bq);
     if (!sb_ok(&sb)) {
         ws_release(&req->wrk->ws, 0);
-        return (empty);
+        return (-1);
     }
     ws_release(&req->wrk->ws, sb.len + 1);
-    return ((struct txt){ buf, sb.len });
+    *head = (struct txt){ buf, sb.len };
+    return (0);
 }
 
 /*
@@ -336,7 +346,8 @@ read_beresp_head(struct fetch *f)
 
 /*
  * Build the client response head from the backend's.  -1 on workspace
- * overflow; -2 when the policy's deliver hook answers *syn instead.
+ * overflow; -2 when the policy's deliver hook answers *syn instead, -3
+ * when it restarts the request.
  */
 static int
 build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
@@ -435,6 +446,8 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
             break;
         case POL_SYNTH:
             return (-2);
+        case POL_RESTART:
+            return (-3);
         default:
             syn->status = 503;
             snprintf(syn->reason, sizeof syn->reason, "%s", "policy error");
@@ -567,8 +580,61 @@ serve_stale(struct fetch *f, unsigned status)
     f->req->cache = "STALE";
 }
 
+/*
+ * Whether a hook's "retry" may fetch again: within max_retries, and with
+ * no request body (it was consumed by the attempt that failed).
+ */
+static bool
+retry_allowed(const struct fetch *f)
+{
+    const struct req *req = f->req;
+
+    if (req->body != H1_BODY_NONE)
+        return (false);
+    if (req->retries >= par.max_retries) {
+        log_msg(LOG_WARNING, "policy: \"retry\" past max_retries (%u): the fetch fails",
+                par.max_retries);
+        return (false);
+    }
+    return (true);
+}
+
+/*
+ * The backend_error hook on a failed fetch with nothing sent yet: a
+ * synthetic beresp the script may edit and deliver.  POL_RETRY (allowed),
+ * POL_DELIVER (sent), or anything else: the plain error follows.
+ */
+static enum pol_act
+backend_error(struct fetch *f, unsigned status)
+{
+    struct req *req = f->req;
+    struct http_hdr *hdrs = ws_alloc(&req->wrk->ws, (POL_HDR_ROOM + 2) * sizeof *hdrs);
+    struct http beresp;
+    struct txt body = TXT_LIT("");
+    enum pol_act act;
+
+    if (hdrs == NULL) {
+        STAT_INC(ws_overflow);
+        return (POL_ERROR);
+    }
+    http_init(&beresp, hdrs, POL_HDR_ROOM + 2);
+    beresp.proto = 11;
+    beresp.status = status;
+    beresp.reason = (struct txt){ http_reason(status), strlen(http_reason(status)) };
+    act = pol_backend_error(req, &beresp, &body);
+    if (act == POL_RETRY)
+        return (retry_allowed(f) ? POL_RETRY : POL_ABANDON);
+    if (act != POL_DELIVER)
+        return (act);
+    if (req_send_synth(req, &beresp, body) != 0)
+        req->close = true;
+    req->cache = *req->cache == 'M' ? "MISS" : "PASS";
+    return (POL_DELIVER);
+}
+
+/* Give up without the policy: the stale copy if allowed, else the status. */
 static void
-fail(struct fetch *f, unsigned status)
+fail_plain(struct fetch *f, unsigned status)
 {
     if (f->oc != NULL)
         hsh_abandon(&f->oc, 0); /* waiters retry: one of them fetches again */
@@ -586,6 +652,32 @@ fail(struct fetch *f, unsigned status)
     (void)req_synth(f->req, status, NULL);
 }
 
+/*
+ * The fetch failed before anything reached the client.  true: fetch again
+ * (backend_error said "retry"; the busy object is kept for it).
+ */
+static bool
+fail(struct fetch *f, unsigned status)
+{
+    if (f->conn != NULL)
+        bcp_close(&f->conn);
+    if (!f->bg && f->req->t_first == 0 && !(status >= 500 && stale_usable(f)) && pol_active() &&
+        pol_has_backend_error()) {
+        switch (backend_error(f, status)) {
+        case POL_RETRY:
+            return (true);
+        case POL_DELIVER:
+            if (f->oc != NULL)
+                hsh_abandon(&f->oc, 0);
+            return (false);
+        default:
+            break;
+        }
+    }
+    fail_plain(f, status);
+    return (false);
+}
+
 /* The workspace ran out: a 500, and the connection closes (what was cut is unknown). */
 static void
 fail_overflow(struct fetch *f)
@@ -593,7 +685,7 @@ fail_overflow(struct fetch *f)
     STAT_INC(ws_overflow);
     STAT_INC(client_resp_500);
     f->req->close = true;
-    fail(f, 500);
+    fail_plain(f, 500);
 }
 
 /*
@@ -621,90 +713,69 @@ miss_range(struct fetch *f)
     }
 }
 
-/* backend_response on a pass: header edits only, nothing is stored.  -1: answer 503. */
+/* backend_response on a pass: header edits only, nothing is stored.  -1: 503; -2: retry. */
 static int
 policy_pass(struct fetch *f)
 {
-    struct pol_beresp br = { .resp = f->resp, .uncacheable = true };
+    struct pol_beresp br = { .resp = f->resp, .uncacheable = true, .keep = -1 };
 
     switch (pol_backend_response(f->req, &br)) {
     case POL_DELIVER:
     case POL_PASS:
         return (0);
+    case POL_RETRY:
+        return (retry_allowed(f) ? -2 : -1);
     default:
         return (-1);
     }
 }
 
-/*
- * The backend transaction, for a pass (oc NULL) or a miss filling the
- * busy object oc; bg: a background refresh, with nobody to answer.
- */
-static void
-fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale, bool bg)
+/* What one attempt at the backend transaction ended with. */
+enum attempt {
+    ATTEMPT_DONE,  /* answered (or nobody to answer) */
+    ATTEMPT_RETRY, /* a hook said "retry": once more, with the same busy object */
+    ATTEMPT_HEAD,  /* exchange(): the response head is in, go on */
+};
+
+/* Connect, send, and read the response head, retrying dead reused connections. */
+static enum attempt
+exchange(struct fetch *f, struct txt head)
 {
-    struct fetch f;
-    struct out o;
-    struct txt head;
-    struct pol_synth syn;
+    struct req *req = f->req;
+    struct be *be = f->be;
     unsigned retries = 0;
     int rv;
 
-    OBJ_CHECK(req, REQ_MAGIC);
-    memset(&f, 0, sizeof f);
-    memset(&o, 0, sizeof o);
-    f.req = req;
-    f.be = be;
-    f.oc = oc;
-    f.bg = bg;
-    if (stale != NULL)
-        f.stale = *stale; /* borrowed: the caller holds the reference */
-    f.to_client = !bg;
-    f.body_to_client = !req->head_only && !bg;
-    req->cache = oc != NULL ? "MISS" : "PASS";
-    if (be == NULL) {
-        fail(&f, 503);
-        return;
-    }
-    OBJ_CHECK(be, BE_MAGIC);
-    req->be_name = be->name;
-    head = build_bereq(req, be, oc != NULL, f.stale.oc);
-    if (head.b == NULL) {
-        fail_overflow(&f);
-        return;
-    }
     for (;;) {
-        switch (bcp_get(be->pool, be_connect_timeout(be), retries > 0, &f.conn)) {
+        switch (bcp_get(be->pool, be_connect_timeout(be), retries > 0, &f->conn)) {
         case BCP_OK:
             break;
         case BCP_E_BUSY:
             STAT_INC(backend_busy);
-            fail(&f, 503);
-            return;
+            return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BCP_E_CONNECT:
             STAT_INC(backend_fail);
-            fail(&f, 503);
-            return;
+            return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         }
-        if (f.conn->reused)
+        if (f->conn->reused)
             STAT_INC(backend_reuse);
         STAT_INC(backend_req);
-        f.t_req = tim_real();
-        rv = send_bereq(&f, head);
+        f->t_req = tim_real();
+        rv = send_bereq(f, head);
         if (rv == -2) {
             req->close = true;
-            if (f.oc != NULL)
-                hsh_abandon(&f.oc, 0);
-            bcp_close(&f.conn);
+            if (f->oc != NULL)
+                hsh_abandon(&f->oc, 0);
+            bcp_close(&f->conn);
             if (req->body_bad) {
                 STAT_INC(client_req_400);
                 (void)req_synth(req, 400, NULL);
             }
-            return; /* otherwise the client is gone: nobody to answer */
+            return (ATTEMPT_DONE); /* otherwise the client is gone: nobody to answer */
         }
         if (rv == -1) {
-            if (f.conn->reused && can_retry(req, retries)) {
-                bcp_close(&f.conn);
+            if (f->conn->reused && can_retry(req, retries)) {
+                bcp_close(&f->conn);
                 retries++;
                 STAT_INC(backend_retry);
                 continue;
@@ -712,120 +783,149 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
             STAT_INC(backend_fail);
             if (req->body != H1_BODY_NONE)
                 req->close = true;
-            fail(&f, 503);
-            return;
+            return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         }
-        http_init(f.resp, ws_alloc(&req->wrk->ws, par.http_max_hdr * sizeof(struct http_hdr)),
+        http_init(f->resp, ws_alloc(&req->wrk->ws, par.http_max_hdr * sizeof(struct http_hdr)),
                   par.http_max_hdr);
-        if (f.resp->hdr == NULL) {
-            fail_overflow(&f);
-            return;
+        if (f->resp->hdr == NULL) {
+            fail_overflow(f);
+            return (ATTEMPT_DONE);
         }
-        switch (read_beresp_head(&f)) {
+        switch (read_beresp_head(f)) {
         case BEH_OK:
-            break;
+            return (ATTEMPT_HEAD);
         case BEH_RETRY:
             if (can_retry(req, retries)) {
-                bcp_close(&f.conn);
+                bcp_close(&f->conn);
                 retries++;
                 STAT_INC(backend_retry);
                 continue;
             }
             STAT_INC(backend_bad_resp);
-            fail(&f, 502);
-            return;
+            return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BEH_TIMEOUT:
             STAT_INC(backend_timeout);
-            fail(&f, 504);
-            return;
+            return (fail(f, 504) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BEH_BAD:
             STAT_INC(backend_bad_resp);
-            fail(&f, 502);
-            return;
+            return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         }
+    }
+}
+/*
+ * One attempt at the backend transaction, for a pass (f->oc NULL) or a
+ * miss filling the busy object f->oc.
+ */
+static enum attempt
+attempt(struct fetch *f, struct out *o)
+{
+    struct req *req = f->req;
+    struct pol_synth syn;
+    struct txt head;
+    enum attempt a;
+    int rv;
+
+    switch (build_bereq(req, f->be, f->oc != NULL, f->stale.oc, &head)) {
+    case 0:
         break;
+    case -1:
+        fail_overflow(f);
+        return (ATTEMPT_DONE);
+    default:
+        fail_plain(f, 503); /* backend_fetch said "abandon", or failed */
+        return (ATTEMPT_DONE);
     }
-    f.t_resp = tim_real();
-    if (f.stale.oc != NULL && f.oc != NULL && f.resp->status == 304) {
-        f.be_keepalive = f.resp->proto == 11 ? !http_has_token(f.resp, "Connection", "close")
-                                             : http_has_token(f.resp, "Connection", "keep-alive");
-        if (f.be_keepalive && http_find(f.resp, "Content-Length") == NULL &&
-            http_find(f.resp, "Transfer-Encoding") == NULL)
-            bcp_recycle(&f.conn);
+    if ((a = exchange(f, head)) != ATTEMPT_HEAD)
+        return (a);
+    f->t_resp = tim_real();
+    if (f->stale.oc != NULL && f->oc != NULL && f->resp->status == 304) {
+        f->be_keepalive = f->resp->proto == 11 ? !http_has_token(f->resp, "Connection", "close")
+                                               : http_has_token(f->resp, "Connection", "keep-alive");
+        if (f->be_keepalive && http_find(f->resp, "Content-Length") == NULL &&
+            http_find(f->resp, "Transfer-Encoding") == NULL)
+            bcp_recycle(&f->conn);
         else
-            bcp_close(&f.conn);
-        if (fetch__revalidated(&f) != 0)
-            fail(&f, 502);
-        return;
+            bcp_close(&f->conn);
+        if (fetch__revalidated(f) != 0)
+            fail_plain(f, 502);
+        return (ATTEMPT_DONE);
     }
-    if (f.resp->status >= 500 && f.resp->status <= 504 && stale_usable(&f)) {
+    if (f->resp->status >= 500 && f->resp->status <= 504 && stale_usable(f)) {
         /* stale-if-error covers the backend's own 5xx too (RFC 5861 section 4). */
-        fail(&f, f.resp->status);
-        return;
+        fail_plain(f, f->resp->status);
+        return (ATTEMPT_DONE);
     }
     /* The backend saw HEAD only on a pass: a miss asked it for GET. */
-    f.body = h1_resp_body(f.resp, req->head_only && oc == NULL, &f.clen);
-    if (f.body == H1_BODY_E_AMBIGUOUS || f.body == H1_BODY_E_CODING) {
+    f->body = h1_resp_body(f->resp, req->head_only && f->oc == NULL, &f->clen);
+    if (f->body == H1_BODY_E_AMBIGUOUS || f->body == H1_BODY_E_CODING) {
         STAT_INC(backend_bad_resp);
-        fail(&f, 502);
-        return;
+        return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
     }
-    f.be_keepalive = f.resp->proto == 11 ? !http_has_token(f.resp, "Connection", "close")
-                                         : http_has_token(f.resp, "Connection", "keep-alive");
-    if (oc == NULL)
-        req_invalidate(req, f.resp);
-    if (oc == NULL && pol_active() && policy_pass(&f) != 0) {
-        fail(&f, 503);
-        return;
+    f->be_keepalive = f->resp->proto == 11 ? !http_has_token(f->resp, "Connection", "close")
+                                           : http_has_token(f->resp, "Connection", "keep-alive");
+    if (f->oc == NULL)
+        req_invalidate(req, f->resp);
+    if (f->oc == NULL && pol_active() && (rv = policy_pass(f)) != 0) {
+        bcp_close(&f->conn);
+        if (rv == -2)
+            return (ATTEMPT_RETRY);
+        fail_plain(f, 503);
+        return (ATTEMPT_DONE);
     }
-    if (oc != NULL) {
-        if (fetch__decide_store(&f) != 0) {
-            fail(&f, 503);
-            return;
+    if (f->oc != NULL) {
+        if ((rv = fetch__decide_store(f)) != 0) {
+            bcp_close(&f->conn);
+            if (rv == -2 && retry_allowed(f))
+                return (ATTEMPT_RETRY);
+            fail_plain(f, 503);
+            return (ATTEMPT_DONE);
         }
-        if (f.oc != NULL)
-            hsh_stream_open(f.oc, f.body == H1_BODY_LENGTH ? f.clen
-                                  : f.body == H1_BODY_NONE ? 0
-                                                           : UINT64_MAX);
+        if (f->oc != NULL)
+            hsh_stream_open(f->oc, f->body == H1_BODY_LENGTH ? f->clen
+                                   : f->body == H1_BODY_NONE ? 0
+                                                             : UINT64_MAX);
         /*
          * The backend was asked without the client's conditional fields
          * and Range, so that a full object could be stored; answer the
          * client's own condition and range here.
          */
-        if (f.resp->status == 200 && req_not_modified(req, http_value(f.resp, "ETag"),
-                                                      http_value(f.resp, "Last-Modified"))) {
-            f.status_override = 304;
-            f.body_to_client = false;
+        if (f->resp->status == 200 && req_not_modified(req, http_value(f->resp, "ETag"),
+                                                       http_value(f->resp, "Last-Modified"))) {
+            f->status_override = 304;
+            f->body_to_client = false;
         }
-        miss_range(&f);
+        miss_range(f);
     }
-    if (!bg && (rv = build_resp_head(&f, &o, &syn)) != 0) {
+    if (!f->bg && (rv = build_resp_head(f, o, &syn)) != 0) {
         if (rv == -1) {
-            fail_overflow(&f);
-            return;
+            fail_overflow(f);
+            return (ATTEMPT_DONE);
         }
-        if (f.oc != NULL)
-            hsh_abandon(&f.oc, 0);
-        bcp_close(&f.conn);
-        (void)req_synth_msg(req, syn.status, NULL, syn.reason);
-        return;
+        if (f->oc != NULL)
+            hsh_abandon(&f->oc, 0);
+        bcp_close(&f->conn);
+        if (rv == -3)
+            req->restart = true; /* the deliver hook said "restart" */
+        else
+            req_synth_pol(req, syn.status, syn.reason);
+        return (ATTEMPT_DONE);
     }
-    rv = deliver_body(&f, &o);
-    if (f.oc != NULL) {
+    rv = deliver_body(f, o);
+    if (f->oc != NULL) {
         SRG_ASSERT(rv != 0); /* a complete body was published by deliver_body() */
-        hsh_abandon(&f.oc, 0);
+        hsh_abandon(&f->oc, 0);
     }
-    if (bg && rv != 0)
+    if (f->bg && rv != 0)
         STAT_INC(cache_bgfetch_failed);
-    if (f.client_failed)
+    if (f->client_failed)
         req->close = true;
-    if (rv == 0 && f.be_keepalive) {
-        bcp_recycle(&f.conn);
-        return;
+    if (rv == 0 && f->be_keepalive) {
+        bcp_recycle(&f->conn);
+        return (ATTEMPT_DONE);
     }
-    bcp_close(&f.conn);
-    if (bg)
-        return;
+    bcp_close(&f->conn);
+    if (f->bg)
+        return (ATTEMPT_DONE);
     if (rv == -1 && req->t_first == 0) {
         /* Nothing reached the client yet: it can still get a clean 502. */
         req->resp_bytes = 0;
@@ -836,6 +936,45 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         req->abort = true;
     } else if (rv == -2) {
         req->close = true;
+    }
+    return (ATTEMPT_DONE);
+}
+
+/*
+ * The backend transaction, for a pass (oc NULL) or a miss filling the
+ * busy object oc; bg: a background refresh, with nobody to answer.  A
+ * hook's "retry" runs it again from the backend request on.
+ */
+static void
+fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale, bool bg)
+{
+    struct fetch f;
+    struct out o;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    for (;;) {
+        memset(&f, 0, sizeof f);
+        memset(&o, 0, sizeof o);
+        f.req = req;
+        f.be = be;
+        f.oc = oc;
+        f.bg = bg;
+        if (stale != NULL)
+            f.stale = *stale; /* borrowed: the caller holds the reference */
+        f.to_client = !bg;
+        f.body_to_client = !req->head_only && !bg;
+        req->cache = oc != NULL ? "MISS" : "PASS";
+        if (be != NULL) {
+            OBJ_CHECK(be, BE_MAGIC);
+            req->be_name = be->name;
+            if (attempt(&f, &o) != ATTEMPT_RETRY)
+                return;
+        } else if (!fail(&f, 503)) {
+            return;
+        }
+        oc = f.oc; /* still busy, for the next attempt */
+        req->retries++;
+        STAT_INC(policy_retry);
     }
 }
 

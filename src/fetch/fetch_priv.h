@@ -51,7 +51,8 @@ void fetch__run_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh
 /* Keep the response's Location and Content-Location for invalidation (unsafe methods). */
 /*
  * After the response head: keep the busy object only if the response may
- * be stored.  -1 when the policy refused the response (answer 503).
+ * be stored.  -1 when the policy refused the response (answer 503); -2
+ * when its backend_response said "retry" (the busy object is kept).
  */
 int fetch__decide_store(struct fetch *f);
 /*

@@ -120,7 +120,7 @@ store_head(struct fetch *f, const struct cc *rcc)
  * The policy's backend_response hook on a miss: it sees RFC 9111's
  * verdict as beresp.ttl, grace, stale_if_error and uncacheable, and what
  * it sets replaces that verdict.  -1 when the response must not reach
- * the client (the hook failed or abandoned it).
+ * the client (the hook failed or abandoned it), -2 when it said "retry".
  */
 static int
 policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
@@ -133,6 +133,7 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
         .ttl = *st == FRESH_STORE ? fo->ttl - age : 0,
         .grace = *st == FRESH_STORE ? fo->swr : 0,
         .stale_if_error = *st == FRESH_STORE ? fo->sie : 0,
+        .keep = -1,
         .uncacheable = *st != FRESH_STORE,
     };
 
@@ -144,6 +145,8 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
     case POL_PASS:
         *st = FRESH_NOT_CACHEABLE;
         return (0);
+    case POL_RETRY:
+        return (-2);
     default:
         return (-1);
     }
@@ -161,14 +164,16 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
     fo->ttl = age + br.ttl;
     fo->swr = br.grace;
     fo->sie = br.stale_if_error;
-    fo->flags &= ~(unsigned)FRESH_F_NO_CACHE;
+    fo->keep = (float)br.keep;
+    fo->flags &= (uint16_t)~FRESH_F_NO_CACHE;
     *st = FRESH_STORE;
     return (0);
 }
 
 /*
  * After the response head: keep the busy object only if the response may
- * be stored.  -1 when the policy refused the response: answer 503.
+ * be stored.  -1 when the policy refused the response: answer 503; -2
+ * when it asked for the fetch again (the busy object is kept).
  */
 int
 fetch__decide_store(struct fetch *f)
@@ -178,6 +183,7 @@ fetch__decide_store(struct fetch *f)
     struct cc qcc, rcc;
     enum fresh_store st;
     double hfm_ttl = par.hitmiss_ttl;
+    int rv;
 
     cfg = fresh_cfg_now();
     cc_parse_request(req->http, &qcc);
@@ -195,9 +201,10 @@ fetch__decide_store(struct fetch *f)
             (f->oc->fresh.flags & FRESH_F_NO_CACHE))
             st = FRESH_NOT_CACHEABLE;
     }
-    if (pol_active() && policy_store(f, &rcc, &cfg, &st) != 0) {
-        hsh_abandon(&f->oc, 0);
-        return (-1);
+    if (pol_active() && (rv = policy_store(f, &rcc, &cfg, &st)) != 0) {
+        if (rv == -1)
+            hsh_abandon(&f->oc, 0);
+        return (rv); /* -2: "retry", with the busy object kept for it */
     }
     /* A marker must not outlive a reason that belongs to this request alone. */
     if (st == FRESH_NO_STORE_REQ || st == FRESH_AUTHORIZATION || st == FRESH_METHOD)

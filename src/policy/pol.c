@@ -15,7 +15,8 @@
  * instructions, and the state's allocator refuses to grow past
  * policy_max_memory.  The sandbox opens base, string, table, math, utf8
  * and a reduced os (time, clock, date), and removes whatever reads files
- * or loads code: dofile, loadfile, load, require, io.
+ * or loads code: dofile, loadfile, load, io; require loads only the
+ * pure-Lua modules listed in policy_modules.
  */
 #include "config.h"
 
@@ -63,6 +64,11 @@ const char *const pol__hook_name[POL_H_MAX] = {
     [POL_H_MISS] = "miss",
     [POL_H_PASS] = "pass",
     [POL_H_LOG] = "log",
+    [POL_H_SYNTH] = "synth",
+    [POL_H_BACKEND_FETCH] = "backend_fetch",
+    [POL_H_BACKEND_ERROR] = "backend_error",
+    [POL_H_PIPE] = "pipe",
+    [POL_H_PURGE] = "purge",
 };
 
 static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -130,6 +136,73 @@ pol__arm_limit(lua_State *L)
     lua_sethook(L, count_hook, LUA_MASKCOUNT, (int)par.policy_max_instructions);
 }
 
+/* Whether `name` is listed in policy_modules (names separated by commas or spaces). */
+static bool
+module_allowed(const char *name)
+{
+    const char *p = par.policy_modules, *e;
+    size_t len = strlen(name);
+
+    while (p != NULL && *p != '\0') {
+        p += strspn(p, ", \t");
+        e = p + strcspn(p, ", \t");
+        if ((size_t)(e - p) == len && memcmp(p, name, len) == 0)
+            return (true);
+        p = e;
+    }
+    return (false);
+}
+
+/*
+ * require(name) in the sandbox: only the modules of policy_modules, as
+ * Lua source (never bytecode) from policy_module_path, each loaded once
+ * per state.  The module runs under the same limits as the script.
+ */
+static int
+l_require(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1), *dir = par.policy_module_path, *slash;
+    struct pol_wrk *pw = pol__wrk(L);
+    char path[4096];
+    int n;
+
+    lua_getfield(L, LUA_REGISTRYINDEX, "pol.modules");
+    if (lua_getfield(L, -1, name) != LUA_TNIL)
+        return (1);
+    lua_pop(L, 1);
+    if (name[0] == '\0' || name[strspn(name, "abcdefghijklmnopqrstuvwxyz"
+                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")] != '\0' ||
+        name[0] == '.' || strstr(name, "..") != NULL)
+        return (luaL_error(L, "require: bad module name \"%s\"", name));
+    if (!module_allowed(name))
+        return (luaL_error(L, "require: module \"%s\" is not in policy_modules", name));
+    if (dir == NULL || *dir == '\0') {
+        /* the script's own directory */
+        const char *sp = pol__prog_path(pw->prog);
+        slash = strrchr(sp, '/');
+        n = slash == NULL ? snprintf(path, sizeof path, "./")
+                          : snprintf(path, sizeof path, "%.*s/", (int)(slash - sp), sp);
+    } else {
+        n = snprintf(path, sizeof path, "%s/", dir);
+    }
+    for (const char *c = name; *c != '\0' && n > 0 && (size_t)n < sizeof path - 5; c++)
+        path[n++] = *c == '.' ? '/' : *c;
+    if (n <= 0 || (size_t)n >= sizeof path - 5)
+        return (luaL_error(L, "require: module path too long"));
+    memcpy(path + n, ".lua", 5);
+    if (luaL_loadfilex(L, path, "t") != LUA_OK)
+        return (lua_error(L));
+    lua_pushstring(L, name);
+    lua_call(L, 1, 1);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushboolean(L, 1);
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, name);
+    return (1);
+}
+
 static void
 sandbox(lua_State *L)
 {
@@ -138,7 +211,7 @@ sandbox(lua_State *L)
         { LUA_TABLIBNAME, luaopen_table },   { LUA_MATHLIBNAME, luaopen_math },
         { LUA_UTF8LIBNAME, luaopen_utf8 },   { LUA_OSLIBNAME, luaopen_os },
     };
-    static const char *const drop[] = { "dofile", "loadfile", "load", "require", "print" };
+    static const char *const drop[] = { "dofile", "loadfile", "load", "print" };
     static const char *const os_keep[] = { "time", "clock", "date" };
 
     for (size_t i = 0; i < ARRAY_LEN(libs); i++) {
@@ -164,6 +237,9 @@ sandbox(lua_State *L)
     /* package.loaded still holds the full os table: forget it. */
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "pol.modules");
+    lua_register(L, "require", l_require);
 }
 
 /* Run the chunk on top of the stack, limited; on error the message goes to err. */
@@ -421,7 +497,7 @@ pol_wrk_fini(struct wrk *wrk)
 }
 
 struct pol_wrk *
-pol__state(struct wrk *wrk)
+pol__state(struct wrk *wrk, bool in_request)
 {
     struct pol_wrk *pw = wrk->pol;
     struct pol_prog *p;
@@ -430,7 +506,7 @@ pol__state(struct wrk *wrk)
     int rv;
 
     if (pw != NULL && pw->L != NULL &&
-        pw->prog->gen == __atomic_load_n(&cur_gen, __ATOMIC_ACQUIRE))
+        (in_request || pw->prog->gen == __atomic_load_n(&cur_gen, __ATOMIC_ACQUIRE)))
         return (pw);
     if (pw == NULL) {
         OBJ_NEW(pw, POL_WRK_MAGIC);

@@ -118,9 +118,12 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts
     return (rv);
 }
 
-/* Push req as kind (and make sure req.ctx is this request's). */
+/*
+ * Push the request as kind over hp (req->http, or the backend request),
+ * and make sure req.ctx is this request's.
+ */
 static void
-push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, int ro)
+push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct http *hp, int ro)
 {
     lua_State *L = pw->L;
 
@@ -132,7 +135,7 @@ push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, int ro)
         pw->ctx_id = req->pol_id;
     }
     pw->req = req;
-    pol__obj_push(L, kind, req->http, NULL, ro);
+    pol__obj_push(L, kind, hp, NULL, ro);
 }
 
 /* Invalidate the objects of this call (n of them, from the stack's first slot on). */
@@ -152,8 +155,69 @@ begin(struct req *req)
 {
     OBJ_CHECK(req, REQ_MAGIC);
     OBJ_CHECK(req->wrk, WRK_MAGIC);
-    return (pol__state(req->wrk));
+    return (pol__state(req->wrk, req->pol_id != 0));
 }
+
+/* One hook call: its objects, the actions it may return, what nil means. */
+struct call {
+    enum pol_hook h;
+    enum pol_act dflt;      /* both hooks returned nil, or none exists */
+    bool skip_builtin_only; /* no call at all unless the script defines the hook */
+    const char *const *acts;
+    const enum pol_act *map;
+    int nacts;
+    struct pol_synth *syn; /* NULL: surogat.synth() is not allowed */
+    int nargs;
+    struct {
+        enum pol_obj_kind kind;
+        struct http *hp;
+        struct pol_ex ex;
+        int ro;
+    } arg[2];
+};
+
+static enum pol_act
+call_hook(struct req *req, const struct call *c)
+{
+    struct pol_wrk *pw;
+    int top, rv;
+
+    if (c->syn != NULL)
+        c->syn->status = 0;
+    if (c->skip_builtin_only && !pol__user_has(c->h))
+        return (c->dflt);
+    if ((pw = begin(req)) == NULL)
+        return (POL_ERROR);
+    if (pw->ref_user[c->h] == LUA_NOREF && pw->ref_builtin[c->h] == LUA_NOREF)
+        return (c->dflt);
+    top = lua_gettop(pw->L);
+    for (int i = 0; i < c->nargs; i++) {
+        if (i == 0)
+            push_req(pw, req, c->arg[0].kind, c->arg[0].hp, c->arg[0].ro);
+        else
+            pol__obj_push(pw->L, c->arg[i].kind, c->arg[i].hp, &c->arg[i].ex, c->arg[i].ro);
+    }
+    pw->syn = c->syn;
+    for (int i = 0; i < c->nargs; i++)
+        lua_pushvalue(pw->L, top + 1 + i);
+    rv = run_hook(pw, c->h, c->nargs, c->acts, c->nacts);
+    end_call(pw, top + 1, c->nargs);
+    if (rv < 0)
+        return (POL_ERROR);
+    if (rv == c->nacts)
+        return (c->dflt);
+    if (c->map[rv] == POL_SYNTH && c->syn->status == 0) {
+        c->syn->status = 503;
+        snprintf(c->syn->reason, sizeof c->syn->reason, "%s returned \"synth\"",
+                 pol__hook_name[c->h]);
+    }
+    return (c->map[rv]);
+}
+
+#define CALL_ACTS(a, m) .acts = (a), .map = (m), .nacts = (int)ARRAY_LEN(a)
+#define ARG_REQ(r)      { .kind = POL_O_REQ, .hp = (r)->http }
+/* The backend request: as sent once the fetch built it, else the client's, read-only. */
+#define ARG_BEREQ(r)    { .kind = POL_O_BEREQ, .hp = (r)->bereq != NULL ? (r)->bereq : (r)->http, .ro = 1 }
 
 enum pol_act
 pol_recv(struct req *req, struct pol_synth *syn)
@@ -161,27 +225,10 @@ pol_recv(struct req *req, struct pol_synth *syn)
     static const char *const acts[] = { "hash", "lookup", "pass", "pipe", "purge", "synth" };
     static const enum pol_act map[] = { POL_HASH, POL_HASH, POL_PASS, POL_PIPE, POL_PURGE,
                                         POL_SYNTH };
-    struct pol_wrk *pw = begin(req);
-    int top, rv;
+    const struct call c = { .h = POL_H_RECV, .dflt = POL_HASH, CALL_ACTS(acts, map), .syn = syn,
+                            .nargs = 1, .arg = { ARG_REQ(req) } };
 
-    if (pw == NULL)
-        return (POL_ERROR);
-    top = lua_gettop(pw->L);
-    push_req(pw, req, POL_O_REQ, 0);
-    pw->syn = syn;
-    syn->status = 0;
-    lua_pushvalue(pw->L, -1);
-    rv = run_hook(pw, POL_H_RECV, 1, acts, (int)ARRAY_LEN(acts));
-    end_call(pw, top + 1, 1);
-    if (rv < 0)
-        return (POL_ERROR);
-    if (rv == (int)ARRAY_LEN(acts))
-        return (POL_HASH);
-    if (map[rv] == POL_SYNTH && syn->status == 0) {
-        syn->status = 503;
-        snprintf(syn->reason, sizeof syn->reason, "%s", "recv returned \"synth\"");
-    }
-    return (map[rv]);
+    return (call_hook(req, &c));
 }
 
 int
@@ -198,7 +245,7 @@ pol_hash(struct req *req, char **key, size_t *len)
         return (-1);
     top = lua_gettop(pw->L);
     pw->hlen = 0;
-    push_req(pw, req, POL_O_REQ, 0);
+    push_req(pw, req, POL_O_REQ, req->http, 0);
     lua_pushvalue(pw->L, -1);
     rv = run_hook(pw, POL_H_HASH, 1, acts, 1);
     end_call(pw, top + 1, 1);
@@ -230,122 +277,136 @@ pol_hash(struct req *req, char **key, size_t *len)
 enum pol_act
 pol_backend_response(struct req *req, struct pol_beresp *br)
 {
-    static const char *const acts[] = { "deliver", "pass", "abandon" };
-    static const enum pol_act map[] = { POL_DELIVER, POL_PASS, POL_ABANDON };
-    struct pol_wrk *pw = begin(req);
-    int top, rv;
+    static const char *const acts[] = { "deliver", "pass", "abandon", "retry" };
+    static const enum pol_act map[] = { POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY };
+    const struct call c = {
+        .h = POL_H_BACKEND_RESPONSE, .dflt = POL_DELIVER, CALL_ACTS(acts, map), .nargs = 2,
+        .arg = { ARG_BEREQ(req), { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
+    };
 
-    if (pw == NULL)
-        return (POL_ERROR);
-    if (pw->ref_user[POL_H_BACKEND_RESPONSE] == LUA_NOREF &&
-        pw->ref_builtin[POL_H_BACKEND_RESPONSE] == LUA_NOREF)
-        return (POL_DELIVER);
-    top = lua_gettop(pw->L);
-    push_req(pw, req, POL_O_BEREQ, 1);
-    pol__obj_push(pw->L, POL_O_BERESP, br->resp, br, 0);
-    lua_pushvalue(pw->L, -2);
-    lua_pushvalue(pw->L, -2);
-    rv = run_hook(pw, POL_H_BACKEND_RESPONSE, 2, acts, (int)ARRAY_LEN(acts));
-    end_call(pw, top + 1, 2);
-    if (rv < 0)
-        return (POL_ERROR);
-    return (rv == (int)ARRAY_LEN(acts) ? POL_DELIVER : map[rv]);
+    return (call_hook(req, &c));
 }
 
 enum pol_act
 pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "deliver", "synth" };
-    struct pol_wrk *pw = begin(req);
-    int top, rv;
+    static const char *const acts[] = { "deliver", "synth", "restart" };
+    static const enum pol_act map[] = { POL_DELIVER, POL_SYNTH, POL_RESTART };
+    const struct call c = { .h = POL_H_DELIVER, .dflt = POL_DELIVER, CALL_ACTS(acts, map),
+                            .syn = syn, .nargs = 2,
+                            .arg = { ARG_REQ(req), { .kind = POL_O_RESP, .hp = resp } } };
 
-    if (pw == NULL)
-        return (POL_ERROR);
-    top = lua_gettop(pw->L);
-    push_req(pw, req, POL_O_REQ, 0);
-    pol__obj_push(pw->L, POL_O_RESP, resp, NULL, 0);
-    pw->syn = syn;
-    syn->status = 0;
-    lua_pushvalue(pw->L, -2);
-    lua_pushvalue(pw->L, -2);
-    rv = run_hook(pw, POL_H_DELIVER, 2, acts, (int)ARRAY_LEN(acts));
-    end_call(pw, top + 1, 2);
-    if (rv < 0)
-        return (POL_ERROR);
-    if (rv == 1) {
-        if (syn->status == 0) {
-            syn->status = 503;
-            snprintf(syn->reason, sizeof syn->reason, "%s", "deliver returned \"synth\"");
-        }
-        return (POL_SYNTH);
-    }
-    return (POL_DELIVER);
-}
-
-/*
- * hit, miss and pass: (req[, obj]) with synth allowed.  A script without
- * the hook gets dflt at once -- builtin.lua's answer -- without a call;
- * so does one whose hook and builtin.lua's both return nil.
- */
-static enum pol_act
-decide(struct req *req, enum pol_hook h, const struct pol_obj *obj, struct pol_synth *syn,
-       const char *const *acts, const enum pol_act *map, int nacts, enum pol_act dflt)
-{
-    struct pol_wrk *pw;
-    int top, rv, nargs = obj != NULL ? 2 : 1;
-
-    syn->status = 0;
-    if (!pol__user_has(h))
-        return (dflt);
-    pw = begin(req);
-    if (pw == NULL)
-        return (POL_ERROR);
-    top = lua_gettop(pw->L);
-    push_req(pw, req, POL_O_REQ, 0);
-    if (obj != NULL)
-        pol__obj_push(pw->L, POL_O_OBJ, obj->resp, (void *)(uintptr_t)obj, 1);
-    pw->syn = syn;
-    for (int i = 0; i < nargs; i++)
-        lua_pushvalue(pw->L, top + 1 + i);
-    rv = run_hook(pw, h, nargs, acts, nacts);
-    end_call(pw, top + 1, nargs);
-    if (rv < 0)
-        return (POL_ERROR);
-    if (rv == nacts)
-        return (dflt);
-    if (map[rv] == POL_SYNTH && syn->status == 0) {
-        syn->status = 503;
-        snprintf(syn->reason, sizeof syn->reason, "%s returned \"synth\"", pol__hook_name[h]);
-    }
-    return (map[rv]);
+    return (call_hook(req, &c));
 }
 
 enum pol_act
 pol_hit(struct req *req, const struct pol_obj *obj, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "deliver", "miss", "pass", "synth" };
-    static const enum pol_act map[] = { POL_DELIVER, POL_MISS, POL_PASS, POL_SYNTH };
+    static const char *const acts[] = { "deliver", "miss", "pass", "synth", "restart" };
+    static const enum pol_act map[] = { POL_DELIVER, POL_MISS, POL_PASS, POL_SYNTH,
+                                        POL_RESTART };
+    const struct call c = {
+        .h = POL_H_HIT, .dflt = POL_DELIVER, .skip_builtin_only = true, CALL_ACTS(acts, map),
+        .syn = syn, .nargs = 2,
+        .arg = { ARG_REQ(req), { .kind = POL_O_OBJ, .hp = obj->resp, .ex.obj = obj, .ro = 1 } },
+    };
 
-    AN(obj);
-    return (decide(req, POL_H_HIT, obj, syn, acts, map, (int)ARRAY_LEN(acts), POL_DELIVER));
+    return (call_hook(req, &c));
 }
 
 enum pol_act
 pol_miss(struct req *req, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "fetch", "pass", "synth" };
-    static const enum pol_act map[] = { POL_FETCH, POL_PASS, POL_SYNTH };
+    static const char *const acts[] = { "fetch", "pass", "synth", "restart" };
+    static const enum pol_act map[] = { POL_FETCH, POL_PASS, POL_SYNTH, POL_RESTART };
+    const struct call c = { .h = POL_H_MISS, .dflt = POL_FETCH, .skip_builtin_only = true,
+                            CALL_ACTS(acts, map), .syn = syn, .nargs = 1,
+                            .arg = { ARG_REQ(req) } };
 
-    return (decide(req, POL_H_MISS, NULL, syn, acts, map, (int)ARRAY_LEN(acts), POL_FETCH));
+    return (call_hook(req, &c));
 }
 
 enum pol_act
 pol_pass(struct req *req, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "fetch", "synth" };
-    static const enum pol_act map[] = { POL_FETCH, POL_SYNTH };
+    static const char *const acts[] = { "fetch", "synth", "restart" };
+    static const enum pol_act map[] = { POL_FETCH, POL_SYNTH, POL_RESTART };
+    const struct call c = { .h = POL_H_PASS, .dflt = POL_FETCH, .skip_builtin_only = true,
+                            CALL_ACTS(acts, map), .syn = syn, .nargs = 1,
+                            .arg = { ARG_REQ(req) } };
 
-    return (decide(req, POL_H_PASS, NULL, syn, acts, map, (int)ARRAY_LEN(acts), POL_FETCH));
+    return (call_hook(req, &c));
+}
+
+enum pol_act
+pol_synth(struct req *req, struct http *resp, struct txt *body)
+{
+    static const char *const acts[] = { "deliver", "restart" };
+    static const enum pol_act map[] = { POL_DELIVER, POL_RESTART };
+    const struct call c = {
+        .h = POL_H_SYNTH, .dflt = POL_DELIVER, .skip_builtin_only = true, CALL_ACTS(acts, map),
+        .nargs = 2, .arg = { ARG_REQ(req), { .kind = POL_O_RESP, .hp = resp, .ex.body = body } },
+    };
+
+    return (call_hook(req, &c));
+}
+
+enum pol_act
+pol_backend_fetch(struct req *req, struct http *bereq)
+{
+    static const char *const acts[] = { "fetch", "abandon" };
+    static const enum pol_act map[] = { POL_FETCH, POL_ABANDON };
+    const struct call c = { .h = POL_H_BACKEND_FETCH, .dflt = POL_FETCH,
+                            .skip_builtin_only = true, CALL_ACTS(acts, map), .nargs = 1,
+                            .arg = { { .kind = POL_O_BEREQ, .hp = bereq } } };
+
+    return (call_hook(req, &c));
+}
+
+bool
+pol_has_backend_error(void)
+{
+    return (pol__user_has(POL_H_BACKEND_ERROR));
+}
+
+enum pol_act
+pol_backend_error(struct req *req, struct http *beresp, struct txt *body)
+{
+    static const char *const acts[] = { "deliver", "retry", "abandon" };
+    static const enum pol_act map[] = { POL_DELIVER, POL_RETRY, POL_ABANDON };
+    const struct call c = {
+        .h = POL_H_BACKEND_ERROR, .dflt = POL_ABANDON, .skip_builtin_only = true,
+        CALL_ACTS(acts, map), .nargs = 2,
+        .arg = { ARG_BEREQ(req), { .kind = POL_O_BERESP, .hp = beresp, .ex.body = body } },
+    };
+
+    return (call_hook(req, &c));
+}
+
+enum pol_act
+pol_pipe(struct req *req, struct http *bereq, struct pol_synth *syn)
+{
+    static const char *const acts[] = { "pipe", "synth" };
+    static const enum pol_act map[] = { POL_PIPE, POL_SYNTH };
+    const struct call c = {
+        .h = POL_H_PIPE, .dflt = POL_PIPE, .skip_builtin_only = true, CALL_ACTS(acts, map),
+        .syn = syn, .nargs = 2,
+        .arg = { ARG_REQ(req), { .kind = POL_O_BEREQ, .hp = bereq } },
+    };
+
+    return (call_hook(req, &c));
+}
+
+enum pol_act
+pol_purge(struct req *req, struct pol_synth *syn)
+{
+    static const char *const acts[] = { "synth", "restart" };
+    static const enum pol_act map[] = { POL_SYNTH, POL_RESTART };
+    const struct call c = { .h = POL_H_PURGE, .dflt = POL_NONE, .skip_builtin_only = true,
+                            CALL_ACTS(acts, map), .syn = syn, .nargs = 1,
+                            .arg = { ARG_REQ(req) } };
+
+    return (call_hook(req, &c));
 }
 
 void
@@ -367,7 +428,7 @@ pol_log(struct req *req)
     reason = http_reason(req->status);
     resp.reason = (struct txt){ reason, strlen(reason) };
     top = lua_gettop(pw->L);
-    push_req(pw, req, POL_O_REQ, 1);
+    push_req(pw, req, POL_O_REQ, req->http, 1);
     pol__obj_push(pw->L, POL_O_RESP, &resp, NULL, 1);
     lua_pushvalue(pw->L, -2);
     lua_pushvalue(pw->L, -2);

@@ -208,7 +208,7 @@ l_re_gsub(lua_State *L)
 
 /* ---- surogat ---- */
 
-/* surogat.synth(status, reason): return it from recv, hit, miss, pass or deliver. */
+/* surogat.synth(status, reason): return it from recv, hit, miss, pass, pipe, purge or deliver. */
 static int
 l_synth(lua_State *L)
 {
@@ -218,9 +218,14 @@ l_synth(lua_State *L)
     const char *reason = luaL_optlstring(L, 2, "", &rlen);
 
     if (pw->syn == NULL)
-        return (luaL_error(L, "surogat.synth: only in recv, hit, miss, pass and deliver"));
+        return (luaL_error(L, "surogat.synth: only in recv, hit, miss, pass, pipe, purge and "
+                              "deliver"));
     if (st < 200 || st > 999)
         return (luaL_error(L, "surogat.synth: status %d is not 200..999", (int)st));
+    /* It becomes the status line's reason phrase. */
+    for (size_t i = 0; i < rlen; i++)
+        if (reason[i] == '\r' || reason[i] == '\n' || reason[i] == '\0')
+            return (luaL_error(L, "surogat.synth: reason with CR, LF or NUL"));
     pw->syn->status = (unsigned)st;
     if (rlen >= sizeof pw->syn->reason)
         rlen = sizeof pw->syn->reason - 1;

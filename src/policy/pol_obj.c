@@ -12,13 +12,17 @@
  * written.
  *
  * obj (in hit) is a read-only view of the cached object's stored head
- * and timing; `client` is a global userdata reading the current
- * request's session, so it needs no refreshing per request.
+ * and timing; `client` and `server` are global userdata
+ * reading the current request's session (or the host), so they need no
+ * refreshing per request.
  */
 #include "config.h"
 
+#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 
@@ -33,30 +37,30 @@
 
 #define MSG_MT    "surogat.msg"
 #define HDRS_MT   "surogat.http"
-#define CLIENT_MT "surogat.client"
 
 struct msg {
     unsigned magic;
 #define POL_MSG_MAGIC 0x1f7a5c93
     enum pol_obj_kind kind;
-    struct http *hp;           /* NULL once the hook call ended */
-    struct pol_beresp *br;     /* beresp only */
-    const struct pol_obj *obj; /* obj only */
+    struct http *hp; /* NULL once the hook call ended */
+    struct pol_ex ex;
     int ro;
 };
 
 static const char *const kind_name[] = { "req", "bereq", "beresp", "resp", "obj" };
 
 void
-pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, void *ex, int ro)
+pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struct pol_ex *ex,
+              int ro)
 {
     struct msg *m = lua_newuserdatauv(L, sizeof *m, 1);
 
     m->magic = POL_MSG_MAGIC;
     m->kind = kind;
     m->hp = hp;
-    m->br = kind == POL_O_BERESP ? ex : NULL;
-    m->obj = kind == POL_O_OBJ ? ex : NULL;
+    memset(&m->ex, 0, sizeof m->ex);
+    if (ex != NULL)
+        m->ex = *ex;
     m->ro = ro;
     luaL_setmetatable(L, MSG_MT);
 }
@@ -67,8 +71,7 @@ pol__obj_kill(lua_State *L, int idx)
     struct msg *m = luaL_checkudata(L, idx, MSG_MT);
 
     m->hp = NULL;
-    m->br = NULL;
-    m->obj = NULL;
+    memset(&m->ex, 0, sizeof m->ex);
 }
 
 static struct msg *
@@ -256,12 +259,53 @@ l_hdrs_unset(lua_State *L)
     return (1);
 }
 
-/* req.http:each(function(name, value) ... end): every field in order. */
+/* The iterator of :each(): (headers, index) -> index + 1, name, value. */
+static int
+l_hdrs_next(lua_State *L)
+{
+    struct msg *m = hdrs_msg(L, 1);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    const struct http_hdr *h;
+
+    if (i < 0 || (lua_Unsigned)i >= m->hp->nhdr)
+        return (0);
+    h = &m->hp->hdr[i];
+    lua_pushinteger(L, i + 1);
+    lua_pushlstring(L, h->name.b, h->name.len);
+    lua_pushlstring(L, h->val.b != NULL ? h->val.b : "", h->val.len);
+    return (3);
+}
+
+/* The generic for's iterator over (name, value): drops the index l_hdrs_next() carries. */
+static int
+l_hdrs_iter(lua_State *L)
+{
+    lua_Integer i = lua_tointeger(L, lua_upvalueindex(2));
+
+    lua_settop(L, 0);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushinteger(L, i);
+    if (l_hdrs_next(L) == 0)
+        return (0);
+    lua_copy(L, 3, lua_upvalueindex(2));
+    return (2);
+}
+
+/*
+ * for name, value in req.http:each() do ... end -- every field in order;
+ * req.http:each(function(name, value) ... end) does the same with a callback.
+ */
 static int
 l_hdrs_each(lua_State *L)
 {
     struct msg *m = hdrs_msg(L, 1);
 
+    if (lua_isnoneornil(L, 2)) {
+        lua_settop(L, 1);
+        lua_pushinteger(L, 0);
+        lua_pushcclosure(L, l_hdrs_iter, 2);
+        return (1);
+    }
     luaL_checktype(L, 2, LUA_TFUNCTION);
     for (unsigned i = 0; m->hp != NULL && i < m->hp->nhdr; i++) {
         const struct http_hdr *h = &m->hp->hdr[i];
@@ -279,6 +323,29 @@ static void
 push_txt(lua_State *L, struct txt t)
 {
     lua_pushlstring(L, t.b != NULL ? t.b : "", t.len);
+}
+
+/*
+ * The request's facts and switches (req.restarts, req.hash_always_miss,
+ * bereq.retries ...): pushes the value, nil when k is none of them.
+ */
+static void
+push_req_fact(lua_State *L, const struct msg *m, const char *k)
+{
+    const struct req *req = pol__wrk(L)->req;
+
+    if (req == NULL)
+        lua_pushnil(L);
+    else if (strcmp(k, "restarts") == 0)
+        lua_pushinteger(L, req->restarts);
+    else if (m->kind == POL_O_BEREQ && strcmp(k, "retries") == 0)
+        lua_pushinteger(L, req->retries);
+    else if (m->kind == POL_O_REQ && strcmp(k, "hash_always_miss") == 0)
+        lua_pushboolean(L, req->hash_always_miss);
+    else if (m->kind == POL_O_REQ && strcmp(k, "hash_ignore_busy") == 0)
+        lua_pushboolean(L, req->hash_ignore_busy);
+    else
+        lua_pushnil(L);
 }
 
 static int
@@ -310,20 +377,26 @@ l_msg_index(lua_State *L)
             pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         }
         lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-    } else if (m->br != NULL && strcmp(k, "ttl") == 0) {
-        lua_pushnumber(L, m->br->ttl);
-    } else if (m->br != NULL && strcmp(k, "grace") == 0) {
-        lua_pushnumber(L, m->br->grace);
-    } else if (m->br != NULL && strcmp(k, "stale_if_error") == 0) {
-        lua_pushnumber(L, m->br->stale_if_error);
-    } else if (m->br != NULL && strcmp(k, "uncacheable") == 0) {
-        lua_pushboolean(L, m->br->uncacheable);
-    } else if (m->obj != NULL && strcmp(k, "ttl") == 0) {
-        lua_pushnumber(L, m->obj->ttl);
-    } else if (m->obj != NULL && strcmp(k, "age") == 0) {
-        lua_pushnumber(L, m->obj->age);
-    } else if (m->obj != NULL && strcmp(k, "grace") == 0) {
-        lua_pushnumber(L, m->obj->grace);
+    } else if (m->ex.br != NULL && strcmp(k, "ttl") == 0) {
+        lua_pushnumber(L, m->ex.br->ttl);
+    } else if (m->ex.br != NULL && strcmp(k, "grace") == 0) {
+        lua_pushnumber(L, m->ex.br->grace);
+    } else if (m->ex.br != NULL && strcmp(k, "stale_if_error") == 0) {
+        lua_pushnumber(L, m->ex.br->stale_if_error);
+    } else if (m->ex.br != NULL && strcmp(k, "uncacheable") == 0) {
+        lua_pushboolean(L, m->ex.br->uncacheable);
+    } else if (m->ex.obj != NULL && strcmp(k, "ttl") == 0) {
+        lua_pushnumber(L, m->ex.obj->ttl);
+    } else if (m->ex.obj != NULL && strcmp(k, "age") == 0) {
+        lua_pushnumber(L, m->ex.obj->age);
+    } else if (m->ex.obj != NULL && strcmp(k, "grace") == 0) {
+        lua_pushnumber(L, m->ex.obj->grace);
+    } else if (m->ex.br != NULL && strcmp(k, "keep") == 0) {
+        lua_pushnumber(L, m->ex.br->keep);
+    } else if (m->ex.body != NULL && strcmp(k, "body") == 0) {
+        push_txt(L, *m->ex.body);
+    } else if (isreq) {
+        push_req_fact(L, m, k);
     } else {
         lua_pushnil(L);
     }
@@ -372,21 +445,34 @@ l_msg_newindex(lua_State *L)
     } else if (!isreq && strcmp(k, "reason") == 0) {
         s = check_value(L, 3, &len);
         m->hp->reason = ws_txt(L, s, len);
-    } else if (m->br != NULL && strcmp(k, "ttl") == 0) {
-        m->br->ttl = check_duration(L, 3, k);
-        if (!m->br->uncacheable_set)
-            m->br->uncacheable = !(m->br->ttl > 0);
-        m->br->changed = true;
-    } else if (m->br != NULL && strcmp(k, "grace") == 0) {
-        m->br->grace = check_duration(L, 3, k);
-        m->br->changed = true;
-    } else if (m->br != NULL && strcmp(k, "stale_if_error") == 0) {
-        m->br->stale_if_error = check_duration(L, 3, k);
-        m->br->changed = true;
-    } else if (m->br != NULL && strcmp(k, "uncacheable") == 0) {
-        m->br->uncacheable = lua_toboolean(L, 3);
-        m->br->uncacheable_set = true;
-        m->br->changed = true;
+    } else if (m->ex.br != NULL && strcmp(k, "ttl") == 0) {
+        m->ex.br->ttl = check_duration(L, 3, k);
+        if (!m->ex.br->uncacheable_set)
+            m->ex.br->uncacheable = !(m->ex.br->ttl > 0);
+        m->ex.br->changed = true;
+    } else if (m->ex.br != NULL && strcmp(k, "grace") == 0) {
+        m->ex.br->grace = check_duration(L, 3, k);
+        m->ex.br->changed = true;
+    } else if (m->ex.br != NULL && strcmp(k, "stale_if_error") == 0) {
+        m->ex.br->stale_if_error = check_duration(L, 3, k);
+        m->ex.br->changed = true;
+    } else if (m->ex.br != NULL && strcmp(k, "uncacheable") == 0) {
+        m->ex.br->uncacheable = lua_toboolean(L, 3);
+        m->ex.br->uncacheable_set = true;
+        m->ex.br->changed = true;
+    } else if (m->ex.br != NULL && strcmp(k, "keep") == 0) {
+        m->ex.br->keep = check_duration(L, 3, k);
+        m->ex.br->changed = true;
+    } else if (m->ex.body != NULL && strcmp(k, "body") == 0) {
+        s = luaL_checklstring(L, 3, &len);
+        *m->ex.body = ws_txt(L, s, len);
+    } else if (m->kind == POL_O_REQ &&
+               (strcmp(k, "hash_always_miss") == 0 || strcmp(k, "hash_ignore_busy") == 0)) {
+        struct req *req = pol__wrk(L)->req;
+        if (k[5] == 'a')
+            req->hash_always_miss = lua_toboolean(L, 3);
+        else
+            req->hash_ignore_busy = lua_toboolean(L, 3);
     } else {
         return (luaL_error(L, "%s.%s cannot be set", kind_name[m->kind], k));
     }
@@ -424,12 +510,6 @@ l_client_index(lua_State *L)
 }
 
 static int
-l_client_newindex(lua_State *L)
-{
-    return (luaL_error(L, "client is read-only"));
-}
-
-static int
 l_client_tostring(lua_State *L)
 {
     struct pol_wrk *pw = pol__wrk(L);
@@ -441,23 +521,84 @@ l_client_tostring(lua_State *L)
     return (1);
 }
 
-void
-pol__client_open(lua_State *L)
-{
-    static const luaL_Reg client_mt[] = {
-        { "__index", l_client_index },
-        { "__newindex", l_client_newindex },
-        { "__tostring", l_client_tostring },
-        { NULL, NULL },
-    };
+/*
+ * ---- server: this host, and the address the client connected to ----
+ * (VCL's local.ip is server.ip here: `local` is a Lua keyword.)
+ */
 
+/* The connection's own address: with a wildcard listen address, the one it reached. */
+static int
+push_local_addr(lua_State *L, const char *k)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN], port[8];
+
+    if (pw->req == NULL)
+        return (luaL_error(L, "server.%s used outside a hook", k));
+    if (pw->req->sp == NULL || getsockname(pw->req->sp->fd, (struct sockaddr *)&ss, &sl) != 0 ||
+        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        lua_pushnil(L);
+    else if (*k == 'i')
+        lua_pushstring(L, host);
+    else
+        lua_pushinteger(L, strtol(port, NULL, 10));
+    return (1);
+}
+
+static int
+l_server_index(lua_State *L)
+{
+    const char *k = luaL_checkstring(L, 2);
+    char name[256];
+
+    if (strcmp(k, "ip") == 0 || strcmp(k, "port") == 0)
+        return (push_local_addr(L, k));
+    if (strcmp(k, "hostname") == 0 || strcmp(k, "identity") == 0) {
+        if (gethostname(name, sizeof name) != 0)
+            name[0] = '\0';
+        name[sizeof name - 1] = '\0';
+        lua_pushstring(L, name);
+    } else {
+        lua_pushnil(L);
+    }
+    return (1);
+}
+
+static int
+l_fact_newindex(lua_State *L)
+{
+    return (luaL_error(L, "%s is read-only", luaL_checkstring(L, lua_upvalueindex(1))));
+}
+
+/* A read-only global userdata `name` whose fields come from index. */
+static void
+fact_open(lua_State *L, const char *name, lua_CFunction index, lua_CFunction tostring)
+{
     (void)lua_newuserdatauv(L, 0, 0);
-    luaL_newmetatable(L, CLIENT_MT);
-    luaL_setfuncs(L, client_mt, 0);
+    lua_newtable(L);
+    lua_pushcfunction(L, index);
+    lua_setfield(L, -2, "__index");
+    lua_pushstring(L, name);
+    lua_pushcclosure(L, l_fact_newindex, 1);
+    lua_setfield(L, -2, "__newindex");
+    if (tostring != NULL) {
+        lua_pushcfunction(L, tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
     lua_pushliteral(L, "locked");
     lua_setfield(L, -2, "__metatable");
     lua_setmetatable(L, -2);
-    lua_setglobal(L, "client");
+    lua_setglobal(L, name);
+}
+
+void
+pol__client_open(lua_State *L)
+{
+    fact_open(L, "client", l_client_index, l_client_tostring);
+    fact_open(L, "server", l_server_index, NULL);
 }
 
 void

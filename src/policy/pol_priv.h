@@ -23,6 +23,11 @@ enum pol_hook {
     POL_H_MISS,
     POL_H_PASS,
     POL_H_LOG,
+    POL_H_SYNTH,
+    POL_H_BACKEND_FETCH,
+    POL_H_BACKEND_ERROR,
+    POL_H_PIPE,
+    POL_H_PURGE,
     POL_H_MAX,
 };
 
@@ -58,9 +63,14 @@ pol__wrk(lua_State *L)
 
 /* pol.c: the engine. */
 extern const char *const pol__hook_name[POL_H_MAX]; /* the script's global of each hook */
-/* The worker's state for the current program, (re)built when needed; NULL logged and counted. */
+/*
+ * The worker's state for the current program, (re)built when needed; NULL
+ * logged and counted.  in_request: a hook of this request already ran on
+ * the state, which then stays as it is, so that a request that began
+ * under one program ends under it even when a reload came in between.
+ */
 struct wrk;
-struct pol_wrk *pol__state(struct wrk *wrk);
+struct pol_wrk *pol__state(struct wrk *wrk, bool in_request);
 bool pol__user_has(enum pol_hook h); /* the current script defines hook h */
 /* Arm the instruction budget before a call; the caller disarms with lua_sethook(L, NULL, 0, 0). */
 void pol__arm_limit(lua_State *L);
@@ -78,12 +88,23 @@ void pol__obj_open(lua_State *L);
  * instead of touching a head that is gone.
  */
 enum pol_obj_kind { POL_O_REQ, POL_O_BEREQ, POL_O_BERESP, POL_O_RESP, POL_O_OBJ };
+/*
+ * What a message object may carry besides its head: a beresp's timing
+ * (br), a cached object's (obj), a synthetic body the hook may replace
+ * (body: resp in synth, beresp in backend_error).
+ */
+struct pol_ex {
+    struct pol_beresp *br;
+    const struct pol_obj *obj;
+    struct txt *body;
+};
 struct pol_beresp;
 struct pol_obj;
-/* ex: the beresp's timing (POL_O_BERESP) or the object's (POL_O_OBJ), else NULL. */
-void pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, void *ex, int ro);
+/* ex may be NULL. */
+void pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struct pol_ex *ex,
+                   int ro);
 void pol__obj_kill(lua_State *L, int idx);
-/* The global `client`: the current request's peer, read-only. */
+/* The globals `client` and `server`: facts of the current request, read-only. */
 void pol__client_open(lua_State *L);
 
 #endif

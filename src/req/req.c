@@ -11,6 +11,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
+#include "surogat/mon.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/pool.h"
@@ -94,6 +97,137 @@ req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const cha
         STAT_ADD(resp_body_bytes, req->resp_bytes);
     }
     return (rv);
+}
+
+int
+req_send_synth(struct req *req, const struct http *hp, struct txt body)
+{
+    char date[TIM_HTTP_DATE_LEN + 1], *buf;
+    struct iovec iov[2];
+    struct sb sb;
+    size_t room;
+    int rv;
+
+    buf = ws_reserve_all(&req->wrk->ws, &room);
+    sb_init(&sb, buf, room);
+    sb_printf(&sb, "HTTP/1.1 %u %.*s\r\n", hp->status, (int)hp->reason.len,
+              hp->reason.b != NULL ? hp->reason.b : "");
+    if (http_find(hp, "Date") == NULL) {
+        tim_http_date(tim_real(), date);
+        sb_printf(&sb, "Date: %s\r\n", date);
+    }
+    if (http_find(hp, "Server") == NULL)
+        sb_cat(&sb, "Server: surogat\r\n");
+    for (unsigned i = 0; i < hp->nhdr; i++) {
+        const struct http_hdr *h = &hp->hdr[i];
+        if (http_name_eq(&h->name, "Content-Length") || http_name_eq(&h->name, "Connection") ||
+            http_name_eq(&h->name, "Transfer-Encoding"))
+            continue;
+        sb_printf(&sb, "%.*s: %.*s\r\n", (int)h->name.len, h->name.b, (int)h->val.len,
+                  h->val.b != NULL ? h->val.b : "");
+    }
+    sb_printf(&sb, "Content-Length: %zu\r\n%s\r\n", body.len,
+              req->close || req->want_close ? "Connection: close\r\n"
+              : req->keepalive_10           ? "Connection: keep-alive\r\n"
+                                            : "");
+    if (!sb_ok(&sb)) {
+        ws_release(&req->wrk->ws, 0);
+        STAT_INC(ws_overflow);
+        req->close = true;
+        return (req_synth(req, 500, NULL));
+    }
+    ws_release(&req->wrk->ws, sb.len + 1);
+    iov[0].iov_base = buf;
+    iov[0].iov_len = sb.len;
+    iov[1].iov_base = (void *)(uintptr_t)body.b;
+    iov[1].iov_len = req->head_only ? 0 : body.len;
+    req->status = hp->status;
+    req->t_first = tim_mono();
+    rv = sess_writev(req->sp, iov, 2, req_send_deadline(req));
+    if (rv == 0) {
+        req->resp_bytes = iov[1].iov_len;
+        STAT_ADD(resp_head_bytes, sb.len);
+        STAT_ADD(resp_body_bytes, req->resp_bytes);
+    }
+    return (rv);
+}
+
+/* s with &, <, > and " as HTML entities, in workspace; NULL when it is full. */
+static char *
+html_escape(struct ws *ws, const char *s)
+{
+    size_t n = 0;
+    char *out, *p;
+
+    for (const char *q = s; *q != '\0'; q++)
+        n += strchr("&<>\"", *q) != NULL ? 6 : 1;
+    if ((out = ws_alloc(ws, n + 1)) == NULL)
+        return (NULL);
+    for (p = out; *s != '\0'; s++) {
+        switch (*s) {
+        case '&':
+            p = stpcpy(p, "&amp;");
+            break;
+        case '<':
+            p = stpcpy(p, "&lt;");
+            break;
+        case '>':
+            p = stpcpy(p, "&gt;");
+            break;
+        case '"':
+            p = stpcpy(p, "&quot;");
+            break;
+        default:
+            *p++ = *s;
+        }
+    }
+    *p = '\0';
+    return (out);
+}
+
+void
+req_synth_pol(struct req *req, unsigned status, const char *reason)
+{
+    struct http_hdr *hdrs = ws_alloc(&req->wrk->ws, (POL_HDR_ROOM + 2) * sizeof *hdrs);
+    const char *esc = html_escape(&req->wrk->ws, reason);
+    struct http resp;
+    struct txt body;
+    char *page;
+    int len;
+
+    if (*reason == '\0')
+        reason = http_reason(status);
+    if (hdrs == NULL || esc == NULL ||
+        (page = ws_alloc(&req->wrk->ws, 2 * strlen(esc) + 160)) == NULL) {
+        STAT_INC(ws_overflow);
+        (void)req_synth(req, status, NULL);
+        return;
+    }
+    len = snprintf(page, 2 * strlen(esc) + 160,
+                   "<!DOCTYPE html>\n<html><head><title>%u %s</title></head>\n"
+                   "<body><h1>%u %s</h1></body></html>\n",
+                   status, esc, status, esc);
+    body = (struct txt){ page, (size_t)len };
+    http_init(&resp, hdrs, POL_HDR_ROOM + 2);
+    resp.proto = 11;
+    resp.status = status;
+    resp.reason = (struct txt){ reason, strlen(reason) };
+    AZ(http_add(&resp, TXT_LIT("Content-Type"), TXT_LIT("text/html; charset=utf-8")));
+    req->cache = "SYNTH";
+    if (pol_active()) {
+        switch (pol_synth(req, &resp, &body)) {
+        case POL_DELIVER:
+            break;
+        case POL_RESTART:
+            req->restart = true;
+            return;
+        default:
+            (void)req_synth_msg(req, 503, NULL, "policy error");
+            return;
+        }
+    }
+    (void)req_send_synth(req, &resp, body);
+    req->cache = "SYNTH";
 }
 
 static void
@@ -348,6 +482,7 @@ req_finish(struct req *req)
     }
     if (req->t_first == 0)
         req->t_first = req->t_end;
+    mon_req_end(req);
     if (alog_enabled())
         alog_req(req->wrk->alog, req);
     /* A body we never read leaves the connection out of step: close it. */

@@ -24,6 +24,7 @@
 #include "surogat/fresh.h"
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
+#include "surogat/log.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/req.h"
@@ -232,8 +233,18 @@ struct dlv {
     uint64_t last;
     char status_line[64];
     char tail[320];
-    struct pol_synth syn; /* deliver_head() returned -1: answer this instead */
+    struct pol_synth syn; /* deliver_head() returned -1: answer this instead (0: restart) */
 };
+
+/* The deliver hook refused the delivery: its synthetic answer, or a restart. */
+static void
+deliver_refused(struct req *req, const struct dlv *d)
+{
+    if (d->syn.status == 0)
+        req->restart = true;
+    else
+        req_synth_pol(req, d->syn.status, d->syn.reason);
+}
 
 /*
  * The deliver hook on a head about to be sent (the iovecs): parse it into
@@ -275,6 +286,9 @@ deliver_policy(struct req *req, struct dlv *d, struct iovec *iov, int n)
     case POL_DELIVER:
         break;
     case POL_SYNTH:
+        return (-1);
+    case POL_RESTART:
+        d->syn.status = 0;
         return (-1);
     default:
         d->syn.status = 503;
@@ -418,7 +432,7 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     req->cache = "HIT";
     n = deliver_head(req, oc, oc->body.len, now, fwd, &d, iov);
     if (n < 0) {
-        (void)req_synth_msg(req, d.syn.status, NULL, d.syn.reason);
+        deliver_refused(req, &d);
         return;
     }
     if (no_body(req, &d) || oc->body.len == 0) {
@@ -518,7 +532,7 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
     req->cache = "COLLAPSED";
     n = deliver_head(req, oc, len, tim_real(), "fwd=miss; collapsed", &d, iov);
     if (n < 0) {
-        (void)req_synth_msg(req, d.syn.status, NULL, d.syn.reason);
+        deliver_refused(req, &d);
         return;
     }
     if (sess_writev(req->sp, iov, n, req_send_deadline(req)) != 0) {
@@ -605,11 +619,11 @@ req_invalidate(struct req *req, const struct http *resp)
     }
 }
 
-/* A policy failure: 503, logged by pol_ already. */
+/* A policy failure: 503 (through the synth hook), logged by pol_ already. */
 static void
 policy_fail(struct req *req)
 {
-    (void)req_synth_msg(req, 503, NULL, "policy error");
+    req_synth_pol(req, 503, "policy error");
 }
 
 /*
@@ -618,14 +632,16 @@ policy_fail(struct req *req)
  */
 static void do_pass(struct req *req, struct be *be);
 
-/* A hook said neither fetch nor deliver: pass, synth, or it failed. */
+/* A hook said neither fetch nor deliver: pass, synth, restart, or it failed. */
 static void
 answer_other(struct req *req, struct be *be, enum pol_act act, const struct pol_synth *syn)
 {
     if (act == POL_PASS)
         do_pass(req, be);
     else if (act == POL_SYNTH)
-        (void)req_synth_msg(req, syn->status, NULL, syn->reason);
+        req_synth_pol(req, syn->status, syn->reason);
+    else if (act == POL_RESTART)
+        req->restart = true;
     else
         policy_fail(req);
 }
@@ -721,14 +737,16 @@ policy_recv(struct req *req, struct be *be, char **key, size_t *keylen)
     case POL_HASH:
         break;
     case POL_PASS:
-    case POL_PIPE:
         do_pass(req, be);
+        return (false);
+    case POL_PIPE:
+        req_pipe(req, be);
         return (false);
     case POL_PURGE:
         req_purge(req);
         return (false);
     case POL_SYNTH:
-        (void)req_synth_msg(req, syn.status, NULL, syn.reason);
+        req_synth_pol(req, syn.status, syn.reason);
         return (false);
     default:
         policy_fail(req);
@@ -743,8 +761,8 @@ policy_recv(struct req *req, struct be *be, char **key, size_t *keylen)
     return (true);
 }
 
-void
-req_dispatch(struct req *req)
+static void
+dispatch_once(struct req *req)
 {
     struct be *be = be_default();
     struct cobj *oc = NULL, *so;
@@ -776,9 +794,15 @@ req_dispatch(struct req *req)
         return;
     }
     cc_parse_request(req->http, &qcc);
+    if (req->hash_always_miss) {
+        /* As the hit hook's "miss": a fresh object only serves to revalidate. */
+        refresh = true;
+        qcc.flags |= CC_NO_CACHE;
+    }
 lookup:
     now = tim_real();
-    switch (hsh_lookup(key, keylen, req->http, &qcc, now, &oc, &stale)) {
+    switch (hsh_lookup(key, keylen, req->http, &qcc, now,
+                       req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0, &oc, &stale)) {
     case HSH_PASS:
         if (qcc.flags & CC_ONLY_IF_CACHED)
             break;
@@ -813,6 +837,19 @@ lookup:
         hsh_deref(&oc);
         return;
     case HSH_STREAM:
+        /*
+         * Joining a fetch in progress is a hit on the object it stores
+         * (its head is in): the hit hook decides.  "miss" cannot refresh
+         * what is being fetched right now: it goes to the backend as a pass.
+         */
+        if (!refresh && pol_active() && pol_has_hit()) {
+            enum pol_act act = policy_hit(req, oc, now, &syn);
+            if (act != POL_DELIVER) {
+                hsh_stream_leave(&oc);
+                answer_other(req, be, act == POL_MISS ? POL_PASS : act, &syn);
+                return;
+            }
+        }
         /*
          * Each wait is bounded: the fetch gives up after its between-bytes
          * timeout, but may also spend up to send_timeout on one write to
@@ -875,4 +912,35 @@ lookup:
     /* only-if-cached with nothing usable: never contact the origin (RFC 9111 5.2.1.7). */
     req->cache = "MISS";
     (void)req_synth(req, 504, NULL);
+}
+
+void
+req_dispatch(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    for (;;) {
+        req->restart = false;
+        dispatch_once(req);
+        if (!req->restart)
+            return;
+        SRG_ASSERT(req->t_first == 0); /* hooks restart before anything is sent */
+        if (req->restarts >= par.max_restarts) {
+            log_msg(LOG_WARNING, "policy: \"restart\" past max_restarts (%u): 503",
+                    par.max_restarts);
+            (void)req_synth_msg(req, 503, NULL, "too many restarts");
+            return;
+        }
+        if (req->body != H1_BODY_NONE && req->bereq != NULL) {
+            /* Its body went to the backend already: there is none to send again. */
+            (void)req_synth_msg(req, 503, NULL, "cannot restart a request whose body was sent");
+            return;
+        }
+        req->restarts++;
+        STAT_INC(policy_restart);
+        req->bereq = NULL;
+        req->retries = 0;
+        req->be_name = NULL;
+        req->status = 0;
+        req->head_only = is_method(req, "HEAD");
+    }
 }

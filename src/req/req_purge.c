@@ -32,6 +32,7 @@
 #include "surogat/hsh.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -131,6 +132,23 @@ purge_tags(struct req *req, size_t *len)
     return (buf);
 }
 
+/*
+ * The key a URL purge removes: the one a lookup of this request would
+ * use, so with a policy its hash hook decides (as VCL's purge does).
+ * NULL when the workspace ran out, or the hook failed (logged).
+ */
+static char *
+purge_key(struct req *req, size_t *len)
+{
+    char *key;
+
+    if (!pol_active())
+        return (req_cache_key(req, len));
+    if (pol_hash(req, &key, len) != 0)
+        return (NULL);
+    return (key);
+}
+
 void
 req_purge(struct req *req)
 {
@@ -154,9 +172,12 @@ req_purge(struct req *req)
     if (tags != NULL) {
         n = xkey_purge(tags, len, soft == 1);
         STAT_INC(purges_tag);
-    } else if (len == 0 && (key = req_cache_key(req, &len)) != NULL) {
+    } else if (len == 0 && (key = purge_key(req, &len)) != NULL) {
         n = hsh_purge_key(key, len, soft == 1);
         STAT_INC(purges);
+    } else if (len == 0 && pol_active()) {
+        req_synth_pol(req, 503, "policy error"); /* the hash hook failed, logged */
+        return;
     } else {
         STAT_INC(ws_overflow);
         (void)req_synth(req, 500, NULL);
@@ -165,6 +186,22 @@ req_purge(struct req *req)
     if (soft == 1)
         STAT_INC(purges_soft);
     STAT_ADD(purge_objects, n);
+    if (pol_active()) {
+        struct pol_synth syn;
+        switch (pol_purge(req, &syn)) {
+        case POL_NONE:
+            break;
+        case POL_SYNTH:
+            req_synth_pol(req, syn.status, syn.reason);
+            return;
+        case POL_RESTART:
+            req->restart = true;
+            return;
+        default:
+            req_synth_pol(req, 503, "policy error");
+            return;
+        }
+    }
     snprintf(msg, sizeof msg, "%s %u object%s.", soft == 1 ? "Soft-purged" : "Purged", n,
              n == 1 ? "" : "s");
     (void)req_synth_msg(req, 200, NULL, msg);

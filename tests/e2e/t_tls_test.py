@@ -109,7 +109,7 @@ class Tls:
 def tls(surogat, pki, tmp_path):
     """Factory: tls(params=..., certs=[(crt, key)...], extra="") -> Tls."""
 
-    def start(params=None, certs=None, extra="", relative=False):
+    def start(params=None, certs=None, extra="", relative=False, backend=None, args=()):
         """relative: name the files relative to the directory surogatd starts in (tmp_path),
         which is not its -n directory."""
         files = []
@@ -122,7 +122,7 @@ def tls(surogat, pki, tmp_path):
             spec += ",cert=%s,key=%s" % ((c.name, k.name) if relative else (c, k))
         port = free_port()
         spec = spec.replace(":0,", ":%d," % port, 1) + extra
-        sg = surogat(params=params, args=["-a", spec])
+        sg = surogat(params=params, args=["-a", spec] + list(args), backend=backend)
         return Tls(sg, port, pki.ca, files)
 
     return start
@@ -429,6 +429,54 @@ def test_overload_closes_tls_without_plaintext(origin, tls):
     assert busy.read_final().body == b"s"
     busy.close()
     assert t.sg.stat("sess_dropped") >= 1
+
+
+def test_pipe_over_tls(tls, tmp_path):
+    """A piped Upgrade: the client side of the copy loop reads and writes through TLS."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve():
+        c, _ = srv.accept()
+        c.settimeout(10)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += c.recv(65536)
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+        rest = buf.split(b"\r\n\r\n", 1)[1]
+        while True:
+            if rest:
+                c.sendall(rest.upper())
+            rest = c.recv(65536)
+            if not rest:
+                break
+        c.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    script = tmp_path / "pipe.lua"
+    script.write_text('function recv(req)\n  if req.http.upgrade then return "pipe" end\nend\n')
+    t = tls(backend="127.0.0.1:%d" % srv.getsockname()[1], args=["-f", str(script)])
+    c = t.conn()
+    c.send(b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello")
+    want = b"HELLO"
+    data = bytes(range(97, 123)) * 4000  # 104,000 bytes: several records each way
+    deadline = time.monotonic() + 15
+    while len(c.buf) < len(b"HTTP/1.1 101") or want not in bytes(c.buf):
+        assert time.monotonic() < deadline, bytes(c.buf)
+        c._fill(deadline)
+    assert bytes(c.buf).startswith(b"HTTP/1.1 101"), bytes(c.buf)
+    c.buf.clear()
+    c.send(data)
+    while len(c.buf) < len(data):
+        assert time.monotonic() < deadline, len(c.buf)
+        c._fill(deadline)
+    assert bytes(c.buf) == data.upper()
+    c.close()
+    th.join(10)
+    srv.close()
+    wait_until(lambda: t.sg.stat("policy_pipe") == 1, 5, "pipe counted")
 
 
 # -- reload ---------------------------------------------------------------------------

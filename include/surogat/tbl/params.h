@@ -95,6 +95,10 @@ PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Empty: no access log. Reopened on SIGHUP.")
 PARAM(error_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Daemon log file. Empty: standard error. Reopened on SIGHUP.")
+PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
+      "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
+      "metrics at /metrics, a live status page at / and its data at /status.json. Separate "
+      "from client traffic and served by a thread of its own. Empty: off. -M sets it too.")
 PARAM(log_level, UINT, "6", "0", "7", PAR_LIVE,
       "Least severe daemon log message written, as a syslog level (3 error .. 7 debug).")
 PARAM(xff, BOOL, "on", NULL, NULL, PAR_LIVE,
@@ -163,6 +167,22 @@ PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
       "Lua VM instructions one policy hook call may run (and the top level of the script when "
       "it is loaded). Past it the call fails: the error is logged with file and line and the "
       "request is answered 503. Cuts endless loops.")
+PARAM(policy_modules, STRING, "", NULL, NULL, PAR_LIVE,
+      "Pure-Lua modules a policy script may require(), by name, separated by commas or spaces "
+      "(e.g. \"util, sites.blog\"). require(\"sites.blog\") loads sites/blog.lua from "
+      "policy_module_path, in the script's sandbox. Any other require() is an error. Read when "
+      "a script is loaded or reloaded.")
+PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE,
+      "Directory of the modules of policy_modules; empty: the directory of the policy script.")
+PARAM(pipe_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
+      "A piped connection (recv returned \"pipe\") is closed when no byte moved either way "
+      "for this long.")
+PARAM(max_restarts, UINT, "4", "0", "100", PAR_LIVE,
+      "Times a policy hook may send a request back to recv with \"restart\". One more is "
+      "answered 503.")
+PARAM(max_retries, UINT, "4", "0", "100", PAR_LIVE,
+      "Times backend_response or backend_error may ask for the fetch again with \"retry\". "
+      "One more ends the fetch as failed (503).")
 PARAM(policy_max_memory, BYTES, "64m", "1m", NULL, PAR_LIVE,
       "Memory one worker's Lua state (the policy script, its tables and strings) may allocate. "
       "An allocation past it fails the hook call: logged, and the request answered 503.")

@@ -34,6 +34,12 @@ STAT(backend_busy, COUNTER, "Requests refused because backend_max_connections wa
 STAT(backend_timeout, COUNTER, "Backend responses that timed out before the head (504).")
 STAT(backend_bad_resp, COUNTER, "Malformed backend responses (502).")
 STAT(backend_req, COUNTER, "Requests sent to backends.")
+STAT(backend_health_changed, COUNTER, "Backends that went from healthy to sick or back, by "
+     "their probe or by backend.set_health.")
+STAT(backend_unhealthy, COUNTER, "Requests whose director found no healthy backend (503).")
+STAT(probe_sent, COUNTER, "Health probes started.")
+STAT(probe_failed, COUNTER, "Health probes that failed: no connection, a timeout, or another "
+     "status than expected.")
 STAT(fetch_aborted, COUNTER, "Responses aborted mid-body because the backend failed.")
 STAT(ws_overflow, COUNTER, "Requests that ran out of workspace.")
 STAT(threads_created, COUNTER, "Worker threads started.")
@@ -102,6 +108,33 @@ STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid a
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
+STAT(policy_restart, COUNTER, "Requests sent back to recv by a hook's \"restart\".")
+STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
+STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
+STAT(req_time_us, COUNTER, "Sum of the request times in microseconds, each from the complete "
+     "request head to the end of the response: the sum of the latency histogram.")
+/*
+ * The latency histogram's buckets, in this order and contiguous (mon.c
+ * relies on both).  Each counts only its own range, so a request costs
+ * one increment; /metrics adds them up into Prometheus' cumulative buckets.
+ */
+STAT(req_time_le_500us, COUNTER, "Requests that took at most 500us.")
+STAT(req_time_le_1ms, COUNTER, "Requests that took more than 500us, at most 1ms.")
+STAT(req_time_le_2500us, COUNTER, "Requests that took more than 1ms, at most 2.5ms.")
+STAT(req_time_le_5ms, COUNTER, "Requests that took more than 2.5ms, at most 5ms.")
+STAT(req_time_le_10ms, COUNTER, "Requests that took more than 5ms, at most 10ms.")
+STAT(req_time_le_25ms, COUNTER, "Requests that took more than 10ms, at most 25ms.")
+STAT(req_time_le_50ms, COUNTER, "Requests that took more than 25ms, at most 50ms.")
+STAT(req_time_le_100ms, COUNTER, "Requests that took more than 50ms, at most 100ms.")
+STAT(req_time_le_250ms, COUNTER, "Requests that took more than 100ms, at most 250ms.")
+STAT(req_time_le_500ms, COUNTER, "Requests that took more than 250ms, at most 500ms.")
+STAT(req_time_le_1s, COUNTER, "Requests that took more than 500ms, at most 1s.")
+STAT(req_time_le_2500ms, COUNTER, "Requests that took more than 1s, at most 2.5s.")
+STAT(req_time_le_5s, COUNTER, "Requests that took more than 2.5s, at most 5s.")
+STAT(req_time_le_10s, COUNTER, "Requests that took more than 5s, at most 10s.")
+STAT(req_time_over_10s, COUNTER, "Requests that took more than 10s.")
+STAT(mon_req, COUNTER, "Requests answered by the HTTP admin listener (-M).")
+STAT(mon_req_bad, COUNTER, "Requests to the HTTP admin listener answered 404 or 405.")
 STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
 STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
 STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "

@@ -548,7 +548,8 @@ static const struct drow {
 START_TEST(decide)
 {
     const struct drow *r = &drows[_i];
-    struct fresh_obj o = { 1000, r->ttl, r->swr, r->sie, r->flags, FRESH_SRC_MAX_AGE };
+    struct fresh_obj o = { .t_origin = 1000, .ttl = r->ttl, .swr = r->swr, .sie = r->sie,
+                           .keep = -1, .flags = r->flags, .src = FRESH_SRC_MAX_AGE };
     struct cc qcc;
     enum fresh_verdict got;
 
@@ -694,9 +695,9 @@ END_TEST
 
 START_TEST(obj_dump)
 {
-    struct fresh_obj o = {
-        1000, 60, 30, 0, FRESH_F_MUST_REVALIDATE | FRESH_F_IMMUTABLE, FRESH_SRC_S_MAXAGE
-    };
+    struct fresh_obj o = { .t_origin = 1000, .ttl = 60, .swr = 30, .sie = 0, .keep = -1,
+                           .flags = FRESH_F_MUST_REVALIDATE | FRESH_F_IMMUTABLE,
+                           .src = FRESH_SRC_S_MAXAGE };
     char buf[160];
     struct sb sb;
 

@@ -56,7 +56,7 @@ static enum hsh_result
 lookup(const char *key, struct cobj **ocp)
 {
     struct hsh_stale stale;
-    enum hsh_result r = hsh_lookup(key, strlen(key), &req, &qcc, tim_real(), ocp, &stale);
+    enum hsh_result r = hsh_lookup(key, strlen(key), &req, &qcc, tim_real(), 0, ocp, &stale);
 
     ck_assert_ptr_null(stale.oc);
     return (r);

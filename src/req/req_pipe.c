@@ -1,0 +1,187 @@
+/*
+ * Pipe: the request goes to the backend on a connection of its own and
+ * from then on bytes are copied both ways, uninterpreted, until either
+ * side closes or nothing moves for pipe_timeout.  For what surogat does
+ * not speak (WebSocket after its Upgrade, odd methods), as VCL's pipe.
+ *
+ * The head is the client's as parsed, framing fields included: the body
+ * follows as the client sends it, raw.  Without an Upgrade the backend is
+ * told Connection: close, so that it does not take later requests of the
+ * client for its own.  The client connection is closed afterwards: what
+ * went through it is not known to be at a request boundary.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "surogat/bcp.h"
+#include "surogat/be.h"
+#include "surogat/defs.h"
+#include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/pol.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/vio.h"
+#include "surogat/wrk.h"
+#include "surogat/ws.h"
+
+/* The backend request of a pipe, in workspace; NULL when it is full. */
+static struct http *
+pipe_bereq(struct req *req)
+{
+    const struct http *hp = req->http;
+    unsigned nhdr = hp->nhdr + 4 + (pol_active() ? POL_HDR_ROOM : 0);
+    struct http *bq = ws_alloc(&req->wrk->ws, sizeof *bq);
+    struct http_hdr *hdrs = ws_alloc(&req->wrk->ws, nhdr * sizeof *hdrs);
+
+    if (bq == NULL || hdrs == NULL)
+        return (NULL);
+    http_init(bq, hdrs, nhdr);
+    bq->method = hp->method;
+    bq->url = hp->url;
+    bq->proto = hp->proto;
+    memcpy(hdrs, hp->hdr, hp->nhdr * sizeof *hdrs);
+    bq->nhdr = hp->nhdr;
+    if (req->sp != NULL && par.xff)
+        AZ(http_add(bq, TXT_LIT("X-Forwarded-For"),
+                    (struct txt){ req->sp->client_ip, strlen(req->sp->client_ip) }));
+    if (http_find(bq, "Upgrade") == NULL) {
+        http_unset(bq, "Connection");
+        AZ(http_add(bq, TXT_LIT("Connection"), TXT_LIT("close")));
+    }
+    return (bq);
+}
+
+/* The status of a response whose first bytes are p, for the log; 0 if not one. */
+static unsigned
+peek_status(const char *p, size_t len)
+{
+    unsigned st = 0;
+
+    if (len < 12 || memcmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ')
+        return (0);
+    for (int i = 9; i < 12; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return (0);
+        st = st * 10 + (unsigned)(p[i] - '0');
+    }
+    return (st);
+}
+
+/*
+ * Copy both ways until a side closes, fails, or pipe_timeout passes with
+ * nothing to copy.  The client side goes through the session's I/O.
+ */
+static void
+shuffle(struct req *req, int bfd)
+{
+    char *buf = req->wrk->be;
+    size_t size = req->wrk->be_size;
+    struct pollfd pfd[2] = { { .fd = req->sp->fd, .events = POLLIN },
+                             { .fd = bfd, .events = POLLIN } };
+    ssize_t n;
+
+    for (;;) {
+        bool held = sess_pending(req->sp); /* decrypted TLS bytes poll(2) cannot see */
+        int rv = poll(pfd, 2, held ? 0 : (int)(par.pipe_timeout * 1e3));
+        if (rv < 0 && errno == EINTR)
+            continue;
+        if (rv < 0 || (rv == 0 && !held))
+            return;
+        if (held || (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            n = sess_read_nb(req->sp, buf, size);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                return;
+            if (n > 0 && vio_write(bfd, buf, (size_t)n, tim_mono() + par.pipe_timeout) != 0)
+                return;
+        }
+        if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            n = read(bfd, buf, size);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                return;
+            if (n > 0) {
+                if (req->t_first == 0) {
+                    req->t_first = tim_mono();
+                    req->status = peek_status(buf, (size_t)n);
+                }
+                if (sess_write(req->sp, buf, (size_t)n, req_send_deadline(req)) != 0)
+                    return;
+                req->resp_bytes += (uint64_t)n;
+            }
+        }
+    }
+}
+
+void
+req_pipe(struct req *req, struct be *be)
+{
+    struct pol_synth syn;
+    struct bcp_conn *conn;
+    struct http *bq;
+    struct iovec iov[2];
+    struct sb sb;
+    char *buf;
+    size_t room;
+
+    req->cache = "PIPE";
+    req->close = true;
+    if ((bq = pipe_bereq(req)) == NULL) {
+        STAT_INC(ws_overflow);
+        (void)req_synth(req, 500, NULL);
+        return;
+    }
+    if (pol_active()) {
+        switch (pol_pipe(req, bq, &syn)) {
+        case POL_PIPE:
+            break;
+        case POL_SYNTH:
+            req_synth_pol(req, syn.status, syn.reason);
+            return;
+        default:
+            req_synth_pol(req, 503, "policy error");
+            return;
+        }
+    }
+    if (be == NULL) {
+        (void)req_synth(req, 503, NULL);
+        return;
+    }
+    buf = ws_reserve_all(&req->wrk->ws, &room);
+    sb_init(&sb, buf, room);
+    h1_write_request(&sb, bq);
+    if (!sb_ok(&sb)) {
+        ws_release(&req->wrk->ws, 0);
+        STAT_INC(ws_overflow);
+        (void)req_synth(req, 500, NULL);
+        return;
+    }
+    ws_release(&req->wrk->ws, sb.len + 1);
+    req->be_name = be->name;
+    if (bcp_get(be->pool, be_connect_timeout(be), true, &conn) != BCP_OK) {
+        STAT_INC(backend_fail);
+        (void)req_synth(req, 503, NULL);
+        return;
+    }
+    STAT_INC(policy_pipe);
+    STAT_INC(backend_req);
+    /* The head, and whatever the client sent after it already. */
+    iov[0].iov_base = buf;
+    iov[0].iov_len = sb.len;
+    iov[1].iov_base = req->wrk->rx + req->rx_pos;
+    iov[1].iov_len = req->rx_len - req->rx_pos;
+    req->rx_pos = req->rx_len;
+    req->body_done = true; /* whatever it was, it went through raw */
+    if (vio_writev(conn->fd, iov, 2, tim_mono() + be_between_bytes_timeout(be)) == 0)
+        shuffle(req, conn->fd);
+    bcp_close(&conn);
+    if (req->t_first == 0)
+        (void)req_synth(req, 503, NULL); /* the backend said nothing at all */
+}
