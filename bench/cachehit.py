@@ -198,8 +198,9 @@ def start_varnish(args, name, workdir, port, origin_port, storage,
     raise RuntimeError(f"varnishd: no cache-main child:\n{pt.tail(srv.logfile)}")
 
 
-def start_surogat(args, name, workdir, port, origin_port, storage, extra=()):
-    """extra: more surogatd arguments (bench/policy.py's -f SCRIPT)."""
+def start_surogat(args, name, workdir, port, origin_port, storage, extra=(), listen_opts=""):
+    """extra: more surogatd arguments (bench/policy.py's -f SCRIPT); listen_opts: appended
+    to the -a address (bench/tls.py: ",tls,cert=...,key=...")."""
     d = os.path.join(workdir, name)
     os.makedirs(d, exist_ok=True)
     srv = pt.Server(name, port)
@@ -207,7 +208,7 @@ def start_surogat(args, name, workdir, port, origin_port, storage, extra=()):
     srv.admin = f"127.0.0.1:{pt.free_port()}"
     srv.logfile = os.path.join(d, "stderr.log")
     argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F",
-            "-a", f"127.0.0.1:{port}", "-b", f"127.0.0.1:{origin_port}", "-n", d,
+            "-a", f"127.0.0.1:{port}{listen_opts}", "-b", f"127.0.0.1:{origin_port}", "-n", d,
             "-s", storage, "-T", srv.admin,
             "-p", f"thread_pools={args.thread_pools}",
             "-p", f"thread_pool_min={args.thread_pool_min}",

@@ -49,6 +49,9 @@ CONF_HEADER = """\
 # ms, s, m, h, d, w, y, and a bare number is seconds; booleans are on/off.
 #
 # Settings given with -p NAME=VALUE are applied after this file and win.
+# "listen = ADDR:PORT" lines, as many as needed, add listen addresses with
+# the syntax of -a, TLS included:
+#   listen = :443,tls,cert=/etc/ssl/site.pem,key=/etc/ssl/site.key
 # Parameters marked "runtime" can also be changed in a running daemon with
 # `surogatctl param.set NAME VALUE`; the others are read at startup only.
 # See surogat-params(7) for the full reference.

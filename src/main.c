@@ -42,6 +42,7 @@
 #include "surogat/stat.h"
 #include "surogat/sto.h"
 #include "surogat/tim.h"
+#include "surogat/tls.h"
 #include "surogat/wtr.h"
 #include "surogat/xkey.h"
 
@@ -65,6 +66,7 @@ struct opts {
     bool foreground;
     bool check; /* -C: compile the -f script and exit */
     char *owned[2]; /* absolute -S and -P paths we made, freed at exit */
+    char startdir[4096]; /* the directory we were started in, before -n */
     /* -b /DIR: the static-file backend's files, freed after be_fini(). */
     struct sfb *sfb;
 };
@@ -76,6 +78,8 @@ usage(FILE *f)
             "usage: surogatd [options]\n"
             "  -a ADDR:PORT       listen address (repeatable; [::1]:80 for IPv6, :80 for all;"
             " default :80)\n"
+            "  -a ADDR:PORT,tls,cert=FILE,key=FILE[,ocsp=FILE]...\n"
+            "                     TLS listen address; more cert=,key= pairs are chosen by SNI\n"
             "  -b HOST:PORT       the backend (default port 80)\n"
             "  -b /DIR            serve the files under DIR instead (static-file backend)\n"
             "  -f FILE            policy script (Lua, see surogat-lua(7))\n"
@@ -378,6 +382,8 @@ drain_and_stop(const struct opts *o)
     req_purge_fini();
     sto_fini();
     alog_fini();
+    tls_fini();
+    cfg_fini();
     if (o->pidfile != NULL)
         unlink(o->pidfile);
     log_msg(LOG_INFO, "stopped");
@@ -413,6 +419,8 @@ main(int argc, char **argv)
     }
     if (o.backend == NULL)
         die("no backend: give -b HOST:PORT or -b /DIR");
+    for (unsigned i = 0; cfg_listen(i) != NULL; i++)
+        push(o.listen, &o.nlisten, cfg_listen(i), 'a');
     if (o.nlisten == 0)
         o.listen[o.nlisten++] = ":80";
     /* Paths on the command line are relative to where we were started, not to -n. */
@@ -428,6 +436,9 @@ main(int argc, char **argv)
             die("-P %s: %s", o.pidfile, strerror(errno));
         o.pidfile = o.owned[1] = abs;
     }
+    /* Certificate paths on -a are relative to where we were started, not to -n. */
+    if (getcwd(o.startdir, sizeof o.startdir) == NULL)
+        die("getcwd: %s", strerror(errno));
     enter_workdir(o.workdir);
     if (log_init(par.error_log) != 0)
         die("error_log %s: %s", par.error_log, strerror(errno));
@@ -457,8 +468,10 @@ main(int argc, char **argv)
         die("-b %s", ebuf);
     }
     raise_fd_limit();
+    if (tls_init() != 0)
+        die("cannot initialise OpenSSL");
     for (unsigned i = 0; i < o.nlisten; i++)
-        if (acc_listen(o.listen[i], &err) != 0)
+        if (acc_listen(o.listen[i], o.startdir, &err) != 0)
             die("%s", ebuf);
     if (!o.foreground)
         daemonize();
@@ -508,6 +521,7 @@ main(int argc, char **argv)
                 else
                     log_msg(LOG_INFO, "SIGHUP: policy %s reloaded", o.policy);
             }
+            (void)tls_reload(); /* logs each listener's outcome */
             continue;
         }
         break;

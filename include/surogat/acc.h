@@ -10,6 +10,10 @@
 #ifndef SUROGAT_ACC_H
 #define SUROGAT_ACC_H
 
+#include <stdbool.h>
+
+#include "surogat/tls.h"
+
 struct sb;
 
 struct lsock {
@@ -19,11 +23,30 @@ struct lsock {
     char *spec;     /* as given to -a */
     char *addr;     /* numeric address actually bound */
     char port[8];
-    const char *proto; /* "http" */
+    const char *proto;   /* "http" or "https" */
+    struct tls_lsn *tls; /* certificates of a tls address, else NULL */
 };
 
-/* Parse and bind one -a argument ("127.0.0.1:8080", "[::1]:80", ":80"); -1 and err. */
-int acc_listen(const char *spec, struct sb *err);
+/* One -a argument, parsed. */
+struct acc_spec {
+    char host[256]; /* empty for every address */
+    char port[32];
+    bool tls;
+    struct tls_conf tls_conf; /* paths made absolute */
+};
+
+/*
+ * Parse "HOST:PORT", "[V6]:PORT" or ":PORT", then options separated by
+ * commas: "tls" and, for it, "cert=FILE,key=FILE" pairs (the first pair
+ * is the default certificate), each optionally followed by "ocsp=FILE".
+ * Relative paths are taken from the directory base (NULL: the current
+ * one).  No file is read.  0, or -1 with "-a SPEC: what is wrong" in err;
+ * either way release out with acc_spec_clear().
+ */
+int acc_spec_parse(const char *spec, const char *base, struct acc_spec *out, struct sb *err);
+void acc_spec_clear(struct acc_spec *as);
+/* Parse and bind one -a argument, loading its certificates (paths from base); -1 and err. */
+int acc_listen(const char *spec, const char *base, struct sb *err);
 int acc_start(void); /* start the acceptor thread */
 void acc_stop(void); /* close the listen sockets, join the thread */
 void acc_dump(struct sb *out); /* one "addr port" line per listen socket */

@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 
 #include "surogat/pool.h"
+#include "surogat/tls.h"
 #include "surogat/vio.h"
 
 struct lsock;
@@ -30,42 +31,68 @@ struct sess {
     struct event *ev;       /* the waiter's, while parked */
     struct sess *wnext;     /* the waiter's inbox and parked list */
     struct sess *wprev;
+    struct ssl_st *ssl; /* after the TLS handshake on a tls listen socket, else NULL */
     char client_ip[INET6_ADDRSTRLEN];
     char client_port[8];
 };
 
 /*
  * Client I/O goes through these, never through sp->fd directly, so that a
- * session's transport (plain TCP today) can change in one place.  Same
- * contracts as the vio_ functions; sess_read_nb() is one non-blocking
- * read(2): -1 with EAGAIN when nothing is there.
+ * session's transport is decided in one place: plain TCP through vio_,
+ * or TLS through tls_ when sp->ssl is set.  One predictable branch keeps
+ * the plain path as cheap as before.  Same contracts as the vio_
+ * functions; sess_read_nb() is one non-blocking read: -1 with EAGAIN
+ * when nothing is there.  sess_wait_readable() counts bytes OpenSSL has
+ * already decrypted, which poll(2) cannot see.  sendfile(2) cannot carry
+ * TLS (no kernel TLS here): under TLS a file body goes through
+ * tls_sendfile(), which reads it into full records.
  */
+static inline bool
+sess_is_tls(const struct sess *sp)
+{
+    return (sp->ssl != NULL);
+}
 static inline ssize_t
 sess_read(struct sess *sp, void *buf, size_t len, double deadline)
 {
+    if (__builtin_expect(sp->ssl != NULL, 0))
+        return (tls_read(sp->ssl, sp->fd, buf, len, deadline));
     return (vio_read(sp->fd, buf, len, deadline));
 }
 ssize_t sess_read_nb(struct sess *sp, void *buf, size_t len);
 static inline int
 sess_writev(struct sess *sp, struct iovec *iov, int iovcnt, double deadline)
 {
+    if (__builtin_expect(sp->ssl != NULL, 0))
+        return (tls_writev(sp->ssl, sp->fd, iov, iovcnt, deadline));
     return (vio_writev(sp->fd, iov, iovcnt, deadline));
 }
 static inline int
 sess_write(struct sess *sp, const void *buf, size_t len, double deadline)
 {
+    if (__builtin_expect(sp->ssl != NULL, 0))
+        return (tls_write(sp->ssl, sp->fd, buf, len, deadline));
     return (vio_write(sp->fd, buf, len, deadline));
 }
 /*
- * Send len bytes of the file fd from offset off, zero-copy (sendfile(2)),
- * everything by the deadline.  0, or -1 with errno: ETIMEDOUT, the
- * socket's error, or ENODATA when the file ended early (it shrank).
+ * Send len bytes of the file fd from offset off, zero-copy (sendfile(2);
+ * tls_sendfile() under TLS), everything by the deadline.  0, or -1 with
+ * errno: ETIMEDOUT, the socket's error, or ENODATA when the file ended
+ * early (it shrank).
  */
 int sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline);
 static inline int
 sess_wait_readable(struct sess *sp, double timeout)
 {
+    if (__builtin_expect(sp->ssl != NULL, 0))
+        return (tls_wait_readable(sp->ssl, sp->fd, timeout));
     return (vio_wait_readable(sp->fd, timeout));
+}
+/* Request bytes already read and decrypted: the session must not wait for poll(2). */
+static inline bool
+sess_pending(const struct sess *sp)
+{
+    return (sp->ssl != NULL && tls_pending(sp->ssl));
 }
 
 /* Takes ownership of fd, which is already non-blocking. */

@@ -24,6 +24,8 @@ ssize_t vio_read_wait(int fd, void *buf, size_t len, double deadline);
 /* Write everything, advancing iov in place.  0, or -1 with errno. */
 int vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline);
 int vio_write(int fd, const void *buf, size_t len, double deadline);
+/* poll(2) fd for events until deadline: 1 ready, 0 deadline passed, -1 error. */
+int vio_wait(int fd, short events, double deadline);
 /* Wait until fd is readable: 1 readable (or EOF/error pending), 0 timed out, -1 error. */
 int vio_wait_readable(int fd, double timeout);
 

@@ -6,6 +6,9 @@
  * polls them all plus a wake-up pipe, accepts, and schedules each new
  * session on a pool; acc_stop() closes the sockets first (new connections
  * are then refused by the kernel) and joins the thread.
+ *
+ * A tls address loads its certificates here too, so a bad file also
+ * stops the start; the handshake itself is left to a worker.
  */
 #include "config.h"
 
@@ -72,9 +75,133 @@ split_spec(const char *spec, char *host, size_t hostlen, char *port, size_t port
     return (0);
 }
 
-static int
-bind_one(const char *spec, const struct addrinfo *ai, struct sb *err)
+/* FILE made absolute: SIGHUP reloads it after -n has changed the directory. */
+static char *
+abs_path(const char *spec, const char *base, const char *opt, const char *val, struct sb *err)
 {
+    char cwd[4096], *p;
+
+    if (*val == '\0') {
+        sb_printf(err, "-a %s: %s= needs a file name", spec, opt);
+        return (NULL);
+    }
+    if (*val == '/') {
+        p = strdup(val);
+    } else {
+        if (base == NULL && (base = getcwd(cwd, sizeof cwd)) == NULL) {
+            sb_printf(err, "-a %s: getcwd: %s", spec, strerror(errno));
+            return (NULL);
+        }
+        if (asprintf(&p, "%s/%s", base, val) < 0)
+            p = NULL;
+    }
+    AN(p);
+    return (p);
+}
+
+/* One option after the address; 0 or -1 with err. */
+static int
+spec_option(const char *spec, const char *base, char *opt, struct acc_spec *as, struct sb *err)
+{
+    struct tls_conf *tc = &as->tls_conf;
+    char *val = strchr(opt, '='), **slot;
+
+    if (val == NULL) {
+        if (strcmp(opt, "tls") == 0) {
+            as->tls = true;
+            return (0);
+        }
+        sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=)", spec, opt);
+        return (-1);
+    }
+    *val++ = '\0';
+    if (strcmp(opt, "cert") == 0) {
+        if (tc->ncert == TLS_MAX_CERTS) {
+            sb_printf(err, "-a %s: more than %d certificates", spec, TLS_MAX_CERTS);
+            return (-1);
+        }
+        if (tc->ncert > 0 && tc->c[tc->ncert - 1].key == NULL) {
+            sb_printf(err, "-a %s: cert=%s has no key=", spec, tc->c[tc->ncert - 1].cert);
+            return (-1);
+        }
+        tc->c[tc->ncert].cert = abs_path(spec, base, opt, val, err);
+        if (tc->c[tc->ncert].cert == NULL)
+            return (-1);
+        tc->ncert++;
+        return (0);
+    }
+    if (strcmp(opt, "key") == 0 || strcmp(opt, "ocsp") == 0) {
+        if (tc->ncert == 0) {
+            sb_printf(err, "-a %s: %s= before any cert=", spec, opt);
+            return (-1);
+        }
+        slot = opt[0] == 'k' ? &tc->c[tc->ncert - 1].key : &tc->c[tc->ncert - 1].ocsp;
+        if (*slot != NULL) {
+            sb_printf(err, "-a %s: two %s= for cert=%s", spec, opt, tc->c[tc->ncert - 1].cert);
+            return (-1);
+        }
+        *slot = abs_path(spec, base, opt, val, err);
+        return (*slot == NULL ? -1 : 0);
+    }
+    sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=)", spec, opt);
+    return (-1);
+}
+
+int
+acc_spec_parse(const char *spec, const char *base, struct acc_spec *as, struct sb *err)
+{
+    char buf[4096], *opts, *tok, *save = NULL;
+    struct tls_conf *tc = &as->tls_conf;
+    unsigned portnum;
+
+    AN(spec);
+    memset(as, 0, sizeof *as);
+    if (strlen(spec) >= sizeof buf) {
+        sb_printf(err, "-a %.64s...: too long", spec);
+        return (-1);
+    }
+    strcpy(buf, spec);
+    opts = strchr(buf, ',');
+    if (opts != NULL)
+        *opts++ = '\0';
+    if (split_spec(buf, as->host, sizeof as->host, as->port, sizeof as->port) != 0) {
+        sb_printf(err, "-a %s: expected HOST:PORT, [IPV6]:PORT or :PORT", spec);
+        return (-1);
+    }
+    if (num_port(as->port, &portnum) != 0) {
+        sb_printf(err, "-a %s: '%s' is not a port number (0-65535)", spec, as->port);
+        return (-1);
+    }
+    if (opts == NULL)
+        return (0);
+    for (tok = strtok_r(opts, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
+        if (spec_option(spec, base, tok, as, err) != 0)
+            return (-1);
+    if (tc->ncert > 0 && !as->tls) {
+        sb_printf(err, "-a %s: cert= without tls", spec);
+        return (-1);
+    }
+    if (as->tls && tc->ncert == 0) {
+        sb_printf(err, "-a %s: tls needs cert=FILE,key=FILE", spec);
+        return (-1);
+    }
+    if (tc->ncert > 0 && tc->c[tc->ncert - 1].key == NULL) {
+        sb_printf(err, "-a %s: cert=%s has no key=", spec, tc->c[tc->ncert - 1].cert);
+        return (-1);
+    }
+    return (0);
+}
+
+void
+acc_spec_clear(struct acc_spec *as)
+{
+    tls_conf_clear(&as->tls_conf);
+}
+
+static int
+bind_one(const char *spec, const struct acc_spec *as, const struct addrinfo *ai, struct sb *err)
+{
+    struct tls_lsn *tls = NULL;
     struct lsock *ls;
     char addr[INET6_ADDRSTRLEN];
     struct sockaddr_storage ss;
@@ -107,13 +234,21 @@ bind_one(const char *spec, const struct addrinfo *ai, struct sb *err)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof secs);
     }
 #endif
+    if (as->tls) {
+        tls = tls_lsn_new(spec, &as->tls_conf, err);
+        if (tls == NULL) {
+            close(fd);
+            return (-1);
+        }
+    }
     AZ(fcntl(fd, F_SETFL, O_NONBLOCK));
     AZ(getsockname(fd, (struct sockaddr *)&ss, &sl));
     OBJ_NEW(ls, LSOCK_MAGIC);
     ls->fd = fd;
     ls->spec = strdup(spec);
     AN(ls->spec);
-    ls->proto = "http";
+    ls->proto = tls != NULL ? "https" : "http";
+    ls->tls = tls;
     if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
         AN(inet_ntop(AF_INET6, &s6->sin6_addr, addr, sizeof addr));
@@ -130,39 +265,32 @@ bind_one(const char *spec, const struct addrinfo *ai, struct sb *err)
 }
 
 int
-acc_listen(const char *spec, struct sb *err)
+acc_listen(const char *spec, const char *base, struct sb *err)
 {
     struct addrinfo hints, *res, *ai;
-    char host[256], port[32];
-    unsigned portnum;
+    struct acc_spec as;
     int rv;
 
-    AN(spec);
-    if (split_spec(spec, host, sizeof host, port, sizeof port) != 0) {
-        sb_printf(err, "-a %s: expected HOST:PORT, [IPV6]:PORT or :PORT", spec);
-        return (-1);
-    }
-    if (num_port(port, &portnum) != 0) {
-        sb_printf(err, "-a %s: '%s' is not a port number (0-65535)", spec, port);
+    if (acc_spec_parse(spec, base, &as, err) != 0) {
+        acc_spec_clear(&as);
         return (-1);
     }
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE;
-    rv = getaddrinfo(*host == '\0' ? NULL : host, port, &hints, &res);
+    rv = getaddrinfo(as.host[0] == '\0' ? NULL : as.host, as.port, &hints, &res);
     if (rv != 0) {
         sb_printf(err, "-a %s: %s", spec, gai_strerror(rv));
+        acc_spec_clear(&as);
         return (-1);
     }
-    for (ai = res; ai != NULL; ai = ai->ai_next) {
-        if (bind_one(spec, ai, err) != 0) {
-            freeaddrinfo(res);
-            return (-1);
-        }
-    }
+    rv = 0;
+    for (ai = res; ai != NULL && rv == 0; ai = ai->ai_next)
+        rv = bind_one(spec, &as, ai, err);
     freeaddrinfo(res);
-    return (0);
+    acc_spec_clear(&as);
+    return (rv);
 }
 
 static void
@@ -248,6 +376,8 @@ acc_stop(void)
     }
     for (unsigned i = 0; i < nlsocks; i++) {
         close(lsocks[i]->fd);
+        if (lsocks[i]->tls != NULL)
+            tls_lsn_free(&lsocks[i]->tls);
         free(lsocks[i]->spec);
         free(lsocks[i]->addr);
         OBJ_FREE(&lsocks[i]);
@@ -259,5 +389,6 @@ void
 acc_dump(struct sb *out)
 {
     for (unsigned i = 0; i < nlsocks; i++)
-        sb_printf(out, "%s %s\n", lsocks[i]->addr, lsocks[i]->port);
+        sb_printf(out, "%s %s%s\n", lsocks[i]->addr, lsocks[i]->port,
+                  lsocks[i]->tls != NULL ? " tls" : "");
 }

@@ -5,6 +5,10 @@
  * bytes makes Linux send a RST, and a RST can destroy the error response
  * we just wrote before the client reads it.  So error paths close by
  * shutting down our side and discarding what the client still sends.
+ *
+ * A session from a tls listen socket first runs sess_tls_task() on a
+ * worker: the handshake, bounded by tls_handshake_timeout, then the
+ * ordinary request loop on the same worker.
  */
 #include "config.h"
 
@@ -22,10 +26,12 @@
 
 #include "surogat/acc.h"
 #include "surogat/defs.h"
+#include "surogat/par.h"
 #include "surogat/req.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/tls.h"
 #include "surogat/vio.h"
 
 /* Built per refusal but from constant parts: this path must stay cheap under overload. */
@@ -37,6 +43,25 @@ static const char busy_head[] = "HTTP/1.1 503 Service Unavailable\r\n"
                                 "Date: ";
 static const char busy_tail[] = "\r\n\r\nServer is too busy.\n";
 
+static void
+sess_tls_task(struct wrk *wrk, void *priv)
+{
+    struct sess *sp = priv;
+    char peer[INET6_ADDRSTRLEN + 16];
+
+    OBJ_CHECK(sp, SESS_MAGIC);
+    AN(sp->ls->tls);
+    sp->task.func = req_sess_task; /* from the waiter on, it is an ordinary session */
+    snprintf(peer, sizeof peer, "%s:%s", sp->client_ip, sp->client_port);
+    if (tls_accept(sp->ls->tls, sp->fd, &sp->ssl, peer, tim_mono() + par.tls_handshake_timeout) !=
+        0) {
+        sess_close(&sp);
+        return;
+    }
+    sp->t_idle = tim_mono();
+    req_sess_task(wrk, sp);
+}
+
 struct sess *
 sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
 {
@@ -46,7 +71,7 @@ sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
     sp->fd = fd;
     sp->ls = ls;
     sp->pool = pool_pick();
-    sp->task.func = req_sess_task;
+    sp->task.func = ls->tls != NULL ? sess_tls_task : req_sess_task;
     sp->task.priv = sp;
     sp->t_open = tim_real();
     sp->t_idle = tim_mono();
@@ -72,6 +97,8 @@ sess_close(struct sess **spp)
     struct sess *sp;
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (sp->ssl != NULL)
+        tls_close(&sp->ssl); /* close_notify first: the client knows the response is whole */
     if (sp->fd >= 0)
         close(sp->fd);
     STAT_INC(sess_closed);
@@ -99,11 +126,14 @@ sess_close_lingering(struct sess **spp, double linger)
     ssize_t n;
 
     OBJ_CHECK(sp, SESS_MAGIC);
+    if (sp->ssl != NULL)
+        tls_notify_close(sp->ssl);
     if (shutdown(sp->fd, SHUT_WR) == 0 && linger > 0) {
         deadline = tim_mono() + linger;
         /* Bounded in bytes too: a client streaming forever must not hold the worker. */
         while (total < 1024 * 1024) {
-            n = sess_read(sp, buf, sizeof buf, deadline);
+            /* Raw bytes, even under TLS: they are discarded, not read. */
+            n = vio_read(sp->fd, buf, sizeof buf, deadline);
             if (n <= 0)
                 break;
             total += (size_t)n;
@@ -128,6 +158,15 @@ sess_schedule(struct sess **spp)
         return;
     }
     STAT_INC(sess_dropped);
+    if (sp->ls->tls != NULL) {
+        /*
+         * No canned 503 under TLS: before the handshake there is no
+         * channel to write it on, and after it the write could block the
+         * acceptor or the waiter.  The client sees the connection close.
+         */
+        sess_close(&sp);
+        return;
+    }
     tim_http_date(tim_real(), date);
     iov[0].iov_base = (void *)(uintptr_t)busy_head;
     iov[0].iov_len = sizeof busy_head - 1;
@@ -158,6 +197,8 @@ sess_draining(void)
 ssize_t
 sess_read_nb(struct sess *sp, void *buf, size_t len)
 {
+    if (sp->ssl != NULL)
+        return (tls_read_nb(sp->ssl, buf, len));
     return (read(sp->fd, buf, len));
 }
 
@@ -168,6 +209,14 @@ sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline)
     double left;
     ssize_t n;
 
+    if (sp->ssl != NULL) {
+        /* The kernel cannot encrypt: records built in user space, the same contract. */
+        if (tls_sendfile(sp->ssl, sp->fd, fd, off, len, deadline) == 0)
+            return (0);
+        if (errno == EIO)
+            errno = ENODATA;
+        return (-1);
+    }
     while (len > 0) {
         n = sendfile(sp->fd, fd, &off, len);
         if (n > 0) {

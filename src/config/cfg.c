@@ -1,6 +1,7 @@
 /*
  * The daemon configuration file: `name = value` lines setting parameters.
  * Read once at startup on the main thread, before any other thread runs.
+ * `listen = SPEC` lines, repeatable, add listen addresses as -a does.
  */
 #include "config.h"
 
@@ -9,12 +10,56 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "surogat/acc.h"
 #include "surogat/cfg.h"
 #include "surogat/defs.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
 
-#define CFG_LINE_MAX 4096
+#define CFG_LINE_MAX   4096
+#define CFG_LISTEN_MAX 32
+
+static char *listens[CFG_LISTEN_MAX]; /* `listen = SPEC` values, in file order */
+static unsigned nlistens;
+
+/* A listen line is checked now, so that its error names the file and line. */
+static int
+add_listen(const char *path, unsigned lineno, const char *value, struct sb *err)
+{
+    char ebuf[512];
+    struct acc_spec as;
+    struct sb perr;
+    int rv;
+
+    if (nlistens == CFG_LISTEN_MAX) {
+        sb_printf(err, "%s:%u: more than %d listen lines", path, lineno, CFG_LISTEN_MAX);
+        return (-1);
+    }
+    sb_init(&perr, ebuf, sizeof ebuf);
+    rv = acc_spec_parse(value, NULL, &as, &perr);
+    acc_spec_clear(&as);
+    if (rv != 0) {
+        sb_printf(err, "%s:%u: listen: %s", path, lineno, ebuf);
+        return (-1);
+    }
+    listens[nlistens] = strdup(value);
+    AN(listens[nlistens]);
+    nlistens++;
+    return (0);
+}
+
+const char *
+cfg_listen(unsigned i)
+{
+    return (i < nlistens ? listens[i] : NULL);
+}
+
+void
+cfg_fini(void)
+{
+    while (nlistens > 0)
+        free(listens[--nlistens]);
+}
 
 static char *
 trim(char *s)
@@ -84,6 +129,8 @@ load_line(const char *path, unsigned lineno, char *line, struct sb *err)
         sb_printf(err, "%s:%u: unterminated or malformed quoted value", path, lineno);
         return (-1);
     }
+    if (strcmp(name, "listen") == 0)
+        return (add_listen(path, lineno, value, err));
     sb_init(&perr, ebuf, sizeof ebuf);
     if (par_set(name, value, &perr) != 0) {
         sb_printf(err, "%s:%u: %s", path, lineno, perr.buf);

@@ -249,7 +249,8 @@ build_bereq(struct req *req, struct be *be, bool miss, const struct cobj *stale,
         http_unset(bq, "X-Forwarded-For");
         http_unset(bq, "X-Forwarded-Proto");
         AZ(http_add(bq, TXT_LIT("X-Forwarded-For"), (struct txt){ xff, n }));
-        AZ(http_add(bq, TXT_LIT("X-Forwarded-Proto"), TXT_LIT("http")));
+        AZ(http_add(bq, TXT_LIT("X-Forwarded-Proto"),
+                    sess_is_tls(req->sp) ? TXT_LIT("https") : TXT_LIT("http")));
     }
     if (par.via)
         AZ(http_add(bq, TXT_LIT("Via"),

@@ -128,6 +128,12 @@ vio_write(int fd, const void *buf, size_t len, double deadline)
 }
 
 int
+vio_wait(int fd, short events, double deadline)
+{
+    return (wait_fd(fd, events, deadline));
+}
+
+int
 vio_wait_readable(int fd, double timeout)
 {
     return (wait_fd(fd, POLLIN, tim_mono() + timeout));

@@ -90,12 +90,13 @@ shuffle(struct req *req, int bfd)
     ssize_t n;
 
     for (;;) {
-        int rv = poll(pfd, 2, (int)(par.pipe_timeout * 1e3));
+        bool held = sess_pending(req->sp); /* decrypted TLS bytes poll(2) cannot see */
+        int rv = poll(pfd, 2, held ? 0 : (int)(par.pipe_timeout * 1e3));
         if (rv < 0 && errno == EINTR)
             continue;
-        if (rv <= 0)
+        if (rv < 0 || (rv == 0 && !held))
             return;
-        if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (held || (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
             n = sess_read_nb(req->sp, buf, size);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
                 return;

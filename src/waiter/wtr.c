@@ -6,6 +6,9 @@
  * its parked list and arms a read event with the time left of
  * timeout_idle.  A readable session goes back to a pool; one idle for
  * timeout_idle is closed here, without waking any worker.
+ *
+ * A TLS session is parked only when OpenSSL holds no decrypted bytes
+ * (sess_pending()): those would never make the socket readable again.
  */
 #include "config.h"
 
@@ -185,6 +188,14 @@ wtr_enter(struct sess **spp)
     bool was_empty;
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (sess_pending(sp)) {
+        /*
+         * OpenSSL holds decrypted request bytes the socket will never
+         * signal again: parked, the session would wait for nothing.
+         */
+        sess_schedule(&sp);
+        return;
+    }
     STAT_INC(sess_waited);
     STAT_INC(sess_idle);
     AZ(pthread_mutex_lock(&inbox_mtx));

@@ -539,3 +539,32 @@ def test_backend_list_and_health(surogat, tmp_path):
     assert r.status == 503 and b"0123456789" not in r.body
     assert sg.ctl("backend.set_health", "default", "auto").returncode == 0
     assert sg.get("/readme.txt").status == 200
+
+
+def test_over_tls(surogat, tmp_path):
+    """A TLS session cannot use sendfile(2): large files go through tls_sendfile(), small
+    ones with the head in one record; the bytes are the file's either way."""
+    from conftest import free_port
+    from t_tls_test import CURL, Pki, run
+
+    (tmp_path / "pki").mkdir()
+    crt, key, _ = Pki(tmp_path / "pki").issue("a.test", ["a.test"])
+    www = make_tree(tmp_path)
+    big = os.urandom((6 << 20) + 3)
+    (www / "big.bin").write_bytes(big)
+    port = free_port()
+    sg = surogat(backend=str(www), params={"sfb_cache_check": "1h"},
+                 args=["-a", "127.0.0.1:%d,tls,cert=%s,key=%s" % (port, crt, key)])
+    curl = [CURL, "-sS", "--max-time", "30", "--cacert", str(tmp_path / "pki" / "ca.crt"),
+            "--resolve", "a.test:%d:127.0.0.1" % port]
+    out = tmp_path / "big.out"
+    run(curl + ["-o", str(out), "https://a.test:%d/big.bin" % port], timeout=40)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == hashlib.sha256(big).hexdigest()
+    p = run(curl + ["-r", "1000000-1000009", "https://a.test:%d/big.bin" % port])
+    assert p.stdout == big[1000000:1000010]
+    p = run(curl + ["https://a.test:%d/readme.txt" % port])
+    assert p.stdout == (www / "readme.txt").read_bytes()
+    p = run(curl + ["-o", "/dev/null", "-w", "%{http_code}", "--path-as-is",
+                    "https://a.test:%d/../etc/passwd" % port])
+    assert p.stdout == b"400"
+    assert sg.stat("sfb_sendfile_bytes") == len(big) + 10

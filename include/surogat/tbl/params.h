@@ -71,6 +71,25 @@ PARAM(backend_max_connections, UINT, "0", "0", NULL, PAR_LIVE,
 PARAM(backend_max_retries, UINT, "1", "0", "10", PAR_LIVE,
       "Times an idempotent request without a body is retried on a fresh connection when a "
       "reused backend connection turns out to be closed before any response byte arrived.")
+PARAM(tls_handshake_timeout, DURATION, "10s", "10ms", NULL, PAR_LIVE,
+      "Longest time a client may take to complete the TLS handshake on a tls listen address. "
+      "The handshake holds a worker, so this bounds what a slow or silent client costs.")
+PARAM(tls_ciphers, STRING,
+      "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+      "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305",
+      NULL, NULL, PAR_RESTART,
+      "TLS 1.2 cipher list (OpenSSL syntax): forward secrecy and AEAD only. Read when "
+      "certificates are loaded, at startup and on SIGHUP.")
+PARAM(tls_ciphersuites, STRING,
+      "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256", NULL, NULL,
+      PAR_RESTART,
+      "TLS 1.3 cipher suites (OpenSSL syntax). Read when certificates are loaded, at startup "
+      "and on SIGHUP.")
+PARAM(tls_ticket_rotate, DURATION, "1h", "1s", "7d", PAR_LIVE,
+      "Session tickets are encrypted with a key replaced this often; a ticket made with the "
+      "previous key is still accepted (and replaced by a new one), so a client resumes its "
+      "session for one to two periods. The keys live in memory only: a restart ends every "
+      "ticket.")
 PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Access log file (NCSA combined with extra fields), relative to the working directory. "
       "Empty: no access log. Reopened on SIGHUP.")

@@ -145,6 +145,12 @@ STAT(gzip_errors, COUNTER, "Corrupt gzip bodies: from a backend (never stored; a
      "already got part of the body is cut off) or found while gunzipping for a client.")
 STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
 STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
+STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
+STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
+STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "
+     "garbage, timeout (tls_handshake_timeout), or the client leaving mid-handshake.")
+STAT(tls_reload, COUNTER, "TLS listen addresses whose certificates were reloaded by SIGHUP.")
+STAT(tls_reload_fail, COUNTER, "TLS certificate reloads that failed (the old ones stay).")
 STAT(sfb_req, COUNTER, "Requests answered by a static-file backend.")
 STAT(sfb_bad_path, COUNTER, "Static requests refused 400 or 414 by path normalisation "
      "(.., encoded slash, NUL, backslash, bad UTF-8).")

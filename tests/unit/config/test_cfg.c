@@ -96,6 +96,24 @@ START_TEST(valid_file)
 }
 END_TEST
 
+START_TEST(listen_lines)
+{
+    load_ok("listen = 127.0.0.1:8080\n"
+            "thread_pools = 3\n"
+            "listen = \":443,tls,cert=/c/a.pem,key=/c/a.key\"\n");
+    ck_assert_str_eq(cfg_listen(0), "127.0.0.1:8080");
+    ck_assert_str_eq(cfg_listen(1), ":443,tls,cert=/c/a.pem,key=/c/a.key");
+    ck_assert_ptr_null(cfg_listen(2));
+    ck_assert_uint_eq(par.thread_pools, 3);
+    /* A bad spec is refused at its line, with the -a message. */
+    ck_assert_int_eq(load("thread_pools = 2\nlisten = :443,tls\n"), -1);
+    ck_assert_ptr_nonnull(strstr(ebuf, ":2: listen: -a :443,tls: tls needs cert=FILE,key=FILE"));
+    ck_assert_ptr_null(cfg_listen(2));
+    cfg_fini();
+    ck_assert_ptr_null(cfg_listen(0));
+}
+END_TEST
+
 START_TEST(empty_and_comments_only)
 {
     load_ok("");
@@ -258,6 +276,7 @@ cfg_suite(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, valid_file);
+    tcase_add_test(tc, listen_lines);
     tcase_add_test(tc, empty_and_comments_only);
     tcase_add_test(tc, trailing_comment);
     tcase_add_test(tc, quoting);

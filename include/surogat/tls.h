@@ -1,0 +1,99 @@
+/*
+ * tls -- TLS for client connections (OpenSSL).
+ *
+ * A TLS listen socket owns a `tls_lsn`: the certificate files it was
+ * given and the generation of SSL_CTXs built from them.  SIGHUP builds a
+ * new generation and swaps it in; handshakes that start later use it,
+ * connections already open keep the one they started with (each SSL holds
+ * a reference on its generation), so a reload drops nothing.
+ *
+ * The handshake runs on a worker, never on the acceptor or the waiter.
+ * After it, the session's I/O goes through tls_read() and friends, which
+ * keep the vio_ contracts: deadlines, -1 with errno, writes complete.
+ */
+#ifndef SUROGAT_TLS_H
+#define SUROGAT_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct sb;
+struct ssl_st;  /* OpenSSL's SSL, without pulling its headers into every file */
+struct tls_lsn; /* opaque */
+
+#define TLS_MAX_CERTS 16
+
+/* The files of one TLS listen address, as given on -a.  Paths are absolute. */
+struct tls_conf {
+    unsigned ncert;
+    struct {
+        char *cert; /* PEM certificate chain, leaf first */
+        char *key;  /* PEM private key */
+        char *ocsp; /* DER OCSP response to staple, or NULL */
+    } c[TLS_MAX_CERTS];
+};
+
+int tls_init(void); /* ticket keys; before the first tls_lsn_new() */
+void tls_fini(void);
+
+/*
+ * Load the certificates of conf (copied) and build the SSL_CTXs.  NULL
+ * with "spec: file: reason" in err when a file does not load.  Main
+ * thread only, like tls_lsn_free() and tls_reload().
+ */
+struct tls_lsn *tls_lsn_new(const char *spec, const struct tls_conf *conf, struct sb *err);
+void tls_lsn_free(struct tls_lsn **lnp); /* *lnp = NULL */
+/*
+ * SIGHUP: reload every listener's files.  A listener whose files fail to
+ * load keeps its running certificates; the error, naming the file, is
+ * logged.  The number of listeners that failed.
+ */
+unsigned tls_reload(void);
+void tls_conf_clear(struct tls_conf *conf); /* free the paths */
+
+/*
+ * Whether a certificate name (a SAN dNSName or CN, "*.example.com"
+ * allowed: one whole left-most label) matches a host name from SNI.
+ * Case-insensitive; a wildcard never matches a bare "example.com".
+ */
+bool tls_name_match(const char *pattern, const char *host);
+
+/*
+ * Server-side handshake on the non-blocking fd, within deadline
+ * (tim_mono() seconds).  0 with *sslp set, or -1 after counting
+ * (tls_handshake_fail) and logging (at most once a second; peer names
+ * the client).  Blocks: workers only.
+ */
+int tls_accept(struct tls_lsn *ln, int fd, struct ssl_st **sslp, const char *peer, double deadline);
+/* Send close_notify if the session is healthy (once), without waiting for the reply. */
+void tls_notify_close(struct ssl_st *ssl);
+/* tls_notify_close(), free the SSL and its reference on its generation; *sslp = NULL. */
+void tls_close(struct ssl_st **sslp);
+
+/* As vio_read(): >0, 0 at EOF (close_notify or TCP FIN), -1 with errno. */
+ssize_t tls_read(struct ssl_st *ssl, int fd, void *buf, size_t len, double deadline);
+/* One non-blocking attempt: -1 with EAGAIN when no whole record is there. */
+ssize_t tls_read_nb(struct ssl_st *ssl, void *buf, size_t len);
+/*
+ * As vio_writev(): everything or -1.  Small pieces are gathered into
+ * 16 KiB records (a head and a small body make one record, not two);
+ * large ones are written in place.
+ */
+int tls_writev(struct ssl_st *ssl, int fd, struct iovec *iov, int iovcnt, double deadline);
+int tls_write(struct ssl_st *ssl, int fd, const void *buf, size_t len, double deadline);
+/*
+ * sendfile(2) for a TLS session, which must encrypt in user space: len
+ * bytes of filefd from off, read in 16 KiB pieces (one full record each)
+ * and written.  0, or -1 with errno (EIO when the file is shorter).
+ */
+int tls_sendfile(struct ssl_st *ssl, int fd, int filefd, off_t off, size_t len, double deadline);
+/*
+ * As vio_wait_readable(), but decrypted bytes OpenSSL already holds count
+ * as readable: poll(2) cannot see them.
+ */
+int tls_wait_readable(struct ssl_st *ssl, int fd, double timeout);
+bool tls_pending(const struct ssl_st *ssl);
+
+#endif

@@ -1,0 +1,300 @@
+/*
+ * TLS handshake and I/O for workers.
+ *
+ * Sockets are non-blocking, as everywhere: an SSL call that wants to
+ * read or write waits in poll(2) for the time left to the caller's
+ * deadline, then is retried with the same arguments (OpenSSL requires
+ * that of a write).  Any fatal error marks the SSL for a quiet shutdown,
+ * so that closing it sends no close_notify over a broken session.
+ *
+ * Failed handshakes are normal on the internet (scanners, old clients),
+ * so each is counted but the log gets at most one line a second, with
+ * the number left unsaid since the last one.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "surogat/defs.h"
+#include "surogat/log.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/vio.h"
+#include "tls_priv.h"
+
+/* Plaintext gathered per SSL_write: one full record. */
+#define TLS_COALESCE 16384
+
+static pthread_mutex_t fail_mtx = PTHREAD_MUTEX_INITIALIZER;
+static double fail_logged;     /* under fail_mtx: tim_mono() of the last line */
+static unsigned fail_unlogged; /* under fail_mtx */
+
+static void
+log_fail(const char *peer, const char *why)
+{
+    double now = tim_mono();
+    unsigned skipped;
+
+    AZ(pthread_mutex_lock(&fail_mtx));
+    if (now - fail_logged < 1.0) {
+        fail_unlogged++;
+        AZ(pthread_mutex_unlock(&fail_mtx));
+        return;
+    }
+    fail_logged = now;
+    skipped = fail_unlogged;
+    fail_unlogged = 0;
+    AZ(pthread_mutex_unlock(&fail_mtx));
+    if (skipped > 0)
+        log_msg(LOG_NOTICE,
+                "TLS handshake with %s failed: %s (and %u more since the last "
+                "message; see tls_handshake_fail)",
+                peer, why, skipped);
+    else
+        log_msg(LOG_NOTICE, "TLS handshake with %s failed: %s", peer, why);
+}
+
+/*
+ * What to do after an SSL call failed with error e: 1 retry (after
+ * waiting), 0 at EOF, -1 failed with errno set.
+ */
+static int
+want(SSL *ssl, int fd, int e, double deadline)
+{
+    int w;
+
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+        w = vio_wait(fd, POLLIN, deadline);
+        break;
+    case SSL_ERROR_WANT_WRITE:
+        w = vio_wait(fd, POLLOUT, deadline);
+        break;
+    case SSL_ERROR_ZERO_RETURN:
+        return (0);
+    case SSL_ERROR_SYSCALL:
+        SSL_set_quiet_shutdown(ssl, 1);
+        if (errno == 0)
+            errno = ECONNRESET;
+        ERR_clear_error();
+        return (-1);
+    default:
+        SSL_set_quiet_shutdown(ssl, 1);
+        ERR_clear_error();
+        errno = EPROTO;
+        return (-1);
+    }
+    if (w == 0) {
+        SSL_set_quiet_shutdown(ssl, 1); /* the peer is not reading: do not write to it */
+        errno = ETIMEDOUT;
+        return (-1);
+    }
+    return (w > 0 ? 1 : -1);
+}
+
+int
+tls_accept(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double deadline)
+{
+    struct tls_gen *gen = tls__gen_get(ln);
+    char why[256];
+    unsigned long ee;
+    SSL *ssl;
+    int rv, e;
+
+    ssl = SSL_new(gen->cert[0].ctx);
+    AN(ssl);
+    AN(SSL_set_app_data(ssl, gen)); /* the reference now belongs to the SSL */
+    AN(SSL_set_fd(ssl, fd));
+    SSL_set_accept_state(ssl);
+    for (;;) {
+        ERR_clear_error();
+        errno = 0;
+        rv = SSL_do_handshake(ssl);
+        if (rv == 1)
+            break;
+        e = SSL_get_error(ssl, rv);
+        ee = ERR_peek_error();
+        if (e == SSL_ERROR_SSL && ee != 0)
+            ERR_error_string_n(ee, why, sizeof why);
+        else if (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN)
+            snprintf(why, sizeof why, "%s", errno != 0 ? strerror(errno) : "client left");
+        else
+            snprintf(why, sizeof why, "timed out");
+        if (want(ssl, fd, e, deadline) > 0)
+            continue;
+        STAT_INC(tls_handshake_fail);
+        log_fail(peer, why);
+        tls_close(&ssl);
+        return (-1);
+    }
+    STAT_INC(tls_handshake);
+    if (SSL_session_reused(ssl))
+        STAT_INC(tls_resumed);
+    *sslp = ssl;
+    return (0);
+}
+
+void
+tls_notify_close(SSL *ssl)
+{
+    AN(ssl);
+    if (!SSL_is_init_finished(ssl) || (SSL_get_shutdown(ssl) & SSL_SENT_SHUTDOWN))
+        return;
+    /* One non-blocking try: a client that does not read loses its close_notify, nothing more. */
+    ERR_clear_error();
+    (void)SSL_shutdown(ssl);
+    ERR_clear_error();
+}
+
+void
+tls_close(SSL **sslp)
+{
+    SSL *ssl = *sslp;
+    struct tls_gen *gen;
+
+    *sslp = NULL;
+    AN(ssl);
+    tls_notify_close(ssl);
+    gen = SSL_get_app_data(ssl);
+    SSL_free(ssl);
+    tls__gen_unref(&gen);
+}
+
+ssize_t
+tls_read(SSL *ssl, int fd, void *buf, size_t len, double deadline)
+{
+    size_t n;
+    int w;
+
+    for (;;) {
+        ERR_clear_error();
+        errno = 0;
+        if (SSL_read_ex(ssl, buf, len, &n) == 1)
+            return ((ssize_t)n);
+        w = want(ssl, fd, SSL_get_error(ssl, 0), deadline);
+        if (w <= 0)
+            return (w);
+    }
+}
+
+ssize_t
+tls_read_nb(SSL *ssl, void *buf, size_t len)
+{
+    size_t n;
+    int e;
+
+    ERR_clear_error();
+    errno = 0;
+    if (SSL_read_ex(ssl, buf, len, &n) == 1)
+        return ((ssize_t)n);
+    e = SSL_get_error(ssl, 0);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return (-1);
+    }
+    /* Not waiting (the deadline has passed): want() only sorts EOF from failure. */
+    return (want(ssl, -1, e, 0));
+}
+
+int
+tls_write(SSL *ssl, int fd, const void *buf, size_t len, double deadline)
+{
+    size_t n;
+    int w;
+
+    while (len > 0) {
+        ERR_clear_error();
+        errno = 0;
+        if (SSL_write_ex(ssl, buf, len, &n) == 1) {
+            buf = (const char *)buf + n;
+            len -= n;
+            continue;
+        }
+        w = want(ssl, fd, SSL_get_error(ssl, 0), deadline);
+        if (w <= 0) {
+            if (w == 0)
+                errno = EPIPE; /* the client closed while we were writing */
+            return (-1);
+        }
+    }
+    return (0);
+}
+
+int
+tls_writev(SSL *ssl, int fd, struct iovec *iov, int iovcnt, double deadline)
+{
+    char buf[TLS_COALESCE];
+    size_t fill = 0, k;
+
+    for (; iovcnt > 0; iov++, iovcnt--) {
+        const char *p = iov->iov_base;
+        size_t left = iov->iov_len;
+
+        while (left > 0) {
+            if (fill == 0 && left >= sizeof buf) {
+                /* A large piece goes out in place; OpenSSL cuts it into full records. */
+                if (tls_write(ssl, fd, p, left, deadline) != 0)
+                    return (-1);
+                break;
+            }
+            k = SRG_MIN(left, sizeof buf - fill);
+            memcpy(buf + fill, p, k);
+            fill += k;
+            p += k;
+            left -= k;
+            if (fill == sizeof buf) {
+                if (tls_write(ssl, fd, buf, fill, deadline) != 0)
+                    return (-1);
+                fill = 0;
+            }
+        }
+        iov->iov_len = 0;
+    }
+    if (fill > 0 && tls_write(ssl, fd, buf, fill, deadline) != 0)
+        return (-1);
+    return (0);
+}
+
+int
+tls_sendfile(SSL *ssl, int fd, int filefd, off_t off, size_t len, double deadline)
+{
+    char buf[TLS_COALESCE];
+    ssize_t n;
+
+    while (len > 0) {
+        n = pread(filefd, buf, SRG_MIN(len, sizeof buf), off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO; /* the file shrank under us: never pad a response */
+            return (-1);
+        }
+        if (tls_write(ssl, fd, buf, (size_t)n, deadline) != 0)
+            return (-1);
+        off += n;
+        len -= (size_t)n;
+    }
+    return (0);
+}
+
+bool
+tls_pending(const SSL *ssl)
+{
+    return (SSL_pending(ssl) > 0);
+}
+
+int
+tls_wait_readable(SSL *ssl, int fd, double timeout)
+{
+    if (SSL_pending(ssl) > 0)
+        return (1);
+    return (vio_wait_readable(fd, timeout));
+}

@@ -1,0 +1,328 @@
+/*
+ * tls: the I/O seam under TLS, against a real OpenSSL client in a thread
+ * over a socketpair.  A self-signed certificate is made in $TMPDIR, the
+ * server side is tls_accept() on a listener from tls_lsn_new().  Checks
+ * the details poll(2) cannot see: decrypted bytes OpenSSL holds count as
+ * readable, small writes are gathered into one record, large ones are
+ * whole, EOF and close_notify are told apart from errors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "unit.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/tls.h"
+
+static char dir[256], crt[300], key[300];
+static struct tls_lsn *ln;
+static int sv[2]; /* [0] server (non-blocking), [1] client (blocking) */
+static SSL *srv, *cli;
+static SSL_CTX *cctx;
+
+static void
+make_cert(void)
+{
+    EVP_PKEY *pk = EVP_EC_gen("P-256");
+    X509 *x = X509_new();
+    FILE *f;
+
+    ck_assert_ptr_nonnull(pk);
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -60);
+    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+    X509_set_pubkey(x, pk);
+    X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+                               (const unsigned char *)"unit.test", -1, -1, 0);
+    X509_set_issuer_name(x, X509_get_subject_name(x));
+    ck_assert_int_gt(X509_sign(x, pk, EVP_sha256()), 0);
+    f = fopen(crt, "w");
+    ck_assert_ptr_nonnull(f);
+    PEM_write_X509(f, x);
+    fclose(f);
+    f = fopen(key, "w");
+    ck_assert_ptr_nonnull(f);
+    PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
+    fclose(f);
+    X509_free(x);
+    EVP_PKEY_free(pk);
+}
+
+static void *
+client_handshake(void *priv)
+{
+    (void)priv;
+    return ((void *)(long)SSL_connect(cli));
+}
+
+static void
+setup(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    struct tls_conf conf;
+    char ebuf[512];
+    struct sb err;
+    pthread_t th;
+    void *rv;
+
+    par_init();
+    ck_assert_int_eq(stat_init(), 0);
+    ck_assert_int_eq(tls_init(), 0);
+    snprintf(dir, sizeof dir, "%s/surogat-tls-XXXXXX", tmp != NULL ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(crt, sizeof crt, "%s/c.pem", dir);
+    snprintf(key, sizeof key, "%s/k.pem", dir);
+    make_cert();
+    memset(&conf, 0, sizeof conf);
+    conf.ncert = 1;
+    conf.c[0].cert = crt;
+    conf.c[0].key = key;
+    sb_init(&err, ebuf, sizeof ebuf);
+    ln = tls_lsn_new("unit", &conf, &err);
+    ck_assert_msg(ln != NULL, "%s", ebuf);
+
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    cctx = SSL_CTX_new(TLS_client_method());
+    cli = SSL_new(cctx);
+    SSL_set_fd(cli, sv[1]);
+    ck_assert_int_eq(pthread_create(&th, NULL, client_handshake, NULL), 0);
+    ck_assert_int_eq(tls_accept(ln, sv[0], &srv, "unit", tim_mono() + 10), 0);
+    ck_assert_int_eq(pthread_join(th, &rv), 0);
+    ck_assert_int_eq((int)(long)rv, 1);
+    /* A byte through, so the client has also taken the TLS 1.3 session tickets off the wire. */
+    ck_assert_int_eq(tls_write(srv, sv[0], "p", 1, tim_mono() + 5), 0);
+    ck_assert_int_eq(SSL_read(cli, ebuf, 1), 1);
+}
+
+static void
+teardown(void)
+{
+    if (srv != NULL)
+        tls_close(&srv);
+    SSL_free(cli);
+    SSL_CTX_free(cctx);
+    close(sv[0]);
+    close(sv[1]);
+    tls_lsn_free(&ln);
+    unlink(crt);
+    unlink(key);
+    rmdir(dir);
+}
+
+START_TEST(pending_counts_as_readable)
+{
+    char big[10000], buf[100];
+
+    memset(big, 'x', sizeof big);
+    ck_assert_int_eq(SSL_write(cli, big, sizeof big), (int)sizeof big);
+    ck_assert_int_eq(tls_read(srv, sv[0], buf, sizeof buf, tim_mono() + 5), (int)sizeof buf);
+    /* The rest of the record is decrypted and held by OpenSSL: the socket is empty. */
+    ck_assert_int_eq(tls_wait_readable(srv, sv[0], 0.05), 1);
+    ck_assert(tls_pending(srv));
+    for (size_t got = sizeof buf; got < sizeof big;) {
+        ssize_t n = tls_read_nb(srv, buf, sizeof buf);
+        ck_assert_int_gt(n, 0);
+        got += (size_t)n;
+    }
+    ck_assert(!tls_pending(srv));
+    ck_assert_int_eq(tls_read_nb(srv, buf, sizeof buf), -1);
+    ck_assert_int_eq(errno, EAGAIN);
+    ck_assert_int_eq(tls_wait_readable(srv, sv[0], 0.05), 0);
+}
+END_TEST
+
+/* Raw TLS records arriving at the client: the number of application-data records. */
+static unsigned
+count_records(size_t want_plain, char *plain)
+{
+    unsigned char hdr[5], rec[20000];
+    BIO *rb = BIO_new(BIO_s_mem());
+    size_t got = 0;
+    unsigned n = 0;
+
+    /* Records are fed by hand, so the count is of what was on the wire. */
+    SSL_set0_rbio(cli, rb);
+    while (got < want_plain) {
+        size_t len;
+        ck_assert_int_eq(recv(sv[1], hdr, 5, MSG_WAITALL), 5);
+        len = (size_t)hdr[3] << 8 | hdr[4];
+        ck_assert_uint_le(len, sizeof rec);
+        ck_assert_int_eq(recv(sv[1], rec, len, MSG_WAITALL), (int)len);
+        n += hdr[0] == 0x17;
+        BIO_write(rb, hdr, 5);
+        BIO_write(rb, rec, (int)len);
+        for (;;) {
+            int r = SSL_read(cli, plain + got, (int)(want_plain - got));
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+        }
+    }
+    return (n);
+}
+
+struct counting {
+    size_t want;
+    char *plain;
+    unsigned recs;
+};
+
+static void *
+count_thread(void *priv)
+{
+    struct counting *c = priv;
+
+    c->recs = count_records(c->want, c->plain);
+    return (NULL);
+}
+
+START_TEST(writev_gathers_small_pieces)
+{
+    static char out[300000], in[300000];
+    struct iovec iov[40];
+    unsigned recs;
+
+    for (size_t i = 0; i < sizeof out; i++)
+        out[i] = (char)(i * 7 + i / 251);
+    /* 40 pieces of 100 bytes: one record, not 40. */
+    for (int i = 0; i < 40; i++) {
+        iov[i].iov_base = out + i * 100;
+        iov[i].iov_len = 100;
+    }
+    ck_assert_int_eq(tls_writev(srv, sv[0], iov, 40, tim_mono() + 5), 0);
+    recs = count_records(4000, in);
+    ck_assert_uint_eq(recs, 1);
+    ck_assert_int_eq(memcmp(in, out, 4000), 0);
+    ck_assert_uint_eq(iov[39].iov_len, 0); /* advanced, as vio_writev does */
+    /* A head, then a large body: full records, the body intact. */
+    iov[0].iov_base = out;
+    iov[0].iov_len = 200;
+    iov[1].iov_base = out + 200;
+    iov[1].iov_len = sizeof out - 200;
+    {
+        /* More than the socket buffer holds: the client reads while we write. */
+        struct counting c = { .want = sizeof out, .plain = in };
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
+        ck_assert_int_eq(tls_writev(srv, sv[0], iov, 2, tim_mono() + 10), 0);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        recs = c.recs;
+    }
+    ck_assert_uint_eq(recs, (sizeof out + 16383) / 16384);
+    ck_assert_int_eq(memcmp(in, out, sizeof out), 0);
+}
+END_TEST
+
+static void *
+client_reads_all(void *priv)
+{
+    static char sink[1 << 16];
+    size_t total = 0;
+    int r;
+
+    (void)priv;
+    while ((r = SSL_read(cli, sink, sizeof sink)) > 0)
+        total += (size_t)r;
+    return ((void *)total);
+}
+
+START_TEST(large_write_against_a_slow_reader)
+{
+    size_t len = 8u << 20;
+    char *big = malloc(len);
+    pthread_t th;
+    void *total;
+
+    /* The socket buffer fills many times: WANT_WRITE, poll, retry with the same buffer. */
+    memset(big, 'y', len);
+    ck_assert_int_eq(pthread_create(&th, NULL, client_reads_all, NULL), 0);
+    ck_assert_int_eq(tls_write(srv, sv[0], big, len, tim_mono() + 30), 0);
+    tls_close(&srv); /* close_notify ends the client's loop cleanly */
+    ck_assert_int_eq(pthread_join(th, &total), 0);
+    ck_assert_uint_eq((size_t)total, len);
+    ck_assert_int_eq(SSL_get_error(cli, 0), SSL_ERROR_ZERO_RETURN);
+    free(big);
+}
+END_TEST
+
+START_TEST(sendfile_falls_back_to_reads)
+{
+    static char data[100000], in[100000];
+    char path[320];
+    struct counting c = { .want = 60000, .plain = in };
+    pthread_t th;
+    int ffd;
+
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (char)(i % 251);
+    snprintf(path, sizeof path, "%s/body", dir);
+    ffd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(ffd, 0);
+    ck_assert_int_eq(write(ffd, data, sizeof data), (int)sizeof data);
+    ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
+    ck_assert_int_eq(tls_sendfile(srv, sv[0], ffd, 1000, 60000, tim_mono() + 10), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(memcmp(in, data + 1000, 60000), 0);
+    ck_assert_uint_eq(c.recs, 4); /* 16 KiB records: 3 full and the rest */
+    /* Past the end of the file: an error, not a short response. */
+    ck_assert_int_eq(tls_sendfile(srv, sv[0], ffd, sizeof data - 10, 20, tim_mono() + 5), -1);
+    ck_assert_int_eq(errno, EIO);
+    close(ffd);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(eof_and_timeout)
+{
+    char buf[16];
+
+    /* Nothing comes: ETIMEDOUT at the deadline. */
+    ck_assert_int_eq(tls_read(srv, sv[0], buf, sizeof buf, tim_mono() + 0.05), -1);
+    ck_assert_int_eq(errno, ETIMEDOUT);
+    /* close_notify from the client reads as EOF. */
+    ck_assert_int_eq(SSL_shutdown(cli), 0);
+    ck_assert_int_eq(tls_read(srv, sv[0], buf, sizeof buf, tim_mono() + 5), 0);
+}
+END_TEST
+
+START_TEST(garbage_is_an_error_not_eof)
+{
+    char buf[16];
+
+    ck_assert_int_eq(write(sv[1], "\x17\x03\x03\x00\x05hello", 10), 10);
+    ck_assert_int_eq(tls_read(srv, sv[0], buf, sizeof buf, tim_mono() + 5), -1);
+    ck_assert_int_eq(errno, EPROTO);
+    ck_assert_int_eq(tls_write(srv, sv[0], "x", 1, tim_mono() + 1), -1);
+}
+END_TEST
+
+Suite *
+tls_suite(void)
+{
+    Suite *s = suite_create("tls");
+    TCase *tc = tcase_create("io");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, pending_counts_as_readable);
+    tcase_add_test(tc, writev_gathers_small_pieces);
+    tcase_add_test(tc, large_write_against_a_slow_reader);
+    tcase_add_test(tc, sendfile_falls_back_to_reads);
+    tcase_add_test(tc, eof_and_timeout);
+    tcase_add_test(tc, garbage_is_an_error_not_eof);
+    suite_add_tcase(s, tc);
+    return s;
+}
