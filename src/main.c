@@ -412,13 +412,14 @@ main(int argc, char **argv)
         if (o.policy == NULL)
             die("-C needs -f FILE");
         sb_init(&err, ebuf, sizeof ebuf);
+        AZ(be_init()); /* declared backends are resolved, as they will be */
         if (pol_check(o.policy, &err) != 0)
             die("%s", ebuf);
         printf("%s: ok\n", o.policy);
         exit(0);
     }
-    if (o.backend == NULL)
-        die("no backend: give -b HOST:PORT or -b /DIR");
+    if (o.backend == NULL && o.policy == NULL)
+        die("no backend: give -b HOST:PORT or -b /DIR, or -f with backend declarations");
     for (unsigned i = 0; cfg_listen(i) != NULL; i++)
         push(o.listen, &o.nlisten, cfg_listen(i), 'a');
     if (o.nlisten == 0)
@@ -447,8 +448,19 @@ main(int argc, char **argv)
         die("access_log %s: %s", par.access_log, strerror(errno));
     sb_init(&err, ebuf, sizeof ebuf);
     AZ(be_init()); /* the policy declares backends */
+    /* -b first: the policy's default when its routes say nothing. */
+    if (o.backend != NULL && o.backend[0] == '/') {
+        /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
+        o.sfb = sfb_new_params(o.backend, &err);
+        if (o.sfb == NULL || be_add_static("default", o.sfb, &err) != 0)
+            die("-b %s", ebuf);
+    } else if (o.backend != NULL && be_add("default", o.backend, &err) != 0) {
+        die("-b %s", ebuf);
+    }
     if (o.policy != NULL && pol_load(o.policy, &err) != 0)
         die("%s", ebuf);
+    if (o.backend == NULL && !pol_has_backend())
+        die("no backend: %s declares none and there is no -b", o.policy);
     AZ(hsh_init());
     AZ(xkey_init());
     AZ(ban_init());
@@ -459,14 +471,6 @@ main(int argc, char **argv)
         AZ(sto_init("malloc,256m", &err));
     lfu_init(sto_size() / 4096); /* a guess of objects per store byte, for the sketch's width */
     hsh_recover();
-    if (o.backend[0] == '/') {
-        /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
-        o.sfb = sfb_new_params(o.backend, &err);
-        if (o.sfb == NULL || be_add_static("default", o.sfb, &err) != 0)
-            die("-b %s", ebuf);
-    } else if (be_add("default", o.backend, &err) != 0) {
-        die("-b %s", ebuf);
-    }
     raise_fd_limit();
     if (tls_init() != 0)
         die("cannot initialise OpenSSL");

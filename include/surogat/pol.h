@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct dir;
 struct http;
 struct req;
 struct sb;
@@ -165,6 +166,16 @@ enum pol_act pol_pipe(struct req *req, struct http *bereq, struct pol_synth *syn
  * POL_SYNTH (*syn), POL_RESTART, POL_ERROR.
  */
 enum pol_act pol_purge(struct req *req, struct pol_synth *syn);
+
+/*
+ * The director of a request under the program it runs on: req.backend
+ * when a hook set it, else the script's routes, else its default (a
+ * declaration named "default", -b's backend, the first declared).  NULL
+ * when the program declares nothing and there is no -b.
+ */
+struct dir *pol_dir(struct req *req);
+/* Whether the current program has somewhere to send requests (a default director). */
+bool pol_has_backend(void);
 
 /* Header slots a response head built for pol_deliver() keeps free for the hook. */
 #define POL_HDR_ROOM 32

@@ -18,6 +18,7 @@
 struct sess;
 struct wrk;
 struct be;
+struct dir;
 
 struct req {
     unsigned magic;
@@ -53,6 +54,7 @@ struct req {
     uint64_t pol_id;     /* pol: names this request's req.ctx; 0 until a hook runs */
     /* policy controls */
     struct http *bereq;  /* fetch: the backend request as sent, for the backend hooks */
+    struct dir *dir;     /* pol: where the request goes (req.backend, routes); NULL: -b's */
     unsigned restarts;   /* times the request went back to recv */
     unsigned retries;    /* fetch: backend attempts after the first */
     bool restart;        /* a hook said "restart": req_dispatch() starts over */

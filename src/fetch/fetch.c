@@ -16,6 +16,7 @@
 #include "surogat/bcp.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
+#include "surogat/dir.h"
 #include "surogat/fetch.h"
 #include "surogat/cc.h"
 #include "surogat/fresh.h"
@@ -29,6 +30,7 @@
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
+#include "surogat/sfb.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/vio.h"
@@ -652,8 +654,11 @@ retry_allowed(const struct fetch *f)
 {
     const struct req *req = f->req;
 
-    if (req->body != H1_BODY_NONE)
+    if (req->body != H1_BODY_NONE) {
+        log_msg(LOG_WARNING, "policy: \"retry\" of a request with a body: its body is gone, "
+                             "the fetch fails");
         return (false);
+    }
     if (req->retries >= par.max_retries) {
         log_msg(LOG_WARNING, "policy: \"retry\" past max_retries (%u): the fetch fails",
                 par.max_retries);
@@ -802,7 +807,30 @@ enum attempt {
     ATTEMPT_DONE,  /* answered (or nobody to answer) */
     ATTEMPT_RETRY, /* a hook said "retry": once more, with the same busy object */
     ATTEMPT_HEAD,  /* exchange(): the response head is in, go on */
+    ATTEMPT_FAILOVER, /* connecting failed: try f->next_be */
 };
+
+/*
+ * Whether connecting to f->be failed in a way another backend of the
+ * request's director can take over: an idempotent request without a
+ * body, nothing sent yet.  Sets f->next_be.
+ */
+static bool
+failover(struct fetch *f)
+{
+    struct req *req = f->req;
+    struct be *skip[FETCH_TRIED_MAX + 1];
+
+    if (req->dir == NULL || req->body != H1_BODY_NONE ||
+        !http_method_idempotent(&req->http->method) || f->ntried >= FETCH_TRIED_MAX ||
+        f->ntried >= par.max_retries)
+        return (false);
+    memcpy(skip, f->tried, f->ntried * sizeof *skip);
+    skip[f->ntried] = f->be;
+    f->next_be = dir_pick(req->dir,
+                          &(struct dir_ctx){ .req = req->http, .skip = skip, .nskip = f->ntried + 1 });
+    return (f->next_be != NULL);
+}
 
 /* Connect, send, and read the response head, retrying dead reused connections. */
 static enum attempt
@@ -819,9 +847,13 @@ exchange(struct fetch *f, struct txt head)
             break;
         case BCP_E_BUSY:
             STAT_INC(backend_busy);
+            if (failover(f))
+                return (ATTEMPT_FAILOVER);
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BCP_E_CONNECT:
             STAT_INC(backend_fail);
+            if (failover(f))
+                return (ATTEMPT_FAILOVER);
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         }
         if (f->conn->reused)
@@ -892,6 +924,8 @@ attempt(struct fetch *f, struct out *o)
     enum attempt a;
     int rv;
 
+    struct dir *dir = req->dir;
+
     switch (build_bereq(req, f->be, f->oc != NULL, f->stale.oc, &head)) {
     case 0:
         break;
@@ -901,6 +935,13 @@ attempt(struct fetch *f, struct out *o)
     default:
         fail_plain(f, 503); /* backend_fetch said "abandon", or failed */
         return (ATTEMPT_DONE);
+    }
+    if (req->dir != dir) {
+        /* backend_fetch set bereq.backend: go there instead. */
+        f->be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http });
+        if (f->be == NULL)
+            return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
+        req->be_name = f->be->name;
     }
     if ((a = exchange(f, head)) != ATTEMPT_HEAD)
         return (a);
@@ -1029,8 +1070,11 @@ attempt(struct fetch *f, struct out *o)
 static void
 fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale, bool bg)
 {
+    struct be *tried[FETCH_TRIED_MAX];
+    unsigned ntried = 0;
     struct fetch f;
     struct out o;
+    enum attempt a;
 
     OBJ_CHECK(req, REQ_MAGIC);
     for (;;) {
@@ -1038,6 +1082,8 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         memset(&o, 0, sizeof o);
         f.req = req;
         f.be = be;
+        f.tried = tried;
+        f.ntried = ntried;
         f.oc = oc;
         f.bg = bg;
         if (stale != NULL)
@@ -1045,15 +1091,30 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         f.to_client = !bg;
         f.body_to_client = !req->head_only && !bg;
         req->cache = oc != NULL ? "MISS" : "PASS";
+        if (be != NULL && be->sfb != NULL) {
+            /* A hook routed a fetch to static files: they are served, not fetched. */
+            if (f.oc != NULL)
+                hsh_abandon(&f.oc, 0);
+            if (!bg)
+                sfb_deliver(req, be->sfb);
+            return;
+        }
         if (be != NULL) {
             OBJ_CHECK(be, BE_MAGIC);
             req->be_name = be->name;
-            if (attempt(&f, &o) != ATTEMPT_RETRY)
-                return;
-        } else if (!fail(&f, 503)) {
-            return;
+            a = attempt(&f, &o);
+        } else {
+            a = fail(&f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE;
         }
         oc = f.oc; /* still busy, for the next attempt */
+        if (a == ATTEMPT_FAILOVER) {
+            tried[ntried++] = be;
+            be = f.next_be;
+            STAT_INC(backend_failover);
+            continue;
+        }
+        if (a != ATTEMPT_RETRY)
+            return;
         req->retries++;
         STAT_INC(policy_retry);
     }

@@ -24,9 +24,15 @@ enum fetch_gz {
     FGZ_CHECK,    /* the backend sent gzip: check it, gunzip it for a client not taking gzip */
 };
 
+/* Backends one fetch may try in turn when connecting fails (failover). */
+#define FETCH_TRIED_MAX 8
+
 struct fetch {
     struct req *req;
     struct be *be;
+    struct be *const *tried; /* backends that failed to connect already (skip them) */
+    unsigned ntried;
+    struct be *next_be;      /* exchange(): the healthy one to fail over to */
     struct bcp_conn *conn;
     struct http resp[1];
     size_t be_len;       /* bytes in wrk->be */

@@ -53,6 +53,7 @@ struct pol_prog {
     size_t len;
     unsigned hooks;      /* bit per enum pol_hook defined by the script or builtin.lua */
     unsigned user_hooks; /* those the script defines */
+    struct pol_cfg *cfg; /* its backends, directors and routes (pol_decl.c) */
 };
 
 const char *const pol__hook_name[POL_H_MAX] = {
@@ -89,6 +90,7 @@ prog_unref(struct pol_prog **pp)
     OBJ_CHECK(p, POL_PROG_MAGIC);
     if (__atomic_sub_fetch(&p->refcnt, 1, __ATOMIC_ACQ_REL) > 0)
         return;
+    pol__decl_free(&p->cfg);
     free(p->path);
     free(p->chunkname);
     free(p->src);
@@ -291,6 +293,7 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     pol__lib_open(L);
     pol__obj_open(L);
     pol__client_open(L);
+    pol__decl_open(L);
     /* builtin.lua's globals land in a table of their own, reading through to _G. */
     if (luaL_loadbuffer(L, pol_builtin_lua, sizeof pol_builtin_lua - 1, "=builtin.lua") !=
         LUA_OK) {
@@ -390,7 +393,13 @@ prog_check(const char *path, struct sb *err)
         prog_unref(&p);
         return (NULL);
     }
+    /* The declarations, as the script's top level recorded them. */
+    p->cfg = pol__decl_build(pw.L, err);
     state_close(&pw);
+    if (p->cfg == NULL) {
+        prog_unref(&p);
+        return (NULL);
+    }
     return (p);
 }
 
@@ -450,6 +459,7 @@ pol_fini(void)
     AZ(pthread_mutex_lock(&mtx));
     prog_unref(&cur);
     AZ(pthread_mutex_unlock(&mtx));
+    pol__decl_fini();
 }
 
 bool
@@ -535,4 +545,22 @@ pol__prog_path(const struct pol_prog *p)
 {
     OBJ_CHECK(p, POL_PROG_MAGIC);
     return (p->path);
+}
+
+struct pol_cfg *
+pol__prog_cfg(const struct pol_prog *p)
+{
+    OBJ_CHECK(p, POL_PROG_MAGIC);
+    return (p->cfg);
+}
+
+bool
+pol_has_backend(void)
+{
+    bool rv;
+
+    AZ(pthread_mutex_lock(&mtx));
+    rv = cur != NULL && !pol__decl_empty(cur->cfg);
+    AZ(pthread_mutex_unlock(&mtx));
+    return (rv);
 }

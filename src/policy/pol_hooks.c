@@ -436,3 +436,16 @@ pol_log(struct req *req)
     (void)run_hook(pw, POL_H_LOG, 2, NULL, 0);
     end_call(pw, top + 1, 2);
 }
+
+struct dir *
+pol_dir(struct req *req)
+{
+    struct pol_wrk *pw;
+
+    if (req->dir != NULL)
+        return (req->dir);
+    if ((pw = begin(req)) == NULL)
+        return (NULL);
+    req->dir = pol__decl_route(pol__prog_cfg(pw->prog), req);
+    return (req->dir);
+}

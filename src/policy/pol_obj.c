@@ -27,6 +27,7 @@
 #include <lauxlib.h>
 
 #include "surogat/defs.h"
+#include "surogat/dir.h"
 #include "surogat/http.h"
 #include "surogat/req.h"
 #include "surogat/sess.h"
@@ -325,6 +326,41 @@ push_txt(lua_State *L, struct txt t)
     lua_pushlstring(L, t.b != NULL ? t.b : "", t.len);
 }
 
+/* req.backend: the director's name; bereq.backend: the backend's, once picked. */
+static void
+push_backend(lua_State *L, const struct msg *m)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+    struct req *req = pw->req;
+    const struct dir *d;
+
+    if (m->kind == POL_O_BEREQ && req->be_name != NULL) {
+        lua_pushstring(L, req->be_name);
+        return;
+    }
+    d = req->dir != NULL ? req->dir : pol__decl_route(pol__prog_cfg(pw->prog), req);
+    if (d != NULL)
+        lua_pushstring(L, dir_name(d));
+    else if (req->be_name != NULL)
+        lua_pushstring(L, req->be_name);
+    else
+        lua_pushnil(L);
+}
+
+/* req.backend = name (bereq.backend in backend_fetch): a backend or director declared. */
+static void
+set_backend(lua_State *L, const struct msg *m)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+    const char *name = luaL_checkstring(L, 3);
+    struct dir *d = pol__decl_find(pol__prog_cfg(pw->prog), name);
+
+    if (d == NULL)
+        (void)luaL_error(L, "%s.backend: no backend or director \"%s\" is declared",
+                         kind_name[m->kind], name);
+    pw->req->dir = d;
+}
+
 /*
  * The request's facts and switches (req.restarts, req.hash_always_miss,
  * bereq.retries ...): pushes the value, nil when k is none of them.
@@ -340,6 +376,8 @@ push_req_fact(lua_State *L, const struct msg *m, const char *k)
         lua_pushinteger(L, req->restarts);
     else if (m->kind == POL_O_BEREQ && strcmp(k, "retries") == 0)
         lua_pushinteger(L, req->retries);
+    else if (strcmp(k, "backend") == 0)
+        push_backend(L, m);
     else if (m->kind == POL_O_REQ && strcmp(k, "hash_always_miss") == 0)
         lua_pushboolean(L, req->hash_always_miss);
     else if (m->kind == POL_O_REQ && strcmp(k, "hash_ignore_busy") == 0)
@@ -466,6 +504,8 @@ l_msg_newindex(lua_State *L)
     } else if (m->ex.body != NULL && strcmp(k, "body") == 0) {
         s = luaL_checklstring(L, 3, &len);
         *m->ex.body = ws_txt(L, s, len);
+    } else if (isreq && strcmp(k, "backend") == 0) {
+        set_backend(L, m);
     } else if (m->kind == POL_O_REQ &&
                (strcmp(k, "hash_always_miss") == 0 || strcmp(k, "hash_ignore_busy") == 0)) {
         struct req *req = pol__wrk(L)->req;
@@ -504,6 +544,8 @@ l_client_index(lua_State *L)
         lua_pushstring(L, sp->client_ip);
     else if (sp != NULL && strcmp(k, "port") == 0)
         lua_pushinteger(L, strtol(sp->client_port, NULL, 10));
+    else if (strcmp(k, "tls") == 0)
+        lua_pushboolean(L, sp != NULL && sess_is_tls(sp));
     else
         lua_pushnil(L);
     return (1);
@@ -556,6 +598,11 @@ l_server_index(lua_State *L)
 
     if (strcmp(k, "ip") == 0 || strcmp(k, "port") == 0)
         return (push_local_addr(L, k));
+    if (strcmp(k, "tls") == 0) {
+        struct pol_wrk *pw = pol__wrk(L);
+        lua_pushboolean(L, pw->req != NULL && pw->req->sp != NULL && sess_is_tls(pw->req->sp));
+        return (1);
+    }
     if (strcmp(k, "hostname") == 0 || strcmp(k, "identity") == 0) {
         if (gethostname(name, sizeof name) != 0)
             name[0] = '\0';

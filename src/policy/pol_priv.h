@@ -14,6 +14,9 @@
 
 #include "surogat/pol.h"
 
+struct req;
+struct sb;
+
 enum pol_hook {
     POL_H_RECV,
     POL_H_HASH,
@@ -75,6 +78,24 @@ bool pol__user_has(enum pol_hook h); /* the current script defines hook h */
 /* Arm the instruction budget before a call; the caller disarms with lua_sethook(L, NULL, 0, 0). */
 void pol__arm_limit(lua_State *L);
 const char *pol__prog_path(const struct pol_prog *p); /* the script's file name */
+struct pol_cfg *pol__prog_cfg(const struct pol_prog *p);
+
+/*
+ * pol_decl.c: backend, director and route declarations.  _open() adds
+ * the recording functions to a state; _build() turns what the scratch
+ * state recorded into a program's configuration (NULL with "file:line:
+ * message" in err); _find() a backend or director by name; _route() the
+ * director of a request by the routes (or the default; NULL without any).
+ */
+struct pol_cfg;
+struct dir;
+void pol__decl_open(lua_State *L);
+struct pol_cfg *pol__decl_build(lua_State *L, struct sb *err);
+void pol__decl_free(struct pol_cfg **cfgp);
+void pol__decl_fini(void); /* at exit, after the programs: the static backends' files */
+struct dir *pol__decl_find(const struct pol_cfg *cfg, const char *name);
+struct dir *pol__decl_route(const struct pol_cfg *cfg, const struct req *req);
+bool pol__decl_empty(const struct pol_cfg *cfg);
 
 /* pol_lib.c: the global tables `re` and `surogat`. */
 void pol__lib_open(lua_State *L);

@@ -20,6 +20,7 @@
 #include "surogat/be.h"
 #include "surogat/cc.h"
 #include "surogat/defs.h"
+#include "surogat/dir.h"
 #include "surogat/fetch.h"
 #include "surogat/fresh.h"
 #include "surogat/gz.h"
@@ -809,17 +810,57 @@ policy_fail(struct req *req)
 }
 
 /*
+ * Static files skip the cache: the open-file cache and the page cache
+ * hold them.  true when be is a static backend and the request was
+ * answered from its files.
+ */
+static bool
+deliver_static(struct req *req, struct be *be)
+{
+    if (be == NULL || be->sfb == NULL)
+        return (false);
+    req->be_name = be->name;
+    sfb_deliver(req, be->sfb);
+    return (true);
+}
+
+/* The request's director is a static backend: answered from its files. */
+static bool
+static_route(struct req *req)
+{
+    struct dir *d = pol_dir(req);
+
+    return (d != NULL && dir_type(d) == DIR_BACKEND &&
+            deliver_static(req, dir_pick(d, &(struct dir_ctx){ .req = req->http })));
+}
+
+/*
+ * The backend for a fetch: picked by the request's director (req.backend,
+ * the routes) when a script is loaded, else -b's.  NULL when none is
+ * healthy: the fetch answers 503, or stale content where allowed.
+ */
+static struct be *
+pick_backend(struct req *req)
+{
+    struct dir *d;
+
+    if (!pol_active() || (d = pol_dir(req)) == NULL)
+        return (be_default());
+    return (dir_pick(d, &(struct dir_ctx){ .req = req->http }));
+}
+
+/*
  * The request goes to the backend, not cached: through the pass hook
  * when a script is loaded.
  */
-static void do_pass(struct req *req, struct be *be);
+static void do_pass(struct req *req);
 
 /* A hook said neither fetch nor deliver: pass, synth, restart, or it failed. */
 static void
-answer_other(struct req *req, struct be *be, enum pol_act act, const struct pol_synth *syn)
+answer_other(struct req *req, enum pol_act act, const struct pol_synth *syn)
 {
     if (act == POL_PASS)
-        do_pass(req, be);
+        do_pass(req);
     else if (act == POL_SYNTH)
         req_synth_pol(req, syn->status, syn->reason);
     else if (act == POL_RESTART)
@@ -829,17 +870,17 @@ answer_other(struct req *req, struct be *be, enum pol_act act, const struct pol_
 }
 
 static void
-do_pass(struct req *req, struct be *be)
+do_pass(struct req *req)
 {
     struct pol_synth syn;
     enum pol_act act;
 
     /* pass never answers "pass": no recursion */
     if (pol_active() && (act = pol_pass(req, &syn)) != POL_FETCH) {
-        answer_other(req, be, act, &syn);
+        answer_other(req, act, &syn);
         return;
     }
-    fetch_pass(req, be);
+    fetch_pass(req, pick_backend(req));
 }
 
 /*
@@ -848,7 +889,7 @@ do_pass(struct req *req, struct be *be)
  * and the stale copy let go.
  */
 static void
-do_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
+do_miss(struct req *req, struct cobj **ocp, struct hsh_stale *stale)
 {
     struct pol_synth syn;
     enum pol_act act = POL_FETCH;
@@ -856,13 +897,13 @@ do_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *sta
     if (pol_active())
         act = pol_miss(req, &syn);
     if (act == POL_FETCH) {
-        fetch_miss(req, be, ocp, stale);
+        fetch_miss(req, pick_backend(req), ocp, stale);
         return;
     }
     hsh_abandon(ocp, 0);
     if (stale->oc != NULL)
         hsh_deref(&stale->oc);
-    answer_other(req, be, act, &syn);
+    answer_other(req, act, &syn);
 }
 
 /*
@@ -911,18 +952,22 @@ policy_hit(struct req *req, const struct cobj *oc, double now, struct pol_synth 
  * answered here.
  */
 static bool
-policy_recv(struct req *req, struct be *be, char **key, size_t *keylen)
+policy_recv(struct req *req, char **key, size_t *keylen)
 {
     struct pol_synth syn;
+    enum pol_act act = pol_recv(req, &syn);
 
-    switch (pol_recv(req, &syn)) {
+    /* Wherever recv sent it, a request routed to static files goes there. */
+    if ((act == POL_HASH || act == POL_PASS || act == POL_PIPE) && static_route(req))
+        return (false);
+    switch (act) {
     case POL_HASH:
         break;
     case POL_PASS:
-        do_pass(req, be);
+        do_pass(req);
         return (false);
     case POL_PIPE:
-        req_pipe(req, be);
+        req_pipe(req, pick_backend(req));
         return (false);
     case POL_PURGE:
         req_purge(req);
@@ -946,7 +991,6 @@ policy_recv(struct req *req, struct be *be, char **key, size_t *keylen)
 static void
 dispatch_once(struct req *req)
 {
-    struct be *be = be_default();
     struct cobj *oc = NULL, *so;
     struct hsh_stale stale;
     struct pol_synth syn;
@@ -957,14 +1001,10 @@ dispatch_once(struct req *req)
     bool refresh = false; /* the hit hook said "miss": look up past fresh objects */
 
     OBJ_CHECK(req, REQ_MAGIC);
-    if (be != NULL && be->sfb != NULL) {
-        /* Static files skip the cache: the open-file cache and the page cache hold them. */
-        req->be_name = be->name;
-        sfb_deliver(req, be->sfb);
+    if (!pol_active() && deliver_static(req, be_default()))
         return;
-    }
     if (pol_active()) {
-        if (!policy_recv(req, be, &key, &keylen))
+        if (!policy_recv(req, &key, &keylen))
             return;
     } else if (is_method(req, "PURGE")) {
         req_purge(req);
@@ -972,13 +1012,13 @@ dispatch_once(struct req *req)
     } else if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
                http_find(req->http, "Authorization") != NULL ||
                http_find(req->http, "Cookie") != NULL) {
-        fetch_pass(req, be);
+        fetch_pass(req, be_default());
         return;
     } else {
         key = cache_key(req, &keylen);
     }
     if (key == NULL) {
-        do_pass(req, be);
+        do_pass(req);
         return;
     }
     cc_parse_request(req->http, &qcc);
@@ -994,7 +1034,7 @@ lookup:
     case HSH_PASS:
         if (qcc.flags & CC_ONLY_IF_CACHED)
             break;
-        do_pass(req, be);
+        do_pass(req);
         return;
     case HSH_HIT:
         if (!hsh_verify(oc)) {
@@ -1016,7 +1056,7 @@ lookup:
                 goto lookup;
             }
             if (act != POL_DELIVER) {
-                answer_other(req, be, act, &syn);
+                answer_other(req, act, &syn);
                 return;
             }
         }
@@ -1034,7 +1074,7 @@ lookup:
             enum pol_act act = policy_hit(req, oc, now, &syn);
             if (act != POL_DELIVER) {
                 hsh_stream_leave(&oc);
-                answer_other(req, be, act == POL_MISS ? POL_PASS : act, &syn);
+                answer_other(req, act == POL_MISS ? POL_PASS : act, &syn);
                 return;
             }
         }
@@ -1043,9 +1083,13 @@ lookup:
          * timeout, but may also spend up to send_timeout on one write to
          * its own (slow) client before it reads on.
          */
-        req_deliver_stream(req, oc, (be != NULL ? be_between_bytes_timeout(be)
-                                                : par.backend_between_bytes_timeout) +
-                                        par.send_timeout + 1);
+        {
+            /* The fetching request most likely went where this one would. */
+            struct be *be = pick_backend(req);
+            req_deliver_stream(req, oc, (be != NULL ? be_between_bytes_timeout(be)
+                                                    : par.backend_between_bytes_timeout) +
+                                            par.send_timeout + 1);
+        }
         hsh_stream_leave(&oc);
         return;
     case HSH_GRACE:
@@ -1058,27 +1102,27 @@ lookup:
         if (!hsh_verify(stale.oc)) {
             /* Recovered and corrupt: gone; this is a plain miss. */
             hsh_deref(&stale.oc);
-            do_miss(req, be, &oc, &stale);
+            do_miss(req, &oc, &stale);
             return;
         }
         if (pol_active() && pol_has_hit()) {
             enum pol_act act = policy_hit(req, stale.oc, now, &syn);
             if (act == POL_MISS) {
                 /* Refresh in the foreground: the stale copy only revalidates. */
-                do_miss(req, be, &oc, &stale);
+                do_miss(req, &oc, &stale);
                 return;
             }
             if (act != POL_DELIVER) {
                 hsh_abandon(&oc, 0);
                 hsh_deref(&stale.oc);
-                answer_other(req, be, act, &syn);
+                answer_other(req, act, &syn);
                 return;
             }
         }
         STAT_INC(cache_hit);
         so = stale.oc;
         hsh_ref(so);
-        fetch_bg(req, be, &oc, &stale);
+        fetch_bg(req, pick_backend(req), &oc, &stale);
         req_deliver_obj(req, so, now, NULL);
         req->cache = "GRACE";
         hsh_deref(&so);
@@ -1094,7 +1138,7 @@ lookup:
         if (stale.oc != NULL && !hsh_verify(stale.oc))
             hsh_deref(&stale.oc);
         /* A Range miss fetches the whole object (fetch_miss) and cuts the range from it. */
-        do_miss(req, be, &oc, &stale);
+        do_miss(req, &oc, &stale);
         return;
     }
     /* only-if-cached with nothing usable: never contact the origin (RFC 9111 5.2.1.7). */

@@ -150,8 +150,8 @@ req_pipe(struct req *req, struct be *be)
             return;
         }
     }
-    if (be == NULL) {
-        (void)req_synth(req, 503, NULL);
+    if (be == NULL || be->pool == NULL) {
+        (void)req_synth(req, 503, NULL); /* none healthy, or static files: nothing to pipe to */
         return;
     }
     buf = ws_reserve_all(&req->wrk->ws, &room);

@@ -291,6 +291,23 @@ def test_x_forwarded_proto(origin, surogat, tls):
     assert origin.last("/xfp").headers_all("X-Forwarded-Proto") == ["http"]
 
 
+def test_policy_sees_tls(origin, tls, tmp_path):
+    origin.route("/t", body=b"t")
+    p = tmp_path / "tls.lua"
+    p.write_text("function recv(req)\n"
+                 "    req.http.x_client_tls = tostring(client.tls)\n"
+                 "    req.http.x_server_tls = tostring(server.tls)\n"
+                 "    return 'pass'\n"
+                 "end\n")
+    t = tls(args=["-f", str(p)])
+    assert t.get("/t").status == 200
+    seen = origin.last("/t")
+    assert (seen.header("X-Client-Tls"), seen.header("X-Server-Tls")) == ("true", "true")
+    assert t.sg.get("/t").status == 200  # the plain listener
+    seen = origin.last("/t")
+    assert (seen.header("X-Client-Tls"), seen.header("X-Server-Tls")) == ("false", "false")
+
+
 def test_pipelining_and_waiter(origin, tls):
     """Requests in one record, in several records, and after a rest in the waiter."""
     origin.route("/a", body=b"A")

@@ -109,6 +109,8 @@ STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use a
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
 STAT(policy_restart, COUNTER, "Requests sent back to recv by a hook's \"restart\".")
+STAT(backend_failover, COUNTER, "Fetches that went to another backend of their director after "
+     "connecting to one failed (idempotent requests without a body).")
 STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
 STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
 STAT(req_time_us, COUNTER, "Sum of the request times in microseconds, each from the complete "

@@ -1,0 +1,622 @@
+/*
+ * Declarations in a policy script: backends, directors and routes.
+ *
+ *   backend "apache" { host = "127.0.0.1", port = 8080, probe = { url = "/health" } }
+ *   backend "static" { root = "/srv/www" }
+ *   director "app" { type = "round_robin", backends = { "apache", "apache2" } }
+ *   route { ext = { "jpg", "css" }, to = "static" }
+ *   route { to = "app" }
+ *
+ * `backend "x"` is a call returning a function that takes the table, so a
+ * declaration reads like a Varnish one.  At the script's top level each
+ * call only records what it was given, with its file and line; when a
+ * program is checked (pol_load), pol__decl_build() turns the records of
+ * the scratch state into the program's configuration: referenced
+ * backends (be_get: a reload keeps the pools and probe history of
+ * unchanged ones), directors and the route table.  Worker states record
+ * the same declarations and ignore them.  Any mistake -- an unknown
+ * field, a wrong type, a name declared twice or never -- is an error
+ * naming the declaration's file and line, and the program is refused.
+ *
+ * Which director a request goes to: req.backend when the script set it,
+ * else the first matching route, else the declaration named "default"
+ * (or -b's backend), else the first backend declared.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "surogat/be.h"
+#include "surogat/defs.h"
+#include "surogat/dir.h"
+#include "surogat/http.h"
+#include "surogat/req.h"
+#include "surogat/rt.h"
+#include "surogat/sb.h"
+#include "surogat/sfb.h"
+
+#include "pol_priv.h"
+
+#define DECL_KEY "pol.decl"
+
+/*
+ * Every static backend's files ever built.  A backend's memory outlives
+ * the program that declared it (requests in flight may use it), and so
+ * must what it points at: they go at exit (pol__decl_fini()).
+ */
+static pthread_mutex_t sfb_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct sfb **sfb_all;
+static unsigned sfb_n, sfb_cap;
+
+static void
+sfb_keep(struct sfb *sfb)
+{
+    AZ(pthread_mutex_lock(&sfb_mtx));
+    if (sfb_n == sfb_cap) {
+        sfb_cap = sfb_cap > 0 ? 2 * sfb_cap : 8;
+        sfb_all = realloc(sfb_all, sfb_cap * sizeof *sfb_all);
+        AN(sfb_all);
+    }
+    sfb_all[sfb_n++] = sfb;
+    AZ(pthread_mutex_unlock(&sfb_mtx));
+}
+
+void
+pol__decl_fini(void)
+{
+    AZ(pthread_mutex_lock(&sfb_mtx));
+    while (sfb_n > 0)
+        sfb_free(&sfb_all[--sfb_n]);
+    free(sfb_all);
+    sfb_all = NULL;
+    sfb_cap = 0;
+    AZ(pthread_mutex_unlock(&sfb_mtx));
+}
+
+/* A program's backends, directors and routes. */
+struct pol_cfg {
+    unsigned magic;
+#define POL_CFG_MAGIC 0x2c85e9d1
+    struct be **be; /* referenced */
+    unsigned nbe;
+    struct dir **dir; /* leaves for the backends first, then the directors */
+    unsigned ndir;
+    struct rt *rt;
+    struct dir *dflt; /* NULL: nothing declared and no -b */
+};
+
+/* ---- recording, in every state ---- */
+
+/* Append {kind, name, conf, where} to the registry's list. */
+static void
+record(lua_State *L, const char *kind, int name_idx, int conf_idx)
+{
+    lua_Debug ar;
+    char where[300] = "?";
+
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar))
+        snprintf(where, sizeof where, "%s:%d", ar.short_src, ar.currentline);
+    lua_getfield(L, LUA_REGISTRYINDEX, DECL_KEY);
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, kind);
+    lua_setfield(L, -2, "kind");
+    if (name_idx != 0) {
+        lua_pushvalue(L, name_idx);
+        lua_setfield(L, -2, "name");
+    }
+    lua_pushvalue(L, conf_idx);
+    lua_setfield(L, -2, "conf");
+    lua_pushstring(L, where);
+    lua_setfield(L, -2, "where");
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    lua_pop(L, 1);
+}
+
+static void
+only_at_top(lua_State *L, const char *kind)
+{
+    if (pol__wrk(L)->req != NULL)
+        (void)luaL_error(L, "%s: declarations belong at the top level of the script", kind);
+}
+
+/* backend "name" { ... } / director "name" { ... }: the second call. */
+static int
+l_decl_conf(lua_State *L)
+{
+    const char *kind = lua_tostring(L, lua_upvalueindex(1));
+
+    only_at_top(L, kind);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    record(L, kind, lua_upvalueindex(2), 1);
+    return (0);
+}
+
+static int
+l_decl_named(lua_State *L)
+{
+    const char *kind = lua_tostring(L, lua_upvalueindex(1));
+
+    only_at_top(L, kind);
+    if (luaL_checkstring(L, 1)[0] == '\0')
+        return (luaL_error(L, "%s: empty name", kind));
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, 1);
+    lua_pushcclosure(L, l_decl_conf, 2);
+    return (1);
+}
+
+static int
+l_route(lua_State *L)
+{
+    only_at_top(L, "route");
+    luaL_checktype(L, 1, LUA_TTABLE);
+    record(L, "route", 0, 1);
+    return (0);
+}
+
+void
+pol__decl_open(lua_State *L)
+{
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, DECL_KEY);
+    lua_pushliteral(L, "backend");
+    lua_pushcclosure(L, l_decl_named, 1);
+    lua_setglobal(L, "backend");
+    lua_pushliteral(L, "director");
+    lua_pushcclosure(L, l_decl_named, 1);
+    lua_setglobal(L, "director");
+    lua_register(L, "route", l_route);
+}
+
+/* ---- building, from the scratch state's records ---- */
+
+/* One declaration being read: its table on top of the stack, and where it was written. */
+struct decl {
+    lua_State *L;
+    const char *kind;
+    const char *name; /* NULL for a route */
+    const char *where;
+    struct sb *err;
+    int failed;
+};
+
+static int
+decl_fail(struct decl *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The first mistake only: "file:line: backend "x": message".  -1. */
+static int
+decl_fail(struct decl *d, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+
+    if (!d->failed) {
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        sb_printf(d->err, "%s: %s", d->where, d->kind);
+        if (d->name != NULL)
+            sb_printf(d->err, " \"%s\"", d->name);
+        sb_printf(d->err, ": %s", msg);
+    }
+    d->failed = 1;
+    return (-1);
+}
+
+/* A message of be_get(), dir_new(), rt_add(), sfb_new(): they name what failed already. */
+static int
+decl_fail_from(struct decl *d, const char *msg)
+{
+    if (!d->failed)
+        sb_printf(d->err, "%s: %s", d->where, msg);
+    d->failed = 1;
+    return (-1);
+}
+
+/* Every key of the table at idx is one of allowed[]. */
+static void
+check_fields(struct decl *d, int idx, const char *const *allowed, size_t n, const char *what)
+{
+    lua_State *L = d->L;
+
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        size_t i;
+        for (i = 0; k != NULL && i < n; i++)
+            if (strcmp(k, allowed[i]) == 0)
+                break;
+        if (k == NULL || i == n)
+            (void)decl_fail(d, "unknown field \"%s\"%s", k != NULL ? k : "(not a name)", what);
+        lua_pop(L, 1);
+    }
+}
+
+/* A string field (NULL when absent); numbers are accepted as their text (port = 8080). */
+static const char *
+field_str(struct decl *d, int idx, const char *key)
+{
+    lua_State *L = d->L;
+    const char *s = NULL;
+
+    switch (lua_getfield(L, idx, key)) {
+    case LUA_TNIL:
+        break;
+    case LUA_TSTRING:
+    case LUA_TNUMBER:
+        s = lua_tostring(L, -1);
+        break;
+    default:
+        (void)decl_fail(d, "%s must be a string", key);
+    }
+    lua_pop(L, 1); /* the string stays reachable from the table: it is anchored there */
+    return (s);
+}
+
+/* A number field; dflt when absent. */
+static double
+field_num(struct decl *d, int idx, const char *key, double dflt, double min, double max)
+{
+    lua_State *L = d->L;
+    double v = dflt;
+    int isnum;
+
+    if (lua_getfield(L, idx, key) != LUA_TNIL) {
+        v = lua_tonumberx(L, -1, &isnum);
+        if (!isnum || !(v >= min && v <= max)) {
+            (void)decl_fail(d, "%s must be a number from %g to %g", key, min, max);
+            v = dflt;
+        }
+    }
+    lua_pop(L, 1);
+    return (v);
+}
+
+static bool
+field_bool(struct decl *d, int idx, const char *key)
+{
+    lua_State *L = d->L;
+    int t = lua_getfield(L, idx, key);
+    bool v = lua_toboolean(L, -1);
+
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+        (void)decl_fail(d, "%s must be true or false", key);
+    lua_pop(L, 1);
+    return (v);
+}
+
+/*
+ * A field that is a string or a list of strings, into out[] (at most max).
+ * The strings are anchored in the declaration's table.  The count.
+ */
+static unsigned
+field_list(struct decl *d, int idx, const char *key, const char **out, unsigned max)
+{
+    lua_State *L = d->L;
+    unsigned n = 0;
+
+    switch (lua_getfield(L, idx, key)) {
+    case LUA_TNIL:
+        break;
+    case LUA_TSTRING:
+        out[n++] = lua_tostring(L, -1);
+        break;
+    case LUA_TTABLE:
+        for (lua_Integer i = 1;; i++) {
+            int t = lua_rawgeti(L, -1, i);
+            if (t == LUA_TNIL) {
+                lua_pop(L, 1);
+                break;
+            }
+            if (t != LUA_TSTRING || n == max) {
+                lua_pop(L, 1);
+                (void)decl_fail(d, "%s: a list of at most %u strings", key, max);
+                break;
+            }
+            out[n++] = lua_tostring(L, -1);
+            lua_pop(L, 1);
+        }
+        break;
+    default:
+        (void)decl_fail(d, "%s must be a string or a list of strings", key);
+    }
+    lua_pop(L, 1);
+    return (n);
+}
+
+static struct sfb *
+build_static(struct decl *d, int idx, const char *root, struct sb *e)
+{
+    const char *index[64], *deny[256], *mime[256], *expires[256];
+    struct sfb_conf sc;
+
+    memset(&sc, 0, sizeof sc);
+    sc.root = root;
+    sc.nindex = field_list(d, idx, "index", index, 64);
+    sc.index = sc.nindex > 0 ? index : NULL;
+    sc.listing = field_bool(d, idx, "listing");
+    sc.follow_symlinks = field_bool(d, idx, "follow_symlinks");
+    lua_getfield(d->L, idx, "deny");
+    if (!lua_isnil(d->L, -1)) {
+        sc.ndeny = field_list(d, idx, "deny", deny, 256);
+        sc.deny = deny; /* an empty list: deny nothing */
+    }
+    lua_pop(d->L, 1);
+    sc.mime_file = field_str(d, idx, "mime_file");
+    sc.nmime = field_list(d, idx, "mime", mime, 256);
+    sc.mime = mime;
+    sc.nexpires = field_list(d, idx, "expires", expires, 256);
+    sc.expires = expires;
+    if (d->failed)
+        return (NULL);
+    return (sfb_new(&sc, e));
+}
+
+static int
+build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
+{
+    static const char *const fields[] = {
+        "host", "port", "connect_timeout", "first_byte_timeout", "between_bytes_timeout",
+        "max_connections", "weight", "probe", "root", "index", "listing", "follow_symlinks",
+        "deny", "mime_file", "mime", "expires",
+    };
+    static const char *const probe_fields[] = {
+        "url", "request", "interval", "timeout", "window", "threshold", "initial",
+        "expected_status",
+    };
+    struct be_probe_conf pc;
+    struct be_conf c;
+    const char *root;
+    struct be *be;
+    char ebuf[400];
+    struct sb e;
+
+    memset(&c, 0, sizeof c);
+    check_fields(d, idx, fields, ARRAY_LEN(fields), "");
+    c.name = d->name;
+    c.host = field_str(d, idx, "host");
+    c.port = field_str(d, idx, "port");
+    c.connect_timeout = field_num(d, idx, "connect_timeout", -1, 0.001, 3600);
+    c.first_byte_timeout = field_num(d, idx, "first_byte_timeout", -1, 0.001, 86400);
+    c.between_bytes_timeout = field_num(d, idx, "between_bytes_timeout", -1, 0.001, 86400);
+    c.max_connections = (unsigned)field_num(d, idx, "max_connections", 0, 1, 1e6);
+    c.weight = (unsigned)field_num(d, idx, "weight", 1, 1, 1e6);
+    root = field_str(d, idx, "root");
+    if (root != NULL && c.host != NULL)
+        return (decl_fail(d, "either host (an HTTP server) or root (static files)"));
+    if (root == NULL && c.host == NULL)
+        return (decl_fail(d, "host (an HTTP server) or root (static files) is missing"));
+    if (lua_getfield(d->L, idx, "probe") == LUA_TTABLE) {
+        int pidx = lua_gettop(d->L);
+        memset(&pc, 0, sizeof pc);
+        check_fields(d, pidx, probe_fields, ARRAY_LEN(probe_fields), " in probe");
+        pc.url = field_str(d, pidx, "url");
+        pc.request = field_str(d, pidx, "request");
+        pc.interval = field_num(d, pidx, "interval", 0, 0.01, 86400);
+        pc.timeout = field_num(d, pidx, "timeout", 0, 0.001, 3600);
+        pc.window = (unsigned)field_num(d, pidx, "window", 0, 1, 64);
+        pc.threshold = (unsigned)field_num(d, pidx, "threshold", 0, 1, 64);
+        pc.initial = (int)field_num(d, pidx, "initial", -1, 0, 64);
+        pc.expected_status = (unsigned)field_num(d, pidx, "expected_status", 0, 100, 999);
+        c.probe = &pc;
+    } else if (!lua_isnil(d->L, -1)) {
+        (void)decl_fail(d, "probe must be a table");
+    }
+    if (root != NULL && c.probe != NULL)
+        (void)decl_fail(d, "a static backend (root) has no probe");
+    if (!d->failed && root != NULL) {
+        sb_init(&e, ebuf, sizeof ebuf);
+        if ((c.sfb = build_static(d, idx, root, &e)) == NULL && !d->failed)
+            (void)decl_fail_from(d, ebuf);
+        else if (c.sfb != NULL)
+            sfb_keep(c.sfb);
+    }
+    if (d->failed) {
+        lua_pop(d->L, 1);
+        return (-1);
+    }
+    sb_init(&e, ebuf, sizeof ebuf);
+    if (be_get(&c, &be, &e) != 0) {
+        lua_pop(d->L, 1);
+        return (decl_fail_from(d, ebuf));
+    }
+    lua_pop(d->L, 1); /* probe, kept on the stack while pc pointed into it */
+    cfg->be[cfg->nbe++] = be;
+    cfg->dir[cfg->ndir++] = dir_backend(be);
+    return (0);
+}
+
+static struct dir *
+find_dir(const struct pol_cfg *cfg, const char *name)
+{
+    for (unsigned i = 0; i < cfg->ndir; i++)
+        if (strcmp(dir_name(cfg->dir[i]), name) == 0)
+            return (cfg->dir[i]);
+    return (NULL);
+}
+
+static int
+build_director(struct decl *d, int idx, struct pol_cfg *cfg)
+{
+    static const char *const fields[] = { "type", "backends", "key" };
+    static const struct {
+        const char *name;
+        enum dir_type type;
+    } types[] = {
+        { "round_robin", DIR_ROUND_ROBIN },
+        { "random", DIR_RANDOM },
+        { "hash", DIR_HASH },
+        { "fallback", DIR_FALLBACK },
+    };
+    const char *names[DIR_MEMBERS_MAX], *type;
+    struct dir *members[DIR_MEMBERS_MAX], *dr;
+    struct dir_conf c;
+    char ebuf[400];
+    struct sb e;
+    size_t t;
+
+    memset(&c, 0, sizeof c);
+    check_fields(d, idx, fields, ARRAY_LEN(fields), "");
+    c.name = d->name;
+    type = field_str(d, idx, "type");
+    for (t = 0; type != NULL && t < ARRAY_LEN(types); t++)
+        if (strcmp(type, types[t].name) == 0)
+            break;
+    if (type == NULL || t == ARRAY_LEN(types))
+        return (decl_fail(d, "type must be \"round_robin\", \"random\", \"hash\" or "
+                             "\"fallback\""));
+    c.type = types[t].type;
+    c.nmembers = field_list(d, idx, "backends", names, DIR_MEMBERS_MAX);
+    c.key = field_str(d, idx, "key");
+    if (c.nmembers == 0 && !d->failed)
+        return (decl_fail(d, "backends: the list of its members is missing"));
+    for (unsigned i = 0; i < c.nmembers && !d->failed; i++) {
+        members[i] = find_dir(cfg, names[i]);
+        if (members[i] == NULL)
+            return (decl_fail(d, "no backend or director \"%s\" declared before it", names[i]));
+    }
+    if (d->failed)
+        return (-1);
+    c.members = members;
+    sb_init(&e, ebuf, sizeof ebuf);
+    if ((dr = dir_new(&c, &e)) == NULL)
+        return (decl_fail_from(d, ebuf));
+    cfg->dir[cfg->ndir++] = dr;
+    return (0);
+}
+
+static int
+build_route(struct decl *d, int idx, struct pol_cfg *cfg)
+{
+    static const char *const fields[] = { "host", "prefix", "path", "ext", "to" };
+    const char *hosts[64], *exts[256], *to;
+    struct rt_conf c;
+    char ebuf[400];
+    struct sb e;
+
+    memset(&c, 0, sizeof c);
+    check_fields(d, idx, fields, ARRAY_LEN(fields), "");
+    c.nhosts = field_list(d, idx, "host", hosts, 64);
+    c.hosts = hosts;
+    c.prefix = field_str(d, idx, "prefix");
+    c.path = field_str(d, idx, "path");
+    c.nexts = field_list(d, idx, "ext", exts, 256);
+    c.exts = exts;
+    to = field_str(d, idx, "to");
+    if (d->failed)
+        return (-1);
+    if (to == NULL)
+        return (decl_fail(d, "to: the backend or director it routes to is missing"));
+    if ((c.to = find_dir(cfg, to)) == NULL)
+        return (decl_fail(d, "to: no backend or director \"%s\" declared before it", to));
+    sb_init(&e, ebuf, sizeof ebuf);
+    if (rt_add(cfg->rt, &c, &e) != 0)
+        return (decl_fail_from(d, ebuf));
+    return (0);
+}
+
+void
+pol__decl_free(struct pol_cfg **cfgp)
+{
+    struct pol_cfg *cfg = *cfgp;
+
+    *cfgp = NULL;
+    if (cfg == NULL)
+        return;
+    OBJ_CHECK(cfg, POL_CFG_MAGIC);
+    rt_free(&cfg->rt);
+    /* Directors before the backends they name; leaves are directors too. */
+    for (unsigned i = cfg->ndir; i > 0; i--)
+        dir_free(&cfg->dir[i - 1]);
+    for (unsigned i = 0; i < cfg->nbe; i++)
+        be_release(&cfg->be[i]);
+    free(cfg->be);
+    free(cfg->dir);
+    OBJ_FREE(&cfg);
+}
+
+struct pol_cfg *
+pol__decl_build(lua_State *L, struct sb *err)
+{
+    struct pol_cfg *cfg;
+    lua_Integer n;
+    struct be *b;
+    int top = lua_gettop(L), rv = 0;
+
+    lua_getfield(L, LUA_REGISTRYINDEX, DECL_KEY);
+    n = (lua_Integer)lua_rawlen(L, -1);
+    OBJ_NEW(cfg, POL_CFG_MAGIC);
+    AN(cfg);
+    cfg->be = calloc((size_t)n + 1, sizeof *cfg->be);
+    cfg->dir = calloc((size_t)n + 2, sizeof *cfg->dir);
+    cfg->rt = rt_new();
+    AN(cfg->be);
+    AN(cfg->dir);
+    AN(cfg->rt);
+    for (lua_Integer i = 1; i <= n && rv == 0; i++) {
+        struct decl d = { .L = L, .err = err };
+        int idx;
+
+        lua_rawgeti(L, top + 1, i);
+        lua_getfield(L, -1, "kind");
+        d.kind = lua_tostring(L, -1);
+        lua_getfield(L, -2, "name");
+        d.name = lua_tostring(L, -1);
+        lua_getfield(L, -3, "where");
+        d.where = lua_tostring(L, -1);
+        lua_getfield(L, -4, "conf");
+        idx = lua_gettop(L);
+        if (d.name != NULL && find_dir(cfg, d.name) != NULL)
+            rv = decl_fail(&d, "declared twice");
+        else if (strcmp(d.kind, "backend") == 0)
+            rv = build_backend(&d, idx, cfg);
+        else if (strcmp(d.kind, "director") == 0)
+            rv = build_director(&d, idx, cfg);
+        else
+            rv = build_route(&d, idx, cfg);
+        lua_settop(L, top + 1);
+    }
+    lua_settop(L, top);
+    if (rv != 0) {
+        pol__decl_free(&cfg);
+        return (NULL);
+    }
+    /* The default: a declaration named "default", else -b's backend, else the first. */
+    cfg->dflt = find_dir(cfg, "default");
+    if (cfg->dflt == NULL && (b = be_find("default")) != NULL) {
+        cfg->dflt = dir_backend(b); /* -b's lives as long as the process */
+        cfg->dir[cfg->ndir++] = cfg->dflt;
+    }
+    if (cfg->dflt == NULL && cfg->ndir > 0)
+        cfg->dflt = cfg->dir[0];
+    return (cfg);
+}
+
+struct dir *
+pol__decl_find(const struct pol_cfg *cfg, const char *name)
+{
+    return (cfg != NULL ? find_dir(cfg, name) : NULL);
+}
+
+struct dir *
+pol__decl_route(const struct pol_cfg *cfg, const struct req *req)
+{
+    struct dir *d;
+
+    if (cfg == NULL)
+        return (NULL);
+    d = rt_match(cfg->rt, http_value(req->http, "Host"), &req->http->url);
+    return (d != NULL ? d : cfg->dflt);
+}
+
+bool
+pol__decl_empty(const struct pol_cfg *cfg)
+{
+    return (cfg == NULL || cfg->ndir == 0);
+}
