@@ -467,3 +467,73 @@ def test_a_request_joining_a_fetch_runs_the_hit_hook(origin, surogat, tmp_path):
     a.close()
     b.close()
     assert origin.hits("/big") == 1
+
+
+def test_do_gzip_do_gunzip_and_do_stream(origin, surogat, tmp_path):
+    import gzip as gz
+    import zlib
+    big = b"binary-ish " * 400
+    origin.route("/force", body=big, headers={"Cache-Control": "max-age=60",
+                                             "Content-Type": "application/octet-stream"})
+    origin.route("/never", body=b"<p>x</p>" * 500, headers={"Cache-Control": "max-age=60",
+                                                          "Content-Type": "text/html"})
+    origin.route("/zipped", body=gz.compress(b"decoded text " * 300),
+                 headers={"Cache-Control": "max-age=60", "Content-Type": "text/plain",
+                          "Content-Encoding": "gzip"})
+    origin.route("/held", body=b"H" * 5000, headers={"Cache-Control": "max-age=60",
+                                                    "ETag": '"h1"'})
+    sg, _ = with_policy(surogat, tmp_path, """
+        function backend_response(bereq, beresp)
+            beresp.http.x_defaults = tostring(beresp.do_gzip) .. "," ..
+                                     tostring(beresp.do_gunzip) .. "," ..
+                                     tostring(beresp.do_stream)
+            if bereq.url == "/force" then beresp.do_gzip = true end
+            if bereq.url == "/never" then beresp.do_gzip = false end
+            if bereq.url == "/zipped" then beresp.do_gunzip = true end
+            if bereq.url == "/held" then beresp.do_stream = false end
+        end
+        """)
+    AE = {"Accept-Encoding": "gzip"}
+    # not a listed type, compressed anyway: stored gzip, gunzipped for others
+    r = sg.get("/force", headers=AE)
+    assert r.header("Content-Encoding") == "gzip" and zlib.decompress(r.body, 31) == big, r
+    assert r.header("X-Defaults") == "false,false,true"
+    assert sg.get("/force").body == big
+    # a listed type, never compressed
+    r = sg.get("/never", headers=AE)
+    assert not r.has("Content-Encoding") and r.body == b"<p>x</p>" * 500, r
+    # a gzip body stored decoded: every client gets identity, hits included
+    for _ in range(2):
+        r = sg.get("/zipped", headers=AE)
+        assert not r.has("Content-Encoding") and r.body == b"decoded text " * 300, r
+    assert origin.hits("/zipped") == 1
+    # held: the whole object first, then delivered as from the cache
+    r = sg.get("/held")
+    assert r.status == 200 and r.body == b"H" * 5000, r
+    assert r.header("Content-Length") == "5000", r
+    assert "stored" in r.header("Cache-Status"), r
+    assert sg.get("/held", headers={"If-None-Match": '"h1"'}).status == 304
+    assert origin.hits("/held") == 1
+
+
+def test_do_stream_false_sends_nothing_before_the_body_is_stored(origin, surogat, tmp_path):
+    from c_stream_test import BODY, Partial, held_route, sha
+    route = held_route(origin, "/slowbig")
+    sg, _ = with_policy(surogat, tmp_path, """
+        function backend_response(bereq, beresp) beresp.do_stream = false end
+        """)
+    a = Partial(sg, "/slowbig")
+    assert route.held.wait(5)
+    time.sleep(0.3)
+    a.c.sock.setblocking(False)
+    try:
+        got = a.c.sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:  # nothing there to read
+        got = None
+    a.c.sock.settimeout(15)
+    assert got is None, "bytes reached the client before the body was stored"
+    route.release.set()
+    h = a.head()
+    assert h.status == 200 and h.header("Content-Length") == str(len(BODY)), h
+    assert sha(a.rest()) == sha(BODY)
+    a.close()
