@@ -441,8 +441,14 @@ main(int argc, char **argv)
     if (getcwd(o.startdir, sizeof o.startdir) == NULL)
         die("getcwd: %s", strerror(errno));
     enter_workdir(o.workdir);
-    if (log_init(par.error_log) != 0)
-        die("error_log %s: %s", par.error_log, strerror(errno));
+    {
+        /* Detached, standard error goes nowhere: the log goes to the -n directory. */
+        const char *elog = *par.error_log != '\0' ? par.error_log
+                           : o.foreground          ? ""
+                                                   : "surogatd.log";
+        if (log_init(elog) != 0)
+            die("error_log %s: %s", elog, strerror(errno));
+    }
     log_set_level((int)par.log_level);
     if (alog_init(par.access_log) != 0)
         die("access_log %s: %s", par.access_log, strerror(errno));

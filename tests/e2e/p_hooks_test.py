@@ -537,3 +537,38 @@ def test_do_stream_false_sends_nothing_before_the_body_is_stored(origin, surogat
     assert h.status == 200 and h.header("Content-Length") == str(len(BODY)), h
     assert sha(a.rest()) == sha(BODY)
     a.close()
+
+
+def test_detached_daemon_logs_policy_errors_in_its_directory(origin, tmp_path):
+    import httpc
+    from conftest import START_TIMEOUT, STOP_TIMEOUT, SUROGATD, free_port, listening
+    origin.route("/ok", body=b"ok")
+    p = script(tmp_path, """
+        function recv(req)
+            if req.url == "/boom" then error("kaboom") end
+        end
+        """, name="detached.lua")
+    port, pidfile, wd = free_port(), tmp_path / "pid", tmp_path / "wd"
+    r = subprocess.run([SUROGATD, "-a", "127.0.0.1:%d" % port, "-b", origin.addr, "-f", str(p),
+                        "-n", str(wd), "-P", str(pidfile)],
+                       capture_output=True, text=True, timeout=STOP_TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    pid = int(pidfile.read_text())
+    try:
+        wait_until(lambda: listening(port), START_TIMEOUT, "the daemon")
+        assert httpc.fetch(port, path="/boom").status == 503
+        assert httpc.fetch(port, path="/ok").status == 200
+        log = wd / "surogatd.log"
+        wait_until(lambda: log.exists() and "detached.lua:3: kaboom" in log.read_text(), 5,
+                   "the policy error in %s" % log)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: _gone(pid), STOP_TIMEOUT, "the daemon to exit")
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
