@@ -15,6 +15,7 @@ import pwd
 import random
 import re
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SUROGATD, run_surogatd, wait_until
+from conftest import REPO, SUROGATD, listening, run_surogatd, wait_until
+import httpc
 
 MAN_PAGES = ["man1/surogatctl.1", "man5/surogat.conf.5", "man7/surogat-lua.7",
              "man7/surogat-params.7", "man8/surogatd.8"]
@@ -301,7 +303,7 @@ def jaildir():
     """A directory nobody can traverse (the test's tmp_path is root's 0700)."""
     d = Path(tempfile.mkdtemp(prefix="surogat-jail-"))
     d.chmod(0o755)
-    for sub in ("log", "run", "etc"):
+    for sub in ("log", "run", "etc", "lib"):
         (d / sub).mkdir(mode=0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -440,3 +442,77 @@ def test_jail_unprivileged_start_cannot_switch():
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1, p
     assert "only root can become %s (running as uid %d)" % (other.pw_name, pw.pw_uid) in lines[0]
+
+
+def unit_command(staged, jaildir, env):
+    """The unit's ExecStart as systemd expands it, with its directories, user
+    and addresses moved to the test's."""
+    text = staged.at(staged.unitdir, "surogat.service").read_text()
+    e = unit_entries(text)
+    defaults = {}
+    for k, v in e:
+        if k == "Environment":
+            k2, _, v2 = v.strip('"').partition("=")
+            defaults[k2] = v2
+    defaults.update(env)
+    argv = []
+    for w in dict(e)["ExecStart"].split():
+        m = re.fullmatch(r"\$\{(\w+)\}|\$(\w+)", w)
+        if m and m.group(1):
+            argv.append(defaults[m.group(1)])  # ${VAR}: one word
+        elif m:
+            argv += defaults[m.group(2)].split()  # $VAR: split on blanks
+        else:
+            argv.append(w)
+    moved = {"/var/lib/surogat": str(jaildir / "lib"), "/run/surogat": str(jaildir / "run"),
+             "/var/log/surogat": str(jaildir / "log")}
+    out = []
+    for w in argv:
+        for a, b in moved.items():
+            w = w.replace(a, b)
+        out.append(w)
+    sbin = os.path.join(staged.path["sbindir"], "surogatd")
+    conf = os.path.join(staged.path["sysconfdir"], "surogat", "surogat.conf")
+    out = [str(staged.at(sbin)) if w == sbin else str(staged.at(conf)) if w == conf else w
+           for w in out]
+    out[out.index("-j") + 1] = "nobody"
+    return out
+
+
+def test_unit_command_line_runs(origin, staged, jaildir):
+    """What the unit starts works: its options parse, it binds, drops to the
+    user, serves and logs where the logrotate snippet looks."""
+    pw = need_root_and_nobody()
+    port = low_port()
+    admin = socket.socket()
+    admin.bind(("127.0.0.1", 0))
+    admin_port = admin.getsockname()[1]
+    admin.close()
+    argv = unit_command(staged, jaildir, {"BACKEND": origin.addr,
+                                          "ADMIN": "127.0.0.1:%d" % admin_port})
+    assert argv.count("-a") == 1 and argv[argv.index("-a") + 1] == ":80", argv
+    argv[argv.index("-a") + 1] = "127.0.0.1:%d" % port  # loopback only, in a test
+    out = open(jaildir / "stderr", "wb")
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: proc.poll() is not None or (listening(port) and listening(admin_port)),
+                   20, "the unit's surogatd to listen")
+        assert proc.poll() is None, (jaildir / "stderr").read_text()
+        r = httpc.fetch(port, "GET", "/unit")
+        assert r.status == 200, r
+        wait_until(lambda: (jaildir / "log/access.log").exists()
+                   and "/unit" in (jaildir / "log/access.log").read_text(), 10, "access log")
+        assert (jaildir / "run/surogatd.pid").read_text().strip() == str(proc.pid)
+        assert (jaildir / "lib").stat().st_uid == pw.pw_uid
+        for f in proc_ids(proc.pid).values():
+            assert f["Uid"] == [str(pw.pw_uid)] * 4, f
+        assert "running as nobody" in (jaildir / "stderr").read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0, (jaildir / "stderr").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        out.close()
+    text = (jaildir / "stderr").read_text()
+    assert "Sanitizer" not in text and "runtime error:" not in text, text
