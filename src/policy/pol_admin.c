@@ -101,12 +101,13 @@ named_free(struct pol_named **npp)
 
 /*
  * Compile path for the registry: the program, or NULL with the reason in
- * err.  A program with nowhere to send requests is refused as startup
- * refuses it (no -b, no declarations): switching to it would answer
- * every miss with 503.
+ * err.  With need_backend, a program with nowhere to send requests is
+ * refused as startup refuses it (no -b, no declarations): switching to it
+ * would answer every miss with 503.  A reload keeps what it always did:
+ * the script's own choice.
  */
 static struct pol_prog *
-compile(const char *path, struct sb *err)
+compile(const char *path, bool need_backend, struct sb *err)
 {
     struct pol_prog *p;
 
@@ -115,7 +116,7 @@ compile(const char *path, struct sb *err)
         return (NULL);
     }
     p = pol__prog_check(path, err);
-    if (p != NULL && pol__decl_empty(pol__prog_cfg(p))) {
+    if (p != NULL && need_backend && pol__decl_empty(pol__prog_cfg(p))) {
         sb_printf(err, "%s: declares no backend and there is no -b", path);
         pol__prog_unref(&p);
     }
@@ -173,7 +174,7 @@ pol_reload(struct sb *err)
     AZ(pthread_mutex_lock(&adm_mtx));
     np = find_cur();
     if (np != NULL) {
-        p = compile(pol__prog_path(np->prog), err);
+        p = compile(pol__prog_path(np->prog), false, err);
         if (p != NULL) {
             pol__prog_install(put(np->name, p)->prog);
             log_msg(LOG_NOTICE, "policy: '%s' reloaded from %s", np->name,
@@ -208,7 +209,7 @@ pol_prog_load(const char *name, const char *path, struct sb *err)
         sb_printf(err, "A program named '%s' is loaded already: discard it first.", name);
         return (-1);
     }
-    p = compile(path, err);
+    p = compile(path, true, err);
     if (p != NULL)
         (void)put(name, p);
     AZ(pthread_mutex_unlock(&adm_mtx));
