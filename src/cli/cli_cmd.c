@@ -419,8 +419,8 @@ static const struct cli_cmd builtins[] = {
       "is answered with file:line.  A relative <file> is relative to the daemon's directory.",
       2, 2, cli__cmd_policy_load, NULL, NULL },
     { CLI_CMD_MAGIC, "policy.use", "<name>",
-      "Switch every worker to a loaded policy program; requests under way finish under the old.",
-      1, 1, cli__cmd_policy_use, NULL, NULL },
+      "Switch every worker to a loaded policy program; requests under way finish under the old.", 1,
+      1, cli__cmd_policy_use, NULL, NULL },
     { CLI_CMD_MAGIC, "purge", "<url> [<host>]",
       "Remove every variant of a URL from the cache, as an HTTP PURGE does: <url> is a path with "
       "<host> as clients send it in Host, or http://host/path; without a host, that path on "

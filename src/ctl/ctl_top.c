@@ -187,7 +187,8 @@ mag(double x)
     return (x < 0 ? -x : x);
 }
 
-/* Most active first: the last interval, then the average, then non-zero values, then table order. */
+/* Most active first: the last interval, then the average, then non-zero values, then table order.
+ */
 static int
 line_cmp(const void *a, const void *b)
 {
@@ -271,8 +272,8 @@ top_render(const struct top *tp, FILE *f, const char *addr, double interval, uns
     for (size_t i = 0; i < n; i++) {
         const struct top_row *r = lines[i].r;
         if (r->gauge)
-            fprintf(f, "%-32s %20" PRId64 " %14.1f %14.1f\n", r->name, (int64_t)r->v,
-                    lines[i].rate, lines[i].avg);
+            fprintf(f, "%-32s %20" PRId64 " %14.1f %14.1f\n", r->name, (int64_t)r->v, lines[i].rate,
+                    lines[i].avg);
         else
             fprintf(f, "%-32s %20" PRIu64 " %14.1f %14.1f\n", r->name, r->v, lines[i].rate,
                     lines[i].avg);

@@ -659,8 +659,7 @@ top(int fd, int argc, char **argv, const char *addr)
         if (strcmp(argv[i], "-d") == 0 && i + 1 < argc) {
             errno = 0;
             interval = strtod(argv[++i], &end);
-            if (errno == 0 && end != argv[i] && *end == '\0' && interval >= 0.1 &&
-                interval <= 3600)
+            if (errno == 0 && end != argv[i] && *end == '\0' && interval >= 0.1 && interval <= 3600)
                 continue;
         }
         fprintf(stderr, "%s: top: bad argument '%s'\nusage: %s top [-1] [-d SECONDS]\n", prog,

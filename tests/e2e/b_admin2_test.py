@@ -453,6 +453,40 @@ def test_policy_switch_under_traffic(origin, surogat, tmp_path):
         assert stamp(sg, "/t") == "A"  # "boot" was used last
 
 
+def test_loaded_program_backends_probed_and_listed(origin, surogat, tmp_path):
+    """A loaded program's declared backends exist at once: backend.list
+    shows each with its probe history, and policy.discard takes them away."""
+    origin.route("/health", body=b"ok")
+    p = tmp_path / "probed.lua"
+    write(p, 'backend "probed" { host = "127.0.0.1", port = %d, '
+             'probe = { url = "/health", interval = 0.1, window = 8, threshold = 3 } }\n'
+          % origin.port)
+    sg = surogat()
+    assert sg.ctl("policy.load", "probed", str(p)).returncode == 0
+
+    def row():
+        out = sg.ctl("backend.list").stdout
+        for ln in out.splitlines():
+            f = ln.split()
+            if f and f[0] == "probed":
+                return f
+        return None
+
+    origin.wait_hits("/health", 4)  # past the initial results the window starts with
+    f = row()
+    assert f[-1].endswith("HHHH"), f
+    assert f[1] == "127.0.0.1:%d" % origin.port and f[2] == "healthy", f
+    assert re.fullmatch(r"[1-8]/8", f[-2]) and re.fullmatch(r"[H-]{8}", f[-1]), f
+    # the probe sees the backend fail: the history shows it, then the health
+    origin.route("/health", status=500, body=b"no")
+    wait_until(lambda: row()[-1].endswith("---") and row()[2] == "sick", 10,
+               "failed probes and a sick backend")
+    assert sg.ctl("backend.set_health", "probed", "healthy").returncode == 0
+    assert row()[2] == "healthy" and row()[3] == "healthy"
+    assert sg.ctl("policy.discard", "probed").returncode == 0
+    assert row() is None
+
+
 # -- purge -----------------------------------------------------------------------------
 
 
@@ -594,15 +628,16 @@ def test_unix_socket(origin, tmp_path):
     secret = tmp_path / "secret"
     secret.write_text("unix-secret\n")
     port = free_port()
-    proc = subprocess.Popen([SUROGATD, "-F", "-a", "127.0.0.1:%d" % port, "-b", origin.addr,
-                             "-n", str(tmp_path / "wd"), "-T", str(sock), "-S", str(secret),
-                             "-p", "shutdown_timeout=3s"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    log = tmp_path / "surogatd.log"
+    with open(log, "wb") as lf:
+        proc = subprocess.Popen([SUROGATD, "-F", "-a", "127.0.0.1:%d" % port, "-b", origin.addr,
+                                 "-n", str(tmp_path / "wd"), "-T", str(sock), "-S", str(secret),
+                                 "-p", "shutdown_timeout=3s"],
+                                stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT)
     try:
         wait_until(lambda: proc.poll() is not None or (listening(port) and sock.exists()), 20,
                    "surogatd to listen")
-        assert proc.poll() is None, proc.stderr.read()
+        assert proc.poll() is None, log.read_text()
         assert stat.S_ISSOCK(sock.stat().st_mode)
         assert stat.S_IMODE(sock.stat().st_mode) == 0o600
         base = [SUROGATCTL, "-T", str(sock), "-S", str(secret)]
@@ -620,7 +655,8 @@ def test_unix_socket(origin, tmp_path):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
-    assert proc.returncode == 0
+    assert proc.returncode == 0, log.read_text()
+    assert "Sanitizer" not in log.read_text()
     assert not sock.exists()  # removed at exit
 
 

@@ -161,7 +161,12 @@ END_TEST
 
 START_TEST(refusals_change_nothing)
 {
-    static const char *const bad_names[] = { "", "1a", "-a", "a b", "a/b", "a\"b",
+    static const char *const bad_names[] = { "",
+                                             "1a",
+                                             "-a",
+                                             "a b",
+                                             "a/b",
+                                             "a\"b",
                                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                                              "aaaaaaaaaaaaaaa" };
     const char *a = script(SCRIPT_A), *bad = script(SCRIPT_BAD);
