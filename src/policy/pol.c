@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -42,6 +43,8 @@
 
 #include "pol_priv.h"
 #include "src/pol_builtin.h" /* generated from vcl/builtin.lua: pol_builtin_lua[] */
+
+#define POL_SRC_MAX (16 << 20) /* bytes of a script: anything larger is a mistake */
 
 struct pol_prog {
     unsigned magic;
@@ -349,10 +352,24 @@ prog_read(const char *path, struct sb *err)
 {
     struct pol_prog *p;
     FILE *f = fopen(path, "r");
+    const char *why = NULL;
+    struct stat st;
     long sz;
 
     if (f == NULL) {
         sb_printf(err, "%s: %s", path, strerror(errno));
+        return (NULL);
+    }
+    /* A directory opens too, and then sizes as LONG_MAX (policy.load names any path). */
+    if (fstat(fileno(f), &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (st.st_size > POL_SRC_MAX)
+        why = "larger than 16 MB";
+    if (why != NULL) {
+        sb_printf(err, "%s: %s", path, why);
+        fclose(f);
         return (NULL);
     }
     OBJ_NEW(p, POL_PROG_MAGIC);

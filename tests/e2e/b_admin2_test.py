@@ -379,6 +379,8 @@ def test_policy_load_errors_change_nothing(origin, surogat, tmp_path):
     assert p.returncode == 1 and re.search(r"undeclared\.lua:1: ", p.stderr), p.stderr
     p = sg.ctl("policy.load", "gone", str(tmp_path / "missing.lua"))
     assert p.returncode == 1 and "missing.lua" in p.stderr
+    p = sg.ctl("policy.load", "dir", str(tmp_path))  # a directory opens, and used to abort
+    assert p.returncode == 1 and "not a regular file" in p.stderr, p.stderr
     for name in ("1abc", "a b", "x" * 65, "a/b"):
         p = sg.ctl("policy.load", name, str(a))
         assert p.returncode == 1 and "name" in p.stderr, (name, p.stderr)

@@ -190,6 +190,9 @@ START_TEST(refusals_change_nothing)
     sb_init(&err, ebuf, sizeof ebuf);
     ck_assert_int_eq(pol_prog_load("gone", "/nonexistent/x.lua", &err), -1);
     ck_assert_ptr_nonnull(strstr(ebuf, "/nonexistent/x.lua"));
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(pol_prog_load("dir", "/tmp", &err), -1);
+    ck_assert_ptr_nonnull(strstr(ebuf, "/tmp: not a regular file"));
     ck_assert_str_eq(listed("boot"), "active 0");
     ck_assert_int_eq(recv_act(), POL_PASS);
 }
