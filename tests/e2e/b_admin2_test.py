@@ -444,6 +444,9 @@ def test_policy_switch_under_traffic(origin, surogat, tmp_path):
         for i in range(6):
             assert sg.ctl("policy.use", "b" if i % 2 == 0 else "boot").returncode == 0
             time.sleep(0.15)
+        # discarded while workers may still run it: they keep it until they move on
+        assert sg.ctl("policy.discard", "b").returncode == 0
+        time.sleep(0.3)
     finally:
         stop.set()
         for t in threads:
