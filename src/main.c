@@ -688,7 +688,7 @@ main(int argc, char **argv)
                 if (pol_reload(&err) != 0)
                     log_msg(LOG_ERR, "SIGHUP: policy not reloaded, the old one runs: %s", ebuf);
                 else
-                    log_msg(LOG_INFO, "SIGHUP: policy %s reloaded", o.policy);
+                    log_msg(LOG_INFO, "SIGHUP: policy reloaded");
             }
             (void)tls_reload(); /* logs each listener's outcome */
             continue;
