@@ -330,14 +330,18 @@ def sizes_phase(args, workdir, docroot):
     first = lists[args.sizes[0]][0][0]
     servers = {}
     for kind in args.targets:
+        srv = None
         try:
-            servers[kind] = start_server(args, kind, workdir, docroot, first,
-                                         SIZES[args.sizes[0]], "sizes")
+            srv = start_server(args, kind, workdir, docroot, first, SIZES[args.sizes[0]],
+                               "sizes")
             for name in args.sizes:
-                check_files(servers[kind], docroot, lists[name][0])
+                check_files(srv, docroot, lists[name][0])
+            servers[kind] = srv
         except Exception as e:  # noqa: BLE001 -- a server that fails is reported
             log(f"!! {kind}: {e}")
             rows.append({"phase": "sizes", "server": kind, "error": str(e)})
+            if srv:
+                ch.stop_server(srv)
     time.sleep(args.settle)
     order = list(servers)
     i = 0
@@ -388,14 +392,17 @@ def large_phase(args, workdir):
     paths_file = write_list(os.path.join(workdir, "paths-large.txt"), paths)
     label_size = f"{args.large_size // 1024}KiB" if args.large_size % 1024 == 0 \
         else f"{args.large_size}B"
-    for i, kind in enumerate(args.targets):
+    for kind in args.targets:
         # fresh per server: empty open-file caches as well as an empty page cache
+        srv = None
         try:
             srv = start_server(args, kind, workdir, base, paths[0], args.large_size, "large")
             check_files(srv, base, paths)
         except Exception as e:  # noqa: BLE001
             log(f"!! {kind}: {e}")
             rows.append({"phase": "large", "server": kind, "error": str(e)})
+            if srv:
+                ch.stop_server(srv)
             continue
         time.sleep(args.settle)
         for conns in args.conns:
@@ -449,26 +456,28 @@ def report(args, meta, rows):
 
     add("### Requests/s, body MB/s and p99 (wrk)")
     add("")
-    add("| scenario | files | " + " | ".join(f"{n} req/s" for n in names) + " | "
-        + " | ".join(f"{n} MB/s" for n in names) + " | "
-        + " | ".join(f"{n} p99" for n in names) + " | "
-        + " | ".join(f"{SHORT[a]}/{SHORT[b]}" for a, b in ratios) + " |")
-    add("|---|--:|" + "--:|" * (3 * len(names) + len(ratios)))
+    head = (["scenario", "files"] + [f"{n} req/s" for n in names]
+            + [f"{n} MB/s" for n in names] + [f"{n} p99" for n in names]
+            + [f"{SHORT[a]}/{SHORT[b]}" for a, b in ratios])
+    add("| " + " | ".join(head) + " |")
+    add("|---|" + "--:|" * (len(head) - 1))
     for sc in scen:
         rs = {n: by.get((sc, n)) for n in names}
-        files = next((r["files"] for r in rs.values() if r), "-")
-        add(f"| {sc} | {files:,} | "
-            + " | ".join(cell(rs[n], "rps", pt.fmt_num) for n in names) + " | "
-            + " | ".join(cell(rs[n], "mbps", fmt_mb) for n in names) + " | "
-            + " | ".join(cell(rs[n], "p99", pt.fmt_ms) for n in names) + " | "
-            + " | ".join(pt.ratio((rs[a] or {}).get("rps"), (rs[b] or {}).get("rps"))
-                         for a, b in ratios) + " |")
+        files = next((r["files"] for r in rs.values() if r), None)
+        cols = ([sc, pt.fmt_num(files)] + [cell(rs[n], "rps", pt.fmt_num) for n in names]
+                + [cell(rs[n], "mbps", fmt_mb) for n in names]
+                + [cell(rs[n], "p99", pt.fmt_ms) for n in names]
+                + [pt.ratio((rs[a] or {}).get("rps"), (rs[b] or {}).get("rps"))
+                   for a, b in ratios])
+        add("| " + " | ".join(cols) + " |")
     add("")
-    add(", ".join(f"{SHORT[a]}/{SHORT[b]}: {a} req/s divided by {b} req/s" for a, b in ratios)
-        + ". MB/s: file bytes (10^6) per second, without the heads. n/m: not measured. "
-        "large cold: one pass over the set after the page cache was dropped (req/s: files "
-        "over the time to the last one); large warm: a timed walk over the same set from "
-        "the page cache.")
+    notes = [f"{SHORT[a]}/{SHORT[b]}: {a} req/s divided by {b} req/s" for a, b in ratios]
+    notes += ["MB/s: file bytes (10^6) per second, without the heads", "n/m: not measured"]
+    if any(r.get("phase") == "large" for r in rows):
+        notes += ["large cold: one pass over the set after the page cache was dropped "
+                  "(req/s: files over the time to the last one)",
+                  "large warm: a timed walk over the same set from the page cache"]
+    add("; ".join(notes) + ".")
     evicted = sorted({r["evicted_by"] for r in rows if r.get("evicted_by")})
     if evicted:
         add(f"Page cache dropped before each cold pass by: {', '.join(evicted)} "
