@@ -36,7 +36,6 @@
 #include "surogat/log.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
-#include "surogat/tim.h"
 #include "surogat/tls.h"
 #include "surogat/vio.h"
 
@@ -53,9 +52,7 @@ struct bcp_tls {
 static int ex_idx = -1; /* SSL ex_data slot: the bcp_tls of an SSL */
 static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
 
-static pthread_mutex_t fail_mtx = PTHREAD_MUTEX_INITIALIZER;
-static double fail_logged;     /* under fail_mtx: tim_mono() of the last line */
-static unsigned fail_unlogged; /* under fail_mtx */
+static struct log_limit fail_limit = LOG_LIMIT_INIT;
 
 static void
 ex_init(void)
@@ -227,19 +224,10 @@ bcp_tls_ssl_free(SSL **sslp)
 static void
 log_fail(const struct bcp_tls *t, const char *why)
 {
-    double now = tim_mono();
     unsigned skipped;
 
-    AZ(pthread_mutex_lock(&fail_mtx));
-    if (fail_logged > 0 && now - fail_logged < 1.0) {
-        fail_unlogged++;
-        AZ(pthread_mutex_unlock(&fail_mtx));
+    if (!log_limit_ok(&fail_limit, &skipped))
         return;
-    }
-    fail_logged = now;
-    skipped = fail_unlogged;
-    fail_unlogged = 0;
-    AZ(pthread_mutex_unlock(&fail_mtx));
     if (skipped > 0)
         log_msg(LOG_WARNING,
                 "backend %s: TLS handshake failed: %s (and %u more since the last "

@@ -18,6 +18,7 @@
 
 #include "surogat/defs.h"
 #include "surogat/log.h"
+#include "surogat/tim.h"
 
 static pthread_mutex_t log_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int log_fd = STDERR_FILENO;
@@ -116,4 +117,22 @@ log_msg(int lvl, const char *fmt, ...)
     AZ(pthread_mutex_lock(&log_mtx));
     (void)!write(log_fd, buf, (size_t)n);
     AZ(pthread_mutex_unlock(&log_mtx));
+}
+
+bool
+log_limit_ok(struct log_limit *ll, unsigned *skipped)
+{
+    double now = tim_mono();
+
+    AZ(pthread_mutex_lock(&ll->mtx));
+    if (ll->last > 0 && now - ll->last < 1.0) {
+        ll->skipped++;
+        AZ(pthread_mutex_unlock(&ll->mtx));
+        return (false);
+    }
+    ll->last = now;
+    *skipped = ll->skipped;
+    ll->skipped = 0;
+    AZ(pthread_mutex_unlock(&ll->mtx));
+    return (true);
 }

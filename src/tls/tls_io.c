@@ -32,26 +32,15 @@
 /* Plaintext gathered per SSL_write: one full record. */
 #define TLS_COALESCE 16384
 
-static pthread_mutex_t fail_mtx = PTHREAD_MUTEX_INITIALIZER;
-static double fail_logged;     /* under fail_mtx: tim_mono() of the last line */
-static unsigned fail_unlogged; /* under fail_mtx */
+static struct log_limit fail_limit = LOG_LIMIT_INIT;
 
 static void
 log_fail(const char *peer, const char *why)
 {
-    double now = tim_mono();
     unsigned skipped;
 
-    AZ(pthread_mutex_lock(&fail_mtx));
-    if (now - fail_logged < 1.0) {
-        fail_unlogged++;
-        AZ(pthread_mutex_unlock(&fail_mtx));
+    if (!log_limit_ok(&fail_limit, &skipped))
         return;
-    }
-    fail_logged = now;
-    skipped = fail_unlogged;
-    fail_unlogged = 0;
-    AZ(pthread_mutex_unlock(&fail_mtx));
     if (skipped > 0)
         log_msg(LOG_NOTICE,
                 "TLS handshake with %s failed: %s (and %u more since the last "
