@@ -18,15 +18,24 @@ void log_msg(int lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 
 /*
  * At most one line a second for a message that a flood of failures would
- * repeat (failed handshakes): callers share a static log_limit.
+ * repeat (failed handshakes): the callers of one message share a static
+ * log_limit.
  */
 struct log_limit {
     pthread_mutex_t mtx;
     double last;      /* tim_mono() of the last line; 0: none yet */
     unsigned skipped; /* under mtx: messages left out since */
 };
-#define LOG_LIMIT_INIT { PTHREAD_MUTEX_INITIALIZER, 0, 0 }
-/* Whether to log now; if so, *skipped gets how many were left out since the last line. */
-bool log_limit_ok(struct log_limit *ll, unsigned *skipped);
+#define LOG_LIMIT_INIT                  \
+    {                                   \
+        PTHREAD_MUTEX_INITIALIZER, 0, 0 \
+    }
+/*
+ * log_msg() unless ll let a line through less than a second ago.  A line
+ * after some were left out says how many, and that the counter named
+ * `counter` has them all.
+ */
+void log_limited(struct log_limit *ll, const char *counter, int lvl, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

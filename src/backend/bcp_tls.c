@@ -221,22 +221,6 @@ bcp_tls_ssl_free(SSL **sslp)
     SSL_free(ssl);
 }
 
-static void
-log_fail(const struct bcp_tls *t, const char *why)
-{
-    unsigned skipped;
-
-    if (!log_limit_ok(&fail_limit, &skipped))
-        return;
-    if (skipped > 0)
-        log_msg(LOG_WARNING,
-                "backend %s: TLS handshake failed: %s (and %u more since the last "
-                "message; see backend_tls_fail)",
-                t->name, why, skipped);
-    else
-        log_msg(LOG_WARNING, "backend %s: TLS handshake failed: %s", t->name, why);
-}
-
 /* Why the handshake on ssl failed with SSL error e, into why[len]. */
 static void
 fail_reason(SSL *ssl, int e, int sys_errno, char *why, size_t len)
@@ -285,7 +269,8 @@ bcp_tls_connect(struct bcp_tls *t, int fd, SSL **sslp, double deadline)
         SSL_set_quiet_shutdown(ssl, 1); /* nothing more goes over a failed session */
         SSL_free(ssl);
         STAT_INC(backend_tls_fail);
-        log_fail(t, why);
+        log_limited(&fail_limit, "backend_tls_fail", LOG_WARNING,
+                    "backend %s: TLS handshake failed: %s", t->name, why);
         errno = saved != 0 ? saved : EPROTO;
         return (-1);
     }

@@ -34,22 +34,6 @@
 
 static struct log_limit fail_limit = LOG_LIMIT_INIT;
 
-static void
-log_fail(const char *peer, const char *why)
-{
-    unsigned skipped;
-
-    if (!log_limit_ok(&fail_limit, &skipped))
-        return;
-    if (skipped > 0)
-        log_msg(LOG_NOTICE,
-                "TLS handshake with %s failed: %s (and %u more since the last "
-                "message; see tls_handshake_fail)",
-                peer, why, skipped);
-    else
-        log_msg(LOG_NOTICE, "TLS handshake with %s failed: %s", peer, why);
-}
-
 /*
  * What to do after an SSL call failed with error e: 1 retry (after
  * waiting), 0 at EOF, -1 failed with errno set.
@@ -119,7 +103,8 @@ tls_accept(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double dead
         if (want(ssl, fd, e, deadline) > 0)
             continue;
         STAT_INC(tls_handshake_fail);
-        log_fail(peer, why);
+        log_limited(&fail_limit, "tls_handshake_fail", LOG_NOTICE,
+                    "TLS handshake with %s failed: %s", peer, why);
         tls_close(&ssl);
         return (-1);
     }

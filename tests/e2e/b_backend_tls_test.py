@@ -9,19 +9,18 @@ errors."""
 
 import hashlib
 import os
-import shutil
 import socket
 import ssl
 import subprocess
 import textwrap
 import threading
-import time
 
 import pytest
 
 from conftest import free_port, listening, run_surogatd, wait_until
 from cstatus import is_hit
-from origins import Origin
+from origins import Origin, upgrade_echo, upgrade_echo_client
+from r_routing_test import test_declaration_errors_name_file_and_line as refused_at_load
 from t_tls_test import OPENSSL, Pki, run
 
 NGINX = "/usr/sbin/nginx"
@@ -300,21 +299,7 @@ def test_pipe_over_tls(pki, surogat, tmp_path):
         c.settimeout(10)
         try:
             c = ctx.wrap_socket(c, server_side=True)
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                buf += c.recv(4096)
-            got["head"] = buf.split(b"\r\n\r\n")[0].decode()
-            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n"
-                      b"Connection: Upgrade\r\n\r\n")
-            rest = buf.split(b"\r\n\r\n", 1)[1]
-            while True:
-                if rest:
-                    c.sendall(rest.upper())
-                    rest = b""
-                d = c.recv(4096)
-                if not d:
-                    break
-                rest = d
+            upgrade_echo(c, got)
         except (OSError, ssl.SSLError) as e:
             got["error"] = e
         finally:
@@ -324,18 +309,7 @@ def test_pipe_over_tls(pki, surogat, tmp_path):
     t.start()
     sg = start(surogat, tmp_path, backend(port, ca_file=pki.ca, sni="a.test"),
                extra='function recv(req)\n  if req.http.upgrade then return "pipe" end\nend\n')
-    s = socket.create_connection(("127.0.0.1", sg.port), timeout=10)
-    s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello")
-    buf = b""
-    deadline = time.monotonic() + 10
-    while b"HELLO" not in buf and time.monotonic() < deadline:
-        buf += s.recv(4096)
-    assert buf.startswith(b"HTTP/1.1 101"), buf
-    s.sendall(b" world")
-    while b"WORLD" not in buf and time.monotonic() < deadline:
-        buf += s.recv(4096)
-    assert buf.endswith(b"HELLO WORLD"), buf
-    s.close()
+    upgrade_echo_client(sg.port)
     t.join(10)
     srv.close()
     assert "error" not in got, got
@@ -459,12 +433,7 @@ def test_nginx_backend(pki, nginx, surogat, tmp_path):
     ('backend "a" { host = "127.0.0.1", tls = true, tsl_ca = "/x" }', "tsl_ca"),
 ])
 def test_declaration_errors(tmp_path, decl, msg):
-    p = tmp_path / "bad.lua"
-    p.write_text("-- declarations\n" + decl + "\n")
-    r = run_surogatd(["-C", "-f", str(p)])
-    assert r.returncode == 2, r
-    out = r.stdout + r.stderr
-    assert "bad.lua:" in out and msg in out, out
+    refused_at_load(tmp_path, decl, msg)
 
 
 def test_default_port_is_443(pki, tmp_path):
