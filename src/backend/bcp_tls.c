@@ -123,6 +123,8 @@ bcp_tls_new(const struct bcp_tls_conf *c, struct sb *err)
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, new_session);
+    /* Say what we speak: a server that also offers h2 must not pick it. */
+    AZ(SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x08http/1.1", 9));
     if (c->ca_file != NULL) {
         if (SSL_CTX_load_verify_locations(ctx, c->ca_file, NULL) != 1) {
             err_openssl(err, "ca_file", c->ca_file);

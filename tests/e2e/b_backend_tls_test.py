@@ -67,10 +67,12 @@ class TlsOrigin(Origin):
         if client_ca is not None:
             self.ctx.load_verify_locations(str(client_ca))
             self.ctx.verify_mode = ssl.CERT_REQUIRED
+        self.ctx.set_alpn_protocols(["h2", "http/1.1"])
         self.snis = []
         self.handshakes = 0
         self.resumed = 0
         self.failed = []
+        self.alpn = []  # the protocol each handshake agreed on
         self.peers = []  # client certificate subjects
         self.ctx.sni_callback = self._sni
         super().__init__()
@@ -95,6 +97,7 @@ class TlsOrigin(Origin):
             self.socks.add(ss)
             self.handshakes += 1
             self.resumed += 1 if ss.session_reused else 0
+            self.alpn.append(ss.selected_alpn_protocol())
             cert = ss.getpeercert()
             if cert:
                 self.peers.append(dict(x[0] for x in cert["subject"])["commonName"])
@@ -146,6 +149,7 @@ def test_valid_certificate_keepalive_and_sni(pki, torigins, surogat, tmp_path):
     assert o.conns == 1 and o.handshakes == 1, (o.conns, o.handshakes)
     assert [r.conn_seq for r in o.reqs("/k")] == [1, 2, 3, 4]
     assert o.snis == ["a.test"]
+    assert o.alpn == ["http/1.1"]  # never h2, which the origin would rather speak
     st = sg.stats()
     assert st["backend_tls_handshake"] == 1 and st["backend_tls_fail"] == 0, st
     assert st["backend_reuse"] >= 3 and st["backend_conn"] == 1, st
