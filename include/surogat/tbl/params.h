@@ -94,7 +94,9 @@ PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Access log file (NCSA combined with extra fields), relative to the working directory. "
       "Empty: no access log. Reopened on SIGHUP.")
 PARAM(error_log, STRING, "", NULL, NULL, PAR_RESTART,
-      "Daemon log file. Empty: standard error. Reopened on SIGHUP.")
+      "Daemon log file (errors, policy errors with file:line, warnings). Empty: standard "
+      "error in the foreground (-F), else surogatd.log in the working directory (-n). "
+      "Reopened on SIGHUP.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
       "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
       "metrics at /metrics, a live status page at / and its data at /status.json. Separate "
