@@ -338,6 +338,15 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
                   c->name);
         return (-1);
     }
+    /*
+     * The policy is checked (-C) from where surogatd starts but loaded in
+     * its -n directory: a relative path would name two different files.
+     */
+    if ((c->ca_file != NULL && c->ca_file[0] != '/') || (c->cert != NULL && c->cert[0] != '/') ||
+        (c->key != NULL && c->key[0] != '/')) {
+        sb_printf(err, "backend %s: ca_file, cert and key must be absolute paths", c->name);
+        return (-1);
+    }
     if (c->tls && c->sfb != NULL) {
         sb_printf(err, "backend %s: a static backend (root) has no tls", c->name);
         return (-1);

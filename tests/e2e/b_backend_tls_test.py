@@ -434,6 +434,8 @@ def test_nginx_backend(pki, nginx, surogat, tmp_path):
     ('backend "a" { host = "127.0.0.1", tls = true, verify = 1 }', "verify must be true or false"),
     ('backend "a" { host = "127.0.0.1", tls = true, cert = "/etc/hostname" }',
      "cert and key go together"),
+    ('backend "a" { host = "127.0.0.1", tls = true, ca_file = "ca.pem" }',
+     "must be absolute paths"),
     ('backend "a" { host = "127.0.0.1", tls = true, tsl_ca = "/x" }', "tsl_ca"),
 ])
 def test_declaration_errors(tmp_path, decl, msg):
