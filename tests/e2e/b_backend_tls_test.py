@@ -375,6 +375,10 @@ http {{
         root {root}/www;
         location / {{ expires 60s; }}
         location /sni {{ return 200 "sni=$ssl_server_name reused=$ssl_session_reused\\n"; }}
+        location /once {{
+            keepalive_timeout 0;
+            return 200 "reused=$ssl_session_reused\\n";
+        }}
     }}
 }}
 """
@@ -418,9 +422,16 @@ def test_nginx_backend(pki, nginx, surogat, tmp_path):
         r = sg.get("/big.bin", timeout=30)
         assert r.status == 200 and hashlib.sha256(r.body).digest() == hashlib.sha256(body).digest()
         assert is_hit(r) == (i == 1), r.headers
+    sg.wait_stat("backend_recycle", 2)
     st = sg.stats()
     # nginx keeps the connection alive: one handshake for both requests.
     assert st["backend_tls_handshake"] == 1 and st["backend_reuse"] == 1, st
+    # Where nginx closes after each answer (the first goes on the open connection), each
+    # next connection resumes the session.
+    bodies = [sg.get("/once", headers={"Cache-Control": "no-cache"}).body for _ in range(3)]
+    assert bodies == [b"reused=.\n", b"reused=r\n", b"reused=r\n"], bodies
+    st = sg.stats()
+    assert st["backend_tls_handshake"] == 3 and st["backend_tls_resumed"] == 2, st
 
 
 # -- declaration errors -----------------------------------------------------
