@@ -315,20 +315,20 @@ on_io(evutil_socket_t fd, short what, void *arg)
             finish(p, false);
             return;
         }
-        if (p->tls == NULL) {
-            p->state = PRB_SENDING;
-            goto send;
+        p->state = PRB_SENDING;
+        if (p->tls != NULL) {
+            p->ssl = bcp_tls_ssl(p->tls, p->fd);
+            p->state = PRB_HANDSHAKE;
         }
-        p->ssl = bcp_tls_ssl(p->tls, p->fd);
-        p->state = PRB_HANDSHAKE;
         /* FALLTHROUGH */
     case PRB_HANDSHAKE:
-        if (!handshake(p))
-            return;
-        p->state = PRB_SENDING;
+        if (p->state == PRB_HANDSHAKE) {
+            if (!handshake(p))
+                return;
+            p->state = PRB_SENDING;
+        }
         /* FALLTHROUGH */
     case PRB_SENDING:
-    send:
         n = pio(p, true, p->req + p->sent, p->reqlen - p->sent, &want);
         if (n <= 0 && want == 0) {
             finish(p, false);
