@@ -49,17 +49,7 @@ struct bcp_tls {
     SSL_SESSION *last; /* under mtx: offered to the next handshake, or NULL */
 };
 
-static int ex_idx = -1; /* SSL ex_data slot: the bcp_tls of an SSL */
-static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
-
 static struct log_limit fail_limit = LOG_LIMIT_INIT;
-
-static void
-ex_init(void)
-{
-    ex_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-    SRG_ASSERT(ex_idx >= 0);
-}
 
 /*
  * OpenSSL's callback for a session the server gave us.  1: the reference
@@ -68,7 +58,7 @@ ex_init(void)
 static int
 new_session(SSL *ssl, SSL_SESSION *sess)
 {
-    struct bcp_tls *t = SSL_get_ex_data(ssl, ex_idx);
+    struct bcp_tls *t = SSL_get_app_data(ssl);
     SSL_SESSION *old;
 
     if (t == NULL)
@@ -114,7 +104,6 @@ bcp_tls_new(const struct bcp_tls_conf *c, struct sb *err)
 
     AN(c);
     AN(c->name);
-    AZ(pthread_once(&ex_once, ex_init));
     ERR_clear_error();
     ctx = SSL_CTX_new(TLS_client_method());
     AN(ctx);
@@ -201,7 +190,8 @@ bcp_tls_ssl(struct bcp_tls *t, int fd)
     ssl = SSL_new(t->ctx);
     AN(ssl);
     AN(SSL_set_fd(ssl, fd));
-    AN(SSL_set_ex_data(ssl, ex_idx, t));
+    /* Ours: these SSLs never reach tls_close(), which reads its own there. */
+    AN(SSL_set_app_data(ssl, t));
     if (t->sni != NULL)
         AN(SSL_set_tlsext_host_name(ssl, t->sni));
     SSL_set_connect_state(ssl);
