@@ -95,6 +95,21 @@ is_ip(const char *s)
     return (inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1);
 }
 
+/* A DNS name as SNI carries it: letters, digits, '-', '.', '_', at most 253 bytes. */
+static bool
+is_dns_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 253)
+        return (false);
+    for (; *s != '\0'; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == '.' || *s == '_'))
+            return (false);
+    return (true);
+}
+
 struct bcp_tls *
 bcp_tls_new(const struct bcp_tls_conf *c, struct sb *err)
 {
@@ -104,6 +119,14 @@ bcp_tls_new(const struct bcp_tls_conf *c, struct sb *err)
 
     AN(c);
     AN(c->name);
+    if (c->sni != NULL && !is_ip(c->sni) && !is_dns_name(c->sni)) {
+        sb_printf(err, "sni '%.64s' is not a host name", c->sni);
+        return (NULL);
+    }
+    if (c->verify_host != NULL && !is_ip(c->verify_host) && !is_dns_name(c->verify_host)) {
+        sb_printf(err, "verify_host '%.64s' is not a host name or address", c->verify_host);
+        return (NULL);
+    }
     ERR_clear_error();
     ctx = SSL_CTX_new(TLS_client_method());
     AN(ctx);

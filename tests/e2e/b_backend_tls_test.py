@@ -447,6 +447,10 @@ def test_nginx_backend(pki, nginx, surogat, tmp_path):
      "cert and key go together"),
     ('backend "a" { host = "127.0.0.1", tls = true, ca_file = "ca.pem" }',
      "must be absolute paths"),
+    ('backend "a" { host = "127.0.0.1", tls = true, sni = "%s" }' % ("x" * 300),
+     "is not a host name"),
+    ('backend "a" { host = "127.0.0.1", tls = true, verify_host = "a b" }',
+     "verify_host 'a b' is not a host name or address"),
     ('backend "a" { host = "127.0.0.1", tls = true, tsl_ca = "/x" }', "tsl_ca"),
 ])
 def test_declaration_errors(tmp_path, decl, msg):
