@@ -17,6 +17,7 @@
 
 struct sb;
 struct bcp;
+struct bcp_tls;
 struct sfb;
 
 struct be_probe_conf {
@@ -29,11 +30,20 @@ struct be_probe_conf {
 };
 
 struct be_conf {
-    const char *name, *host, *port;                                    /* port default "80" */
+    const char *name, *host, *port; /* port default "80", "443" with tls */
     double connect_timeout, first_byte_timeout, between_bytes_timeout; /* <0: params */
     unsigned max_connections;                                          /* 0: the param */
     unsigned weight;                                                   /* 0 means 1 */
     const struct be_probe_conf *probe; /* NULL: healthy unless set sick */
+    /*
+     * HTTPS to the backend.  The certificate is checked unless tls_noverify:
+     * against ca_file (PEM; NULL: the system store), for the name
+     * verify_host (NULL: sni, else host, a name or an address).  sni NULL:
+     * host when it is a name.  cert and key: a client certificate, or NULL.
+     * Without tls, any of these is a conf error.
+     */
+    bool tls, tls_noverify;
+    const char *ca_file, *sni, *verify_host, *cert, *key;
     /*
      * The built-in static-file backend: no address, no pool, no probe,
      * always healthy unless set sick.  Stored, never dereferenced here.
@@ -57,11 +67,12 @@ struct be {
     unsigned magic;
 #define BE_MAGIC 0x63e01b9a
     char *name;
-    char *host;       /* as configured: for the Host header; NULL for sfb */
-    char *port;       /* NULL for sfb */
-    char *hostport;   /* "host:port", "[v6]:port"; NULL for sfb */
-    struct bcp *pool; /* NULL for sfb */
-    struct sfb *sfb;  /* the static-file backend, or NULL */
+    char *host;          /* as configured: for the Host header; NULL for sfb */
+    char *port;          /* NULL for sfb */
+    char *hostport;      /* "host:port", "[v6]:port"; NULL for sfb */
+    struct bcp *pool;    /* NULL for sfb */
+    struct sfb *sfb;     /* the static-file backend, or NULL */
+    struct bcp_tls *tls; /* NULL: plain HTTP; freed with the backend */
     /* Negative: use the backend_* parameter of the same name. */
     double connect_timeout;
     double first_byte_timeout;

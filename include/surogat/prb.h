@@ -4,8 +4,10 @@
  * with `initial` good results assumed.
  *
  * Every probe runs on one probe thread with its own libevent base, never
- * on a worker: each probe is a non-blocking connect, one request and the
- * status line of the answer, the whole bounded by the probe's timeout.
+ * on a worker: each probe is a non-blocking connect, for a TLS backend a
+ * non-blocking handshake with the backend's certificate checks, one
+ * request and the status line of the answer, the whole bounded by the
+ * probe's timeout.
  */
 #ifndef SUROGAT_PRB_H
 #define SUROGAT_PRB_H
@@ -15,6 +17,7 @@
 #include <sys/socket.h>
 
 struct sb;
+struct bcp_tls;
 struct be_probe_conf;
 struct prb;
 
@@ -54,12 +57,13 @@ int prb_run(void);
 void prb_fini(void); /* stop the thread if running; frees every probe */
 /*
  * Start probing sa every interval, the first probe at once.  `host` is
- * the Host header of the default request.  The conf is copied (after
+ * the Host header of the default request.  tls: NULL for plain HTTP, else
+ * borrowed until prb_fini() (the backend's).  The conf is copied (after
  * prb_conf_check()).  Any thread.  *bits0 gets the initial history.
  */
 struct prb *prb_start(const char *name, const struct sockaddr *sa, socklen_t salen,
-                      const char *host, const struct be_probe_conf *c, prb_result_f *cb, void *priv,
-                      uint64_t *bits0);
+                      const char *host, struct bcp_tls *tls, const struct be_probe_conf *c,
+                      prb_result_f *cb, void *priv, uint64_t *bits0);
 /*
  * Stop and free it at the probe thread's next turn; *pp = NULL.  A result
  * being delivered meanwhile may still reach the callback, so priv must

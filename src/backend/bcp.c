@@ -5,6 +5,11 @@
  * counts every open connection (idle or busy) against its backend's
  * max_connections, or backend_max_connections when that is 0.  Connecting happens outside the lock,
  * with the slot reserved first so concurrent connects cannot overshoot the limit.
+ *
+ * A TLS pool shakes hands right after connecting, within what is left of
+ * the connect timeout: a connection is only handed out once the backend's
+ * certificate has been checked.  The I/O functions below pick plain or
+ * TLS per connection, so the fetch and the pipe never look at conn->fd.
  */
 #include "config.h"
 
@@ -19,11 +24,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "surogat/bcp.h"
 #include "surogat/defs.h"
 #include "surogat/par.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/tls.h"
+#include "surogat/vio.h"
 
 struct bcp {
     unsigned magic;
@@ -35,10 +45,11 @@ struct bcp {
     unsigned nidle;        /* under mtx */
     unsigned nconn;        /* under mtx: open connections, busy or idle */
     unsigned max;          /* 0: par.backend_max_connections */
+    struct bcp_tls *tls;   /* NULL: plain TCP; the backend's */
 };
 
 struct bcp *
-bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max)
+bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls)
 {
     struct bcp *bp;
 
@@ -48,12 +59,15 @@ bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max)
     memcpy(&bp->sa, sa, salen);
     bp->salen = salen;
     bp->max = max;
+    bp->tls = tls;
     return (bp);
 }
 
 static void
 conn_free(struct bcp_conn *c)
 {
+    if (c->ssl != NULL)
+        bcp_tls_ssl_free(&c->ssl);
     close(c->fd);
     STAT_DEC(backend_conn_open);
     OBJ_FREE(&c);
@@ -75,6 +89,30 @@ bcp_free(struct bcp **bpp)
 }
 
 /*
+ * Bytes on an idle TLS connection may be a record that carries no data:
+ * a session ticket that came after the response, or a key update.  Let
+ * OpenSSL consume them (the socket is non-blocking): usable if nothing
+ * else was there.  A close_notify, an alert or data means it is not.
+ */
+static bool
+tls_idle_usable(SSL *ssl)
+{
+    size_t got;
+    char ch;
+    int rv, e;
+
+    ERR_clear_error();
+    rv = SSL_peek_ex(ssl, &ch, 1, &got);
+    e = rv == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, rv);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ)
+        return (true);
+    if (e != SSL_ERROR_NONE)
+        SSL_set_quiet_shutdown(ssl, 1);
+    return (false);
+}
+
+/*
  * An idle connection is usable if the backend has neither closed it nor
  * sent anything unsolicited (which would desynchronise the next response).
  */
@@ -86,8 +124,14 @@ idle_conn_usable(const struct bcp_conn *c, double now)
 
     if (now - c->t_idle > par.backend_idle_timeout)
         return (false);
+    if (c->ssl != NULL && SSL_pending(c->ssl) > 0)
+        return (false);
     n = recv(c->fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
-    return (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return (true);
+    if (n <= 0 || c->ssl == NULL)
+        return (false);
+    return (tls_idle_usable(c->ssl));
 }
 
 static int
@@ -140,6 +184,7 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
 {
     struct bcp_conn *c, *stale = NULL;
     double now = tim_mono();
+    struct ssl_st *ssl = NULL;
     unsigned max;
     int fd;
 
@@ -177,6 +222,10 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
         conn_free(c);
     }
     fd = connect_tmo(bp, tmo);
+    if (fd >= 0 && bp->tls != NULL && bcp_tls_connect(bp->tls, fd, &ssl, now + tmo) != 0) {
+        close(fd);
+        fd = -1;
+    }
     if (fd < 0) {
         AZ(pthread_mutex_lock(&bp->mtx));
         bp->nconn--;
@@ -185,6 +234,7 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
     }
     OBJ_NEW(c, BCP_CONN_MAGIC);
     c->fd = fd;
+    c->ssl = ssl;
     c->pool = bp;
     STAT_INC(backend_conn);
     STAT_INC(backend_conn_open);
@@ -237,4 +287,61 @@ bcp_conn_count(const struct bcp *bp)
 {
     OBJ_CHECK(bp, BCP_MAGIC);
     return (__atomic_load_n(&bp->nconn, __ATOMIC_RELAXED));
+}
+
+/*--------------------------------------------------------------------
+ * I/O on a connection, plain or TLS.
+ */
+
+ssize_t
+bcp_read(struct bcp_conn *c, void *buf, size_t len, double deadline)
+{
+    OBJ_CHECK(c, BCP_CONN_MAGIC);
+    if (c->ssl != NULL)
+        return (tls_read(c->ssl, c->fd, buf, len, deadline));
+    return (vio_read(c->fd, buf, len, deadline));
+}
+
+ssize_t
+bcp_read_wait(struct bcp_conn *c, void *buf, size_t len, double deadline)
+{
+    OBJ_CHECK(c, BCP_CONN_MAGIC);
+    /* tls_read() waits on its own when OpenSSL holds nothing decrypted. */
+    if (c->ssl != NULL)
+        return (tls_read(c->ssl, c->fd, buf, len, deadline));
+    return (vio_read_wait(c->fd, buf, len, deadline));
+}
+
+ssize_t
+bcp_read_nb(struct bcp_conn *c, void *buf, size_t len)
+{
+    OBJ_CHECK(c, BCP_CONN_MAGIC);
+    if (c->ssl != NULL)
+        return (tls_read_nb(c->ssl, buf, len));
+    return (read(c->fd, buf, len));
+}
+
+bool
+bcp_pending(const struct bcp_conn *c)
+{
+    OBJ_CHECK(c, BCP_CONN_MAGIC);
+    return (c->ssl != NULL && tls_pending(c->ssl));
+}
+
+int
+bcp_writev(struct bcp_conn *c, struct iovec *iov, int iovcnt, double deadline)
+{
+    OBJ_CHECK(c, BCP_CONN_MAGIC);
+    if (c->ssl != NULL)
+        return (tls_writev(c->ssl, c->fd, iov, iovcnt, deadline));
+    return (vio_writev(c->fd, iov, iovcnt, deadline));
+}
+
+int
+bcp_write(struct bcp_conn *c, const void *buf, size_t len, double deadline)
+{
+    OBJ_CHECK(c, BCP_CONN_MAGIC);
+    if (c->ssl != NULL)
+        return (tls_write(c->ssl, c->fd, buf, len, deadline));
+    return (vio_write(c->fd, buf, len, deadline));
 }

@@ -37,6 +37,9 @@ struct be_priv {
     /* The probe conf as checked, defaults filled in, strings owned. */
     struct be_probe_conf pc;
     struct prb *probe; /* under be_mtx; NULL when retired */
+    /* The TLS fields as configured (not defaulted), for same_conf(); owned. */
+    bool tls, tls_noverify;
+    char *ca_file, *sni, *verify_host, *cert, *key;
     /* Atomics: read by workers and the CLI. */
     int admin;       /* enum be_admin */
     bool probe_ok;   /* the window's verdict; true without a probe */
@@ -67,6 +70,13 @@ be_free(struct be *be)
 
     if (be->pool != NULL)
         bcp_free(&be->pool);
+    if (be->tls != NULL)
+        bcp_tls_free(&be->tls);
+    free(bp->ca_file);
+    free(bp->sni);
+    free(bp->verify_host);
+    free(bp->cert);
+    free(bp->key);
     free(be->name);
     free(be->host);
     free(be->port);
@@ -179,6 +189,11 @@ same_conf(const struct be *be, const struct be_conf *c, const struct be_probe_co
         return (false);
     if (be->priv->has_probe != (pc != NULL))
         return (false);
+    if (be->priv->tls != c->tls || be->priv->tls_noverify != c->tls_noverify ||
+        !str_eq(be->priv->ca_file, c->ca_file) || !str_eq(be->priv->sni, c->sni) ||
+        !str_eq(be->priv->verify_host, c->verify_host) || !str_eq(be->priv->cert, c->cert) ||
+        !str_eq(be->priv->key, c->key))
+        return (false);
     return (pc == NULL ||
             (str_eq(bpc->url, pc->url) && str_eq(bpc->request, pc->request) &&
              bpc->interval == pc->interval && bpc->timeout == pc->timeout &&
@@ -198,12 +213,42 @@ xstrdup(const char *s)
     return (d);
 }
 
+/*
+ * The TLS context of conf c, its defaults filled in: SNI the host when it
+ * is a name, the certificate checked for the SNI name, else for the host
+ * (an address is checked against the certificate's IP addresses).
+ */
+static struct bcp_tls *
+tls_new(const struct be_conf *c, struct sb *err)
+{
+    struct bcp_tls_conf tc;
+    struct bcp_tls *t;
+    size_t mark = err->len;
+
+    memset(&tc, 0, sizeof tc);
+    tc.name = c->name;
+    tc.ca_file = c->ca_file;
+    tc.sni = c->sni != NULL ? c->sni : c->host;
+    tc.verify_host = c->verify_host != NULL ? c->verify_host : c->sni != NULL ? c->sni : c->host;
+    tc.cert = c->cert;
+    tc.key = c->key;
+    tc.verify = !c->tls_noverify;
+    sb_printf(err, "backend %s: ", c->name);
+    t = bcp_tls_new(&tc, err);
+    if (t != NULL) {
+        err->len = mark;
+        err->buf[mark] = '\0';
+    }
+    return (t);
+}
+
 /* Create a backend (not yet on the list), resolving its address. */
 static struct be *
 be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *port,
           unsigned weight, struct sb *err)
 {
     struct addrinfo hints, *res = NULL;
+    struct bcp_tls *tls = NULL;
     struct be *be;
     bool v6;
     int rv;
@@ -216,6 +261,10 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         if (rv != 0) {
             sb_printf(err, "backend %s: cannot resolve '%s' port %s: %s", c->name, c->host, port,
                       gai_strerror(rv));
+            return (NULL);
+        }
+        if (c->tls && (tls = tls_new(c, err)) == NULL) {
+            freeaddrinfo(res);
             return (NULL);
         }
     }
@@ -231,13 +280,21 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->weight = weight;
     be->priv->refcnt = 1;
     be->priv->probe_ok = true;
+    be->tls = tls;
+    be->priv->tls = c->tls;
+    be->priv->tls_noverify = c->tls_noverify;
+    be->priv->ca_file = xstrdup(c->ca_file);
+    be->priv->sni = xstrdup(c->sni);
+    be->priv->verify_host = xstrdup(c->verify_host);
+    be->priv->cert = xstrdup(c->cert);
+    be->priv->key = xstrdup(c->key);
     if (res != NULL) {
         be->host = xstrdup(c->host);
         be->port = xstrdup(port);
         v6 = strchr(c->host, ':') != NULL;
         rv = asprintf(&be->hostport, "%s%s%s:%s", v6 ? "[" : "", c->host, v6 ? "]" : "", port);
         SRG_ASSERT(rv > 0);
-        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections);
+        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls);
     }
     if (pc != NULL) {
         be->priv->has_probe = true;
@@ -246,7 +303,7 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         be->priv->pc.request = xstrdup(pc->request);
         be->priv->probe_ok = prb_window_healthy(prb_initial_bits((unsigned)pc->initial, pc->window),
                                                 pc->window, pc->threshold);
-        be->priv->probe = prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport,
+        be->priv->probe = prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport, tls,
                                     &be->priv->pc, probe_result, be, &be->priv->bits);
     }
     if (res != NULL)
@@ -274,7 +331,27 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         sb_printf(err, "backend %s: no host", c->name);
         return (-1);
     }
-    port = c->port != NULL ? c->port : "80";
+    if (!c->tls && (c->tls_noverify || c->ca_file != NULL || c->sni != NULL ||
+                    c->verify_host != NULL || c->cert != NULL || c->key != NULL)) {
+        sb_printf(err,
+                  "backend %s: ca_file, sni, verify, verify_host, cert and key need tls = true",
+                  c->name);
+        return (-1);
+    }
+    /*
+     * The policy is checked (-C) from where surogatd starts but loaded in
+     * its -n directory: a relative path would name two different files.
+     */
+    if ((c->ca_file != NULL && c->ca_file[0] != '/') || (c->cert != NULL && c->cert[0] != '/') ||
+        (c->key != NULL && c->key[0] != '/')) {
+        sb_printf(err, "backend %s: ca_file, cert and key must be absolute paths", c->name);
+        return (-1);
+    }
+    if (c->tls && c->sfb != NULL) {
+        sb_printf(err, "backend %s: a static backend (root) has no tls", c->name);
+        return (-1);
+    }
+    port = c->port != NULL ? c->port : c->tls ? "443" : "80";
     if (c->sfb == NULL && (num_port(port, &portnum) != 0 || portnum == 0)) {
         sb_printf(err, "backend %s: '%.32s' is not a port number (1-65535)", c->name, port);
         return (-1);

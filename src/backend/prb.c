@@ -8,10 +8,13 @@
  * probe owns its history; the thread reports each result through the
  * callback, which is how a backend learns its health.
  *
- * A probe is one connection per tick: non-blocking connect, the request,
- * then the status line of the answer.  Every step re-arms the socket
- * event with what is left of the probe's timeout, so a silent backend
- * costs one failed result, never a stuck thread.
+ * A probe is one connection per tick: non-blocking connect, the TLS
+ * handshake for a TLS backend, the request, then the status line of the
+ * answer.  Every step re-arms the socket event with what is left of the
+ * probe's timeout, so a silent backend costs one failed result, never a
+ * stuck thread.  Over TLS each step asks OpenSSL, on the non-blocking
+ * socket, and waits for whichever of readable or writable it wants: a
+ * read may need to write and the reverse.
  */
 #include "config.h"
 
@@ -26,7 +29,10 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
+#include "surogat/bcp.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/prb.h"
@@ -37,6 +43,7 @@
 enum prb_state {
     PRB_IDLE,       /* waiting for the next tick */
     PRB_CONNECTING, /* fd open, waiting for writable */
+    PRB_HANDSHAKE,  /* TLS */
     PRB_SENDING,
     PRB_READING,
 };
@@ -53,10 +60,12 @@ struct prb {
     unsigned window, threshold, expected;
     prb_result_f *cb;
     void *priv;
+    struct bcp_tls *tls; /* NULL: plain HTTP */
     /* The rest belongs to the probe thread. */
     uint64_t bits;
     enum prb_state state;
     int fd;
+    SSL *ssl; /* TLS: the session on fd */
     size_t sent;
     char buf[32]; /* "HTTP/1.1 200" is all we read */
     size_t blen;
@@ -185,6 +194,8 @@ finish(struct prb *p, bool good)
 
     if (p->fd >= 0) {
         (void)event_del(p->io);
+        if (p->ssl != NULL)
+            bcp_tls_ssl_free(&p->ssl);
         close(p->fd);
         p->fd = -1;
     }
@@ -228,6 +239,62 @@ status_good(const struct prb *p)
     return (st == p->expected);
 }
 
+/*
+ * One send or receive, plain or TLS.  >0 bytes, 0 at EOF, -1 with *want
+ * the event to wait for (EV_READ or EV_WRITE) when it would block, else
+ * -1 with *want 0: failed.
+ */
+static ssize_t
+pio(struct prb *p, bool wr, char *buf, size_t len, short *want)
+{
+    size_t n;
+    ssize_t rv;
+    int e;
+
+    *want = 0;
+    if (p->ssl == NULL) {
+        rv = wr ? send(p->fd, buf, len, MSG_NOSIGNAL) : recv(p->fd, buf, len, 0);
+        if (rv < 0 && (errno == EAGAIN || errno == EINTR))
+            *want = wr ? EV_WRITE : EV_READ;
+        return (rv);
+    }
+    ERR_clear_error();
+    if ((wr ? SSL_write_ex(p->ssl, buf, len, &n) : SSL_read_ex(p->ssl, buf, len, &n)) == 1)
+        return ((ssize_t)n);
+    e = SSL_get_error(p->ssl, 0);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        *want = e == SSL_ERROR_WANT_READ ? EV_READ : EV_WRITE;
+        return (-1);
+    }
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return (0);
+    SSL_set_quiet_shutdown(p->ssl, 1);
+    return (-1);
+}
+
+/* Drive the handshake: true when done; else it re-armed or finished the probe. */
+static bool
+handshake(struct prb *p)
+{
+    int rv, e;
+
+    ERR_clear_error();
+    rv = SSL_do_handshake(p->ssl);
+    if (rv == 1)
+        return (true);
+    e = SSL_get_error(p->ssl, rv);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        arm(p, e == SSL_ERROR_WANT_READ ? EV_READ : EV_WRITE);
+        return (false);
+    }
+    /* A certificate that does not verify fails the probe, as it fails requests. */
+    SSL_set_quiet_shutdown(p->ssl, 1);
+    finish(p, false);
+    return (false);
+}
+
 static void
 on_io(evutil_socket_t fd, short what, void *arg)
 {
@@ -235,6 +302,7 @@ on_io(evutil_socket_t fd, short what, void *arg)
     socklen_t sl = sizeof(int);
     int soerr = 0;
     ssize_t n;
+    short want;
 
     OBJ_CHECK(p, PRB_MAGIC);
     if (what & EV_TIMEOUT) {
@@ -248,26 +316,37 @@ on_io(evutil_socket_t fd, short what, void *arg)
             return;
         }
         p->state = PRB_SENDING;
+        if (p->tls != NULL) {
+            p->ssl = bcp_tls_ssl(p->tls, p->fd);
+            p->state = PRB_HANDSHAKE;
+        }
+        /* FALLTHROUGH */
+    case PRB_HANDSHAKE:
+        if (p->state == PRB_HANDSHAKE) {
+            if (!handshake(p))
+                return;
+            p->state = PRB_SENDING;
+        }
         /* FALLTHROUGH */
     case PRB_SENDING:
-        n = send(p->fd, p->req + p->sent, p->reqlen - p->sent, MSG_NOSIGNAL);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        n = pio(p, true, p->req + p->sent, p->reqlen - p->sent, &want);
+        if (n <= 0 && want == 0) {
             finish(p, false);
             return;
         }
         if (n > 0)
             p->sent += (size_t)n;
         if (p->sent < p->reqlen) {
-            arm(p, EV_WRITE);
+            arm(p, n > 0 ? EV_WRITE : want);
             return;
         }
         p->state = PRB_READING;
         arm(p, EV_READ);
         return;
     case PRB_READING:
-        n = recv(p->fd, p->buf + p->blen, sizeof p->buf - p->blen, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            arm(p, EV_READ);
+        n = pio(p, false, p->buf + p->blen, sizeof p->buf - p->blen, &want);
+        if (n < 0 && want != 0) {
+            arm(p, want);
             return;
         }
         if (n > 0)
@@ -322,6 +401,8 @@ prb_free(struct prb *p)
     if (p->tick != NULL) {
         if (p->fd >= 0) {
             (void)event_del(p->io);
+            if (p->ssl != NULL)
+                bcp_tls_ssl_free(&p->ssl);
             close(p->fd);
         }
         event_free(p->tick);
@@ -502,7 +583,8 @@ post(struct prb *p, bool stop)
 
 struct prb *
 prb_start(const char *name, const struct sockaddr *sa, socklen_t salen, const char *host,
-          const struct be_probe_conf *c, prb_result_f *cb, void *priv, uint64_t *bits0)
+          struct bcp_tls *tls, const struct be_probe_conf *c, prb_result_f *cb, void *priv,
+          uint64_t *bits0)
 {
     struct prb *p;
     int rv;
@@ -536,6 +618,7 @@ prb_start(const char *name, const struct sockaddr *sa, socklen_t salen, const ch
     p->expected = c->expected_status;
     p->cb = cb;
     p->priv = priv;
+    p->tls = tls;
     p->fd = -1;
     p->bits = prb_initial_bits((unsigned)c->initial, c->window);
     if (bits0 != NULL)

@@ -33,7 +33,6 @@
 #include "surogat/sfb.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
-#include "surogat/vio.h"
 #include "surogat/wrk.h"
 
 #include "fetch_priv.h"
@@ -295,7 +294,6 @@ static int
 send_bereq(struct fetch *f, struct txt head)
 {
     struct req *req = f->req;
-    int fd = f->conn->fd;
     double tmo = be_between_bytes_timeout(f->be);
     char chdr[H1_CHUNK_HDR_MAX];
     struct iovec iov[4];
@@ -305,7 +303,7 @@ send_bereq(struct fetch *f, struct txt head)
     iov[0].iov_base = (void *)(uintptr_t)head.b;
     iov[0].iov_len = head.len;
     if (req->body == H1_BODY_NONE)
-        return (vio_writev(fd, iov, 1, tim_mono() + tmo) == 0 ? 0 : -1);
+        return (bcp_writev(f->conn, iov, 1, tim_mono() + tmo) == 0 ? 0 : -1);
     /* First body piece with the head, so small uploads take one write. */
     n = req_body_next(req, &data);
     for (int first = 1;; first = 0) {
@@ -329,7 +327,7 @@ send_bereq(struct fetch *f, struct txt head)
             iov[k].iov_base = (void *)(uintptr_t)data;
             iov[k++].iov_len = (size_t)n;
         }
-        if (k > 0 && vio_writev(fd, iov, k, tim_mono() + tmo) != 0)
+        if (k > 0 && bcp_writev(f->conn, iov, k, tim_mono() + tmo) != 0)
             return (-1);
         if (n == 0)
             return (0);
@@ -375,7 +373,7 @@ read_beresp_head(struct fetch *f)
         }
         if (f->be_len >= room)
             return (BEH_BAD);
-        n = vio_read_wait(f->conn->fd, wrk->be + f->be_len, room - f->be_len, deadline);
+        n = bcp_read_wait(f->conn, wrk->be + f->be_len, room - f->be_len, deadline);
         if (n > 0) {
             if (f->be_len == 0)
                 deadline = tim_mono() + be_between_bytes_timeout(f->be);
@@ -596,7 +594,7 @@ deliver_body(struct fetch *f, struct out *o)
         if (f->client_failed && f->oc == NULL)
             return (-2); /* nobody wants the rest any more */
         f->be_pos = f->be_len = 0;
-        n = vio_read(f->conn->fd, wrk->be, wrk->be_size, tim_mono() + tmo);
+        n = bcp_read(f->conn, wrk->be, wrk->be_size, tim_mono() + tmo);
         if (n > 0) {
             f->be_len = (size_t)n;
             continue;

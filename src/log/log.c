@@ -18,6 +18,7 @@
 
 #include "surogat/defs.h"
 #include "surogat/log.h"
+#include "surogat/tim.h"
 
 static pthread_mutex_t log_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int log_fd = STDERR_FILENO;
@@ -116,4 +117,31 @@ log_msg(int lvl, const char *fmt, ...)
     AZ(pthread_mutex_lock(&log_mtx));
     (void)!write(log_fd, buf, (size_t)n);
     AZ(pthread_mutex_unlock(&log_mtx));
+}
+
+void
+log_limited(struct log_limit *ll, const char *counter, int lvl, const char *fmt, ...)
+{
+    double now = tim_mono();
+    unsigned skipped;
+    char buf[768];
+    va_list ap;
+
+    AZ(pthread_mutex_lock(&ll->mtx));
+    if (ll->last > 0 && now - ll->last < 1.0) {
+        ll->skipped++;
+        AZ(pthread_mutex_unlock(&ll->mtx));
+        return;
+    }
+    ll->last = now;
+    skipped = ll->skipped;
+    ll->skipped = 0;
+    AZ(pthread_mutex_unlock(&ll->mtx));
+    va_start(ap, fmt);
+    (void)vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (skipped > 0)
+        log_msg(lvl, "%s (and %u more since the last message; see %s)", buf, skipped, counter);
+    else
+        log_msg(lvl, "%s", buf);
 }

@@ -364,7 +364,8 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     static const char *const fields[] = {
         "host", "port", "connect_timeout", "first_byte_timeout", "between_bytes_timeout",
         "max_connections", "weight", "probe", "root", "index", "listing", "follow_symlinks",
-        "deny", "mime_file", "mime", "expires",
+        "deny", "mime_file", "mime", "expires", "tls", "ca_file", "sni", "verify", "verify_host",
+        "cert", "key",
     };
     static const char *const probe_fields[] = {
         "url", "request", "interval", "timeout", "window", "threshold", "initial",
@@ -387,6 +388,15 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     c.between_bytes_timeout = field_num(d, idx, "between_bytes_timeout", -1, 0.001, 86400);
     c.max_connections = (unsigned)field_num(d, idx, "max_connections", 0, 1, 1e6);
     c.weight = (unsigned)field_num(d, idx, "weight", 1, 1, 1e6);
+    c.tls = field_bool(d, idx, "tls");
+    c.ca_file = field_str(d, idx, "ca_file");
+    c.sni = field_str(d, idx, "sni");
+    c.verify_host = field_str(d, idx, "verify_host");
+    c.cert = field_str(d, idx, "cert");
+    c.key = field_str(d, idx, "key");
+    /* verify defaults to true: only an explicit false turns it off. */
+    c.tls_noverify = lua_getfield(d->L, idx, "verify") != LUA_TNIL && !field_bool(d, idx, "verify");
+    lua_pop(d->L, 1);
     root = field_str(d, idx, "root");
     if (root != NULL && c.host != NULL)
         return (decl_fail(d, "either host (an HTTP server) or root (static files)"));

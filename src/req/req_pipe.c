@@ -29,7 +29,6 @@
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
-#include "surogat/vio.h"
 #include "surogat/wrk.h"
 #include "surogat/ws.h"
 
@@ -81,30 +80,31 @@ peek_status(const char *p, size_t len)
  * nothing to copy.  The client side goes through the session's I/O.
  */
 static void
-shuffle(struct req *req, int bfd)
+shuffle(struct req *req, struct bcp_conn *conn)
 {
     char *buf = req->wrk->be;
     size_t size = req->wrk->be_size;
     struct pollfd pfd[2] = { { .fd = req->sp->fd, .events = POLLIN },
-                             { .fd = bfd, .events = POLLIN } };
+                             { .fd = conn->fd, .events = POLLIN } };
     ssize_t n;
 
     for (;;) {
         bool held = sess_pending(req->sp); /* decrypted TLS bytes poll(2) cannot see */
-        int rv = poll(pfd, 2, held ? 0 : (int)(par.pipe_timeout * 1e3));
+        bool bheld = bcp_pending(conn);
+        int rv = poll(pfd, 2, held || bheld ? 0 : (int)(par.pipe_timeout * 1e3));
         if (rv < 0 && errno == EINTR)
             continue;
-        if (rv < 0 || (rv == 0 && !held))
+        if (rv < 0 || (rv == 0 && !held && !bheld))
             return;
         if (held || (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
             n = sess_read_nb(req->sp, buf, size);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
                 return;
-            if (n > 0 && vio_write(bfd, buf, (size_t)n, tim_mono() + par.pipe_timeout) != 0)
+            if (n > 0 && bcp_write(conn, buf, (size_t)n, tim_mono() + par.pipe_timeout) != 0)
                 return;
         }
-        if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-            n = read(bfd, buf, size);
+        if (bheld || (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            n = bcp_read_nb(conn, buf, size);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
                 return;
             if (n > 0) {
@@ -179,8 +179,8 @@ req_pipe(struct req *req, struct be *be)
     iov[1].iov_len = req->rx_len - req->rx_pos;
     req->rx_pos = req->rx_len;
     req->body_done = true; /* whatever it was, it went through raw */
-    if (vio_writev(conn->fd, iov, 2, tim_mono() + be_between_bytes_timeout(be)) == 0)
-        shuffle(req, conn->fd);
+    if (bcp_writev(conn, iov, 2, tim_mono() + be_between_bytes_timeout(be)) == 0)
+        shuffle(req, conn);
     bcp_close(&conn);
     if (req->t_first == 0)
         (void)req_synth(req, 503, NULL); /* the backend said nothing at all */

@@ -32,34 +32,7 @@
 /* Plaintext gathered per SSL_write: one full record. */
 #define TLS_COALESCE 16384
 
-static pthread_mutex_t fail_mtx = PTHREAD_MUTEX_INITIALIZER;
-static double fail_logged;     /* under fail_mtx: tim_mono() of the last line */
-static unsigned fail_unlogged; /* under fail_mtx */
-
-static void
-log_fail(const char *peer, const char *why)
-{
-    double now = tim_mono();
-    unsigned skipped;
-
-    AZ(pthread_mutex_lock(&fail_mtx));
-    if (now - fail_logged < 1.0) {
-        fail_unlogged++;
-        AZ(pthread_mutex_unlock(&fail_mtx));
-        return;
-    }
-    fail_logged = now;
-    skipped = fail_unlogged;
-    fail_unlogged = 0;
-    AZ(pthread_mutex_unlock(&fail_mtx));
-    if (skipped > 0)
-        log_msg(LOG_NOTICE,
-                "TLS handshake with %s failed: %s (and %u more since the last "
-                "message; see tls_handshake_fail)",
-                peer, why, skipped);
-    else
-        log_msg(LOG_NOTICE, "TLS handshake with %s failed: %s", peer, why);
-}
+static struct log_limit fail_limit = LOG_LIMIT_INIT;
 
 /*
  * What to do after an SSL call failed with error e: 1 retry (after
@@ -130,7 +103,8 @@ tls_accept(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double dead
         if (want(ssl, fd, e, deadline) > 0)
             continue;
         STAT_INC(tls_handshake_fail);
-        log_fail(peer, why);
+        log_limited(&fail_limit, "tls_handshake_fail", LOG_NOTICE,
+                    "TLS handshake with %s failed: %s", peer, why);
         tls_close(&ssl);
         return (-1);
     }

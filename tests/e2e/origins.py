@@ -14,6 +14,44 @@ import threading
 import time
 
 
+def upgrade_echo(c, got):
+    """A backend speaking a made-up protocol after an Upgrade, on the connected
+    socket c: the request head goes to got["head"], the answer is a 101, then
+    every byte that comes is sent back upper-cased until EOF."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += c.recv(4096)
+    got["head"] = buf.split(b"\r\n\r\n")[0].decode()
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n"
+              b"Connection: Upgrade\r\n\r\n")
+    rest = buf.split(b"\r\n\r\n", 1)[1]
+    while True:
+        if rest:
+            c.sendall(rest.upper())
+            rest = b""
+        d = c.recv(4096)
+        if not d:
+            break
+        rest = d
+
+
+def upgrade_echo_client(port):
+    """The client of upgrade_echo(), through a proxy on port: "hello", then
+    " world", each upper-cased back within 10 s in all."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello")
+    buf = b""
+    deadline = time.monotonic() + 10
+    while b"HELLO" not in buf and time.monotonic() < deadline:
+        buf += s.recv(4096)
+    assert buf.startswith(b"HTTP/1.1 101"), buf
+    s.sendall(b" world")
+    while b"WORLD" not in buf and time.monotonic() < deadline:
+        buf += s.recv(4096)
+    assert buf.endswith(b"HELLO WORLD"), buf
+    s.close()
+
+
 class OriginError(Exception):
     pass
 

@@ -15,6 +15,7 @@ import time
 from conftest import wait_until
 from cstatus import forwarded, is_hit
 from p_policy_test import script
+from origins import upgrade_echo, upgrade_echo_client
 
 
 CC60 = {"Cache-Control": "max-age=60"}
@@ -231,21 +232,7 @@ def test_pipe_copies_bytes_both_ways(origin, surogat, tmp_path):
     def serve():
         c, _ = srv.accept()
         c.settimeout(10)
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            buf += c.recv(4096)
-        got["head"] = buf.split(b"\r\n\r\n")[0].decode()
-        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n"
-                  b"Connection: Upgrade\r\n\r\n")
-        rest = buf.split(b"\r\n\r\n", 1)[1]
-        while True:
-            if rest:
-                c.sendall(rest.upper())
-                rest = b""
-            d = c.recv(4096)
-            if not d:
-                break
-            rest = d
+        upgrade_echo(c, got)
         c.close()
 
     t = threading.Thread(target=serve, daemon=True)
@@ -261,18 +248,7 @@ def test_pipe_copies_bytes_both_ways(origin, surogat, tmp_path):
         """, backend="127.0.0.1:%d" % port)
     r = sg.get("/nope", headers={"Upgrade": "echo", "Connection": "Upgrade"})
     assert r.status == 403, r
-    s = socket.create_connection(("127.0.0.1", sg.port), timeout=10)
-    s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello")
-    buf = b""
-    deadline = time.monotonic() + 10
-    while b"HELLO" not in buf and time.monotonic() < deadline:
-        buf += s.recv(4096)
-    assert buf.startswith(b"HTTP/1.1 101"), buf
-    s.sendall(b" world")
-    while b"WORLD" not in buf and time.monotonic() < deadline:
-        buf += s.recv(4096)
-    assert buf.endswith(b"HELLO WORLD"), buf
-    s.close()
+    upgrade_echo_client(sg.port)
     t.join(10)
     srv.close()
     assert "x-piped: 1" in got["head"].lower() and "Upgrade: echo" in got["head"], got

@@ -37,6 +37,11 @@ STAT(backend_req, COUNTER, "Requests sent to backends.")
 STAT(backend_health_changed, COUNTER, "Backends that went from healthy to sick or back, by "
      "their probe or by backend.set_health.")
 STAT(backend_unhealthy, COUNTER, "Requests whose director found no healthy backend (503).")
+STAT(backend_tls_handshake, COUNTER, "TLS handshakes with backends completed.")
+STAT(backend_tls_resumed, COUNTER, "TLS handshakes with backends that resumed the last session.")
+STAT(backend_tls_fail, COUNTER, "TLS handshakes with backends that failed: a certificate that "
+     "did not verify (unknown CA, wrong name, expired), no common protocol, or a timeout. "
+     "Each is also a backend_fail (503).")
 STAT(probe_sent, COUNTER, "Health probes started.")
 STAT(probe_failed, COUNTER, "Health probes that failed: no connection, a timeout, or another "
      "status than expected.")

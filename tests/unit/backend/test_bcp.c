@@ -1,0 +1,204 @@
+/*
+ * bcp: connection I/O through bcp_read()/bcp_write() on a plain pool, and
+ * the TLS side's failures: files that do not load, a peer that answers
+ * the handshake with plain HTTP, a peer that never answers.  The peer is
+ * a real socket on 127.0.0.1, served by a thread.  Successful handshakes
+ * and certificate checks are covered end to end (b_backend_tls_test.py),
+ * where the openssl CLI makes the certificates.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "surogat/bcp.h"
+#include "surogat/defs.h"
+#include "surogat/log.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+
+static char ebuf[512];
+static struct sb err;
+
+struct peer {
+    int lfd;
+    struct sockaddr_in sin;
+    pthread_t thr;
+    const char *answer; /* written after the first read, then the peer closes */
+};
+
+static void *
+peer_loop(void *arg)
+{
+    struct peer *p = arg;
+    char buf[4096];
+    int fd;
+
+    fd = accept(p->lfd, NULL, NULL);
+    if (fd < 0)
+        return (NULL);
+    if (read(fd, buf, sizeof buf) > 0)
+        (void)!write(fd, p->answer, strlen(p->answer));
+    close(fd);
+    return (NULL);
+}
+
+/* A listening socket; with answer, a thread serving one connection. */
+static void
+peer_start(struct peer *p, const char *answer)
+{
+    socklen_t sl = sizeof p->sin;
+
+    memset(p, 0, sizeof *p);
+    p->answer = answer;
+    p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(p->lfd, 0);
+    p->sin.sin_family = AF_INET;
+    p->sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(p->lfd, (struct sockaddr *)&p->sin, sizeof p->sin), 0);
+    ck_assert_int_eq(listen(p->lfd, 8), 0);
+    ck_assert_int_eq(getsockname(p->lfd, (struct sockaddr *)&p->sin, &sl), 0);
+    if (answer != NULL)
+        AZ(pthread_create(&p->thr, NULL, peer_loop, p));
+}
+
+static void
+peer_stop(struct peer *p)
+{
+    if (p->answer != NULL)
+        AZ(pthread_join(p->thr, NULL));
+    close(p->lfd);
+}
+
+static void
+setup(void)
+{
+    par_init();
+    AZ(stat_init());
+    log_set_level(LOG_CRIT); /* the failed handshakes below are logged as warnings */
+    sb_init(&err, ebuf, sizeof ebuf);
+}
+
+static void
+teardown(void)
+{
+    stat_fini();
+    par_fini();
+}
+
+START_TEST(tls_conf_errors)
+{
+    struct bcp_tls_conf c = { .name = "t", .verify = true };
+    struct bcp_tls *t;
+
+    c.ca_file = "/nonexistent/ca.pem";
+    ck_assert_ptr_null(bcp_tls_new(&c, &err));
+    ck_assert_msg(strstr(ebuf, "ca_file '/nonexistent/ca.pem'") != NULL, "%s", ebuf);
+    sb_init(&err, ebuf, sizeof ebuf);
+    c.ca_file = NULL;
+    c.cert = "/etc/hostname";
+    ck_assert_ptr_null(bcp_tls_new(&c, &err));
+    ck_assert_msg(strstr(ebuf, "cert and key go together") != NULL, "%s", ebuf);
+    sb_init(&err, ebuf, sizeof ebuf);
+    c.cert = NULL;
+    c.sni = c.verify_host = "127.0.0.1"; /* an address: checked, never sent */
+    t = bcp_tls_new(&c, &err);
+    ck_assert_msg(t != NULL, "%s", ebuf);
+    bcp_tls_free(&t);
+    ck_assert_ptr_null(t);
+}
+END_TEST
+
+START_TEST(plain_io)
+{
+    struct peer p;
+    struct bcp *bp;
+    struct bcp_conn *c;
+    struct iovec iov[2] = { { (void *)(uintptr_t) "pi", 2 }, { (void *)(uintptr_t) "ng", 2 } };
+    char buf[16];
+    int fd;
+
+    peer_start(&p, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL);
+    ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_OK);
+    ck_assert_ptr_null(c->ssl);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bcp_writev(c, iov, 2, tim_mono() + 2), 0);
+    ck_assert_int_eq(read(fd, buf, sizeof buf), 4);
+    ck_assert_int_eq(memcmp(buf, "ping", 4), 0);
+    ck_assert_int_eq(bcp_read_nb(c, buf, sizeof buf), -1); /* nothing sent yet */
+    ck_assert_int_eq(errno, EAGAIN);
+    ck_assert_int_eq(write(fd, "pong", 4), 4);
+    ck_assert_int_eq(bcp_read_wait(c, buf, sizeof buf, tim_mono() + 2), 4);
+    ck_assert_int_eq(memcmp(buf, "pong", 4), 0);
+    ck_assert(!bcp_pending(c));
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 0.05), -1); /* silence */
+    ck_assert_int_eq(errno, ETIMEDOUT);
+    close(fd);
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 2), 0); /* EOF */
+    bcp_close(&c);
+    ck_assert_uint_eq(bcp_conn_count(bp), 0);
+    bcp_free(&bp);
+    peer_stop(&p);
+}
+END_TEST
+
+/* A failed handshake is a failed connect: no connection handed out, counted, slot freed. */
+static void
+tls_fails(const char *answer)
+{
+    struct bcp_tls_conf tc = {
+        .name = "t", .sni = "a.test", .verify_host = "a.test", .verify = true
+    };
+    struct bcp_tls *t;
+    struct peer p;
+    struct bcp *bp;
+    struct bcp_conn *c;
+
+    peer_start(&p, answer);
+    t = bcp_tls_new(&tc, &err);
+    ck_assert_msg(t != NULL, "%s", ebuf);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t);
+    ck_assert_int_eq(bcp_get(bp, 0.3, true, &c), BCP_E_CONNECT);
+    ck_assert_ptr_null(c);
+    ck_assert_uint_eq(stat_get(STAT_backend_tls_fail), 1);
+    ck_assert_uint_eq(stat_get(STAT_backend_tls_handshake), 0);
+    ck_assert_uint_eq(bcp_conn_count(bp), 0);
+    bcp_free(&bp);
+    bcp_tls_free(&t);
+    peer_stop(&p);
+}
+
+START_TEST(tls_peer_speaks_plain_http)
+{
+    tls_fails("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+}
+END_TEST
+
+START_TEST(tls_peer_silent)
+{
+    tls_fails(NULL); /* the kernel completes the connect; nobody ever answers */
+}
+END_TEST
+
+Suite *
+bcp_suite(void)
+{
+    Suite *s = suite_create("bcp");
+    TCase *tc = tcase_create("bcp");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, tls_conf_errors);
+    tcase_add_test(tc, plain_io);
+    tcase_add_test(tc, tls_peer_speaks_plain_http);
+    tcase_add_test(tc, tls_peer_silent);
+    suite_add_tcase(s, tc);
+    return s;
+}
