@@ -11,6 +11,7 @@
 #include "surogat/ws.h"
 
 struct alog_buf;
+struct rlog_ring;
 struct pol_wrk;
 
 struct wrk {
@@ -24,6 +25,7 @@ struct wrk {
     char *be;       /* backend receive buffer: response head, then body bytes */
     size_t be_size;
     struct alog_buf *alog; /* buffered access-log lines */
+    struct rlog_ring *rlog; /* this worker's records for `surogatctl log` */
     struct pol_wrk *pol;   /* pol: this thread's Lua state, built on first use */
 };
 

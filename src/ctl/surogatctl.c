@@ -66,9 +66,12 @@ usage(FILE *f)
             "  -j            ask for JSON (puts -j after COMMAND: \"stats -j\")\n"
             "  -h            this text\n"
             "\n"
+            "'%s log [-d] [-j] [-u REGEX] [-s STATUS] [-c CACHE] [-i IP]' streams one\n"
+            "line per request until Ctrl-C (see surogatctl(1)).\n"
+            "\n"
             "Exit status: 0 success, 1 command failed, 2 usage or connection error.\n"
             "Try '%s help' for the daemon's commands.\n",
-            prog, DEFAULT_TIMEOUT, prog);
+            prog, DEFAULT_TIMEOUT, prog, prog);
 }
 
 static double
@@ -480,9 +483,36 @@ append_arg(char *line, size_t *pos, const char *arg)
     *pos = (size_t)(w - line);
 }
 
+/*
+ * After `log` answered OK the connection carries request lines until it
+ * closes: copy them to stdout as they come, with no deadline, until the
+ * daemon closes it, stdout goes away, or a signal (Ctrl-C) ends us.
+ */
+static int
+log_stream(int fd)
+{
+    char buf[65536];
+    ssize_t n;
+
+    fflush(stdout);
+    for (;;) {
+        n = read(fd, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (errno != EINTR)
+                (void)wait_fd(fd, POLLIN, now_mono() + 3600);
+            continue;
+        }
+        if (n <= 0)
+            return (n == 0 ? 0 : 2);
+        if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n || fflush(stdout) != 0)
+            return (0); /* the reader of our output left: done */
+    }
+}
+
 static int
 one_shot(int fd, int argc, char **argv, bool json)
 {
+    bool is_log = strcmp(argv[0], "log") == 0;
     struct resp r;
     size_t need = 16, pos = 0;
     char *line;
@@ -509,9 +539,12 @@ one_shot(int fd, int argc, char **argv, bool json)
     free(line);
     if (rc != 0)
         return (2);
-    print_body(r.status == CLI_OK ? stdout : stderr, &r);
+    /* A log stream's stdout is its lines alone, so that it can be piped. */
+    print_body(r.status == CLI_OK && !is_log ? stdout : stderr, &r);
     rc = r.status == CLI_OK ? 0 : 1;
     free(r.body);
+    if (rc == 0 && is_log)
+        rc = log_stream(fd);
     return (rc);
 }
 
