@@ -41,7 +41,7 @@ struct rlog_rec {
     uint16_t status;
     uint16_t restarts;
     uint16_t retries;
-    uint8_t proto; /* 10, 11; 0 when the request line was not understood */
+    uint8_t proto;   /* 10, 11; 0 when the request line was not understood */
     char client[46]; /* INET6_ADDRSTRLEN */
     char port[8];
     char method[16];
@@ -59,7 +59,7 @@ struct rlog_reader; /* opaque: one per log stream */
  * thread, before any worker starts; 0 or -1 if already started.
  */
 int rlog_init(unsigned records);
-void rlog_fini(void); /* no worker and no reader may remain */
+void rlog_fini(void); /* no reader may remain; rings still owned by a worker are kept */
 /* Worker start: a ring handed back by an exited worker, or a new one.  Never NULL. */
 struct rlog_ring *rlog_ring_get(void);
 void rlog_ring_put(struct rlog_ring **rp); /* worker exit; *rp = NULL; the records stay */
@@ -87,6 +87,8 @@ unsigned rlog_reader_poll(struct rlog_reader *rd, rlog_rec_f *fn, void *priv, ui
 const char *rlog_hook_name(unsigned h);
 /* The hooks of a mask as "recv,hash,deliver", or "-" for none. */
 void rlog_hooks_cat(struct sb *sb, uint32_t hooks);
+/* The same as a JSON array: ["recv","hash"]. */
+void rlog_hooks_json(struct sb *sb, uint32_t hooks);
 /* t (seconds since the epoch) as a JSON string: "2026-11-22T10:44:45.123Z". */
 void rlog_json_time(struct sb *sb, double t);
 /* s[0 .. len) as a JSON string with its quotes; bytes >= 0x80 and controls as \u00XX. */

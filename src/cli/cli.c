@@ -65,8 +65,6 @@ struct cli_conn {
     bool authed;
     bool eof;      /* the client sent no more: answer what was read, then close */
     bool closing;  /* close once the output is sent */
-    cli_stream_f *stream; /* hand the connection to stream once the output is sent */
-    void *stream_priv;
     double t_last; /* tim_mono() of the last byte read or written */
     char peer[INET6_ADDRSTRLEN + 8];
     char challenge[CLI_CHALLENGE + 1];
@@ -74,6 +72,9 @@ struct cli_conn {
     size_t ilen;
     char *obuf; /* unsent answers: obuf[ooff .. olen) */
     size_t ooff, olen, ocap;
+    /* cli__stream(): hand the connection to stream() once the output is sent. */
+    cli_stream_f *stream;
+    void *stream_priv;
 };
 
 static int listen_fd = -1;
@@ -86,7 +87,8 @@ static bool running;
 static struct cli_conn *conns[CLI_MAXCONN];
 static double accept_rest_until; /* tim_mono(); 0 when accepting */
 static char *body_buf;           /* CLI_BODY_MAX bytes for the handlers' answers */
-static __thread struct cli_conn *cur_conn; /* whose handler runs: see cli__stream() */
+/* The connection whose handler runs, for cli__stream(); per thread, for cli_exec(). */
+static __thread struct cli_conn *cur_conn;
 
 /*--------------------------------------------------------------------
  * Output.

@@ -60,7 +60,7 @@ struct log_stream {
     char cache[LOG_FILTER_MAX][12];
     char client[46]; /* -i, or "" */
     struct rlog_reader *rd;
-    bool dead;  /* the client is gone or stuck: stop */
+    bool dead; /* the client is gone or stuck: stop */
     size_t olen;
     char out[LOG_OUT_MAX + 4096]; /* room for one line past LOG_OUT_MAX */
 };
@@ -76,7 +76,8 @@ static int stop_fd = -1; /* eventfd: readable when every stream must end */
 static void
 send_out(struct log_stream *ls)
 {
-    struct pollfd pfd = { .fd = ls->fd, .events = POLLOUT };
+    struct pollfd pfd[2] = { { .fd = ls->fd, .events = POLLOUT },
+                             { .fd = stop_fd, .events = POLLIN } };
     size_t off = 0;
     double deadline = tim_mono() + LOG_SEND_TMO;
     ssize_t n;
@@ -90,12 +91,18 @@ send_out(struct log_stream *ls)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && tim_mono() < deadline) {
-            /* Blocked on the client: the rings go on without us, and we count what we miss. */
-            (void)poll(&pfd, 1, 100);
+            /*
+             * Blocked on the client: the rings go on without us, and we
+             * count what we miss.  A daemon that stops does not wait.
+             */
+            if (poll(pfd, 2, 100) > 0 && pfd[1].revents != 0)
+                break;
             continue;
         }
         ls->dead = true;
     }
+    if (off < ls->olen)
+        ls->dead = true;
     ls->olen = 0;
 }
 
@@ -176,16 +183,10 @@ line_json(struct sb *sb, const struct rlog_rec *r)
     sb_printf(sb, ",\"status\":%u,\"bytes\":%llu", r->status, (unsigned long long)r->bytes);
     json_field(sb, "cache", r->cache);
     json_field(sb, "backend", r->backend);
-    sb_printf(sb, ",\"restarts\":%u,\"retries\":%u,\"ttfb\":%.6f,\"total\":%.6f,\"hooks\":[",
+    sb_printf(sb, ",\"restarts\":%u,\"retries\":%u,\"ttfb\":%.6f,\"total\":%.6f,\"hooks\":",
               r->restarts, r->retries, (double)r->ttfb, (double)r->total);
-    for (unsigned h = 0, first = 1; h < 32; h++) {
-        const char *name = rlog_hook_name(h);
-        if ((r->hooks & (1u << h)) == 0 || name == NULL)
-            continue;
-        sb_printf(sb, "%s\"%s\"", first ? "" : ",", name);
-        first = 0;
-    }
-    sb_cat(sb, "]}");
+    rlog_hooks_json(sb, r->hooks);
+    sb_cat(sb, "}");
 }
 
 static bool

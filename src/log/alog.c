@@ -30,14 +30,14 @@
 #include "surogat/sess.h"
 #include "surogat/tim.h"
 
-#define ALOG_BUF_SIZE (32 * 1024)
-#define ALOG_LINE_MAX 8192
-#define ALOG_FLUSH_AGE 1.0 /* seconds a line may wait in a buffer */
+#define ALOG_BUF_SIZE  (32 * 1024)
+#define ALOG_LINE_MAX  8192
+#define ALOG_FLUSH_AGE 1.0  /* seconds a line may wait in a buffer */
 #define ALOG_URL_MAX   1024 /* bytes of the URL in %r: the rest is an attack or a mistake */
 #define ALOG_HDR_MAX   1024 /* bytes of a header value, likewise */
 #define ALOG_OPS_MAX   64
 
-#define ALOG_COMBINED                                                                    \
+#define ALOG_COMBINED                                                                        \
     "%h %l %u [%t] \"%r\" %s %b \"%{Referer}i\" \"%{User-Agent}i\" %D %{ttfb}x %{backend}x " \
     "%{cache}x"
 
@@ -109,8 +109,8 @@ static const struct {
     const char *name; /* %{name}x */
     enum af_kind kind;
 } xfields[] = {
-    { "cache", AF_CACHE },       { "backend", AF_BACKEND }, { "ttfb", AF_TTFB_US },
-    { "port", AF_PORT },         { "restarts", AF_RESTARTS }, { "retries", AF_RETRIES },
+    { "cache", AF_CACHE }, { "backend", AF_BACKEND },   { "ttfb", AF_TTFB_US },
+    { "port", AF_PORT },   { "restarts", AF_RESTARTS }, { "retries", AF_RETRIES },
     { "hooks", AF_HOOKS },
 };
 
@@ -133,10 +133,10 @@ compile_field(struct af_prog *p, const char **fp, const char *fmt, struct sb *er
         char c;
         enum af_kind kind;
     } simple[] = {
-        { 'h', AF_CLIENT },   { 'a', AF_CLIENT },    { 'l', AF_DASH },   { 'u', AF_DASH },
-        { 't', AF_TIME },     { 'r', AF_REQLINE },   { 'm', AF_METHOD }, { 'U', AF_PATH },
-        { 'q', AF_QUERY },    { 'H', AF_PROTO },     { 's', AF_STATUS }, { 'b', AF_BYTES_CLF },
-        { 'B', AF_BYTES },    { 'D', AF_TIME_US },   { 'T', AF_TIME_S },
+        { 'h', AF_CLIENT }, { 'a', AF_CLIENT },  { 'l', AF_DASH },   { 'u', AF_DASH },
+        { 't', AF_TIME },   { 'r', AF_REQLINE }, { 'm', AF_METHOD }, { 'U', AF_PATH },
+        { 'q', AF_QUERY },  { 'H', AF_PROTO },   { 's', AF_STATUS }, { 'b', AF_BYTES_CLF },
+        { 'B', AF_BYTES },  { 'D', AF_TIME_US }, { 'T', AF_TIME_S },
     };
     const char *f = *fp, *arg = NULL, *end;
     size_t alen = 0;
@@ -175,8 +175,8 @@ compile_field(struct af_prog *p, const char **fp, const char *fmt, struct sb *er
                 return (add_op(p, simple[i].kind, NULL, 0, err));
     }
     if (arg != NULL)
-        sb_printf(err, "access_log_format: unknown field %%{%.*s}%c at offset %zu", (int)alen,
-                  arg, c != '\0' ? c : ' ', (size_t)(arg - 2 - fmt));
+        sb_printf(err, "access_log_format: unknown field %%{%.*s}%c at offset %zu", (int)alen, arg,
+                  c != '\0' ? c : ' ', (size_t)(arg - 2 - fmt));
     else
         sb_printf(err, "access_log_format: unknown field %%%c at offset %zu", c != '\0' ? c : ' ',
                   (size_t)(f - 1 - fmt));
@@ -413,9 +413,9 @@ json_line(const struct req *req, struct sb *sb)
         json_key_str(sb, "backend", req->be_name, strlen(req->be_name));
     else
         sb_cat(sb, ",\"backend\":null");
-    sb_printf(sb, ",\"restarts\":%u,\"retries\":%u,\"hooks\":\"", req->restarts, req->retries);
-    rlog_hooks_cat(sb, req->hooks);
-    sb_cat(sb, "\"}");
+    sb_printf(sb, ",\"restarts\":%u,\"retries\":%u,\"hooks\":", req->restarts, req->retries);
+    rlog_hooks_json(sb, req->hooks);
+    sb_cat(sb, "}");
 }
 
 static void

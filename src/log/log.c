@@ -44,13 +44,13 @@ static const struct {
     const char *name;
     int code;
 } facilities[] = {
-    { "auth", LOG_AUTH },        { "authpriv", LOG_AUTHPRIV }, { "cron", LOG_CRON },
-    { "daemon", LOG_DAEMON },    { "ftp", LOG_FTP },           { "kern", LOG_KERN },
-    { "local0", LOG_LOCAL0 },    { "local1", LOG_LOCAL1 },     { "local2", LOG_LOCAL2 },
-    { "local3", LOG_LOCAL3 },    { "local4", LOG_LOCAL4 },     { "local5", LOG_LOCAL5 },
-    { "local6", LOG_LOCAL6 },    { "local7", LOG_LOCAL7 },     { "lpr", LOG_LPR },
-    { "mail", LOG_MAIL },        { "news", LOG_NEWS },         { "syslog", LOG_SYSLOG },
-    { "user", LOG_USER },        { "uucp", LOG_UUCP },
+    { "auth", LOG_AUTH },     { "authpriv", LOG_AUTHPRIV }, { "cron", LOG_CRON },
+    { "daemon", LOG_DAEMON }, { "ftp", LOG_FTP },           { "kern", LOG_KERN },
+    { "local0", LOG_LOCAL0 }, { "local1", LOG_LOCAL1 },     { "local2", LOG_LOCAL2 },
+    { "local3", LOG_LOCAL3 }, { "local4", LOG_LOCAL4 },     { "local5", LOG_LOCAL5 },
+    { "local6", LOG_LOCAL6 }, { "local7", LOG_LOCAL7 },     { "lpr", LOG_LPR },
+    { "mail", LOG_MAIL },     { "news", LOG_NEWS },         { "syslog", LOG_SYSLOG },
+    { "user", LOG_USER },     { "uucp", LOG_UUCP },
 };
 
 static const char *const level_name[] = {
@@ -148,9 +148,10 @@ log_msg(int lvl, const char *fmt, ...)
     }
     now = time(NULL);
     gmtime_r(&now, &tm);
-    n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ surogatd[%d]: %s: ",
-                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                 (int)getpid(), level_name[lvl]);
+    n = snprintf(buf, sizeof buf,
+                 "%04d-%02d-%02dT%02d:%02d:%02dZ surogatd[%d]: %s: ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid(),
+                 level_name[lvl]);
     if (n < 0 || (size_t)n >= sizeof buf)
         return;
     va_start(ap, fmt);
@@ -228,9 +229,9 @@ log_syslog(int lvl, const char *msg, size_t len)
     now = time(NULL);
     localtime_r(&now, &tm);
     /* RFC 3164 as syslog(3) sends it: the day of the month padded with a space. */
-    n = snprintf(buf, sizeof buf, "<%d>%s %2d %02d:%02d:%02d surogatd[%d]: ",
-                 syslog_facility | (lvl & LOG_PRIMASK), mon[tm.tm_mon], tm.tm_mday, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec, (int)getpid());
+    n = snprintf(buf, sizeof buf,
+                 "<%d>%s %2d %02d:%02d:%02d surogatd[%d]: ", syslog_facility | (lvl & LOG_PRIMASK),
+                 mon[tm.tm_mon], tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
     if (n < 0 || (size_t)n >= sizeof buf)
         return;
     len = SRG_MIN(len, sizeof buf - (size_t)n);

@@ -46,9 +46,9 @@ struct rlog_slot {
 struct rlog_ring {
     unsigned magic;
 #define RLOG_RING_MAGIC 0x3c91e5b7
-    unsigned id;            /* index of the reader's cursor: 0, 1, 2 ... in creation order */
-    uint64_t mask;          /* records - 1 */
-    struct rlog_ring *next; /* the list of every ring, newest first; never changes once set */
+    unsigned id;                 /* index of the reader's cursor: 0, 1, 2 ... in creation order */
+    uint64_t mask;               /* records - 1 */
+    struct rlog_ring *next;      /* the list of every ring, newest first; never changes once set */
     struct rlog_ring *next_free; /* under ring_mtx */
     bool in_use;                 /* under ring_mtx: a worker owns it */
     /* The writer's line of its own: readers poll `head` while the worker writes it. */
@@ -98,19 +98,29 @@ rlog_init(unsigned records)
 void
 rlog_fini(void)
 {
-    struct rlog_ring *r;
+    struct rlog_ring *r, **rp;
 
     AZ(pthread_mutex_lock(&ring_mtx));
-    while ((r = rings) != NULL) {
+    for (rp = &rings; (r = *rp) != NULL;) {
         OBJ_CHECK(r, RLOG_RING_MAGIC);
-        SRG_ASSERT(!r->in_use);
-        rings = r->next;
+        /*
+         * pool_fini() returns once its workers are counted out, a moment
+         * before each hands its ring back: such a ring stays, for
+         * rlog_ring_put() to find.
+         */
+        if (r->in_use) {
+            rp = &r->next;
+            continue;
+        }
+        *rp = r->next;
         free(r->slot);
         OBJ_FREE(&r);
     }
     free_list = NULL;
-    nrings = 0;
-    ring_records = RLOG_DEFAULT_RECORDS;
+    if (rings == NULL) {
+        nrings = 0;
+        ring_records = RLOG_DEFAULT_RECORDS;
+    }
     AZ(pthread_mutex_unlock(&ring_mtx));
 }
 
@@ -407,4 +417,20 @@ rlog_json_time(struct sb *sb, double t)
     gmtime_r(&sec, &tm);
     sb_printf(sb, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900, tm.tm_mon + 1,
               tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)((t - (double)sec) * 1e3) % 1000);
+}
+
+void
+rlog_hooks_json(struct sb *sb, uint32_t hooks)
+{
+    const char *sep = "";
+    const char *name;
+
+    sb_cat(sb, "[");
+    for (unsigned h = 0; h < 32; h++) {
+        if ((hooks & (1u << h)) == 0 || (name = rlog_hook_name(h)) == NULL)
+            continue;
+        sb_printf(sb, "%s\"%s\"", sep, name);
+        sep = ",";
+    }
+    sb_cat(sb, "]");
 }

@@ -114,7 +114,7 @@ PARAM(syslog_socket, STRING, "/dev/log", NULL, NULL, PAR_RESTART,
       "logging never blocks a worker.")
 PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "Records in each worker's request log ring, read by `surogatctl log` (rounded up to a "
-      "power of two; about 480 bytes each, touched only as the worker fills them). The ring "
+      "power of two; under 500 bytes each, touched only as the worker fills them). The ring "
       "keeps the latest requests, so `log -d` shows up to this many per worker; a reader more "
       "than a ring behind reports the records it missed.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
