@@ -581,6 +581,13 @@ interactive(int fd, const struct resp *banner)
             rc = 1;
             continue;
         }
+        /* Its answer never ends: the stream would be read as the next answer's header. */
+        if (strncmp(p, "log", 3) == 0 && (p[3] == '\0' || p[3] == ' ' || p[3] == '\t')) {
+            fprintf(stderr, "%s: log streams until Ctrl-C: run '%s log ...' instead\n", prog,
+                    prog);
+            rc = 1;
+            continue;
+        }
         if (exchange(fd, p, &r) != 0) {
             rc = 2;
             break;

@@ -16,7 +16,7 @@ import threading
 import time
 from datetime import datetime
 
-from conftest import SUROGATCTL, run_surogatd, wait_until
+from conftest import SUROGATCTL, read_admin_reply, run_surogatd, wait_until
 from httpc import build_request, parse_responses
 
 CC60 = {"Cache-Control": "max-age=60"}
@@ -325,6 +325,49 @@ def test_log_command_errors(origin, surogat):
         assert json_recs(t.take(1))[0]["url"] == "/"
     finally:
         t.stop()
+
+
+def _raw_stream(sg, line="log -j"):
+    """An admin connection turned into a log stream: (socket, status)."""
+    s = socket.create_connection(("127.0.0.1", sg.admin_port), timeout=5)
+    f = s.makefile("rwb")
+    read_admin_reply(f)  # the banner
+    f.write(line.encode() + b"\n")
+    f.flush()
+    status, body = read_admin_reply(f)
+    return s, f, status, body
+
+
+def test_stream_limit_and_interactive_refusal(origin, surogat):
+    sg = surogat()
+    held = [_raw_stream(sg) for _ in range(8)]
+    try:
+        assert all(h[2] == 200 for h in held), [h[2:] for h in held]
+        s, f, status, body = _raw_stream(sg)
+        assert status == 300 and b"Too many log streams" in body, (status, body)
+        s.close()
+        held.pop()[0].close()
+
+        def try_stream():
+            r = _raw_stream(sg)
+            if r[2] != 200:
+                r[0].close()
+                return None
+            return r
+
+        s, f, status, body = wait_until(try_stream, 5, "a stream slot freed by a client that left")
+        held.append((s, f, status, body))
+        # The stream carries request lines after the answer.
+        assert sg.get("/raw").status == 200
+        rec = json.loads(f.readline())
+        assert rec["url"] == "/raw"
+    finally:
+        for h in held:
+            h[0].close()
+    p = subprocess.run([SUROGATCTL, "-T", "127.0.0.1:%d" % sg.admin_port], input="log\nping\n",
+                       capture_output=True, text=True, timeout=15)
+    assert p.returncode == 1 and "log streams until Ctrl-C" in p.stderr, p
+    assert "PONG" in p.stdout
 
 
 def test_sigterm_with_streams_attached(origin, surogat):
