@@ -25,8 +25,9 @@ struct wrk {
     char *be;       /* backend receive buffer: response head, then body bytes */
     size_t be_size;
     struct alog_buf *alog; /* buffered access-log lines */
-    struct rlog_ring *rlog; /* this worker's records for `surogatctl log` */
     struct pol_wrk *pol;   /* pol: this thread's Lua state, built on first use */
+    /* Its ring of request records, for `surogatctl log`; NULL outside a pool. */
+    struct rlog_ring *rlog;
 };
 
 /* Allocate (or grow to the current parameters) the worker's buffers. */

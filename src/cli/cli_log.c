@@ -1,5 +1,5 @@
 /*
- * `log [-d] [-j] [-u REGEX] [-s STATUS] [-c CACHE] [-i IP]`: after the OK
+ * `log [-d] [-j] [-u REGEX] [-s STATUS] [-c CACHE] [-i ACL]`: after the OK
  * answer the admin connection becomes a stream of one line per finished
  * request, read from the workers' rings (rlog.h), until the client closes
  * it.
@@ -19,7 +19,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,6 +30,7 @@
 #include <pcre2.h>
 
 #include "surogat/defs.h"
+#include "surogat/acl.h"
 #include "surogat/cli.h"
 #include "surogat/rlog.h"
 #include "surogat/sb.h"
@@ -58,7 +58,7 @@ struct log_stream {
     unsigned status_lo[LOG_FILTER_MAX], status_hi[LOG_FILTER_MAX];
     unsigned ncache; /* -c */
     char cache[LOG_FILTER_MAX][12];
-    char client[46]; /* -i, or "" */
+    struct acl *clients; /* -i, or NULL */
     struct rlog_reader *rd;
     bool dead; /* the client is gone or stuck: stop */
     size_t olen;
@@ -194,7 +194,7 @@ wanted(struct log_stream *ls, const struct rlog_rec *r)
 {
     bool ok;
 
-    if (ls->client[0] != '\0' && strcmp(ls->client, r->client) != 0)
+    if (ls->clients != NULL && !acl_match_str(ls->clients, r->client))
         return (false);
     if (ls->nstatus > 0) {
         ok = false;
@@ -314,6 +314,7 @@ stream_free(struct log_stream **lsp)
         rlog_reader_free(&ls->rd);
     pcre2_match_data_free(ls->md);
     pcre2_code_free(ls->url_re);
+    acl_free(&ls->clients);
     OBJ_FREE(&ls);
 }
 
@@ -491,11 +492,9 @@ cmd_log(int argc, char *const *argv, struct sb *out, void *priv)
                 rc = parse_cache(ls, a, out);
                 break;
             default: /* 'i' */
-                if (strlen(a) >= sizeof ls->client) {
-                    sb_printf(out, "-i %s: not an IP address", a);
-                    rc = -1;
-                }
-                snprintf(ls->client, sizeof ls->client, "%s", a);
+                acl_free(&ls->clients);
+                ls->clients = acl_parse(a, out);
+                rc = ls->clients == NULL ? -1 : 0;
                 break;
             }
         } else {
@@ -527,11 +526,11 @@ cli__log_init(void)
         stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         AN(stop_fd >= 0);
     }
-    cli_register("log", "[-d] [-j] [-u <regex>] [-s <status>] [-c <cache>] [-i <ip>]",
+    cli_register("log", "[-d] [-j] [-u <regex>] [-s <status>] [-c <cache>] [-i <acl>]",
                  "Stream one line per finished request until the connection closes: -d first "
                  "the requests the rings still hold, -j JSON lines; only URLs matching regex, "
                  "statuses (404, 5xx, 200-299, comma-separated), cache statuses (HIT,MISS ...), "
-                 "one client IP.",
+                 "clients (addresses and prefixes as in purge_acl: 10.0.0.0/8,!10.0.0.1).",
                  0, -1, cmd_log, NULL);
 }
 

@@ -66,7 +66,7 @@ usage(FILE *f)
             "  -j            ask for JSON (puts -j after COMMAND: \"stats -j\")\n"
             "  -h            this text\n"
             "\n"
-            "'%s log [-d] [-j] [-u REGEX] [-s STATUS] [-c CACHE] [-i IP]' streams one\n"
+            "'%s log [-d] [-j] [-u REGEX] [-s STATUS] [-c CACHE] [-i ACL]' streams one\n"
             "line per request until Ctrl-C (see surogatctl(1)).\n"
             "\n"
             "Exit status: 0 success, 1 command failed, 2 usage or connection error.\n"
@@ -583,8 +583,7 @@ interactive(int fd, const struct resp *banner)
         }
         /* Its answer never ends: the stream would be read as the next answer's header. */
         if (strncmp(p, "log", 3) == 0 && (p[3] == '\0' || p[3] == ' ' || p[3] == '\t')) {
-            fprintf(stderr, "%s: log streams until Ctrl-C: run '%s log ...' instead\n", prog,
-                    prog);
+            fprintf(stderr, "%s: log streams until Ctrl-C: run '%s log ...' instead\n", prog, prog);
             rc = 1;
             continue;
         }

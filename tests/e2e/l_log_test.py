@@ -200,7 +200,7 @@ def test_filters(origin, surogat):
         "url": LogTail(sg, "-j", "-u", "^/keep/"),
         "5xx": LogTail(sg, "-j", "-s", "5xx,404"),
         "hit": LogTail(sg, "-j", "-c", "hit"),
-        "ip": LogTail(sg, "-j", "-i", "127.0.0.2"),
+        "ip": LogTail(sg, "-j", "-i", "127.0.0.0/8,!127.0.0.1"),
         "all": LogTail(sg, "-j", "-s", "200-299", "-u", "keep"),
     }
     try:
@@ -311,7 +311,8 @@ def test_hooks_recorded(origin, surogat, tmp_path):
 def test_log_command_errors(origin, surogat):
     sg = surogat()
     for args, word in ((["-s", "2yy"], "-s"), (["-s", "600-500"], "-s"), (["-u", "(unclosed"], "-u"),
-                       (["-x"], "Unknown option"), (["-u"], "needs a value")):
+                       (["-x"], "Unknown option"), (["-u"], "needs a value"),
+                       (["-i", "300.1.2.3"], "acl")):
         p = sg.ctl("log", *args)
         assert p.returncode == 1 and word in p.stderr, (args, p.returncode, p.stderr)
     # Streams whose clients left are reaped: more than the limit of 8 in turn all work.
