@@ -285,7 +285,12 @@ def gen_man(params, version):
         out.append(roff(p.type))
         out.append(".TP")
         out.append("Default:")
-        out.append(roff(p.default) if p.default != "" else "(empty)")
+        # A long list (a cipher list) may break after its separators (\:),
+        # ragged (.ad l), which troff would otherwise warn about.
+        out.append(".ad l")
+        out.append(re.sub(r"([:,])", r"\1\\:", roff(p.default)) if p.default != ""
+                   else "(empty)")
+        out.append(".ad")
         if p.minimum is not None:
             out.append(".TP")
             out.append("Minimum:")

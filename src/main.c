@@ -11,11 +11,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,6 +67,11 @@ struct opts {
     const char *config;
     const char *workdir;
     const char *pidfile;
+    const char *jail; /* -j as given; NULL: stay as started */
+    bool jail_none;   /* -j none: stay as started, on purpose */
+    uid_t uid;        /* -j USER: whom to become, resolved at parse time */
+    gid_t gid;
+    char *user;
     bool foreground;
     bool check; /* -C: compile the -f script and exit */
     char *owned[2]; /* absolute -S and -P paths we made, freed at exit */
@@ -93,6 +101,9 @@ usage(FILE *f)
             "  -c FILE            configuration file of NAME = VALUE lines\n"
             "  -n DIR             working directory (created if missing)\n"
             "  -P FILE            write the process id to FILE\n"
+            "  -j USER            after binding and opening files, run as USER\n"
+            "  -j unix,user=USER[,group=GROUP]   the same, Varnish's syntax\n"
+            "  -j none            keep running as the starting user (root: on purpose)\n"
             "  -F                 stay in the foreground\n"
             "  -x params          print the parameter reference and exit\n"
             "  -V                 print the version and exit\n"
@@ -152,7 +163,7 @@ parse_args(int argc, char **argv, struct opts *o)
     int c;
 
     opterr = 0;
-    while ((c = getopt(argc, argv, ":a:b:c:Cf:hM:n:p:s:FP:S:T:Vx:")) != -1) {
+    while ((c = getopt(argc, argv, ":a:b:c:Cf:hj:M:n:p:s:FP:S:T:Vx:")) != -1) {
         switch (c) {
         case 'a':
             push(o->listen, &o->nlisten, optarg, 'a');
@@ -172,6 +183,9 @@ parse_args(int argc, char **argv, struct opts *o)
         case 'h':
             usage(stdout);
             exit(0);
+        case 'j':
+            o->jail = optarg;
+            break;
         case 'M':
             o->admin_http = optarg;
             break;
@@ -268,6 +282,147 @@ enter_workdir(const char *dir)
     free(s);
     if (chdir(dir) != 0)
         die("-n %s: %s", dir, strerror(errno));
+}
+
+/*
+ * -j: whom the daemon becomes once it holds what needs root -- listen
+ * sockets below 1024, the log files, the stores, the TLS keys, all opened
+ * by then.  The user is looked up here, before anything is bound, so that
+ * a typo stops the start with one line.  Root itself is refused: -j none
+ * is how to say that root is meant.
+ */
+static void
+jail_parse(struct opts *o)
+{
+    char buf[256], *tok, *save = NULL;
+    const char *user = NULL, *group = NULL;
+    struct passwd *pw;
+    struct group *gr;
+
+    if (o->jail == NULL)
+        return;
+    if (strcmp(o->jail, "none") == 0) {
+        o->jail_none = true;
+        return;
+    }
+    if (strlen(o->jail) >= sizeof buf)
+        die("-j %s: too long", o->jail);
+    strcpy(buf, o->jail);
+    if (strncmp(buf, "unix", 4) == 0 && (buf[4] == '\0' || buf[4] == ',')) {
+        /* Varnish's -j unix,user=U[,group=G]; its other keys have no meaning here. */
+        for (tok = strtok_r(buf + 4, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+            if (strncmp(tok, "user=", 5) == 0 && user == NULL)
+                user = tok + 5;
+            else if (strncmp(tok, "group=", 6) == 0 && group == NULL)
+                group = tok + 6;
+            else
+                die("-j %s: unexpected '%s' (expected unix,user=USER[,group=GROUP])", o->jail, tok);
+        }
+        if (user == NULL || *user == '\0' || (group != NULL && *group == '\0'))
+            die("-j %s: expected unix,user=USER[,group=GROUP]", o->jail);
+    } else if (buf[0] != '\0' && strpbrk(buf, ",=") == NULL) {
+        user = buf;
+    } else {
+        die("-j %s: expected USER, unix,user=USER[,group=GROUP] or none", o->jail);
+    }
+    pw = getpwnam(user);
+    if (pw == NULL)
+        die("-j %s: no such user '%s'", o->jail, user);
+    if (pw->pw_uid == 0)
+        die("-j %s: '%s' is root; give -j none to run as root on purpose", o->jail, user);
+    o->uid = pw->pw_uid;
+    o->gid = pw->pw_gid;
+    o->user = strdup(user);
+    AN(o->user);
+    if (group != NULL) {
+        gr = getgrnam(group);
+        if (gr == NULL)
+            die("-j %s: no such group '%s'", o->jail, group);
+        if (gr->gr_gid == 0)
+            die("-j %s: group '%s' is root's", o->jail, group);
+        o->gid = gr->gr_gid;
+    }
+}
+
+/*
+ * Give a file or directory made as root to the -j user, so that it can
+ * reopen a log on SIGHUP or create a socket in -n.  Only what the starting
+ * user owns, never through a symbolic link, never a shared directory such
+ * as /tmp (sticky or writable by all).
+ */
+static void
+jail_chown(const struct opts *o, const char *path, const char *what)
+{
+    struct stat st;
+
+    if (path == NULL || *path == '\0' || fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    if (st.st_uid != geteuid() || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+        return;
+    if (S_ISDIR(st.st_mode) && (st.st_mode & (S_ISVTX | S_IWOTH)) != 0)
+        return;
+    if (fchownat(AT_FDCWD, path, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) != 0)
+        die("-j %s: cannot give %s %s to %s: %s", o->jail, what, path, o->user, strerror(errno));
+}
+
+/*
+ * Become the -j user.  Called on the main thread before any other thread
+ * starts, so that none ever runs as root (glibc would apply setuid() to
+ * every thread anyway).  The admin listeners (-T, -M) bind after this.
+ */
+static void
+jail_enter(const struct opts *o)
+{
+    char cwd[4096], spec[1024], *path, *save = NULL;
+
+    if (o->jail == NULL || o->jail_none)
+        return;
+    if (geteuid() != 0) {
+        if (geteuid() == o->uid && getegid() == o->gid)
+            return;
+        die("-j %s: only root can become %s (running as uid %u)", o->jail, o->user,
+            (unsigned)geteuid());
+    }
+    if (o->workdir != NULL && getcwd(cwd, sizeof cwd) != NULL && strcmp(cwd, "/") != 0)
+        jail_chown(o, ".", "the working directory");
+    jail_chown(o, par.error_log, "error_log");
+    jail_chown(o, par.access_log, "access_log");
+    for (unsigned i = 0; i < o->nstorage; i++) {
+        if (strncmp(o->storage[i], "file,", 5) != 0 || strlen(o->storage[i]) >= sizeof spec)
+            continue;
+        strcpy(spec, o->storage[i] + 5);
+        path = strtok_r(spec, ",", &save); /* file,PATH,SIZE, checked by check_storage() */
+        jail_chown(o, path, "the store");
+    }
+    if (initgroups(o->user, o->gid) != 0 || setgid(o->gid) != 0 || setuid(o->uid) != 0)
+        die("-j %s: cannot become %s: %s", o->jail, o->user, strerror(errno));
+    /* A saved uid of 0 would let an exploit take root back: prove it cannot. */
+    if (setuid(0) != -1 || seteuid(0) != -1)
+        die("-j %s: root could be regained after the switch", o->jail);
+    /*
+     * The switch made the process undumpable: no core file after a panic.
+     * Varnish sets it back too; only processes of the same user gain the
+     * right to trace it.
+     */
+    (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+}
+
+/*
+ * Say whom the daemon runs as, once nothing can fail any more: a start that
+ * fails prints its one error line alone.
+ */
+static void
+jail_say(const struct opts *o)
+{
+    if (o->jail != NULL && !o->jail_none)
+        log_msg(LOG_INFO, "running as %s (uid %u, gid %u)", o->user, (unsigned)getuid(),
+                (unsigned)getgid());
+    else if (geteuid() == 0 && o->jail_none)
+        log_msg(LOG_NOTICE, "running as root (-j none)");
+    else if (geteuid() == 0)
+        log_msg(LOG_WARNING, "running as root: every thread, the Lua policy's included, keeps "
+                             "root's rights; give -j USER to drop them once the sockets are "
+                             "bound, or -j none to run as root on purpose");
 }
 
 static void
@@ -394,6 +549,7 @@ drain_and_stop(const struct opts *o)
     par_fini();
     free(o->owned[0]);
     free(o->owned[1]);
+    free(o->user);
 }
 
 int
@@ -409,6 +565,7 @@ main(int argc, char **argv)
     par_init();
     AZ(stat_init());
     parse_args(argc, argv, &o);
+    jail_parse(&o);
     apply_params(&o);
     if (o.check) {
         if (o.policy == NULL)
@@ -446,8 +603,14 @@ main(int argc, char **argv)
     sb_init(&err, ebuf, sizeof ebuf);
     if (log_syslog_init(par.syslog_socket, par.syslog_facility, &err) != 0)
         die("%s", ebuf);
-    if (log_init(par.error_log) != 0)
-        die("error_log %s: %s", par.error_log, strerror(errno));
+    {
+        /* Detached, standard error goes nowhere: the log goes to the -n directory. */
+        const char *elog = *par.error_log != '\0' ? par.error_log
+                           : o.foreground          ? ""
+                                                   : "surogatd.log";
+        if (log_init(elog) != 0)
+            die("error_log %s: %s", elog, strerror(errno));
+    }
     log_set_level((int)par.log_level);
     if (alog_init(par.access_log, par.access_log_format, par.access_log_syslog, &err) != 0)
         die("%s", ebuf);
@@ -485,6 +648,7 @@ main(int argc, char **argv)
     if (!o.foreground)
         daemonize();
     write_pidfile(o.pidfile);
+    jail_enter(&o);
 
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&sigs);
@@ -505,6 +669,7 @@ main(int argc, char **argv)
     if (*par.admin_http != '\0' && mon_init(par.admin_http, &err) != 0)
         die("%s", ebuf);
     AZ(acc_start());
+    jail_say(&o);
     if (!o.foreground)
         daemon_ready();
     sb_init(&err, ebuf, sizeof ebuf);
@@ -528,7 +693,7 @@ main(int argc, char **argv)
                 if (pol_reload(&err) != 0)
                     log_msg(LOG_ERR, "SIGHUP: policy not reloaded, the old one runs: %s", ebuf);
                 else
-                    log_msg(LOG_INFO, "SIGHUP: policy %s reloaded", o.policy);
+                    log_msg(LOG_INFO, "SIGHUP: policy reloaded");
             }
             (void)tls_reload(); /* logs each listener's outcome */
             continue;

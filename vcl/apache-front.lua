@@ -18,9 +18,9 @@
 --     deliver if clients must not see it; the x_cache parameter adds
 --     X-Cache: HIT/MISS).
 --
--- Static files would better go to a backend of their own (a plain file
--- server without PHP, or the built-in static backend once several backends
--- can be declared); with one backend they go to Apache like the rest.
+-- With one backend (-b) static files go to Apache like the rest, and are
+-- cached; apache-static.lua declares Apache and the built-in static-file
+-- backend and routes static files to the latter, out of Apache's way.
 
 -- Extensions of files that are the same for every user.
 local STATIC = "(?i)^[^?#]*\\.(jpe?g|png|gif|webp|svg|ico|css|js|woff2?|ttf|mp4|pdf|zip)(\\?.*)?$"

@@ -48,13 +48,36 @@ enum pol_act {
 /*
  * Compile `path` (and builtin.lua) and run its top level in a scratch
  * state: what a worker will do.  0, or -1 with "file:line: message" in
- * err.  pol_load() then installs it for every worker; pol_check() only
- * checks (surogatd -C).  Main thread only.
+ * err.  pol_load() then keeps it as the program named "boot" and
+ * installs it for every worker; pol_check() only checks (surogatd -C).
+ * Main thread only.
  */
 int pol_check(const char *path, struct sb *err);
 int pol_load(const char *path, struct sb *err);
-/* SIGHUP: load the same file again; on failure the running program stays. */
+/*
+ * SIGHUP: load the current program's file again, as a new program under
+ * the same name, and use it; on failure the running program stays.
+ */
 int pol_reload(struct sb *err);
+/*
+ * Named programs, as Varnish's vcl.load, vcl.use, vcl.list and
+ * vcl.discard (the admin commands policy.*; pol_admin.c).  Several may
+ * be loaded, one is current: workers switch to it at their next hook
+ * call, and a request that began under the old one ends under it.  Main
+ * or CLI thread.  0, or -1 with the reason in err and nothing changed.
+ *
+ * _load(): compile `path` as program `name` (a letter, then letters,
+ * digits, '_', '-', '.'; at most 64), new and not used yet; a script
+ * that fails to compile, or declares no backend when there is no -b,
+ * is refused with "file:line: message".  _use(): make it current.
+ * _discard(): forget it, refused for the current program; worker states
+ * still built from it keep it alive until they move on.
+ */
+int pol_prog_load(const char *name, const char *path, struct sb *err);
+int pol_prog_use(const char *name, struct sb *err);
+int pol_prog_discard(const char *name, struct sb *err);
+/* One line per program, oldest first: state, worker states built from it, name, file. */
+void pol_prog_list(struct sb *out);
 void pol_fini(void);
 bool pol_active(void);
 /* The worker's state, if any (worker exit). */
@@ -91,6 +114,10 @@ struct pol_beresp {
     double grace;        /* stale-while-revalidate */
     double stale_if_error;
     double keep;         /* kept for conditional refetches past that; negative: default_keep */
+    /* do_gzip, do_gunzip, do_stream: -1 the script left them, else 0/1 */
+    int do_gzip;         /* compress an identity body whatever its type and size, or never */
+    int do_gunzip;       /* store and send a gzip body decoded */
+    int do_stream;       /* 0: the client gets a stored object only once it is complete */
     bool uncacheable;    /* in: not storable; out: do not store */
     bool changed;        /* out: the policy set one of the above */
     bool uncacheable_set; /* the policy set uncacheable: setting ttl no longer changes it */

@@ -1,7 +1,7 @@
 /*
  * The admin commands: request-line splitting, the command registry and
  * the built-in commands (ping, help, stats, param.*, backend.*, status,
- * banner, auth, quit).
+ * banner, auth, quit; policy.* and purge are in cli_admin.c).
  *
  * Built-ins live in a constant table; other modules add commands with
  * cli_register() into a list sorted by name.  Locks: reg_mtx guards the
@@ -407,6 +407,25 @@ static const struct cli_cmd builtins[] = {
       "Show every parameter, or one, as \"name value\" lines.", 0, 1, cmd_param_show, NULL, NULL },
     { CLI_CMD_MAGIC, "ping", "[<timestamp>]", "Keep the connection alive; answers PONG.", 0, 1,
       cmd_ping, NULL, NULL },
+    { CLI_CMD_MAGIC, "policy.discard", "<name>",
+      "Forget a loaded policy program; the one in use cannot be discarded.", 1, 1,
+      cli__cmd_policy_discard, NULL, NULL },
+    { CLI_CMD_MAGIC, "policy.list", NULL,
+      "One line per loaded policy program: active or available, worker states built from it, "
+      "name, file.",
+      0, 0, cli__cmd_policy_list, NULL, NULL },
+    { CLI_CMD_MAGIC, "policy.load", "<name> <file>",
+      "Compile a policy script as a new program named <name>, without using it yet; an error "
+      "is answered with file:line.  A relative <file> is relative to the daemon's directory.",
+      2, 2, cli__cmd_policy_load, NULL, NULL },
+    { CLI_CMD_MAGIC, "policy.use", "<name>",
+      "Switch every worker to a loaded policy program; requests under way finish under the old.", 1,
+      1, cli__cmd_policy_use, NULL, NULL },
+    { CLI_CMD_MAGIC, "purge", "<url> [<host>]",
+      "Remove every variant of a URL from the cache, as an HTTP PURGE does: <url> is a path with "
+      "<host> as clients send it in Host, or http://host/path; without a host, that path on "
+      "every host.",
+      1, 2, cli__cmd_purge, NULL, NULL },
     { CLI_CMD_MAGIC, "quit", NULL, "Close the connection.", 0, 0, cmd_quit, NULL, NULL },
     { CLI_CMD_MAGIC, "stats", "[-j]",
       "Print every counter as \"name value\" lines, or with -j as one JSON object.", 0, 1,

@@ -1,7 +1,7 @@
 /*
- * cli_priv -- shared between cli.c (listener, connections, authentication)
- * and cli_cmd.c (request parsing, the command registry, the built-in
- * commands).
+ * cli_priv -- shared between cli.c (listener, connections, authentication),
+ * cli_cmd.c (request parsing, the command registry, the built-in
+ * commands) and cli_admin.c (the policy and purge commands).
  */
 #ifndef SUROGAT_CLI_PRIV_H
 #define SUROGAT_CLI_PRIV_H
@@ -24,6 +24,15 @@ unsigned cli__dispatch(int argc, char *const *argv, struct sb *out);
 void cli__banner(struct sb *out);
 /* Forget every registered command (cli_fini). */
 void cli__cmds_fini(void);
+/*
+ * cli_admin.c: the handlers of policy.load, policy.use, policy.list,
+ * policy.discard and purge, listed with the built-ins in cli_cmd.c.
+ */
+unsigned cli__cmd_policy_load(int argc, char *const *argv, struct sb *out, void *priv);
+unsigned cli__cmd_policy_use(int argc, char *const *argv, struct sb *out, void *priv);
+unsigned cli__cmd_policy_list(int argc, char *const *argv, struct sb *out, void *priv);
+unsigned cli__cmd_policy_discard(int argc, char *const *argv, struct sb *out, void *priv);
+unsigned cli__cmd_purge(int argc, char *const *argv, struct sb *out, void *priv);
 
 /*
  * Streams.  A handler run for a connection may ask to keep it: once the

@@ -1,15 +1,18 @@
 /*
  * surogatctl -- the admin client.  It connects to surogatd's admin
  * socket (-T), answers the authentication challenge with the secret file
- * (-S), then either sends one command built from its arguments or relays
- * the lines of stdin.  The protocol is described in surogat/cli.h.
+ * (-S), then either sends one command built from its arguments, relays
+ * the lines of stdin, or runs `top` (stats -j every second, shown by
+ * ctl_top.c).  The protocol is described in surogat/cli.h.
  *
  * Single-threaded, blocking in poll(2) with a deadline of -t seconds for
  * every exchange, so a hung daemon cannot hang a monitoring script.
  *
- * Exit status: 0 success, 1 the daemon answered a status other than 200
- * (to any command, in interactive mode), 2 usage error or no usable
- * connection (refused, closed, timed out, authentication failed).
+ * Exit status: 0 success, 1 the daemon refused the command (to any
+ * command, in interactive mode), 2 usage error or no usable connection
+ * (refused, closed, timed out, authentication failed).  A refusal is any
+ * status but 200, 201 (answer truncated: a warning) and 500 (the answer
+ * to quit).
  */
 #include "config.h"
 
@@ -17,13 +20,16 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 #include <netdb.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -32,6 +38,8 @@
 
 #include "surogat/defs.h"
 #include "surogat/cli.h"
+
+#include "ctl_priv.h"
 
 #define DEFAULT_ADMIN   "127.0.0.1:6082"
 #define DEFAULT_TIMEOUT 5.0
@@ -57,7 +65,8 @@ usage(FILE *f)
             "Send COMMAND to surogatd's admin interface and print the answer: to stdout\n"
             "when it succeeds (exit 0), to stderr when the daemon refuses it (exit 1).\n"
             "Without COMMAND, send each line of stdin and print each answer; 'quit'\n"
-            "or end of input stops.\n"
+            "or end of input stops.  'top [-1] [-d SECONDS]' shows the counters live\n"
+            "with their rates (q or Ctrl-C quits; -1: one frame, then exit).\n"
             "\n"
             "  -T ADDR:PORT  admin address (\"127.0.0.1:6082\", \"[::1]:6082\") or Unix\n"
             "                socket path; default $SUROGAT_ADMIN, else " DEFAULT_ADMIN "\n"
@@ -483,6 +492,15 @@ append_arg(char *line, size_t *pos, const char *arg)
     *pos = (size_t)(w - line);
 }
 
+/* Whether the daemon did what it was asked (see the exit statuses above). */
+static bool
+answer_ok(const struct resp *rp)
+{
+    if (rp->status == CLI_TRUNCATED)
+        fprintf(stderr, "%s: the answer was too long and is cut short\n", prog);
+    return (rp->status == CLI_OK || rp->status == CLI_TRUNCATED || rp->status == CLI_CLOSE);
+}
+
 /*
  * After `log` answered OK the connection carries request lines until it
  * closes: copy them to stdout as they come, with no deadline, until the
@@ -540,8 +558,8 @@ one_shot(int fd, int argc, char **argv, bool json)
     if (rc != 0)
         return (2);
     /* A log stream's stdout is its lines alone, so that it can be piped. */
-    print_body(r.status == CLI_OK && !is_log ? stdout : stderr, &r);
-    rc = r.status == CLI_OK ? 0 : 1;
+    print_body(answer_ok(&r) && !is_log ? stdout : stderr, &r);
+    rc = answer_ok(&r) ? 0 : 1;
     free(r.body);
     if (rc == 0 && is_log)
         rc = log_stream(fd);
@@ -551,7 +569,9 @@ one_shot(int fd, int argc, char **argv, bool json)
 static int
 interactive(int fd, const struct resp *banner)
 {
-    bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    /* A person types: prompt, on stdout unless it goes to a file. */
+    bool tty = isatty(STDIN_FILENO);
+    FILE *pf = isatty(STDOUT_FILENO) ? stdout : stderr;
     char *line = NULL, *p;
     size_t cap = 0;
     ssize_t n;
@@ -559,11 +579,11 @@ interactive(int fd, const struct resp *banner)
     int rc = 0;
 
     if (tty)
-        print_body(stdout, banner);
+        print_body(pf, banner);
     for (;;) {
         if (tty) {
-            fputs("surogat> ", stdout);
-            fflush(stdout);
+            fputs("surogat> ", pf);
+            fflush(pf);
         }
         n = getline(&line, &cap, stdin);
         if (n < 0)
@@ -591,7 +611,7 @@ interactive(int fd, const struct resp *banner)
             rc = 2;
             break;
         }
-        if (r.status != CLI_OK) {
+        if (!answer_ok(&r)) {
             fprintf(stderr, "%u\n", r.status);
             print_body(stderr, &r);
             rc = 1;
@@ -602,8 +622,141 @@ interactive(int fd, const struct resp *banner)
         free(r.body);
     }
     if (tty && rc != 2)
-        fputc('\n', stdout);
+        fputc('\n', pf);
     free(line);
+    return (rc);
+}
+
+/*--------------------------------------------------------------------
+ * top: stats -j every interval, shown by ctl_top.c.
+ */
+
+static volatile sig_atomic_t top_stop;
+
+static void
+top_signal(int sig)
+{
+    (void)sig;
+    top_stop = 1;
+}
+
+/*
+ * Sleep until `deadline`, watching the keyboard when keys: 0 on time, 1
+ * to quit (q typed, or a signal).
+ */
+static int
+top_wait(double deadline, bool keys)
+{
+    struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+    double left;
+    char c;
+    int r;
+
+    while (!top_stop) {
+        left = deadline - now_mono();
+        if (left <= 0)
+            return (0);
+        r = poll(&pfd, keys ? 1 : 0, (int)(left * 1e3) + 1);
+        if (r <= 0 || !(pfd.revents & (POLLIN | POLLHUP)))
+            continue;
+        if (read(STDIN_FILENO, &c, 1) != 1)
+            keys = false; /* end of input: only a signal ends top now */
+        else if (c == 'q' || c == 'Q')
+            return (1);
+    }
+    return (1);
+}
+
+/* Lines of the terminal on stdout; 0 when it is not one. */
+static unsigned
+term_rows(void)
+{
+    struct winsize ws;
+
+    if (!isatty(STDOUT_FILENO) || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0)
+        return (0);
+    return (ws.ws_row);
+}
+
+static int
+top(int fd, int argc, char **argv, const char *addr)
+{
+    struct sigaction sa = { .sa_handler = top_signal }; /* no SA_RESTART: poll() must return */
+    struct termios saved, raw;
+    double interval = 1.0, next;
+    bool once = false, keys, ansi;
+    struct top *tp;
+    struct resp r;
+    char *end;
+    int rc = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-1") == 0) {
+            once = true;
+            continue;
+        }
+        if (strcmp(argv[i], "-d") == 0 && i + 1 < argc) {
+            errno = 0;
+            interval = strtod(argv[++i], &end);
+            if (errno == 0 && end != argv[i] && *end == '\0' && interval >= 0.1 && interval <= 3600)
+                continue;
+        }
+        fprintf(stderr, "%s: top: bad argument '%s'\nusage: %s top [-1] [-d SECONDS]\n", prog,
+                argv[i], prog);
+        return (2);
+    }
+    (void)sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGINT, &sa, NULL);
+    (void)sigaction(SIGTERM, &sa, NULL);
+    /* Keys without Enter, not echoed; Ctrl-C still raises SIGINT. */
+    keys = !once && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0;
+    if (keys) {
+        raw = saved;
+        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+        raw.c_cc[VMIN] = 1;
+        raw.c_cc[VTIME] = 0;
+        keys = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+    }
+    ansi = !once && isatty(STDOUT_FILENO);
+    if (ansi)
+        fputs("\033[?25l", stdout); /* hide the cursor while frames are drawn */
+    tp = top_new();
+    next = now_mono();
+    while (!top_stop) {
+        if (exchange(fd, "stats -j", &r) != 0) {
+            rc = 2;
+            break;
+        }
+        if (r.status != CLI_OK || top_sample(tp, r.body, now_mono()) != 0) {
+            fprintf(stderr, "%s: top: stats -j answered %u: %s\n", prog, r.status, r.body);
+            free(r.body);
+            rc = 1;
+            break;
+        }
+        free(r.body);
+        /* -1 waits for a second sample: a frame without rates says nothing. */
+        if (!once || top_has_rates(tp)) {
+            if (ansi)
+                fputs("\033[H\033[2J", stdout);
+            else if (!once && top_has_rates(tp))
+                fputc('\n', stdout);
+            top_render(tp, stdout, addr, interval, ansi ? term_rows() : 0);
+            fflush(stdout);
+            if (once)
+                break;
+        }
+        next += interval;
+        if (next < now_mono())
+            next = now_mono(); /* a slow answer: do not try to catch up */
+        if (top_wait(next, keys) != 0)
+            break;
+    }
+    if (ansi)
+        fputs("\033[?25h", stdout);
+    if (keys)
+        (void)tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+    fflush(stdout);
+    top_free(&tp);
     return (rc);
 }
 
@@ -660,7 +813,9 @@ main(int argc, char **argv)
         (void)close(fd);
         return (2);
     }
-    if (argc > 0)
+    if (argc > 0 && strcmp(argv[0], "top") == 0)
+        rc = top(fd, argc, argv, addr);
+    else if (argc > 0)
         rc = one_shot(fd, argc, argv, json);
     else
         rc = interactive(fd, &banner);

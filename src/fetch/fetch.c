@@ -789,9 +789,13 @@ miss_range(struct fetch *f)
 static int
 policy_pass(struct fetch *f)
 {
-    struct pol_beresp br = { .resp = f->resp, .uncacheable = true, .keep = -1 };
+    struct pol_beresp br = { .resp = f->resp, .uncacheable = true, .keep = -1,
+                             .do_gzip = -1, .do_gunzip = -1, .do_stream = -1 };
+    enum pol_act act = pol_backend_response(f->req, &br);
 
-    switch (pol_backend_response(f->req, &br)) {
+    f->pol_gzip = br.do_gzip;
+    f->pol_gunzip = br.do_gunzip;
+    switch (act) {
     case POL_DELIVER:
     case POL_PASS:
         return (0);
@@ -912,6 +916,41 @@ exchange(struct fetch *f, struct txt head)
     }
 }
 /*
+ * beresp.do_stream = false on a miss: the body is stored first, with
+ * nothing sent, and the client gets the complete object as a hit would
+ * (conditions and ranges answered there).  Requests joining the fetch
+ * stream from it as usual.
+ */
+static enum attempt
+held_miss(struct fetch *f, struct out *o)
+{
+    struct req *req = f->req;
+    struct cobj *held = f->oc;
+    char fwd[64];
+    int rv;
+
+    hsh_ref(held);
+    f->to_client = f->body_to_client = false;
+    rv = deliver_body(f, o);
+    fetch__gz_free(f);
+    if (f->oc != NULL)
+        hsh_abandon(&f->oc, 0); /* not published: deliver_body() failed */
+    if (rv == 0 && f->be_keepalive)
+        bcp_recycle(&f->conn);
+    else
+        bcp_close(&f->conn);
+    if (rv == 0 && held->body_complete) {
+        snprintf(fwd, sizeof fwd, "fwd=%s; stored", f->stale.fwd != NULL ? f->stale.fwd : "miss");
+        req_deliver_obj(req, held, tim_real(), fwd);
+        req->cache = "MISS";
+    } else {
+        (void)req_synth(req, 502, NULL);
+    }
+    hsh_deref(&held);
+    return (ATTEMPT_DONE);
+}
+
+/*
  * One attempt at the backend transaction, for a pass (f->oc NULL) or a
  * miss filling the busy object f->oc.
  */
@@ -1016,6 +1055,8 @@ attempt(struct fetch *f, struct out *o)
         }
         miss_range(f);
     }
+    if (f->hold && f->oc != NULL && !f->bg)
+        return (held_miss(f, o));
     if (!f->bg && (rv = build_resp_head(f, o, &syn)) != 0) {
         if (rv == -1) {
             fail_overflow(f);
@@ -1082,6 +1123,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         memset(&o, 0, sizeof o);
         f.req = req;
         f.be = be;
+        f.pol_gzip = f.pol_gunzip = -1;
         f.tried = tried;
         f.ntried = ntried;
         f.oc = oc;

@@ -11,6 +11,10 @@
  *     backend's own;
  *   anything else: as it came.
  *
+ * The policy may say otherwise (beresp.do_gzip: compress whatever the
+ * type and size, or never; beresp.do_gunzip: store and send a gzip body
+ * decoded, FGZ_GUNZIP).
+ *
  * A pass kept the client's Accept-Encoding, so its body suits the client
  * already; with gzip_pass a compressible identity one is compressed on
  * the fly for a client that takes gzip.  Runs on the fetching worker.
@@ -18,6 +22,7 @@
 #include "config.h"
 
 #include <stdint.h>
+#include <strings.h>
 
 #include "surogat/defs.h"
 #include "surogat/gz.h"
@@ -27,6 +32,19 @@
 #include "surogat/stat.h"
 
 #include "fetch_priv.h"
+
+/*
+ * beresp.do_gzip: compressed whatever its type and size -- but not a body
+ * encoded already, nor a range of one.
+ */
+static bool
+may_force(const struct http *resp)
+{
+    const struct txt *ce = http_value(resp, "Content-Encoding");
+
+    return (resp->status == 200 && http_find(resp, "Content-Range") == NULL &&
+            (ce == NULL || (ce->len == 8 && strncasecmp(ce->b, "identity", 8) == 0)));
+}
 
 void
 fetch__gz_plan(struct fetch *f)
@@ -38,9 +56,19 @@ fetch__gz_plan(struct fetch *f)
     f->client_gz = !f->bg && gz_accepts(f->req->http);
     if (f->body == H1_BODY_NONE || (f->body == H1_BODY_LENGTH && f->clen == 0))
         return;
+    if (f->pol_gunzip == 1 && gz_is_gzip(f->resp)) {
+        f->gz_want = FGZ_GUNZIP;
+        return;
+    }
     if (miss && par.http_gzip_support && gz_is_gzip(f->resp)) {
         /* Whatever the status: we asked for gzip, the client may not have. */
         f->gz_want = FGZ_CHECK;
+        return;
+    }
+    if (f->pol_gzip == 0)
+        return;
+    if (f->pol_gzip == 1 && (miss || f->client_gz) && may_force(f->resp)) {
+        f->gz_want = FGZ_COMPRESS;
         return;
     }
     if ((miss ? par.http_gzip_support : par.gzip_pass && f->client_gz) &&
@@ -65,8 +93,15 @@ fetch__gz_begin(struct fetch *f)
         if (f->gz_client && f->body_to_client)
             STAT_INC(gunzip_delivered);
         return;
+    case FGZ_GUNZIP:
+        /* Stored decoded: every client gets the decoder's output. */
+        f->gz = gz_new(GZ_DECODE, 0);
+        f->gz_client = !f->bg;
+        if (f->gz_client && f->body_to_client)
+            STAT_INC(gunzip_delivered);
+        return;
     case FGZ_COMPRESS:
-        if (f->oc == NULL && !(par.gzip_pass && f->client_gz))
+        if (f->oc == NULL && !((par.gzip_pass || f->pol_gzip == 1) && f->client_gz))
             return;
         f->gz = gz_new(GZ_ENCODE, (int)par.gzip_level);
         f->gz_client = f->client_gz && !f->bg;
@@ -92,7 +127,7 @@ sink_out(void *priv, const char *p, size_t len)
     struct sink *s = priv;
     struct fetch *f = s->f;
 
-    if (f->gz_want == FGZ_COMPRESS && f->oc != NULL)
+    if ((f->gz_want == FGZ_COMPRESS || f->gz_want == FGZ_GUNZIP) && f->oc != NULL)
         fetch__store_body(f, p, len);
     return (f->gz_client ? s->cl(s->priv, p, len) : 0);
 }

@@ -22,6 +22,7 @@ enum fetch_gz {
     FGZ_NONE,
     FGZ_COMPRESS, /* compress the identity body: for the store, and for a client taking gzip */
     FGZ_CHECK,    /* the backend sent gzip: check it, gunzip it for a client not taking gzip */
+    FGZ_GUNZIP,   /* the backend sent gzip and beresp.do_gunzip: store and send it decoded */
 };
 
 /* Backends one fetch may try in turn when connecting fails (failover). */
@@ -58,6 +59,9 @@ struct fetch {
     struct gz *gz;          /* the filter of the plan, once the fetch knows it needs one */
     bool client_gz;         /* the client accepts gzip */
     bool gz_client;         /* the client gets the filter's output, not the backend's bytes */
+    int pol_gzip;           /* beresp.do_gzip: -1 not set, 0 never compress, 1 compress */
+    int pol_gunzip;         /* beresp.do_gunzip: 1 decode a gzip body */
+    bool hold;              /* beresp.do_stream = false: deliver once stored, not while */
     double t_req;        /* tim_real() when the request went out */
     double t_resp;       /* tim_real() when the response head arrived */
 };

@@ -113,10 +113,15 @@ store_head(struct fetch *f, const struct cc *rcc)
     if (par.via)
         AZ(http_add(&h, TXT_LIT("Via"),
                     f->resp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
-    /* The stored body is gzip either way; it serves clients with and without gzip. */
+    /*
+     * The stored body is gzip either way (it serves clients with and
+     * without gzip), or decoded on the policy's word.
+     */
     if (f->gz_want != FGZ_NONE &&
         gz_head(&h, &f->req->wrk->ws,
-                f->gz_want == FGZ_COMPRESS ? GZ_HEAD_ENCODED : GZ_HEAD_VARY) != 0)
+                f->gz_want == FGZ_COMPRESS   ? GZ_HEAD_ENCODED
+                : f->gz_want == FGZ_GUNZIP ? GZ_HEAD_DECODED
+                                           : GZ_HEAD_VARY) != 0)
         return (-1);
     set_head(oc, &h);
     return (0);
@@ -133,6 +138,7 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
              enum fresh_store *st)
 {
     struct fresh_obj *fo = &f->oc->fresh;
+    enum pol_act act;
     double age = *st == FRESH_STORE ? f->t_resp - fo->t_origin : 0;
     struct pol_beresp br = {
         .resp = f->resp,
@@ -140,12 +146,19 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
         .grace = *st == FRESH_STORE ? fo->swr : 0,
         .stale_if_error = *st == FRESH_STORE ? fo->sie : 0,
         .keep = -1,
+        .do_gzip = -1,
+        .do_gunzip = -1,
+        .do_stream = -1,
         .uncacheable = *st != FRESH_STORE,
     };
 
     if (br.ttl < 0)
         br.ttl = 0;
-    switch (pol_backend_response(f->req, &br)) {
+    act = pol_backend_response(f->req, &br);
+    f->pol_gzip = br.do_gzip;
+    f->pol_gunzip = br.do_gunzip;
+    f->hold = br.do_stream == 0;
+    switch (act) {
     case POL_DELIVER:
         break;
     case POL_PASS:
@@ -234,8 +247,9 @@ fetch__decide_store(struct fetch *f)
         return (0);
     }
     if (st == FRESH_STORE) {
-        /* A compressed body's length is known only at its end. */
-        if (f->body == H1_BODY_LENGTH && f->gz_want != FGZ_COMPRESS)
+        /* A compressed (or decoded) body's length is known only at its end. */
+        if (f->body == H1_BODY_LENGTH && f->gz_want != FGZ_COMPRESS &&
+            f->gz_want != FGZ_GUNZIP)
             f->oc->body.size_hint = f->clen;
         if (store_head(f, &rcc) == 0 && hsh_store_begin(f->oc) == 0)
             return (0);

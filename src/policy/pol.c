@@ -2,10 +2,11 @@
  * The policy engine: programs and per-worker Lua states.  The hook calls
  * built on them are in pol_hooks.c.
  *
- * A program (struct pol_prog) is the script's source, checked once by
- * pol_load() in a scratch state and refcounted: the current program
- * holds one reference, each worker state built from it another.  A
- * reload installs a new program under `mtx` and bumps its generation;
+ * A program (struct pol_prog) is the script's source, checked once in a
+ * scratch state and refcounted: the named programs of pol_admin.c hold
+ * one reference each, the current program another, each worker state
+ * built from it another.  Making a program current (pol__prog_install:
+ * a reload, policy.use) happens under `mtx` and bumps the generation;
  * each worker notices at its next hook call and rebuilds its own state,
  * so no state is ever used by two threads and none is changed under a
  * running hook.
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -41,6 +43,8 @@
 
 #include "pol_priv.h"
 #include "src/pol_builtin.h" /* generated from vcl/builtin.lua: pol_builtin_lua[] */
+
+#define POL_SRC_MAX (16 << 20) /* bytes of a script: anything larger is a mistake */
 
 struct pol_prog {
     unsigned magic;
@@ -75,12 +79,12 @@ const char *const pol__hook_name[POL_H_MAX] = {
 static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct pol_prog *cur; /* under mtx */
 static unsigned cur_gen;     /* atomic: cur->gen */
-static bool active;          /* a program was loaded; set before the workers start */
+static bool active;          /* atomic: a program was installed; never cleared */
 static unsigned cur_hooks;   /* atomic: cur->hooks */
 static unsigned cur_user;    /* atomic: cur->user_hooks */
 
-static void
-prog_unref(struct pol_prog **pp)
+void
+pol__prog_unref(struct pol_prog **pp)
 {
     struct pol_prog *p = *pp;
 
@@ -265,7 +269,7 @@ state_close(struct pol_wrk *pw)
     pw->L = NULL;
     pw->ctx_id = 0;
     pw->ctx_ref = LUA_NOREF;
-    prog_unref(&pw->prog);
+    pol__prog_unref(&pw->prog);
 }
 
 /*
@@ -348,10 +352,24 @@ prog_read(const char *path, struct sb *err)
 {
     struct pol_prog *p;
     FILE *f = fopen(path, "r");
+    const char *why = NULL;
+    struct stat st;
     long sz;
 
     if (f == NULL) {
         sb_printf(err, "%s: %s", path, strerror(errno));
+        return (NULL);
+    }
+    /* A directory opens too, and then sizes as LONG_MAX (policy.load names any path). */
+    if (fstat(fileno(f), &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (st.st_size > POL_SRC_MAX)
+        why = "larger than 16 MB";
+    if (why != NULL) {
+        sb_printf(err, "%s: %s", path, why);
+        fclose(f);
         return (NULL);
     }
     OBJ_NEW(p, POL_PROG_MAGIC);
@@ -363,7 +381,7 @@ prog_read(const char *path, struct sb *err)
     if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         sb_printf(err, "%s: %s", path, strerror(errno));
         fclose(f);
-        prog_unref(&p);
+        pol__prog_unref(&p);
         return (NULL);
     }
     p->src = malloc((size_t)sz + 1);
@@ -372,15 +390,15 @@ prog_read(const char *path, struct sb *err)
     fclose(f);
     if (p->len != (size_t)sz) {
         sb_printf(err, "%s: short read", path);
-        prog_unref(&p);
+        pol__prog_unref(&p);
         return (NULL);
     }
     return (p);
 }
 
 /* Read and compile in a scratch state; the program on success. */
-static struct pol_prog *
-prog_check(const char *path, struct sb *err)
+struct pol_prog *
+pol__prog_check(const char *path, struct sb *err)
 {
     struct pol_wrk pw;
     struct pol_prog *p = prog_read(path, err);
@@ -390,14 +408,14 @@ prog_check(const char *path, struct sb *err)
     memset(&pw, 0, sizeof pw);
     pw.magic = POL_WRK_MAGIC;
     if (state_build(&pw, p, err) != 0) {
-        prog_unref(&p);
+        pol__prog_unref(&p);
         return (NULL);
     }
     /* The declarations, as the script's top level recorded them. */
     p->cfg = pol__decl_build(pw.L, err);
     state_close(&pw);
     if (p->cfg == NULL) {
-        prog_unref(&p);
+        pol__prog_unref(&p);
         return (NULL);
     }
     return (p);
@@ -406,66 +424,53 @@ prog_check(const char *path, struct sb *err)
 int
 pol_check(const char *path, struct sb *err)
 {
-    struct pol_prog *p = prog_check(path, err);
+    struct pol_prog *p = pol__prog_check(path, err);
 
     if (p == NULL)
         return (-1);
-    prog_unref(&p);
+    pol__prog_unref(&p);
     return (0);
 }
 
-int
-pol_load(const char *path, struct sb *err)
+/*
+ * Make p the current program: a new generation, so each worker rebuilds
+ * its state at its next hook call, unless its state was built from p
+ * already (a program used again).  Takes its own reference to p.
+ */
+void
+pol__prog_install(struct pol_prog *p)
 {
-    struct pol_prog *p = prog_check(path, err), *old;
+    struct pol_prog *old;
 
-    if (p == NULL)
-        return (-1);
+    OBJ_CHECK(p, POL_PROG_MAGIC);
+    __atomic_add_fetch(&p->refcnt, 1, __ATOMIC_ACQ_REL);
     AZ(pthread_mutex_lock(&mtx));
     old = cur;
-    p->gen = cur_gen + 1;
+    __atomic_store_n(&p->gen, cur_gen + 1, __ATOMIC_RELEASE);
     cur = p;
     __atomic_store_n(&cur_hooks, p->hooks, __ATOMIC_RELEASE);
     __atomic_store_n(&cur_user, p->user_hooks, __ATOMIC_RELEASE);
     __atomic_store_n(&cur_gen, p->gen, __ATOMIC_RELEASE);
     AZ(pthread_mutex_unlock(&mtx));
-    prog_unref(&old);
-    active = true;
-    return (0);
-}
-
-int
-pol_reload(struct sb *err)
-{
-    char *path;
-    int rv;
-
-    if (!active)
-        return (0);
-    AZ(pthread_mutex_lock(&mtx));
-    path = strdup(cur->path);
-    AZ(pthread_mutex_unlock(&mtx));
-    AN(path);
-    rv = pol_load(path, err);
-    free(path);
-    if (rv == 0)
-        STAT_INC(policy_reload);
-    return (rv);
+    pol__prog_unref(&old);
+    /* After cur is set: a worker that sees the flag finds a program. */
+    __atomic_store_n(&active, true, __ATOMIC_RELEASE);
 }
 
 void
 pol_fini(void)
 {
     AZ(pthread_mutex_lock(&mtx));
-    prog_unref(&cur);
+    pol__prog_unref(&cur);
     AZ(pthread_mutex_unlock(&mtx));
+    pol__admin_fini(); /* the named programs hold backends: before the static ones' files */
     pol__decl_fini();
 }
 
 bool
 pol_active(void)
 {
-    return (active);
+    return (__atomic_load_n(&active, __ATOMIC_ACQUIRE));
 }
 
 bool
@@ -516,7 +521,8 @@ pol__state(struct wrk *wrk, bool in_request)
     int rv;
 
     if (pw != NULL && pw->L != NULL &&
-        (in_request || pw->prog->gen == __atomic_load_n(&cur_gen, __ATOMIC_ACQUIRE)))
+        (in_request || __atomic_load_n(&pw->prog->gen, __ATOMIC_ACQUIRE) ==
+                           __atomic_load_n(&cur_gen, __ATOMIC_ACQUIRE)))
         return (pw);
     if (pw == NULL) {
         OBJ_NEW(pw, POL_WRK_MAGIC);
@@ -530,7 +536,7 @@ pol__state(struct wrk *wrk, bool in_request)
     AZ(pthread_mutex_unlock(&mtx));
     sb_init(&err, ebuf, sizeof ebuf);
     rv = state_build(pw, p, &err);
-    prog_unref(&p);
+    pol__prog_unref(&p);
     if (rv != 0) {
         STAT_INC(policy_error);
         log_msg(LOG_ERR, "policy: cannot build a worker's state: %s", ebuf);
@@ -561,6 +567,24 @@ pol_has_backend(void)
 
     AZ(pthread_mutex_lock(&mtx));
     rv = cur != NULL && !pol__decl_empty(cur->cfg);
+    AZ(pthread_mutex_unlock(&mtx));
+    return (rv);
+}
+
+unsigned
+pol__prog_refs(const struct pol_prog *p)
+{
+    OBJ_CHECK(p, POL_PROG_MAGIC);
+    return (__atomic_load_n(&p->refcnt, __ATOMIC_ACQUIRE));
+}
+
+bool
+pol__prog_is_cur(const struct pol_prog *p)
+{
+    bool rv;
+
+    AZ(pthread_mutex_lock(&mtx));
+    rv = p == cur;
     AZ(pthread_mutex_unlock(&mtx));
     return (rv);
 }

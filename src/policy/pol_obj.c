@@ -386,6 +386,19 @@ push_req_fact(lua_State *L, const struct msg *m, const char *k)
         lua_pushnil(L);
 }
 
+/* beresp.do_gzip, do_gunzip, do_stream: the field, or NULL for another name. */
+static int *
+do_flag(struct pol_beresp *br, const char *k)
+{
+    if (strcmp(k, "do_gzip") == 0)
+        return (&br->do_gzip);
+    if (strcmp(k, "do_gunzip") == 0)
+        return (&br->do_gunzip);
+    if (strcmp(k, "do_stream") == 0)
+        return (&br->do_stream);
+    return (NULL);
+}
+
 static int
 l_msg_index(lua_State *L)
 {
@@ -431,6 +444,10 @@ l_msg_index(lua_State *L)
         lua_pushnumber(L, m->ex.obj->grace);
     } else if (m->ex.br != NULL && strcmp(k, "keep") == 0) {
         lua_pushnumber(L, m->ex.br->keep);
+    } else if (m->ex.br != NULL && do_flag(m->ex.br, k) != NULL) {
+        /* Left alone: do_stream is on, the gzip ones off (the parameters decide). */
+        int v = *do_flag(m->ex.br, k);
+        lua_pushboolean(L, v == 1 || (v < 0 && strcmp(k, "do_stream") == 0));
     } else if (m->ex.body != NULL && strcmp(k, "body") == 0) {
         push_txt(L, *m->ex.body);
     } else if (isreq) {
@@ -501,6 +518,9 @@ l_msg_newindex(lua_State *L)
     } else if (m->ex.br != NULL && strcmp(k, "keep") == 0) {
         m->ex.br->keep = check_duration(L, 3, k);
         m->ex.br->changed = true;
+    } else if (m->ex.br != NULL && do_flag(m->ex.br, k) != NULL) {
+        luaL_checktype(L, 3, LUA_TBOOLEAN);
+        *do_flag(m->ex.br, k) = lua_toboolean(L, 3);
     } else if (m->ex.body != NULL && strcmp(k, "body") == 0) {
         s = luaL_checklstring(L, 3, &len);
         *m->ex.body = ws_txt(L, s, len);

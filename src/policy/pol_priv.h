@@ -79,6 +79,23 @@ bool pol__user_has(enum pol_hook h); /* the current script defines hook h */
 void pol__arm_limit(lua_State *L);
 const char *pol__prog_path(const struct pol_prog *p); /* the script's file name */
 struct pol_cfg *pol__prog_cfg(const struct pol_prog *p);
+/*
+ * Programs for pol_admin.c.  _check(): read and compile `path` in a
+ * scratch state, with its declarations: a program holding one reference
+ * for the caller, or NULL with "file:line: message" in err.  _install():
+ * make p current (a new generation), taking a reference of its own.
+ * _refs(): its references now (the registry's, the current slot's, one
+ * per worker state built from it, and passing ones).  Main or CLI thread,
+ * except _unref() and _refs(): any thread.
+ */
+struct pol_prog *pol__prog_check(const char *path, struct sb *err);
+void pol__prog_install(struct pol_prog *p);
+void pol__prog_unref(struct pol_prog **pp); /* *pp = NULL; NULL is fine */
+unsigned pol__prog_refs(const struct pol_prog *p);
+bool pol__prog_is_cur(const struct pol_prog *p);
+
+/* pol_admin.c: drop every named program (pol_fini); later loads are refused until pol_load(). */
+void pol__admin_fini(void);
 
 /*
  * pol_decl.c: backend, director and route declarations.  _open() adds

@@ -467,3 +467,108 @@ def test_a_request_joining_a_fetch_runs_the_hit_hook(origin, surogat, tmp_path):
     a.close()
     b.close()
     assert origin.hits("/big") == 1
+
+
+def test_do_gzip_do_gunzip_and_do_stream(origin, surogat, tmp_path):
+    import gzip as gz
+    import zlib
+    big = b"binary-ish " * 400
+    origin.route("/force", body=big, headers={"Cache-Control": "max-age=60",
+                                             "Content-Type": "application/octet-stream"})
+    origin.route("/never", body=b"<p>x</p>" * 500, headers={"Cache-Control": "max-age=60",
+                                                          "Content-Type": "text/html"})
+    origin.route("/zipped", body=gz.compress(b"decoded text " * 300),
+                 headers={"Cache-Control": "max-age=60", "Content-Type": "text/plain",
+                          "Content-Encoding": "gzip"})
+    origin.route("/held", body=b"H" * 5000, headers={"Cache-Control": "max-age=60",
+                                                    "ETag": '"h1"'})
+    sg, _ = with_policy(surogat, tmp_path, """
+        function backend_response(bereq, beresp)
+            beresp.http.x_defaults = tostring(beresp.do_gzip) .. "," ..
+                                     tostring(beresp.do_gunzip) .. "," ..
+                                     tostring(beresp.do_stream)
+            if bereq.url == "/force" then beresp.do_gzip = true end
+            if bereq.url == "/never" then beresp.do_gzip = false end
+            if bereq.url == "/zipped" then beresp.do_gunzip = true end
+            if bereq.url == "/held" then beresp.do_stream = false end
+        end
+        """)
+    AE = {"Accept-Encoding": "gzip"}
+    # not a listed type, compressed anyway: stored gzip, gunzipped for others
+    r = sg.get("/force", headers=AE)
+    assert r.header("Content-Encoding") == "gzip" and zlib.decompress(r.body, 31) == big, r
+    assert r.header("X-Defaults") == "false,false,true"
+    assert sg.get("/force").body == big
+    # a listed type, never compressed
+    r = sg.get("/never", headers=AE)
+    assert not r.has("Content-Encoding") and r.body == b"<p>x</p>" * 500, r
+    # a gzip body stored decoded: every client gets identity, hits included
+    for _ in range(2):
+        r = sg.get("/zipped", headers=AE)
+        assert not r.has("Content-Encoding") and r.body == b"decoded text " * 300, r
+    assert origin.hits("/zipped") == 1
+    # held: the whole object first, then delivered as from the cache
+    r = sg.get("/held")
+    assert r.status == 200 and r.body == b"H" * 5000, r
+    assert r.header("Content-Length") == "5000", r
+    assert "stored" in r.header("Cache-Status"), r
+    assert sg.get("/held", headers={"If-None-Match": '"h1"'}).status == 304
+    assert origin.hits("/held") == 1
+
+
+def test_do_stream_false_sends_nothing_before_the_body_is_stored(origin, surogat, tmp_path):
+    from c_stream_test import BODY, Partial, held_route, sha
+    route = held_route(origin, "/slowbig")
+    sg, _ = with_policy(surogat, tmp_path, """
+        function backend_response(bereq, beresp) beresp.do_stream = false end
+        """)
+    a = Partial(sg, "/slowbig")
+    assert route.held.wait(5)
+    time.sleep(0.3)
+    a.c.sock.setblocking(False)
+    try:
+        got = a.c.sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:  # nothing there to read
+        got = None
+    a.c.sock.settimeout(15)
+    assert got is None, "bytes reached the client before the body was stored"
+    route.release.set()
+    h = a.head()
+    assert h.status == 200 and h.header("Content-Length") == str(len(BODY)), h
+    assert sha(a.rest()) == sha(BODY)
+    a.close()
+
+
+def test_detached_daemon_logs_policy_errors_in_its_directory(origin, tmp_path):
+    import httpc
+    from conftest import START_TIMEOUT, STOP_TIMEOUT, SUROGATD, free_port, listening
+    origin.route("/ok", body=b"ok")
+    p = script(tmp_path, """
+        function recv(req)
+            if req.url == "/boom" then error("kaboom") end
+        end
+        """, name="detached.lua")
+    port, pidfile, wd = free_port(), tmp_path / "pid", tmp_path / "wd"
+    r = subprocess.run([SUROGATD, "-a", "127.0.0.1:%d" % port, "-b", origin.addr, "-f", str(p),
+                        "-n", str(wd), "-P", str(pidfile)],
+                       capture_output=True, text=True, timeout=STOP_TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    pid = int(pidfile.read_text())
+    try:
+        wait_until(lambda: listening(port), START_TIMEOUT, "the daemon")
+        assert httpc.fetch(port, path="/boom").status == 503
+        assert httpc.fetch(port, path="/ok").status == 200
+        log = wd / "surogatd.log"
+        wait_until(lambda: log.exists() and "detached.lua:3: kaboom" in log.read_text(), 5,
+                   "the policy error in %s" % log)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: _gone(pid), STOP_TIMEOUT, "the daemon to exit")
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False

@@ -424,11 +424,12 @@ def test_check_mode(tmp_path):
 
 
 def test_shipped_scripts_compile():
-    for name in ("builtin.lua", "normalize.lua", "apache-front.lua", "purge.lua"):
-        p = REPO / "vcl" / name
-        if p.exists():
-            r = run_surogatd(["-C", "-f", str(p)])
-            assert r.returncode == 0, (name, r.stderr)
+    names = sorted(p.name for p in (REPO / "vcl").glob("*.lua"))
+    assert {"builtin.lua", "normalize.lua", "apache-front.lua", "apache-static.lua",
+            "purge.lua", "wordpress.lua"} <= set(names), names
+    for name in names:
+        r = run_surogatd(["-C", "-f", str(REPO / "vcl" / name)])
+        assert r.returncode == 0, (name, r.stderr)
 
 
 # -- reload -------------------------------------------------------------------------

@@ -337,3 +337,30 @@ def test_a_script_with_backends_needs_no_b(origin, tmp_path):
     r = subprocess.run([SUROGATD, "-F", "-a", "127.0.0.1:%d" % free_port(), "-f", str(p),
                         "-n", str(tmp_path / "wd2")], capture_output=True, text=True, timeout=10)
     assert r.returncode != 0 and "declares none and there is no -b" in r.stderr, r
+
+
+def test_round_robin_and_random_skip_a_probed_sick_backend(origins, surogat, tmp_path):
+    a, b = origins(2)
+    for o, n in ((a, "a"), (b, "b")):
+        tag(o, n, ["/rr", "/rnd"])
+        o.route("/health", body=b"ok")
+    probe = 'probe = { url = "/health", interval = 0.2, timeout = 0.5, window = 3, threshold = 2 }'
+    sg, _ = policy(surogat, tmp_path, """
+        backend "a" { host = "127.0.0.1", port = %d, %s }
+        backend "b" { host = "127.0.0.1", port = %d, %s }
+        director "rr" { type = "round_robin", backends = { "a", "b" } }
+        director "rnd" { type = "random", backends = { "a", "b" } }
+        route { prefix = "/rr", to = "rr" }
+        route { to = "rnd" }
+        function recv(req) return "pass" end
+        """ % (a.port, probe, b.port, probe))
+    wait_until(lambda: all(r[2] == "healthy" for r in backend_rows(sg).values()), 5, "healthy")
+    assert collections.Counter(who(sg.get("/rr")) for _ in range(10)) == {"a": 5, "b": 5}
+    b.route("/health", status=503, body=b"down")
+    wait_until(lambda: backend_rows(sg)["b"][2] == "sick", 5, "b sick")
+    assert {who(sg.get("/rr")) for _ in range(10)} == {"a"}
+    assert {who(sg.get("/rnd")) for _ in range(20)} == {"a"}
+    b.route("/health", body=b"ok")
+    wait_until(lambda: backend_rows(sg)["b"][2] == "healthy", 5, "b healthy again")
+    assert collections.Counter(who(sg.get("/rr")) for _ in range(10)) == {"a": 5, "b": 5}
+    assert "b" in {who(sg.get("/rnd")) for _ in range(40)}

@@ -103,8 +103,10 @@ PARAM(access_log_syslog, BOOL, "off", NULL, NULL, PAR_RESTART,
       "Also send each access log line to syslog (syslog_socket, facility syslog_facility, "
       "severity info), one datagram per request; with or without an access_log file.")
 PARAM(error_log, STRING, "", NULL, NULL, PAR_RESTART,
-      "Daemon log file. Empty: standard error; \"syslog\": syslog (syslog_socket, facility "
-      "syslog_facility, the message's level as its severity). Reopened on SIGHUP.")
+      "Daemon log file (errors, policy errors with file:line, warnings). Empty: standard "
+      "error in the foreground (-F), else surogatd.log in the working directory (-n); "
+      "\"syslog\": syslog (syslog_socket, facility syslog_facility, the message's level as its "
+      "severity). Reopened on SIGHUP.")
 PARAM(syslog_facility, STRING, "daemon", NULL, NULL, PAR_RESTART,
       "Syslog facility of the messages surogatd sends: daemon, user, local0 .. local7, auth, "
       "authpriv, cron, ftp, kern, lpr, mail, news, syslog or uucp.")
