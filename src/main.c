@@ -25,6 +25,7 @@
 
 #include "surogat/acc.h"
 #include "surogat/alog.h"
+#include "surogat/rlog.h"
 #include "surogat/ban.h"
 #include "surogat/be.h"
 #include "surogat/cfg.h"
@@ -537,6 +538,7 @@ drain_and_stop(const struct opts *o)
     req_purge_fini();
     sto_fini();
     alog_fini();
+    rlog_fini();
     tls_fini();
     cfg_fini();
     if (o->pidfile != NULL)
@@ -598,6 +600,9 @@ main(int argc, char **argv)
     if (getcwd(o.startdir, sizeof o.startdir) == NULL)
         die("getcwd: %s", strerror(errno));
     enter_workdir(o.workdir);
+    sb_init(&err, ebuf, sizeof ebuf);
+    if (log_syslog_init(par.syslog_socket, par.syslog_facility, &err) != 0)
+        die("%s", ebuf);
     {
         /* Detached, standard error goes nowhere: the log goes to the -n directory. */
         const char *elog = *par.error_log != '\0' ? par.error_log
@@ -607,9 +612,9 @@ main(int argc, char **argv)
             die("error_log %s: %s", elog, strerror(errno));
     }
     log_set_level((int)par.log_level);
-    if (alog_init(par.access_log) != 0)
-        die("access_log %s: %s", par.access_log, strerror(errno));
-    sb_init(&err, ebuf, sizeof ebuf);
+    if (alog_init(par.access_log, par.access_log_format, par.access_log_syslog, &err) != 0)
+        die("%s", ebuf);
+    AZ(rlog_init(par.rlog_records));
     AZ(be_init()); /* the policy declares backends */
     /* -b first: the policy's default when its routes say nothing. */
     if (o.backend != NULL && o.backend[0] == '/') {

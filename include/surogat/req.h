@@ -52,6 +52,7 @@ struct req {
     double t_first;      /* tim_mono() when the first response byte was sent */
     double t_end;        /* tim_mono() when the response ended */
     uint64_t pol_id;     /* pol: names this request's req.ctx; 0 until a hook runs */
+    uint32_t hooks;      /* pol: bit (1 << hook) for each policy hook run, for the logs */
     /* policy controls */
     struct http *bereq;  /* fetch: the backend request as sent, for the backend hooks */
     struct dir *dir;     /* pol: where the request goes (req.backend, routes); NULL: -b's */

@@ -11,6 +11,7 @@
 #include "surogat/ws.h"
 
 struct alog_buf;
+struct rlog_ring;
 struct pol_wrk;
 
 struct wrk {
@@ -25,6 +26,8 @@ struct wrk {
     size_t be_size;
     struct alog_buf *alog; /* buffered access-log lines */
     struct pol_wrk *pol;   /* pol: this thread's Lua state, built on first use */
+    /* Its ring of request records, for `surogatctl log`; NULL outside a pool. */
+    struct rlog_ring *rlog;
 };
 
 /* Allocate (or grow to the current parameters) the worker's buffers. */

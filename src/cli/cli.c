@@ -72,6 +72,9 @@ struct cli_conn {
     size_t ilen;
     char *obuf; /* unsent answers: obuf[ooff .. olen) */
     size_t ooff, olen, ocap;
+    /* cli__stream(): hand the connection to stream() once the output is sent. */
+    cli_stream_f *stream;
+    void *stream_priv;
 };
 
 static int listen_fd = -1;
@@ -84,6 +87,8 @@ static bool running;
 static struct cli_conn *conns[CLI_MAXCONN];
 static double accept_rest_until; /* tim_mono(); 0 when accepting */
 static char *body_buf;           /* CLI_BODY_MAX bytes for the handlers' answers */
+/* The connection whose handler runs, for cli__stream(); per thread, for cli_exec(). */
+static __thread struct cli_conn *cur_conn;
 
 /*--------------------------------------------------------------------
  * Output.
@@ -257,7 +262,9 @@ handle_line(struct cli_conn *cp, char *line)
         }
     } else {
         log_msg(LOG_DEBUG, "cli: %s: %s", cp->peer, argv[0]);
+        cur_conn = cp;
         status = cli__dispatch(argc, argv, &out);
+        cur_conn = NULL;
         respond(cp, status, out.buf, out.len);
         if (status == CLI_CLOSE)
             cp->closing = true;
@@ -272,7 +279,7 @@ handle_input(struct cli_conn *cp)
     char *nl;
     size_t n;
 
-    while (!cp->closing && cp->olen == 0) {
+    while (!cp->closing && cp->olen == 0 && cp->stream == NULL) {
         nl = memchr(cp->ibuf, '\n', cp->ilen);
         if (nl == NULL)
             break;
@@ -326,8 +333,11 @@ conn_close(struct cli_conn **cpp)
     struct cli_conn *cp;
 
     OBJ_TAKE(cp, cpp, CLI_CONN_MAGIC);
+    if (cp->stream != NULL)
+        cp->stream(-1, cp->stream_priv);
     log_msg(LOG_DEBUG, "cli: %s closed", cp->peer);
-    (void)close(cp->fd);
+    if (cp->fd >= 0)
+        (void)close(cp->fd);
     OPENSSL_cleanse(cp->ibuf, CLI_LINE_MAX + 1); /* may hold an auth answer */
     free(cp->ibuf);
     free(cp->obuf);
@@ -431,8 +441,28 @@ conn_event(struct cli_conn *cp, short revents)
     }
     if ((revents & POLLERR) && cp->olen > 0)
         return (-1);
+    if (cp->stream != NULL && cp->olen == 0) {
+        /* Answered: the connection is the stream's now; the table forgets it. */
+        cp->stream(cp->fd, cp->stream_priv);
+        cp->stream = NULL;
+        cp->fd = -1;
+        return (-1);
+    }
     if (cp->closing && cp->olen == 0)
         return (-1);
+    return (0);
+}
+
+int
+cli__stream(cli_stream_f *fn, void *priv)
+{
+    AN(fn);
+    if (cur_conn == NULL)
+        return (-1);
+    OBJ_CHECK(cur_conn, CLI_CONN_MAGIC);
+    SRG_ASSERT(cur_conn->stream == NULL);
+    cur_conn->stream = fn;
+    cur_conn->stream_priv = priv;
     return (0);
 }
 
@@ -708,6 +738,7 @@ cli_init(const char *addr, const char *secret_file, struct sb *err)
     wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     AN(wake_fd >= 0);
     accept_rest_until = 0;
+    cli__log_init();
     /* Signals belong to the main thread: start ours with all of them blocked. */
     AZ(sigfillset(&all));
     AZ(pthread_sigmask(SIG_SETMASK, &all, &old));
@@ -734,6 +765,7 @@ cli_fini(void)
         AZ(pthread_join(cli_thr, NULL));
         running = false;
     }
+    cli__log_fini();
     if (listen_fd >= 0)
         (void)close(listen_fd);
     listen_fd = -1;

@@ -34,4 +34,19 @@ unsigned cli__cmd_policy_list(int argc, char *const *argv, struct sb *out, void 
 unsigned cli__cmd_policy_discard(int argc, char *const *argv, struct sb *out, void *priv);
 unsigned cli__cmd_purge(int argc, char *const *argv, struct sb *out, void *priv);
 
+/*
+ * Streams.  A handler run for a connection may ask to keep it: once the
+ * handler's answer (CLI_OK) has been sent, the connection leaves the CLI
+ * thread and fn(fd, priv) owns its non-blocking descriptor (fd -1 if the
+ * connection died before the answer went out: fn must still free priv).
+ * fn runs on the CLI thread and must not block.  0, or -1 when the
+ * handler is not serving a connection (cli_exec).
+ */
+typedef void cli_stream_f(int fd, void *priv);
+int cli__stream(cli_stream_f *fn, void *priv);
+
+/* cli_log.c: `log`, registered by cli_init(); ended by cli_fini(). */
+void cli__log_init(void);
+void cli__log_fini(void); /* ends every log stream and joins its thread */
+
 #endif

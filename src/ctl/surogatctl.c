@@ -75,9 +75,12 @@ usage(FILE *f)
             "  -j            ask for JSON (puts -j after COMMAND: \"stats -j\")\n"
             "  -h            this text\n"
             "\n"
+            "'%s log [-d] [-j] [-u REGEX] [-s STATUS] [-c CACHE] [-i ACL]' streams one\n"
+            "line per request until Ctrl-C (see surogatctl(1)).\n"
+            "\n"
             "Exit status: 0 success, 1 command failed, 2 usage or connection error.\n"
             "Try '%s help' for the daemon's commands.\n",
-            prog, DEFAULT_TIMEOUT, prog);
+            prog, DEFAULT_TIMEOUT, prog, prog);
 }
 
 static double
@@ -498,9 +501,36 @@ answer_ok(const struct resp *rp)
     return (rp->status == CLI_OK || rp->status == CLI_TRUNCATED || rp->status == CLI_CLOSE);
 }
 
+/*
+ * After `log` answered OK the connection carries request lines until it
+ * closes: copy them to stdout as they come, with no deadline, until the
+ * daemon closes it, stdout goes away, or a signal (Ctrl-C) ends us.
+ */
+static int
+log_stream(int fd)
+{
+    char buf[65536];
+    ssize_t n;
+
+    fflush(stdout);
+    for (;;) {
+        n = read(fd, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (errno != EINTR)
+                (void)wait_fd(fd, POLLIN, now_mono() + 3600);
+            continue;
+        }
+        if (n <= 0)
+            return (n == 0 ? 0 : 2);
+        if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n || fflush(stdout) != 0)
+            return (0); /* the reader of our output left: done */
+    }
+}
+
 static int
 one_shot(int fd, int argc, char **argv, bool json)
 {
+    bool is_log = strcmp(argv[0], "log") == 0;
     struct resp r;
     size_t need = 16, pos = 0;
     char *line;
@@ -527,9 +557,12 @@ one_shot(int fd, int argc, char **argv, bool json)
     free(line);
     if (rc != 0)
         return (2);
-    print_body(answer_ok(&r) ? stdout : stderr, &r);
+    /* A log stream's stdout is its lines alone, so that it can be piped. */
+    print_body(answer_ok(&r) && !is_log ? stdout : stderr, &r);
     rc = answer_ok(&r) ? 0 : 1;
     free(r.body);
+    if (rc == 0 && is_log)
+        rc = log_stream(fd);
     return (rc);
 }
 
@@ -565,6 +598,12 @@ interactive(int fd, const struct resp *banner)
             break;
         if (n > CLI_LINE_MAX) {
             fprintf(stderr, "%s: line longer than %d bytes, not sent\n", prog, CLI_LINE_MAX);
+            rc = 1;
+            continue;
+        }
+        /* Its answer never ends: the stream would be read as the next answer's header. */
+        if (strncmp(p, "log", 3) == 0 && (p[3] == '\0' || p[3] == ' ' || p[3] == '\t')) {
+            fprintf(stderr, "%s: log streams until Ctrl-C: run '%s log ...' instead\n", prog, prog);
             rc = 1;
             continue;
         }

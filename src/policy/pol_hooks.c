@@ -190,6 +190,7 @@ call_hook(struct req *req, const struct call *c)
         return (POL_ERROR);
     if (pw->ref_user[c->h] == LUA_NOREF && pw->ref_builtin[c->h] == LUA_NOREF)
         return (c->dflt);
+    req->hooks |= 1u << c->h;
     top = lua_gettop(pw->L);
     for (int i = 0; i < c->nargs; i++) {
         if (i == 0)
@@ -245,6 +246,7 @@ pol_hash(struct req *req, char **key, size_t *len)
         return (-1);
     top = lua_gettop(pw->L);
     pw->hlen = 0;
+    req->hooks |= 1u << POL_H_HASH;
     push_req(pw, req, POL_O_REQ, req->http, 0);
     lua_pushvalue(pw->L, -1);
     rv = run_hook(pw, POL_H_HASH, 1, acts, 1);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "surogat/alog.h"
+#include "surogat/rlog.h"
 #include "surogat/defs.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
@@ -145,6 +146,7 @@ worker_thread(void *priv)
     STAT_INC(threads_created);
     STAT_INC(threads);
     w->wrk.alog = alog_buf_new();
+    w->wrk.rlog = rlog_ring_get();
     wrk_buffers_fit(&w->wrk);
     AZ(pthread_mutex_lock(&pp->mtx));
     pp->nstarting--;
@@ -191,6 +193,7 @@ worker_thread(void *priv)
     AZ(pthread_cond_broadcast(&pp->exit_cond));
     AZ(pthread_mutex_unlock(&pp->mtx));
     alog_buf_free(&w->wrk.alog);
+    rlog_ring_put(&w->wrk.rlog);
     wrk_buffers_free(&w->wrk);
     pol_wrk_fini(&w->wrk);
     AZ(pthread_cond_destroy(&w->cond));

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "surogat/alog.h"
+#include "surogat/rlog.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
@@ -485,6 +486,8 @@ req_finish(struct req *req)
     mon_req_end(req);
     if (alog_enabled())
         alog_req(req->wrk->alog, req);
+    if (req->wrk->rlog != NULL)
+        rlog_req(req->wrk->rlog, req);
     /* A body we never read leaves the connection out of step: close it. */
     if (!req->body_done && req->body != H1_BODY_NONE)
         req->close = true;

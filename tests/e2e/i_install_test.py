@@ -355,7 +355,7 @@ def test_jail_runs_every_thread_as_the_user(origin, surogat, staged, jaildir):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "/before" in (log / "access.log.1").read_text()
     assert "running as nobody" in (log / "error.log.1").read_text()
-    wait_until(lambda: "policy %s reloaded" % policy in (log / "error.log").read_text(), 10,
+    wait_until(lambda: "'boot' reloaded from %s" % policy in (log / "error.log").read_text(), 10,
                "the reload logged in the new error.log")
     new = (log / "error.log").read_text()
     assert "SIGHUP: logs reopened" in new and "cannot reopen" not in new, new

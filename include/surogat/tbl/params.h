@@ -91,18 +91,45 @@ PARAM(tls_ticket_rotate, DURATION, "1h", "1s", "7d", PAR_LIVE,
       "session for one to two periods. The keys live in memory only: a restart ends every "
       "ticket.")
 PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
-      "Access log file (NCSA combined with extra fields), relative to the working directory. "
-      "Empty: no access log. Reopened on SIGHUP.")
+      "Access log file, relative to the working directory, in access_log_format. Empty: no "
+      "access log file. Reopened on SIGHUP.")
+PARAM(access_log_format, STRING, "combined", NULL, NULL, PAR_RESTART,
+      "Format of access log lines: \"combined\" (NCSA combined followed by the total time and "
+      "the time to the first byte in microseconds, the backend and the cache status), "
+      "\"json\" (one JSON object per line), or a format string of %-fields such as "
+      "%h [%t] %r %s %b %{cache}x %D (the fields are listed in surogatd(8)). A bad "
+      "format stops surogatd at startup.")
+PARAM(access_log_syslog, BOOL, "off", NULL, NULL, PAR_RESTART,
+      "Also send each access log line to syslog (syslog_socket, facility syslog_facility, "
+      "severity info), one datagram per request; with or without an access_log file.")
 PARAM(error_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Daemon log file (errors, policy errors with file:line, warnings). Empty: standard "
-      "error in the foreground (-F), else surogatd.log in the working directory (-n). "
-      "Reopened on SIGHUP.")
+      "error in the foreground (-F), else surogatd.log in the working directory (-n); "
+      "\"syslog\": syslog (syslog_socket, facility syslog_facility, the message's level as its "
+      "severity). Reopened on SIGHUP.")
+PARAM(syslog_facility, STRING, "daemon", NULL, NULL, PAR_RESTART,
+      "Syslog facility of the messages surogatd sends: daemon, user, local0 .. local7, auth, "
+      "authpriv, cron, ftp, kern, lpr, mail, news, syslog or uucp.")
+PARAM(syslog_socket, STRING, "/dev/log", NULL, NULL, PAR_RESTART,
+      "Datagram socket of the syslog daemon. Messages are RFC 3164, as syslog(3) sends them; "
+      "one that cannot be sent at once (no syslog daemon, a full queue) is dropped, so "
+      "logging never blocks a worker.")
+PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
+      "Records in each worker's request log ring, read by `surogatctl log` (rounded up to a "
+      "power of two; under 500 bytes each, touched only as the worker fills them). The ring "
+      "keeps the latest requests, so `log -d` shows up to this many per worker; a reader more "
+      "than a ring behind reports the records it missed.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
       "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
       "metrics at /metrics, a live status page at / and its data at /status.json. Separate "
       "from client traffic and served by a thread of its own. Empty: off. -M sets it too.")
 PARAM(log_level, UINT, "6", "0", "7", PAR_LIVE,
-      "Least severe daemon log message written, as a syslog level (3 error .. 7 debug).")
+      "Least severe daemon log message written, as a syslog level: 3 err (failures the daemon "
+      "survives: a policy that does not load, a failing hook, a log it cannot reopen), "
+      "4 warning (a backend gone sick, an admin authentication failure, a shutdown that timed "
+      "out), 5 notice (changes made through the admin interface, failed TLS handshakes), "
+      "6 info (start, stop, listeners, reloads), 7 debug (admin connections and commands). "
+      "0 to 2 are not used: a panic goes to standard error whatever the level.")
 PARAM(xff, BOOL, "on", NULL, NULL, PAR_LIVE,
       "Append the client address to X-Forwarded-For and set X-Forwarded-Proto on backend "
       "requests.")
