@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct cobj;
 struct dir;
 struct http;
 struct req;
@@ -138,7 +139,15 @@ enum pol_act pol_deliver(struct req *req, struct http *resp, struct pol_synth *s
  * (parsed, in workspace) and its timing.
  */
 struct pol_obj {
-    struct http *resp; /* status, reason, fields */
+    /*
+     * status, reason, fields; NULL until the script reads one of them:
+     * then load(obj) parses the stored head (a copy per hit saved when
+     * the hook only looks at the timing, or at nothing).
+     */
+    struct http *resp;
+    struct http *(*load)(const struct pol_obj *obj); /* NULL: workspace exhausted */
+    const struct cobj *oc;
+    struct req *req;
     double ttl;        /* seconds of freshness left: negative once stale (grace) */
     double age;        /* seconds since the response was generated */
     double grace;      /* stale-while-revalidate window, seconds after the ttl */

@@ -28,6 +28,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <lauxlib.h>
 #include <lualib.h>
 
@@ -507,6 +509,7 @@ pol_wrk_fini(struct wrk *wrk)
     OBJ_CHECK(pw, POL_WRK_MAGIC);
     state_close(pw);
     free(pw->hbuf);
+    pcre2_match_data_free(pw->re_md);
     OBJ_FREE(&pw);
     wrk->pol = NULL;
 }

@@ -111,17 +111,27 @@ do_match(lua_State *L, pcre2_code *code, const char *s, size_t len, pcre2_match_
     return (rc);
 }
 
-/* re.match(s, pattern): whether it matches. */
+/*
+ * re.match(s, pattern): whether it matches.  The worker's one-pair match
+ * data is enough: a match that does not fit it (rc 0) is still a match.
+ */
 static int
 l_re_match(lua_State *L)
 {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
     pcre2_code *code = get_re(L, 2);
-    pcre2_match_data *md;
-    int rc = do_match(L, code, s, len, &md);
+    struct pol_wrk *pw = pol__wrk(L);
+    int rc;
 
-    pcre2_match_data_free(md);
+    if (pw->re_md == NULL && (pw->re_md = pcre2_match_data_create(1, NULL)) == NULL)
+        return (luaL_error(L, "out of memory"));
+    rc = pcre2_match(code, (PCRE2_SPTR)s, len, 0, 0, pw->re_md, NULL);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        PCRE2_UCHAR msg[128];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        return (luaL_error(L, "re: %s", (const char *)msg));
+    }
     lua_pushboolean(L, rc >= 0);
     return (1);
 }

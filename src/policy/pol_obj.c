@@ -50,6 +50,9 @@ struct msg {
 
 static const char *const kind_name[] = { "req", "bereq", "beresp", "resp", "obj" };
 
+/* obj's head before the script reads it: check_msg() loads it then. */
+static struct http obj_unloaded;
+
 void
 pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struct pol_ex *ex,
               int ro)
@@ -62,6 +65,8 @@ pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struc
     memset(&m->ex, 0, sizeof m->ex);
     if (ex != NULL)
         m->ex = *ex;
+    if (kind == POL_O_OBJ && hp == NULL)
+        m->hp = &obj_unloaded;
     m->ro = ro;
     luaL_setmetatable(L, MSG_MT);
 }
@@ -82,6 +87,10 @@ check_msg(lua_State *L, int idx)
 
     if (m->hp == NULL)
         (void)luaL_error(L, "%s used after its hook returned", kind_name[m->kind]);
+    if (m->hp == &obj_unloaded && (m->hp = m->ex.obj->load(m->ex.obj)) == NULL) {
+        m->hp = &obj_unloaded;
+        (void)luaL_error(L, "workspace_client exhausted");
+    }
     return (m);
 }
 
@@ -402,15 +411,30 @@ do_flag(struct pol_beresp *br, const char *k)
 static int
 l_msg_index(lua_State *L)
 {
-    struct msg *m = check_msg(L, 1);
+    struct msg *m = luaL_checkudata(L, 1, MSG_MT);
     const char *k = luaL_checkstring(L, 2);
+
+    /* obj's timing needs no head: answered without parsing it. */
+    if (m->ex.obj != NULL && (strcmp(k, "ttl") == 0 || strcmp(k, "age") == 0 ||
+                              strcmp(k, "grace") == 0)) {
+        lua_pushnumber(L, *k == 't' ? m->ex.obj->ttl : *k == 'a' ? m->ex.obj->age
+                                                                 : m->ex.obj->grace);
+        return (1);
+    }
+    m = check_msg(L, 1);
     bool isreq = m->kind == POL_O_REQ || m->kind == POL_O_BEREQ;
 
     if (strcmp(k, "http") == 0) {
-        lua_newuserdatauv(L, 0, 1);
-        lua_pushvalue(L, 1);
-        lua_setiuservalue(L, -2, 1);
-        luaL_setmetatable(L, HDRS_MT);
+        /* One headers object per message, kept in its user value: no garbage per access. */
+        if (lua_getiuservalue(L, 1, 1) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_newuserdatauv(L, 0, 1);
+            lua_pushvalue(L, 1);
+            lua_setiuservalue(L, -2, 1);
+            luaL_setmetatable(L, HDRS_MT);
+            lua_pushvalue(L, -1);
+            lua_setiuservalue(L, 1, 1);
+        }
     } else if (isreq && strcmp(k, "method") == 0) {
         push_txt(L, m->hp->method);
     } else if (isreq && strcmp(k, "url") == 0) {
@@ -436,12 +460,6 @@ l_msg_index(lua_State *L)
         lua_pushnumber(L, m->ex.br->stale_if_error);
     } else if (m->ex.br != NULL && strcmp(k, "uncacheable") == 0) {
         lua_pushboolean(L, m->ex.br->uncacheable);
-    } else if (m->ex.obj != NULL && strcmp(k, "ttl") == 0) {
-        lua_pushnumber(L, m->ex.obj->ttl);
-    } else if (m->ex.obj != NULL && strcmp(k, "age") == 0) {
-        lua_pushnumber(L, m->ex.obj->age);
-    } else if (m->ex.obj != NULL && strcmp(k, "grace") == 0) {
-        lua_pushnumber(L, m->ex.obj->grace);
     } else if (m->ex.br != NULL && strcmp(k, "keep") == 0) {
         lua_pushnumber(L, m->ex.br->keep);
     } else if (m->ex.br != NULL && do_flag(m->ex.br, k) != NULL) {

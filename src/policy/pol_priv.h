@@ -55,6 +55,7 @@ struct pol_wrk {
     char *hbuf;            /* hash: surogat.hash_data() pieces, each after a NUL */
     size_t hlen, hcap;
     unsigned nre; /* patterns in the re cache */
+    void *re_md;  /* re.match's pcre2_match_data, made once: no allocation per match */
 };
 
 /* The worker state behind a Lua state. */

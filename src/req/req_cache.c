@@ -907,24 +907,26 @@ do_miss(struct req *req, struct cobj **ocp, struct hsh_stale *stale)
 }
 
 /*
- * The hit hook on object oc: obj is its stored head parsed into
- * workspace (with the empty line it is stored without) and its timing.
+ * pol_obj's load(): the object's stored head parsed into workspace (with
+ * the empty line it is stored without), when the hit hook first reads it.
  */
-static enum pol_act
-policy_hit(struct req *req, const struct cobj *oc, double now, struct pol_synth *syn)
+static struct http *
+load_obj_head(const struct pol_obj *obj)
 {
+    struct req *req = obj->req;
+    const struct cobj *oc = obj->oc;
     struct h1_limits lim;
     struct http_hdr *hdrs;
-    struct http h;
-    struct pol_obj obj;
+    struct http *h;
     size_t len = oc->head_len + 2, used;
     unsigned nhdr = 1;
     char *buf;
 
     buf = ws_alloc(&req->wrk->ws, len);
-    if (buf == NULL) {
+    h = ws_alloc(&req->wrk->ws, sizeof *h);
+    if (buf == NULL || h == NULL) {
         STAT_INC(ws_overflow);
-        return (POL_ERROR);
+        return (NULL);
     }
     memcpy(buf, oc->head, oc->head_len);
     memcpy(buf + oc->head_len, "\r\n", 2);
@@ -933,13 +935,21 @@ policy_hit(struct req *req, const struct cobj *oc, double now, struct pol_synth 
     hdrs = ws_alloc(&req->wrk->ws, nhdr * sizeof *hdrs);
     if (hdrs == NULL) {
         STAT_INC(ws_overflow);
-        return (POL_ERROR);
+        return (NULL);
     }
-    http_init(&h, hdrs, nhdr);
+    http_init(h, hdrs, nhdr);
     lim = (struct h1_limits){ len + 1, len + 1, nhdr };
-    if (h1_parse_response(buf, len, &lim, &h, &used) != H1_DONE)
-        return (POL_ERROR); /* we stored it: cannot happen, but not worth a panic */
-    obj.resp = &h;
+    if (h1_parse_response(buf, len, &lim, h, &used) != H1_DONE)
+        return (NULL); /* we stored it: cannot happen, but not worth a panic */
+    return (h);
+}
+
+/* The hit hook on object oc: its timing now, its head when the script reads it. */
+static enum pol_act
+policy_hit(struct req *req, const struct cobj *oc, double now, struct pol_synth *syn)
+{
+    struct pol_obj obj = { .load = load_obj_head, .oc = oc, .req = req };
+
     obj.age = SRG_MAX(0.0, now - oc->fresh.t_origin);
     obj.ttl = oc->fresh.ttl - obj.age;
     obj.grace = oc->fresh.swr;
