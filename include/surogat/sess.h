@@ -95,6 +95,13 @@ sess_pending(const struct sess *sp)
     return (sp->ssl != NULL && tls_pending(sp->ssl));
 }
 
+/*
+ * Hold back partial segments (TCP_CORK) while a head and a sendfile(2)
+ * body go out, so that the head rides with the first file bytes and the
+ * body leaves in full segments; off sends what is held.  No-op on TLS.
+ */
+void sess_cork(struct sess *sp, bool on);
+
 /* Takes ownership of fd, which is already non-blocking. */
 struct sess *sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa);
 /* Close the connection and free the session. */

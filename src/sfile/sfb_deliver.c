@@ -227,6 +227,7 @@ send_file(struct req *req, struct sfb_file *f)
     struct fresp r = { f, -1, 0, f->size > 0 ? f->size - 1 : 0, f->size };
     const char *body = NULL;
     uint64_t len;
+    bool corked;
 
     if (req_not_modified(req, &etag, &lm)) {
         STAT_INC(sfb_not_modified);
@@ -241,8 +242,14 @@ send_file(struct req *req, struct sfb_file *f)
     len = r.len;
     if (f->mem != NULL && len > 0)
         body = f->mem + r.first;
-    if (send_head(req, file_head, &r, body, len) != 0 || body != NULL || len == 0 || req->head_only)
+    corked = body == NULL && len > 0 && !req->head_only;
+    if (corked)
+        sess_cork(req->sp, true);
+    if (send_head(req, file_head, &r, body, len) != 0 || !corked) {
+        if (corked)
+            sess_cork(req->sp, false);
         return;
+    }
     for (uint64_t off = r.first, left = len; left > 0;) {
         size_t n = left > SFB_SENDFILE_ROUND ? SFB_SENDFILE_ROUND : (size_t)left;
 
@@ -257,6 +264,7 @@ send_file(struct req *req, struct sfb_file *f)
         STAT_ADD(resp_body_bytes, n);
         STAT_ADD(sfb_sendfile_bytes, n);
     }
+    sess_cork(req->sp, false);
 }
 
 static void
