@@ -207,7 +207,7 @@ def start_surogat(args, name, workdir, port, origin_port, storage, extra=(), lis
     srv.kind = "surogat"
     srv.admin = f"127.0.0.1:{pt.free_port()}"
     srv.logfile = os.path.join(d, "stderr.log")
-    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F",
+    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F", "-j", "none",
             "-a", f"127.0.0.1:{port}{listen_opts}", "-b", f"127.0.0.1:{origin_port}", "-n", d,
             "-s", storage, "-T", srv.admin,
             "-p", f"thread_pools={args.thread_pools}",

@@ -110,7 +110,7 @@ def start_surogat(args, workdir, origin_port):
     srv = pt.Server("surogat", port)
     srv.admin = f"127.0.0.1:{pt.free_port()}"
     srv.logfile = os.path.join(d, "stderr.log")
-    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F",
+    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F", "-j", "none",
             "-a", f"127.0.0.1:{port}", "-b", f"127.0.0.1:{origin_port}", "-n", d,
             "-T", srv.admin, "-s", "malloc,64m",
             "-p", f"thread_pools={args.thread_pools}",

@@ -424,7 +424,7 @@ def start_surogat(args, workdir, port, origin_port):
     os.makedirs(d, exist_ok=True)
     srv = Server("surogat", port)
     srv.logfile = os.path.join(d, "stderr.log")
-    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F",
+    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F", "-j", "none",
             "-a", f"127.0.0.1:{port}", "-b", f"127.0.0.1:{origin_port}", "-n", d,
             "-p", f"thread_pools={args.thread_pools}",
             "-p", f"thread_pool_min={args.thread_pool_min}",

@@ -119,7 +119,7 @@ def start_surogat(args, name, workdir, root):
     srv = pt.Server("surogat", port)
     srv.admin = f"127.0.0.1:{pt.free_port()}"
     srv.logfile = os.path.join(d, "stderr.log")
-    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F",
+    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F", "-j", "none",
             "-a", f"127.0.0.1:{port}", "-b", root, "-n", d, "-s", "malloc,16m",
             "-T", srv.admin,
             "-p", f"thread_pools={args.thread_pools}",

@@ -16,7 +16,7 @@ work=$(mktemp -d /tmp/surogat-demo.XXXXXX)
 
 python3 scripts/demo_origin.py 127.0.0.1 "$ORIGIN_PORT" &
 origin=$!
-build/surogatd -F -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" -T "$ADMIN" \
+build/surogatd -F -j none -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" -T "$ADMIN" \
     -n "$work" -p access_log="$work/access.log" &
 sg=$!
 stop() {

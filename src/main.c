@@ -419,10 +419,7 @@ jail_say(const struct opts *o)
                 (unsigned)getgid());
     else if (geteuid() == 0 && o->jail_none)
         log_msg(LOG_NOTICE, "running as root (-j none)");
-    else if (geteuid() == 0)
-        log_msg(LOG_WARNING, "running as root: every thread, the Lua policy's included, keeps "
-                             "root's rights; give -j USER to drop them once the sockets are "
-                             "bound, or -j none to run as root on purpose");
+
 }
 
 static void
@@ -645,6 +642,15 @@ main(int argc, char **argv)
     for (unsigned i = 0; i < o.nlisten; i++)
         if (acc_listen(o.listen[i], o.startdir, &err) != 0)
             die("%s", ebuf);
+    /*
+     * Workers never run as root by accident: started as root, the daemon
+     * drops to -j USER once its sockets are bound, or keeps root only when
+     * told so (-j none).  Checked after everything else could fail, so that
+     * a bad option still gets its own message.
+     */
+    if (geteuid() == 0 && o.jail == NULL)
+        die("running as root: give -j USER to drop root's rights once the sockets are bound, "
+            "or -j none to run as root on purpose");
     if (!o.foreground)
         daemonize();
     write_pidfile(o.pidfile);

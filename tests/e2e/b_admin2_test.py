@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import (SUROGATCTL, SUROGATD, free_port, listening, need_binaries, wait_until)
+from conftest import (ROOT_OK, SUROGATCTL, SUROGATD, free_port, listening, need_binaries, wait_until)
 from cstatus import is_hit
 import httpc
 
@@ -635,7 +635,7 @@ def test_unix_socket(origin, tmp_path):
     port = free_port()
     log = tmp_path / "surogatd.log"
     with open(log, "wb") as lf:
-        proc = subprocess.Popen([SUROGATD, "-F", "-a", "127.0.0.1:%d" % port, "-b", origin.addr,
+        proc = subprocess.Popen([SUROGATD, "-F"] + ROOT_OK + ["-a", "127.0.0.1:%d" % port, "-b", origin.addr,
                                  "-n", str(tmp_path / "wd"), "-T", str(sock), "-S", str(secret),
                                  "-p", "shutdown_timeout=3s"],
                                 stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT)

@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 import httpc
-from conftest import (START_TIMEOUT, STOP_TIMEOUT, SUROGATCTL, SUROGATD, free_port, listening,
+from conftest import (ROOT_OK, START_TIMEOUT, STOP_TIMEOUT, SUROGATCTL, SUROGATD, free_port, listening,
                       need_binaries, wait_until)
 
 
@@ -87,7 +87,7 @@ def test_detached_daemon_health_and_clean_stop(origin, tmp_path):
     need_binaries()
     port, admin = free_port(), free_port()
     pidfile, log = tmp_path / "pid", tmp_path / "err.log"
-    r = subprocess.run([SUROGATD, "-a", "127.0.0.1:%d" % port, "-b", origin.addr,
+    r = subprocess.run([SUROGATD] + ROOT_OK + ["-a", "127.0.0.1:%d" % port, "-b", origin.addr,
                         "-T", "127.0.0.1:%d" % admin, "-n", str(tmp_path / "wd"),
                         "-P", str(pidfile), "-p", "error_log=%s" % log],
                        capture_output=True, text=True, timeout=STOP_TIMEOUT)

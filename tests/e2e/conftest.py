@@ -77,6 +77,11 @@ def wait_until(pred, timeout, what, interval=0.02):
         time.sleep(interval)
 
 
+# Started as root, surogatd wants -j: the tests keep root on purpose (a test
+# of -j itself passes its own).
+ROOT_OK = ["-j", "none"] if os.geteuid() == 0 else []
+
+
 def need_binaries():
     for b in (SUROGATD, SUROGATCTL):
         if not os.access(b, os.X_OK):
@@ -87,7 +92,7 @@ def run_surogatd(args, timeout=8, cwd=None):
     """Run surogatd to completion (for command-line tests); bounded."""
     need_binaries()
     try:
-        return subprocess.run([SUROGATD] + args, capture_output=True, text=True,
+        return subprocess.run([SUROGATD] + ROOT_OK + args, capture_output=True, text=True,
                               timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired as e:  # run() has killed it
         raise AssertionError("surogatd %s still running after %ss (it should have exited); "
@@ -109,7 +114,7 @@ class Surogat:
         self.log_path = self.workdir.parent / (self.workdir.name + ".stderr")
         self.stopped = False
         self.rc = None
-        argv = [SUROGATD, "-F", "-a", "127.0.0.1:%d" % self.port]
+        argv = [SUROGATD, "-F", "-a", "127.0.0.1:%d" % self.port] + ROOT_OK
         if listen6:
             argv += ["-a", "[::1]:%d" % self.port6]
         argv += ["-b", backend, "-n", str(self.workdir), "-T", "127.0.0.1:%d" % self.admin_port]

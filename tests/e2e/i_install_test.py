@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SUROGATD, listening, run_surogatd, wait_until
+from conftest import REPO, SUROGATD, free_port, listening, run_surogatd, wait_until
 import httpc
 
 MAN_PAGES = ["man1/surogatctl.1", "man5/surogat.conf.5", "man7/surogat-lua.7",
@@ -383,12 +383,13 @@ def test_jail_unix_syntax_and_group(origin, surogat):
     assert (sg.workdir.stat().st_uid, sg.workdir.stat().st_gid) == (pw.pw_uid, g.gr_gid)
 
 
-def test_root_without_jail_is_said(origin, surogat):
+def test_root_without_jail_is_refused(origin, surogat, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root")
-    sg = surogat()
-    wait_until(lambda: "running as root" in sg.log_tail(), 5, "the warning")
-    assert "warning: running as root" in sg.log_tail() and "-j USER" in sg.log_tail()
+    r = subprocess.run([SUROGATD, "-F", "-a", "127.0.0.1:%d" % free_port(), "-b", origin.addr,
+                        "-n", str(tmp_path / "wd")], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2, r
+    assert "running as root: give -j USER" in r.stderr and "-j none" in r.stderr, r.stderr
     sg2 = surogat(args=["-j", "none"])
     wait_until(lambda: "running as root (-j none)" in sg2.log_tail(), 5, "the notice")
     assert "warning" not in sg2.log_tail()

@@ -517,7 +517,7 @@ def test_do_stream_false_sends_nothing_before_the_body_is_stored(origin, surogat
 
 def test_detached_daemon_logs_policy_errors_in_its_directory(origin, tmp_path):
     import httpc
-    from conftest import START_TIMEOUT, STOP_TIMEOUT, SUROGATD, free_port, listening
+    from conftest import ROOT_OK, START_TIMEOUT, STOP_TIMEOUT, SUROGATD, free_port, listening
     origin.route("/ok", body=b"ok")
     p = script(tmp_path, """
         function recv(req)
@@ -525,7 +525,7 @@ def test_detached_daemon_logs_policy_errors_in_its_directory(origin, tmp_path):
         end
         """, name="detached.lua")
     port, pidfile, wd = free_port(), tmp_path / "pid", tmp_path / "wd"
-    r = subprocess.run([SUROGATD, "-a", "127.0.0.1:%d" % port, "-b", origin.addr, "-f", str(p),
+    r = subprocess.run([SUROGATD] + ROOT_OK + ["-a", "127.0.0.1:%d" % port, "-b", origin.addr, "-f", str(p),
                         "-n", str(wd), "-P", str(pidfile)],
                        capture_output=True, text=True, timeout=STOP_TIMEOUT)
     assert r.returncode == 0, r.stderr

@@ -316,13 +316,13 @@ def test_apache_behind_with_static_files_served_by_surogat(apache, surogat, tmp_
 
 def test_a_script_with_backends_needs_no_b(origin, tmp_path):
     import subprocess
-    from conftest import SUROGATD, free_port, listening
+    from conftest import ROOT_OK, SUROGATD, free_port, listening
     import httpc
     origin.route("/n", body=b"no -b needed")
     p = tmp_path / "only.lua"
     p.write_text('backend "app" { host = "127.0.0.1", port = %d }\n' % origin.port)
     port = free_port()
-    proc = subprocess.Popen([SUROGATD, "-F", "-a", "127.0.0.1:%d" % port, "-f", str(p),
+    proc = subprocess.Popen([SUROGATD, "-F"] + ROOT_OK + ["-a", "127.0.0.1:%d" % port, "-f", str(p),
                              "-n", str(tmp_path / "wd")], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -334,7 +334,7 @@ def test_a_script_with_backends_needs_no_b(origin, tmp_path):
         proc.wait(10)
     # and a script declaring nothing, without -b, is refused at startup
     p.write_text("function recv(req) end\n")
-    r = subprocess.run([SUROGATD, "-F", "-a", "127.0.0.1:%d" % free_port(), "-f", str(p),
+    r = subprocess.run([SUROGATD, "-F"] + ROOT_OK + ["-a", "127.0.0.1:%d" % free_port(), "-f", str(p),
                         "-n", str(tmp_path / "wd2")], capture_output=True, text=True, timeout=10)
     assert r.returncode != 0 and "declares none and there is no -b" in r.stderr, r
 
