@@ -74,7 +74,7 @@ struct opts {
     char *user;
     bool foreground;
     bool check; /* -C: compile the -f script and exit */
-    char *owned[2]; /* absolute -S and -P paths we made, freed at exit */
+    char *owned[3]; /* absolute -S, -P and -f paths we made, freed at exit */
     char startdir[4096]; /* the directory we were started in, before -n */
     /* -b /DIR: the static-file backend's files, freed after be_fini(). */
     struct sfb *sfb;
@@ -546,6 +546,7 @@ drain_and_stop(const struct opts *o)
     par_fini();
     free(o->owned[0]);
     free(o->owned[1]);
+    free(o->owned[2]);
     free(o->user);
 }
 
@@ -586,6 +587,13 @@ main(int argc, char **argv)
         if (abs == NULL)
             die("-S %s: %s", o.secret, strerror(errno));
         o.secret = o.owned[0] = abs;
+    }
+    if (o.policy != NULL && *o.policy != '/') {
+        /* Kept relative, the script would be looked for in -n (and reloaded from there). */
+        char *abs = realpath(o.policy, NULL);
+        if (abs == NULL)
+            die("-f %s: %s", o.policy, strerror(errno));
+        o.policy = o.owned[2] = abs;
     }
     if (o.pidfile != NULL && *o.pidfile != '/') {
         char cwd[4096], *abs;

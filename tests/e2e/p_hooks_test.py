@@ -548,3 +548,14 @@ def _gone(pid):
     except ProcessLookupError:
         return True
     return False
+
+
+def test_relative_script_path_is_from_the_start_directory(origin, surogat, tmp_path):
+    # surogatd starts in tmp_path and works in its -n directory below it.
+    origin.route("/rel", body=b"rel")
+    (tmp_path / "rel.lua").write_text("function deliver(req, resp) resp.http.x_rel = 'yes' end\n")
+    sg = surogat(args=["-f", "rel.lua"])
+    assert sg.get("/rel").header("X-Rel") == "yes"
+    (tmp_path / "rel.lua").write_text("function deliver(req, resp) resp.http.x_rel = 'two' end\n")
+    sg.signal(signal.SIGHUP)
+    wait_until(lambda: sg.get("/rel").header("X-Rel") == "two", 5, "the reload from the same file")
