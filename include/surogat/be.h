@@ -131,6 +131,12 @@ struct be *be_find(const char *name); /* the newest live backend by name, or NUL
  * state, probe history (oldest first, 'H' good, '-' bad), connections.
  */
 void be_list(struct sb *out);
+/*
+ * fn for each live backend, under the registry lock: fn must not call
+ * back into be_ (be_healthy() excepted, which takes no lock).
+ */
+typedef void be_visit_f(const struct be *be, void *priv);
+void be_foreach(be_visit_f *fn, void *priv);
 /* The probe window of `be` as a bitmap (bit 0 the newest); 0 without a probe. */
 uint64_t be_probe_bits(const struct be *be);
 

@@ -531,6 +531,16 @@ be_probe_bits(const struct be *be)
 }
 
 void
+be_foreach(be_visit_f *fn, void *priv)
+{
+    AZ(pthread_mutex_lock(&be_mtx));
+    for (struct be *be = be_all; be != NULL; be = be->priv->next)
+        if (be->priv->refcnt > 0)
+            fn(be, priv);
+    AZ(pthread_mutex_unlock(&be_mtx));
+}
+
+void
 be_list(struct sb *out)
 {
     struct be *be;

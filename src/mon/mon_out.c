@@ -48,16 +48,36 @@ struct store {
     unsigned long long size, used;
 };
 
-/*
- * Whether a backend takes traffic.  There are no health probes yet, so
- * every configured backend counts as healthy; once be.h has probes this
- * becomes `return (be_healthy(be));`.
- */
-static bool
-be_up(const struct be *be)
+static void add_escaped(struct evbuffer *out, const char *s);
+static void json_str(struct evbuffer *out, const char *s);
+
+/* One /metrics line per live backend: 1 while it takes traffic (probes, admin state). */
+static void
+metrics_backend(const struct be *be, void *priv)
 {
-    OBJ_CHECK(be, BE_MAGIC);
-    return (true);
+    struct evbuffer *out = priv;
+
+    evbuffer_add(out, "surogat_backend_healthy{backend=\"", 33);
+    add_escaped(out, be->name);
+    evbuffer_add(out, "\",address=\"", 11);
+    add_escaped(out, be->hostport != NULL ? be->hostport : "static");
+    evbuffer_add_printf(out, "\"} %d\n", be_healthy(be) ? 1 : 0);
+}
+
+/* One /status.json entry per live backend; *(bool *) in priv[1]: the first one is written. */
+static void
+json_backend(const struct be *be, void *priv)
+{
+    void **a = priv;
+    struct evbuffer *out = a[0];
+    bool *first = a[1];
+
+    evbuffer_add(out, *first ? "{\"name\":" : ",{\"name\":", *first ? 8 : 9);
+    *first = false;
+    json_str(out, be->name);
+    evbuffer_add(out, ",\"address\":", 11);
+    json_str(out, be->hostport != NULL ? be->hostport : "static");
+    evbuffer_add_printf(out, ",\"healthy\":%s}", be_healthy(be) ? "true" : "false");
 }
 
 /* The stores, from sto_list()'s "sN KIND size=N used=N ..." lines. */
@@ -127,7 +147,6 @@ void
 mon__metrics(struct evbuffer *out)
 {
     struct store st[MAX_STORES];
-    const struct be *be;
     struct stat_block b;
     uint64_t cum = 0;
     unsigned n;
@@ -170,15 +189,7 @@ mon__metrics(struct evbuffer *out)
     evbuffer_add_printf(out, "surogat_uptime_seconds %.3f\n", tim_real() - mon__t_start);
 
     head(out, "surogat_backend_healthy", "gauge", "1 if the backend takes traffic, else 0.");
-    /* XXX: be.h names only the default backend; list them all once it can. */
-    be = be_default();
-    if (be != NULL) {
-        evbuffer_add(out, "surogat_backend_healthy{backend=\"", 33);
-        add_escaped(out, be->name);
-        evbuffer_add(out, "\",address=\"", 11);
-        add_escaped(out, be->hostport);
-        evbuffer_add_printf(out, "\"} %d\n", be_up(be) ? 1 : 0);
-    }
+    be_foreach(metrics_backend, out);
 
     n = stores_get(st, MAX_STORES);
     head(out, "surogat_store_size_bytes", "gauge", "Bytes a store may use.");
@@ -210,7 +221,6 @@ mon__status_json(struct evbuffer *out)
     struct mon_top top[TOP_SHOWN];
     struct mon_big big[MON_BIG_N];
     struct store st[MAX_STORES];
-    const struct be *be;
     struct stat_block b;
     double now = tim_real();
     unsigned n;
@@ -237,13 +247,10 @@ mon__status_json(struct evbuffer *out)
     evbuffer_add_printf(out, "],\"sum\":%.6f},", (double)b.v[STAT_req_time_us] / 1e6);
 
     evbuffer_add(out, "\"backends\":[", 12);
-    be = be_default();
-    if (be != NULL) {
-        evbuffer_add(out, "{\"name\":", 8);
-        json_str(out, be->name);
-        evbuffer_add(out, ",\"address\":", 11);
-        json_str(out, be->hostport);
-        evbuffer_add_printf(out, ",\"healthy\":%s}", be_up(be) ? "true" : "false");
+    {
+        bool first = true;
+        void *a[2] = { out, &first };
+        be_foreach(json_backend, a);
     }
 
     evbuffer_add(out, "],\"stores\":[", 12);

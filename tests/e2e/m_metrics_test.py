@@ -251,3 +251,18 @@ def test_param_and_bad_address(origin, surogat):
                           "-M", bad])
         assert r.returncode == 2, (bad, r.stderr)
         assert "admin_http" in r.stderr, r.stderr
+
+
+def test_declared_backends_with_their_health(origin, surogat, tmp_path):
+    p = tmp_path / "be.lua"
+    p.write_text('backend "app" { host = "127.0.0.1", port = %d }\n'
+                 'backend "spare" { host = "127.0.0.1", port = %d }\n'
+                 'route { to = "app" }\n' % (origin.port, origin.port))
+    sg = start(surogat, args=["-f", str(p)])
+    assert sg.ctl("backend.set_health", "spare", "sick").returncode == 0
+    m = scrape(sg)
+    health = {lab["backend"]: v for lab, v in m["surogat_backend_healthy"]}
+    assert health == {"default": 1.0, "app": 1.0, "spare": 0.0}, health
+    st = json.loads(admin_get(sg, "/status.json").body)
+    assert {b["name"]: b["healthy"] for b in st["backends"]} == \
+        {"default": True, "app": True, "spare": False}, st["backends"]
