@@ -196,7 +196,8 @@ copy_str(char *dst, size_t dst_len, const char *src, size_t len)
 {
     if (len >= dst_len)
         len = dst_len - 1;
-    memcpy(dst, src, len);
+    if (len > 0) /* src may be NULL then (an empty field): memcpy must not see it */
+        memcpy(dst, src, len);
     dst[len] = '\0';
 }
 

@@ -167,8 +167,8 @@ START_TEST(refusals_change_nothing)
                                              "a b",
                                              "a/b",
                                              "a\"b",
-                                             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                                             "aaaaaaaaaaaaaaa" };
+                                             ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                                              "aaaaaaaaaaaaaaa") };
     const char *a = script(SCRIPT_A), *bad = script(SCRIPT_BAD);
     char want[128];
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tls.h"
+#include "surogat/vio.h"
 
 static char dir[256], crt[300], key[300];
 static struct tls_lsn *ln;
@@ -251,6 +253,12 @@ START_TEST(large_write_against_a_slow_reader)
     memset(big, 'y', len);
     ck_assert_int_eq(pthread_create(&th, NULL, client_reads_all, NULL), 0);
     ck_assert_int_eq(tls_write(srv, sv[0], big, len, tim_mono() + 30), 0);
+    /*
+     * tls_close() tries close_notify once, without blocking: wait until the
+     * reader made room, or a full buffer would swallow it and the reader
+     * would wait for it forever.
+     */
+    ck_assert_int_eq(vio_wait(sv[0], POLLOUT, tim_mono() + 30), 1);
     tls_close(&srv); /* close_notify ends the client's loop cleanly */
     ck_assert_int_eq(pthread_join(th, &total), 0);
     ck_assert_uint_eq((size_t)total, len);
