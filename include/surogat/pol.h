@@ -210,6 +210,12 @@ enum pol_act pol_purge(struct req *req, struct pol_synth *syn);
  * when the program declares nothing and there is no -b.
  */
 struct dir *pol_dir(struct req *req);
+/*
+ * Whether the program the request runs on declares a static-file backend
+ * (or has -b's): when not, no request needs its route resolved before
+ * the cache lookup.
+ */
+bool pol_routes_static(struct req *req);
 /* Whether the current program has somewhere to send requests (a default director). */
 bool pol_has_backend(void);
 

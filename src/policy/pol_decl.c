@@ -89,6 +89,7 @@ struct pol_cfg {
     unsigned ndir;
     struct rt *rt;
     struct dir *dflt; /* NULL: nothing declared and no -b */
+    unsigned nstatic; /* static-file backends it can route to: 0 spares every request the check */
 };
 
 /* ---- recording, in every state ---- */
@@ -439,6 +440,7 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     lua_pop(d->L, 1); /* probe, kept on the stack while pc pointed into it */
     cfg->be[cfg->nbe++] = be;
     cfg->dir[cfg->ndir++] = dir_backend(be);
+    cfg->nstatic += be->sfb != NULL;
     return (0);
 }
 
@@ -602,6 +604,7 @@ pol__decl_build(lua_State *L, struct sb *err)
     if (cfg->dflt == NULL && (b = be_find("default")) != NULL) {
         cfg->dflt = dir_backend(b); /* -b's lives as long as the process */
         cfg->dir[cfg->ndir++] = cfg->dflt;
+        cfg->nstatic += b->sfb != NULL;
     }
     if (cfg->dflt == NULL && cfg->ndir > 0)
         cfg->dflt = cfg->dir[0];
@@ -623,6 +626,12 @@ pol__decl_route(const struct pol_cfg *cfg, const struct req *req)
         return (NULL);
     d = rt_match(cfg->rt, http_value(req->http, "Host"), &req->http->url);
     return (d != NULL ? d : cfg->dflt);
+}
+
+bool
+pol__decl_has_static(const struct pol_cfg *cfg)
+{
+    return (cfg != NULL && cfg->nstatic > 0);
 }
 
 bool

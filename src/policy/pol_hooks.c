@@ -451,3 +451,11 @@ pol_dir(struct req *req)
     req->dir = pol__decl_route(pol__prog_cfg(pw->prog), req);
     return (req->dir);
 }
+
+bool
+pol_routes_static(struct req *req)
+{
+    struct pol_wrk *pw = begin(req);
+
+    return (pw != NULL && pol__decl_has_static(pol__prog_cfg(pw->prog)));
+}

@@ -114,6 +114,7 @@ void pol__decl_fini(void); /* at exit, after the programs: the static backends' 
 struct dir *pol__decl_find(const struct pol_cfg *cfg, const char *name);
 struct dir *pol__decl_route(const struct pol_cfg *cfg, const struct req *req);
 bool pol__decl_empty(const struct pol_cfg *cfg);
+bool pol__decl_has_static(const struct pol_cfg *cfg);
 
 /* pol_lib.c: the global tables `re` and `surogat`. */
 void pol__lib_open(lua_State *L);

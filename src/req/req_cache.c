@@ -828,8 +828,12 @@ deliver_static(struct req *req, struct be *be)
 static bool
 static_route(struct req *req)
 {
-    struct dir *d = pol_dir(req);
+    struct dir *d;
 
+    /* Without static backends, a hit never resolves its route at all. */
+    if (!pol_routes_static(req))
+        return (false);
+    d = pol_dir(req);
     return (d != NULL && dir_type(d) == DIR_BACKEND &&
             deliver_static(req, dir_pick(d, &(struct dir_ctx){ .req = req->http })));
 }
