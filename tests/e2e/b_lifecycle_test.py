@@ -15,7 +15,8 @@ from conftest import wait_until
 def _refused(port):
     try:
         s = socket.create_connection(("127.0.0.1", port), timeout=1)
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):
+        # a reset: the listener closed between the SYN and the accept
         return True
     s.close()
     return False

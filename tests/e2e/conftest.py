@@ -31,12 +31,22 @@ START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 
 
+_handed_out = set()
+
+
 def free_port(family=socket.AF_INET, host="127.0.0.1"):
-    s = socket.socket(family, socket.SOCK_STREAM)
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port nothing listens on now and that no earlier call returned: the
+    kernel may offer a just-closed port again, and a test that asks for a
+    dead backend's port and then for the daemon's own must not get the same
+    one twice."""
+    while True:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.bind((host, 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def have_ipv6_loopback():

@@ -65,6 +65,10 @@ def test_metrics_count_hits_misses_and_latency(origin, surogat):
     for path, n in (("/a", 6), ("/b", 2), ("/p", 3)):
         for _ in range(n):
             assert sg.get(path).status == 200
+    # A client connection's close is counted when the server sees it, which can
+    # be a moment after the client let go: wait for all 11 so that the two
+    # readings below agree on the session counters.
+    wait_until(lambda: sg.stat("sess_closed") == 11, 5, "11 client sessions closed")
     m = scrape(sg)
 
     # 11 requests: /a 1 miss + 5 hits, /b 1 miss + 1 hit, /p 1 miss, then its
