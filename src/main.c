@@ -675,6 +675,7 @@ main(int argc, char **argv)
         die("cannot start the waiter: %s", strerror(errno));
     if (be_start() != 0)
         die("cannot start the probe thread: %s", strerror(errno));
+    pool_set_idle_source(wtr_take);
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));

@@ -40,21 +40,13 @@ struct pool *pool_pick(void); /* round-robin over the pools */
 /* 0, or -1 when the queue is full (REQ and BG) or the pool is shutting down. */
 int pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio);
 /*
- * Whether tasks wait for a worker in pp.  Racy by design: a worker asks
- * it to decide whether to linger on an idle connection (no: others need
- * the thread) and a stale answer only costs a little latency.
+ * A second source of work, asked by a worker whose pool queue is empty
+ * before it sleeps: the waiter's set of idle sessions.  `wait` is 0 (do
+ * not block) or how long the worker may block for one (timeout_linger).
+ * NULL when there is nothing.  Set once, before pool_init().
  */
-bool pool_has_waiting(const struct pool *pp);
-/*
- * A worker asks to linger on an idle keep-alive connection for the next
- * request.  Granted while no task waits and fewer workers than CPUs
- * already linger in the pool: a lingering worker saves the trip through
- * the waiter at low load, but at high load every blocked worker costs a
- * context switch per request, which the waiter's batching avoids.
- * A grant must be returned with pool_linger_end().
- */
-bool pool_linger_begin(struct pool *pp);
-void pool_linger_end(struct pool *pp);
+typedef struct pool_task *pool_take_f(double wait);
+void pool_set_idle_source(pool_take_f *take);
 /* Tasks running or queued in every pool: SIGTERM drains until this is 0. */
 unsigned pool_busy(void);
 

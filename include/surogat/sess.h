@@ -28,9 +28,11 @@ struct sess {
     double t_open;          /* tim_real() at accept */
     double t_idle;          /* tim_mono() when the last response ended */
     uint64_t nreq;          /* requests served on it */
-    struct event *ev;       /* the waiter's, while parked */
-    struct sess *wnext;     /* the waiter's inbox and parked list */
+    struct sess *wnext;     /* the waiter's parked list */
     struct sess *wprev;
+    bool wparked;           /* on that list (under the waiter's lock) */
+    bool wexpired;          /* idle too long: close when its event comes (same lock) */
+    bool wregistered;       /* its descriptor is in the waiter's epoll set */
     struct ssl_st *ssl; /* after the TLS handshake on a tls listen socket, else NULL */
     char client_ip[INET6_ADDRSTRLEN];
     char client_port[8];

@@ -50,13 +50,14 @@ struct pool {
     unsigned nthreads;   /* started or starting */
     unsigned nstarting;  /* started but not yet looking for work */
     unsigned nidle;
-    unsigned nlinger;    /* atomic: workers lingering on an idle connection */
+    unsigned nlinger;    /* workers blocked on the idle source */
     bool shutdown;
     pthread_t herder;
 };
 
 static struct pool **pools;
 static unsigned linger_cap; /* lingering workers allowed per pool: the CPU count */
+static pool_take_f *idle_source;
 static unsigned npools;
 static unsigned next_pool;
 
@@ -132,6 +133,35 @@ timeout_abs(struct timespec *ts, double seconds)
     return (t);
 }
 
+/*
+ * Called with pp->mtx held and an empty queue: work from the idle source
+ * (sessions the waiter watches), taken without sleeping or, for up to
+ * linger_cap workers per pool, waiting timeout_linger for it.  One worker
+ * serving many ready sessions in a row is what spares a context switch
+ * per request; a few lingering ones catch the next request at low load
+ * without a trip through the waiter.  More would only sleep in the same
+ * place.
+ */
+static struct pool_task *
+take_idle(struct wrk *wrk, struct pool *pp, bool may_linger)
+{
+    struct pool_task *t;
+    bool linger = may_linger && pp->nlinger < linger_cap && par.timeout_linger > 0;
+
+    if (linger)
+        pp->nlinger++;
+    AZ(pthread_mutex_unlock(&pp->mtx));
+    t = idle_source(0);
+    if (t == NULL && linger) {
+        alog_flush(wrk->alog); /* about to block: write out buffered log lines */
+        t = idle_source(par.timeout_linger);
+    }
+    AZ(pthread_mutex_lock(&pp->mtx));
+    if (linger)
+        pp->nlinger--;
+    return (t);
+}
+
 static void *
 worker_thread(void *priv)
 {
@@ -140,6 +170,7 @@ worker_thread(void *priv)
     struct pool_task *t;
     struct timespec ts;
     struct worker **wp;
+    bool queued, ran = false;
     int rc;
 
     stat_thread_enter();
@@ -152,12 +183,20 @@ worker_thread(void *priv)
     pp->nstarting--;
     for (;;) {
         t = dequeue(pp);
+        queued = t != NULL;
+        if (t == NULL && !pp->shutdown && idle_source != NULL) {
+            /* Linger once after a task; a worker that found nothing then sleeps. */
+            t = take_idle(&w->wrk, pp, ran);
+            ran = false;
+            if (t == NULL)
+                queued = (t = dequeue(pp)) != NULL;
+        }
         if (t == NULL && !pp->shutdown) {
             /* About to sleep: write out buffered log lines first. */
             AZ(pthread_mutex_unlock(&pp->mtx));
             alog_flush(w->wrk.alog);
             AZ(pthread_mutex_lock(&pp->mtx));
-            t = dequeue(pp);
+            queued = (t = dequeue(pp)) != NULL;
         }
         if (t == NULL && !pp->shutdown) {
             w->task = NULL;
@@ -170,6 +209,7 @@ worker_thread(void *priv)
                 rc = pthread_cond_timedwait(&w->cond, &pp->mtx, &ts);
             t = w->task;
             w->task = NULL;
+            queued = t != NULL;
             if (t == NULL) {
                 /* Not handed anything: we are still on the idle stack. */
                 for (wp = &pp->idle; *wp != w; wp = &(*wp)->next_idle)
@@ -184,8 +224,10 @@ worker_thread(void *priv)
         if (t == NULL)
             break; /* shutdown and nothing left to run */
         AZ(pthread_mutex_unlock(&pp->mtx));
-        STAT_DEC(queue_len);
+        if (queued)
+            STAT_DEC(queue_len); /* the idle source's tasks were never counted */
         t->func(&w->wrk, t->priv);
+        ran = true;
         ws_reset(&w->wrk.ws);
         AZ(pthread_mutex_lock(&pp->mtx));
     }
@@ -384,32 +426,10 @@ pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
     return (0);
 }
 
-bool
-pool_has_waiting(const struct pool *pp)
-{
-    OBJ_CHECK(pp, POOL_MAGIC);
-    return (__atomic_load_n(&pp->nqueued[POOL_PRIO_REQ], __ATOMIC_RELAXED) > 0 ||
-            __atomic_load_n(&pp->nqueued[POOL_PRIO_FETCH], __ATOMIC_RELAXED) > 0);
-}
-
-bool
-pool_linger_begin(struct pool *pp)
-{
-    OBJ_CHECK(pp, POOL_MAGIC);
-    if (pool_has_waiting(pp))
-        return (false);
-    if (__atomic_add_fetch(&pp->nlinger, 1, __ATOMIC_RELAXED) > linger_cap) {
-        __atomic_sub_fetch(&pp->nlinger, 1, __ATOMIC_RELAXED);
-        return (false);
-    }
-    return (true);
-}
-
 void
-pool_linger_end(struct pool *pp)
+pool_set_idle_source(pool_take_f *take)
 {
-    OBJ_CHECK(pp, POOL_MAGIC);
-    __atomic_sub_fetch(&pp->nlinger, 1, __ATOMIC_RELAXED);
+    idle_source = take;
 }
 
 unsigned

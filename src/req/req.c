@@ -4,9 +4,10 @@
  * A worker owns the session from the moment it is scheduled until the
  * connection goes idle: it reads a head, checks it, hands it to fetch,
  * logs it, and goes on with the next request if one is already buffered
- * (pipelining) or arrives within timeout_linger.  Only then does the
- * session go back to the waiter, so a busy keep-alive connection costs no
- * thread switch per request.
+ * (pipelining).  Otherwise the session goes back to the waiter's set at
+ * once, and the worker takes whichever session is ready next from that
+ * set (the pool's idle source): under load one worker serves many
+ * connections in a row without a thread switch per request.
  */
 #include "config.h"
 
@@ -307,20 +308,12 @@ read_head(struct req *req, bool expect_wait)
     ssize_t n;
 
     /*
-     * Right after a response the next request is rarely in yet: wait for
-     * it first instead of paying for a read that fails with EAGAIN.
+     * Right after a response the next request is rarely in yet: park the
+     * session rather than pay for a read that fails with EAGAIN.  The
+     * set reports it the moment it turns readable.
      */
-    if (expect_wait && req->rx_len == 0) {
-        int ready;
-
-        if (!pool_linger_begin(req->sp->pool))
-            return (HEAD_IDLE);
-        ready = sess_wait_readable(req->sp, par.timeout_linger);
-        pool_linger_end(req->sp->pool);
-        if (ready <= 0)
-            return (HEAD_IDLE);
-        STAT_INC(sess_linger_hit);
-    }
+    if (expect_wait && req->rx_len == 0 && !sess_pending(req->sp))
+        return (HEAD_IDLE);
     for (;;) {
         if (req->rx_len > 0) {
             st = h1_parse_request(wrk->rx, req->rx_len, &lim, req->http, &req->rx_head);
@@ -342,13 +335,8 @@ read_head(struct req *req, bool expect_wait)
             continue;
         if (errno != EAGAIN)
             return (HEAD_CLOSED);
-        if (req->rx_len == 0) {
-            /* Linger briefly: the next request of a busy client is usually close behind. */
-            if (sess_wait_readable(req->sp, par.timeout_linger) <= 0)
-                return (HEAD_IDLE);
-            STAT_INC(sess_linger_hit);
-            continue;
-        }
+        if (req->rx_len == 0)
+            return (HEAD_IDLE);
         if (deadline == 0)
             deadline = tim_mono() + par.timeout_idle;
         n = sess_read(req->sp, wrk->rx + req->rx_len, room - req->rx_len, deadline);

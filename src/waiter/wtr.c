@@ -1,11 +1,21 @@
 /*
  * The waiter thread.
  *
- * It owns its event_base and every parked session.  Workers hand sessions
- * over through a locked inbox and an eventfd; the waiter moves them onto
- * its parked list and arms a read event with the time left of
- * timeout_idle.  A readable session goes back to a pool; one idle for
- * timeout_idle is closed here, without waking any worker.
+ * Parked sessions live in an epoll set of their own ("the set"), armed
+ * one-shot.  A worker parks a session itself: it links it on the parked
+ * list and arms its descriptor with one epoll_ctl(2), so parking wakes
+ * nobody.  The waiter's libevent loop watches the set's descriptor and a
+ * sweep timer; when the set turns readable it drains the ready sessions
+ * into the pools.  Parking and unparking thus cost one system call each
+ * and no thread hand-off, where an inbox would wake the waiter once per
+ * response.
+ *
+ * Ownership: a parked session belongs to whoever receives its one-shot
+ * event, and only that thread may free it.  The sweep never frees: it
+ * marks a session idle for timeout_idle as expired and shuts its read
+ * side, which makes the descriptor readable; the event's receiver sees
+ * the mark and closes.  A worker that parks a session and a sweep that
+ * expires it can therefore never both own it.
  *
  * A TLS session is parked only when OpenSSL holds no decrypted bytes
  * (sess_pending()): those would never make the socket readable again.
@@ -16,6 +26,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,107 +41,216 @@
 #include "surogat/tim.h"
 #include "surogat/wtr.h"
 
+#define WTR_BATCH 64
+#define WTR_SWEEP_MAX 1.0 /* seconds between sweeps at most: timeout_idle may change */
+#define WTR_DEFER 0.001   /* how long the waiter leaves ready sessions to the workers */
+
 static struct event_base *wtr_base;
-static struct event *wake_ev;
-static int wake_fd = -1;
+static struct event *set_ev, *sweep_ev, *stop_ev, *defer_ev;
+static int set_fd = -1;
+static int stop_fd = -1;
 static pthread_t wtr_thread;
 
-static pthread_mutex_t inbox_mtx = PTHREAD_MUTEX_INITIALIZER;
-static struct sess *inbox;   /* under inbox_mtx */
-static bool inbox_stop;      /* under inbox_mtx */
-static struct sess *parked;  /* waiter thread only */
+/* The parked list, oldest first, so that a sweep stops at the first live one. */
+static pthread_mutex_t park_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct sess *park_head; /* under park_mtx */
+static struct sess *park_tail; /* under park_mtx */
+static bool stopping;          /* under park_mtx */
+
+/* Workers taking from the set: how many block in it now, and when one last looked. */
+static unsigned takers_blocked; /* atomic */
+static double take_seen;        /* atomic, tim_mono() */
 
 static void
-unpark(struct sess *sp)
+link_tail(struct sess *sp)
 {
+    sp->wprev = park_tail;
+    sp->wnext = NULL;
+    if (park_tail != NULL)
+        park_tail->wnext = sp;
+    else
+        park_head = sp;
+    park_tail = sp;
+    sp->wparked = true;
+}
+
+static void
+unlink_parked(struct sess *sp)
+{
+    if (!sp->wparked)
+        return;
     if (sp->wprev != NULL)
         sp->wprev->wnext = sp->wnext;
     else
-        parked = sp->wnext;
+        park_head = sp->wnext;
     if (sp->wnext != NULL)
         sp->wnext->wprev = sp->wprev;
+    else
+        park_tail = sp->wprev;
     sp->wnext = sp->wprev = NULL;
-    event_free(sp->ev);
-    sp->ev = NULL;
+    sp->wparked = false;
+}
+
+/* Under park_mtx: the receiver of a session's event takes it.  Expired? */
+static bool
+claim_locked(struct sess *sp)
+{
+    bool expired;
+
+    unlink_parked(sp);
+    expired = sp->wexpired;
+    sp->wexpired = false;
     STAT_DEC(sess_idle);
+    return (expired);
+}
+
+static bool
+claim(struct sess *sp)
+{
+    bool expired;
+
+    AZ(pthread_mutex_lock(&park_mtx));
+    expired = claim_locked(sp);
+    AZ(pthread_mutex_unlock(&park_mtx));
+    return (expired);
 }
 
 static void
-on_session(evutil_socket_t fd, short what, void *priv)
+note_take(void)
 {
-    struct sess *sp = priv;
+    double now = tim_mono();
+
+    __atomic_store(&take_seen, &now, __ATOMIC_RELAXED);
+}
+
+/*
+ * Whether workers are taking ready sessions themselves: one blocks in the
+ * set (the kernel hands it the next event) or one looked a moment ago
+ * (it finishes a request and looks again).  Then the waiter stays out of
+ * the way; otherwise every ready session would go through a pool hand-off
+ * and wake a thread of its own.
+ */
+static bool
+takers_active(void)
+{
+    double seen;
+
+    if (__atomic_load_n(&takers_blocked, __ATOMIC_RELAXED) > 0)
+        return (true);
+    __atomic_load(&take_seen, &seen, __ATOMIC_RELAXED);
+    return (tim_mono() - seen < WTR_DEFER);
+}
+
+static void
+on_defer(evutil_socket_t fd, short what, void *priv)
+{
+    (void)fd;
+    (void)what;
+    (void)priv;
+    AZ(event_add(set_ev, NULL));
+}
+
+static void
+on_ready(evutil_socket_t fd, short what, void *priv)
+{
+    struct epoll_event evs[WTR_BATCH];
+    struct timeval tv = {0, (suseconds_t)(WTR_DEFER * 1e6)};
+    struct sess *sp;
+    int n;
 
     (void)fd;
-    OBJ_CHECK(sp, SESS_MAGIC);
-    unpark(sp);
-    if (what & EV_TIMEOUT) {
-        STAT_INC(sess_timeout_idle);
-        sess_close(&sp);
+    (void)what;
+    (void)priv;
+    if (takers_active()) {
+        /*
+         * Look again in a moment: the set stays readable, so leaving the
+         * event armed would spin.  A worker stuck on a slow request
+         * delays the others' sessions by WTR_DEFER at most.
+         */
+        AZ(event_del(set_ev));
+        AZ(evtimer_add(defer_ev, &tv));
+        STAT_INC(wtr_deferred);
         return;
     }
-    /*
-     * Readable may also mean the client hung up; the worker's read finds
-     * out.  Peeking here would cost a syscall on every request to spare a
-     * worker wake-up once per connection.
-     */
-    sess_schedule(&sp);
+    do {
+        n = epoll_wait(set_fd, evs, WTR_BATCH, 0);
+        for (int i = 0; i < n; i++) {
+            sp = evs[i].data.ptr;
+            OBJ_CHECK(sp, SESS_MAGIC);
+            if (claim(sp)) {
+                STAT_INC(sess_timeout_idle);
+                sess_close(&sp);
+                continue;
+            }
+            /*
+             * Readable may also mean the client hung up; the worker's read
+             * finds out.  Peeking here would cost a syscall on every
+             * request to spare a worker wake-up once per connection.
+             */
+            sess_schedule(&sp);
+        }
+    } while (n == WTR_BATCH);
 }
 
 static void
-park(struct sess *sp)
+arm_sweep(double delay)
 {
     struct timeval tv;
-    double left;
 
-    left = par.timeout_idle - (tim_mono() - sp->t_idle);
-    if (left < 0.001)
-        left = 0.001;
-    tv.tv_sec = (time_t)left;
-    tv.tv_usec = (suseconds_t)((left - (double)tv.tv_sec) * 1e6);
-    sp->ev = event_new(wtr_base, sp->fd, EV_READ, on_session, sp);
-    AN(sp->ev);
-    AZ(event_add(sp->ev, &tv));
-    sp->wprev = NULL;
-    sp->wnext = parked;
-    if (parked != NULL)
-        parked->wprev = sp;
-    parked = sp;
+    if (delay < 0.001)
+        delay = 0.001;
+    if (delay > WTR_SWEEP_MAX)
+        delay = WTR_SWEEP_MAX;
+    tv.tv_sec = (time_t)delay;
+    tv.tv_usec = (suseconds_t)((delay - (double)tv.tv_sec) * 1e6);
+    AZ(evtimer_add(sweep_ev, &tv));
 }
 
 static void
-on_wake(evutil_socket_t fd, short what, void *priv)
+on_sweep(evutil_socket_t fd, short what, void *priv)
 {
-    struct sess *list, *sp;
-    uint64_t v;
-    bool stop;
+    double now = tim_mono(), tmo = par.timeout_idle, next = tmo;
+    struct sess *sp;
 
-    (void)!read(fd, &v, sizeof v);
-    AZ(pthread_mutex_lock(&inbox_mtx));
-    list = inbox;
-    inbox = NULL;
-    stop = inbox_stop;
-    AZ(pthread_mutex_unlock(&inbox_mtx));
-    while (list != NULL) {
-        sp = list;
-        list = sp->wnext;
-        OBJ_CHECK(sp, SESS_MAGIC);
-        park(sp);
+    (void)fd;
+    (void)what;
+    (void)priv;
+    AZ(pthread_mutex_lock(&park_mtx));
+    while ((sp = park_head) != NULL) {
+        if (sp->t_idle + tmo > now) {
+            next = sp->t_idle + tmo - now;
+            break;
+        }
+        unlink_parked(sp);
+        sp->wexpired = true;
+        /*
+         * Under the lock: until its event is claimed the session cannot
+         * be freed, so sp->fd is still its descriptor.  A shut read side
+         * is readable, and the write side stays open for a clean close.
+         */
+        (void)shutdown(sp->fd, SHUT_RD);
     }
-    if (stop)
-        event_base_loopbreak(wtr_base);
+    AZ(pthread_mutex_unlock(&park_mtx));
+    arm_sweep(next);
+}
+
+static void
+on_stop(evutil_socket_t fd, short what, void *priv)
+{
+    uint64_t v;
+
+    (void)what;
+    (void)priv;
+    (void)!read(fd, &v, sizeof v);
+    event_base_loopbreak(wtr_base);
 }
 
 static void *
 waiter_thread(void *priv)
 {
-    struct sess *sp;
-
+    (void)priv;
     stat_thread_enter();
     (void)event_base_dispatch(wtr_base);
-    while ((sp = parked) != NULL) {
-        unpark(sp);
-        sess_close(&sp);
-    }
     stat_thread_leave();
     return (NULL);
 }
@@ -141,51 +261,94 @@ wtr_init(void)
     wtr_base = event_base_new();
     if (wtr_base == NULL)
         return (-1);
-    wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake_fd < 0)
+    if (set_fd < 0)
+        set_fd = epoll_create1(EPOLL_CLOEXEC);
+    stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (set_fd < 0 || stop_fd < 0)
         return (-1);
-    wake_ev = event_new(wtr_base, wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
-    AN(wake_ev);
-    AZ(event_add(wake_ev, NULL));
+    stopping = false;
+    set_ev = event_new(wtr_base, set_fd, EV_READ | EV_PERSIST, on_ready, NULL);
+    stop_ev = event_new(wtr_base, stop_fd, EV_READ | EV_PERSIST, on_stop, NULL);
+    sweep_ev = evtimer_new(wtr_base, on_sweep, NULL);
+    defer_ev = evtimer_new(wtr_base, on_defer, NULL);
+    AN(defer_ev);
+    AN(set_ev);
+    AN(stop_ev);
+    AN(sweep_ev);
+    AZ(event_add(set_ev, NULL));
+    AZ(event_add(stop_ev, NULL));
+    arm_sweep(par.timeout_idle);
     AZ(pthread_create(&wtr_thread, NULL, waiter_thread, NULL));
     return (0);
-}
-
-static void
-wake(void)
-{
-    uint64_t one = 1;
-
-    (void)!write(wake_fd, &one, sizeof one);
 }
 
 void
 wtr_fini(void)
 {
+    uint64_t one = 1;
     struct sess *sp;
 
-    AZ(pthread_mutex_lock(&inbox_mtx));
-    inbox_stop = true;
-    AZ(pthread_mutex_unlock(&inbox_mtx));
-    wake();
+    AZ(pthread_mutex_lock(&park_mtx));
+    stopping = true;
+    AZ(pthread_mutex_unlock(&park_mtx));
+    (void)!write(stop_fd, &one, sizeof one);
     AZ(pthread_join(wtr_thread, NULL));
-    /* Sessions posted after the loop ended were never parked. */
-    while ((sp = inbox) != NULL) {
-        inbox = sp->wnext;
+    /*
+     * Nobody receives events any more (the workers are idle, the thread
+     * is gone), so every parked session is ours to close.
+     */
+    AZ(pthread_mutex_lock(&park_mtx));
+    while ((sp = park_head) != NULL) {
+        unlink_parked(sp);
         STAT_DEC(sess_idle);
         sess_close(&sp);
     }
-    event_free(wake_ev);
-    close(wake_fd);
+    AZ(pthread_mutex_unlock(&park_mtx));
+    event_free(set_ev);
+    event_free(stop_ev);
+    event_free(sweep_ev);
+    event_free(defer_ev);
+    /*
+     * set_fd stays open: a worker of a pool still shutting down may be
+     * about to wait in it (and will find nothing), and a closed number
+     * could meanwhile name another file.  The process exits next.
+     */
+    close(stop_fd);
+    stop_fd = -1;
     event_base_free(wtr_base);
     wtr_base = NULL;
+}
+
+/*
+ * Arm sp's one-shot event with `op`; false if the set refused it.  From
+ * the epoll_ctl(2) on the event may fire and another thread own sp, so
+ * sp is not read after it.
+ */
+static bool
+arm(struct sess *sp, int op)
+{
+    struct epoll_event e;
+    int fd = sp->fd;
+
+    memset(&e, 0, sizeof e);
+    e.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+    e.data.ptr = sp;
+    if (epoll_ctl(set_fd, op, fd, &e) == 0)
+        return (true);
+    /* A registration we did not expect either way: try the other verb. */
+    if (errno == ENOENT || errno == EEXIST) {
+        op = op == EPOLL_CTL_MOD ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+        if (epoll_ctl(set_fd, op, fd, &e) == 0)
+            return (true);
+    }
+    return (false);
 }
 
 void
 wtr_enter(struct sess **spp)
 {
     struct sess *sp;
-    bool was_empty;
+    int err, op;
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
     if (sess_pending(sp)) {
@@ -196,14 +359,64 @@ wtr_enter(struct sess **spp)
         sess_schedule(&sp);
         return;
     }
+    AZ(pthread_mutex_lock(&park_mtx));
+    if (stopping) {
+        AZ(pthread_mutex_unlock(&park_mtx));
+        sess_close(&sp);
+        return;
+    }
+    link_tail(sp);
+    /* Set under the lock, so that the next owner (who claims under it) sees it. */
+    op = sp->wregistered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    sp->wregistered = true;
+    AZ(pthread_mutex_unlock(&park_mtx));
     STAT_INC(sess_waited);
     STAT_INC(sess_idle);
-    AZ(pthread_mutex_lock(&inbox_mtx));
-    was_empty = inbox == NULL;
-    sp->wnext = inbox;
-    inbox = sp;
-    AZ(pthread_mutex_unlock(&inbox_mtx));
-    /* One wake-up covers every session queued before the waiter drains the inbox. */
-    if (was_empty)
-        wake();
+    if (arm(sp, op))
+        return;
+    /* No event will ever come for it, so it is still ours. */
+    err = errno;
+    (void)claim(sp);
+    log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(err));
+    sess_close(&sp);
+}
+
+struct pool_task *
+wtr_take(double wait)
+{
+    struct epoll_event e;
+    int n, ms = wait > 0 ? (int)(wait * 1e3 + 0.5) : 0;
+    struct sess *sp;
+
+    for (;;) {
+        note_take();
+        if (ms > 0) {
+            __atomic_add_fetch(&takers_blocked, 1, __ATOMIC_RELAXED);
+            n = epoll_wait(set_fd, &e, 1, ms);
+            __atomic_sub_fetch(&takers_blocked, 1, __ATOMIC_RELAXED);
+            note_take();
+        } else {
+            n = epoll_wait(set_fd, &e, 1, 0);
+        }
+        if (n <= 0)
+            return (NULL);
+        sp = e.data.ptr;
+        AZ(pthread_mutex_lock(&park_mtx));
+        if (stopping) {
+            /* wtr_fini() closes the parked sessions; do not touch this one. */
+            AZ(pthread_mutex_unlock(&park_mtx));
+            return (NULL);
+        }
+        OBJ_CHECK(sp, SESS_MAGIC);
+        if (!claim_locked(sp)) {
+            AZ(pthread_mutex_unlock(&park_mtx));
+            STAT_INC(sess_taken);
+            if (ms > 0)
+                STAT_INC(sess_linger_hit);
+            return (&sp->task);
+        }
+        AZ(pthread_mutex_unlock(&park_mtx));
+        STAT_INC(sess_timeout_idle);
+        sess_close(&sp);
+    }
 }

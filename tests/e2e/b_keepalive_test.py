@@ -1,9 +1,19 @@
 """Keep-alive and pipelining on the client side, connection pooling and
 stale-connection retries on the backend side, idle timeouts."""
 
+import threading
 import time
 
 import httpc
+
+
+def _run_clients(client, n):
+    """client(0) .. client(n - 1), each in a thread of its own, all joined."""
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
 
 
 def _delta(before, after, name):
@@ -230,3 +240,85 @@ def test_origin_connection_close_not_reused(origin, surogat):
     st = sg.stats()
     assert origin.conns == 3
     assert st["backend_retry"] == 0 and st["backend_reuse"] == 0
+
+
+def test_many_keepalive_connections_taken_from_the_set(origin, surogat):
+    """Forty connections sending requests in turn from four threads: every
+    response arrives, in order, and workers take ready sessions from the
+    waiter's set themselves rather than each through a hand-off."""
+    origin.route("/c", body=lambda req: req.query.encode(),
+                 headers={"Cache-Control": "max-age=60"})
+    sg = surogat(params={"thread_pool_min": "2"})
+    errors = []
+
+    def client(k):
+        try:
+            conns = [sg.conn() for _ in range(10)]
+            for rnd in range(30):
+                for i, c in enumerate(conns):
+                    c.request("GET", "/c?%d" % ((k * 10 + i) % 7))
+                for i, c in enumerate(conns):
+                    r = c.read_response()
+                    want = str((k * 10 + i) % 7).encode()
+                    if r.status != 200 or r.body != want:
+                        errors.append((k, i, rnd, r.status, r.body))
+            for c in conns:
+                c.close()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    _run_clients(client, 4)
+    assert not errors, errors[:5]
+    st = sg.stats()
+    assert st["client_req"] == 4 * 10 * 30
+    assert st["sess_conn"] == 40
+    assert st["sess_taken"] > 0, "no worker took a ready session from the set"
+    sg.wait_stat("sess_closed", 40)
+
+
+def test_requests_racing_the_idle_sweep(origin, surogat):
+    """Requests sent just as timeout_idle runs out: each one is either
+    answered in full or finds its connection closed before any byte of a
+    response; the daemon keeps serving and counts every close."""
+    origin.route("/r", body=b"r" * 100, headers={"Cache-Control": "max-age=60"})
+    sg = surogat(params={"timeout_idle": "0.3s"})
+    outcomes = {"ok": 0, "closed": 0}
+    bad = []
+    lock = threading.Lock()
+
+    def client(k):
+        for rnd in range(6):
+            try:
+                with sg.conn(timeout=5) as c:
+                    c.request("GET", "/r")
+                    assert c.read_response().status == 200
+                    # around the deadline: 0.25 s to 0.35 s in 10 ms steps
+                    time.sleep(0.25 + 0.01 * ((k + rnd) % 11))
+                    try:
+                        c.request("GET", "/r")
+                        r = c.read_response()
+                    except httpc.Incomplete as e:
+                        if e.partial:
+                            bad.append(("truncated", e.partial))
+                        else:
+                            with lock:
+                                outcomes["closed"] += 1
+                        continue
+                    except ConnectionError:
+                        with lock:
+                            outcomes["closed"] += 1
+                        continue
+                    if r.status == 200 and r.body == b"r" * 100:
+                        with lock:
+                            outcomes["ok"] += 1
+                    else:
+                        bad.append(r)
+            except Exception as e:  # noqa: BLE001
+                bad.append(e)
+
+    _run_clients(client, 11)
+    assert not bad, bad[:5]
+    assert outcomes["ok"] + outcomes["closed"] == 66
+    assert sg.get("/r").status == 200
+    sg.wait_stat("sess_closed", 67)
+    assert sg.stats()["sess_idle"] == 0
