@@ -47,6 +47,11 @@ int pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio);
  */
 typedef struct pool_task *pool_take_f(double wait);
 void pool_set_idle_source(pool_take_f *take);
+/*
+ * Workers now holding a taker slot: running (not blocked on I/O) and
+ * about to ask the idle source again.  At most the CPUs we may run on.
+ */
+unsigned pool_takers(void);
 /* Tasks running or queued in every pool: SIGTERM drains until this is 0. */
 unsigned pool_busy(void);
 

@@ -33,6 +33,7 @@ struct sess {
     bool wparked;           /* on that list (under the waiter's lock) */
     bool wexpired;          /* idle too long: close when its event comes (same lock) */
     bool wregistered;       /* its descriptor is in the waiter's epoll set */
+    double t_ready;         /* tim_mono() when the set reported it ready */
     struct ssl_st *ssl; /* after the TLS handshake on a tls listen socket, else NULL */
     char client_ip[INET6_ADDRSTRLEN];
     char client_port[8];

@@ -11,6 +11,20 @@
 #include <sys/uio.h>
 
 /*
+ * Called before a thread blocks in any of these (and by other code about
+ * to block a worker: connect, condition variables): the pools use it to
+ * hand a busy worker's taker slot to another.  Set once at start.
+ */
+typedef void vio_block_f(void);
+extern vio_block_f *vio_block_hook;
+static inline void
+vio_blocking(void)
+{
+    if (vio_block_hook != NULL)
+        vio_block_hook();
+}
+
+/*
  * Read at most len bytes.  >0 bytes read, 0 at EOF, -1 with errno
  * (ETIMEDOUT past the deadline).
  */

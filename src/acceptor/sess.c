@@ -238,6 +238,7 @@ sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline)
             errno = ETIMEDOUT;
             return (-1);
         }
+        vio_blocking();
         if (poll(&pfd, 1, left > 86400 ? 86400000 : (int)ceil(left * 1e3)) < 0 && errno != EINTR)
             return (-1);
     }

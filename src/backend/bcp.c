@@ -154,6 +154,7 @@ connect_tmo(const struct bcp *bp, double tmo)
     ms = (int)(tmo * 1e3);
     if (ms < 1)
         ms = 1;
+    vio_blocking();
     for (;;) {
         int n = poll(&pfd, 1, ms);
         if (n > 0)

@@ -17,6 +17,7 @@
 
 #include "surogat/ban.h"
 #include "surogat/defs.h"
+#include "surogat/vio.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/lfu.h"
@@ -457,6 +458,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             waited = true;
         }
         oh->nwaiting++;
+        vio_blocking();
         int rc = pthread_cond_timedwait(&sh->cond, &sh->mtx, &ts);
         oh->nwaiting--;
         if (rc == ETIMEDOUT) {

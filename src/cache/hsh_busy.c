@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "surogat/defs.h"
+#include "surogat/vio.h"
 #include "surogat/hsh.h"
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
@@ -185,6 +186,7 @@ hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint64_t *avail)
             rv = *avail > have ? HSH_S_MORE : HSH_S_TIMEOUT;
             break;
         }
+        vio_blocking();
         timed_out = pthread_cond_timedwait(&sh->cond, &sh->mtx, &ts) == ETIMEDOUT;
         __atomic_sub_fetch(&oh->nsleep, 1, __ATOMIC_RELAXED);
     }

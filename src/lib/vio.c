@@ -17,6 +17,8 @@
 #include "surogat/tim.h"
 #include "surogat/vio.h"
 
+vio_block_f *vio_block_hook;
+
 /* 1 ready, 0 deadline passed, -1 poll error. */
 static int
 wait_fd(int fd, short events, double deadline)
@@ -25,6 +27,7 @@ wait_fd(int fd, short events, double deadline)
     double left;
     int ms, n;
 
+    vio_blocking();
     for (;;) {
         left = deadline - tim_mono();
         if (left <= 0)

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,12 +29,14 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
+#include "surogat/vio.h"
 
 struct worker {
     struct wrk wrk;
     pthread_cond_t cond;
     struct pool_task *task;   /* handed over by pool_submit, under pool mtx */
     struct worker *next_idle; /* idle stack, under pool mtx */
+    bool taker;               /* holds a taker slot */
     struct pool *pp;
 };
 
@@ -50,13 +53,19 @@ struct pool {
     unsigned nthreads;   /* started or starting */
     unsigned nstarting;  /* started but not yet looking for work */
     unsigned nidle;
-    unsigned nlinger;    /* workers blocked on the idle source */
     bool shutdown;
     pthread_t herder;
 };
 
 static struct pool **pools;
-static unsigned linger_cap; /* lingering workers allowed per pool: the CPU count */
+/*
+ * Taker slots: workers allowed to take from the idle source at once, the
+ * CPUs this process may run on.  A worker keeps its slot while it finds
+ * work there and gives it back when it finds none.
+ */
+static unsigned taker_cap;
+static unsigned takers; /* atomic: slots held */
+static __thread struct worker *self;
 static pool_take_f *idle_source;
 static unsigned npools;
 static unsigned next_pool;
@@ -133,32 +142,67 @@ timeout_abs(struct timespec *ts, double seconds)
     return (t);
 }
 
+static bool
+slot_get(void)
+{
+    unsigned n = __atomic_load_n(&takers, __ATOMIC_RELAXED);
+
+    do {
+        if (n >= taker_cap)
+            return (false);
+    } while (!__atomic_compare_exchange_n(&takers, &n, n + 1, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return (true);
+}
+
 /*
  * Called with pp->mtx held and an empty queue: work from the idle source
- * (sessions the waiter watches), taken without sleeping or, for up to
- * linger_cap workers per pool, waiting timeout_linger for it.  One worker
- * serving many ready sessions in a row is what spares a context switch
- * per request; a few lingering ones catch the next request at low load
- * without a trip through the waiter.  More would only sleep in the same
- * place.
+ * (sessions the waiter watches), taken without sleeping or, right after
+ * a task, waiting timeout_linger for it.  Only slot holders take: one
+ * worker per CPU serving ready sessions in a row is what spares a context
+ * switch per request, while more takers on the same CPUs would only
+ * preempt each other with a request half served.  Sessions the takers do
+ * not get to go through the waiter to other workers.
  */
-static struct pool_task *
-take_idle(struct wrk *wrk, struct pool *pp, bool may_linger)
+static void
+slot_put(struct worker *w)
 {
-    struct pool_task *t;
-    bool linger = may_linger && pp->nlinger < linger_cap && par.timeout_linger > 0;
+    w->taker = false;
+    __atomic_sub_fetch(&takers, 1, __ATOMIC_RELAXED);
+}
 
-    if (linger)
-        pp->nlinger++;
+/* vio_block_hook: a worker about to block gives its slot to a runnable one. */
+static void
+pool_blocking(void)
+{
+    if (self != NULL && self->taker)
+        slot_put(self);
+}
+
+unsigned
+pool_takers(void)
+{
+    return (__atomic_load_n(&takers, __ATOMIC_RELAXED));
+}
+
+static struct pool_task *
+take_idle(struct worker *w, bool may_linger)
+{
+    struct pool *pp = w->pp;
+    struct pool_task *t;
+
+    if (!w->taker && !slot_get())
+        return (NULL);
+    w->taker = true;
     AZ(pthread_mutex_unlock(&pp->mtx));
     t = idle_source(0);
-    if (t == NULL && linger) {
-        alog_flush(wrk->alog); /* about to block: write out buffered log lines */
+    if (t == NULL && may_linger && par.timeout_linger > 0) {
+        alog_flush(w->wrk.alog); /* about to block: write out buffered log lines */
         t = idle_source(par.timeout_linger);
     }
+    if (t == NULL && w->taker)
+        slot_put(w);
     AZ(pthread_mutex_lock(&pp->mtx));
-    if (linger)
-        pp->nlinger--;
     return (t);
 }
 
@@ -174,6 +218,7 @@ worker_thread(void *priv)
     int rc;
 
     stat_thread_enter();
+    self = w;
     STAT_INC(threads_created);
     STAT_INC(threads);
     w->wrk.alog = alog_buf_new();
@@ -186,7 +231,7 @@ worker_thread(void *priv)
         queued = t != NULL;
         if (t == NULL && !pp->shutdown && idle_source != NULL) {
             /* Linger once after a task; a worker that found nothing then sleeps. */
-            t = take_idle(&w->wrk, pp, ran);
+            t = take_idle(w, ran);
             ran = false;
             if (t == NULL)
                 queued = (t = dequeue(pp)) != NULL;
@@ -231,6 +276,8 @@ worker_thread(void *priv)
         ws_reset(&w->wrk.ws);
         AZ(pthread_mutex_lock(&pp->mtx));
     }
+    if (w->taker)
+        slot_put(w);
     pp->nthreads--;
     AZ(pthread_cond_broadcast(&pp->exit_cond));
     AZ(pthread_mutex_unlock(&pp->mtx));
@@ -334,9 +381,13 @@ pool_new(void)
 int
 pool_init(void)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t cpus;
+    int ncpu = 0;
 
-    linger_cap = ncpu > 0 ? (unsigned)ncpu : 1;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
+        ncpu = CPU_COUNT(&cpus);
+    taker_cap = ncpu > 0 ? (unsigned)ncpu : 1;
+    vio_block_hook = pool_blocking;
     npools = par.thread_pools;
     pools = calloc(npools, sizeof *pools);
     AN(pools);

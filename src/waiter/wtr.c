@@ -17,12 +17,22 @@
  * the mark and closes.  A worker that parks a session and a sweep that
  * expires it can therefore never both own it.
  *
+ * Taking in batches.  epoll(7) puts events that arrive while another
+ * thread scans the set at the front of its ready list, so with several
+ * threads taking one event at a time an early session could be overtaken
+ * again and again.  Whoever scans therefore takes every ready event at
+ * once, claims them all, and queues them on the ready queue, which is
+ * served strictly in order.  An eventfd in the set stays readable while
+ * that queue holds sessions, so a worker blocked in the set and the
+ * waiter see queued work exactly as they see new events.
+ *
  * A TLS session is parked only when OpenSSL holds no decrypted bytes
  * (sess_pending()): those would never make the socket readable again.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -48,6 +58,7 @@
 static struct event_base *wtr_base;
 static struct event *set_ev, *sweep_ev, *stop_ev, *defer_ev;
 static int set_fd = -1;
+static int ready_fd = -1; /* in the set: readable while the ready queue holds sessions */
 static int stop_fd = -1;
 static pthread_t wtr_thread;
 
@@ -56,21 +67,28 @@ static pthread_mutex_t park_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct sess *park_head; /* under park_mtx */
 static struct sess *park_tail; /* under park_mtx */
 static bool stopping;          /* under park_mtx */
+/* The ready queue: claimed sessions in the order their events came (wnext). */
+static struct sess *ready_head; /* under park_mtx */
+static struct sess *ready_tail; /* under park_mtx */
+static bool ready_signaled;     /* under park_mtx: ready_fd is readable */
 
-/* Workers taking from the set: how many block in it now, and when one last looked. */
-static unsigned takers_blocked; /* atomic */
-static double take_seen;        /* atomic, tim_mono() */
+/* Append sp to the list of *headp .. *tailp (the parked list or the ready queue). */
+static void
+append(struct sess **headp, struct sess **tailp, struct sess *sp)
+{
+    sp->wprev = *tailp;
+    sp->wnext = NULL;
+    if (*tailp != NULL)
+        (*tailp)->wnext = sp;
+    else
+        *headp = sp;
+    *tailp = sp;
+}
 
 static void
 link_tail(struct sess *sp)
 {
-    sp->wprev = park_tail;
-    sp->wnext = NULL;
-    if (park_tail != NULL)
-        park_tail->wnext = sp;
-    else
-        park_head = sp;
-    park_tail = sp;
+    append(&park_head, &park_tail, sp);
     sp->wparked = true;
 }
 
@@ -104,59 +122,142 @@ claim_locked(struct sess *sp)
     return (expired);
 }
 
-static bool
-claim(struct sess *sp)
+static void
+ready_push_locked(struct sess *sp)
 {
-    bool expired;
+    uint64_t one = 1;
 
-    AZ(pthread_mutex_lock(&park_mtx));
-    expired = claim_locked(sp);
-    AZ(pthread_mutex_unlock(&park_mtx));
-    return (expired);
+    append(&ready_head, &ready_tail, sp);
+    if (!ready_signaled) {
+        (void)!write(ready_fd, &one, sizeof one);
+        ready_signaled = true;
+    }
 }
 
-static void
-note_take(void)
+static struct sess *
+ready_pop_locked(void)
 {
-    double now = tim_mono();
+    struct sess *sp = ready_head;
+    uint64_t v;
 
-    __atomic_store(&take_seen, &now, __ATOMIC_RELAXED);
+    if (sp == NULL)
+        return (NULL);
+    ready_head = sp->wnext;
+    if (ready_head == NULL) {
+        ready_tail = NULL;
+        (void)!read(ready_fd, &v, sizeof v);
+        ready_signaled = false;
+    }
+    sp->wnext = sp->wprev = NULL;
+    return (sp);
 }
 
 /*
- * Whether workers are taking ready sessions themselves: one blocks in the
- * set (the kernel hands it the next event) or one looked a moment ago
- * (it finishes a request and looks again).  Then the waiter stays out of
- * the way; otherwise every ready session would go through a pool hand-off
- * and wake a thread of its own.
+ * Under park_mtx: claim the sessions of one scan of the set.  Live ones
+ * join the ready queue in event order; expired ones go on *closep for the
+ * caller to close outside the lock.
+ */
+static void
+collect_locked(const struct epoll_event *evs, int n, struct sess **closep)
+{
+    double now = tim_mono();
+    struct sess *sp;
+
+    for (int i = 0; i < n; i++) {
+        sp = evs[i].data.ptr;
+        if (sp == NULL)
+            continue; /* ready_fd: the queue itself */
+        OBJ_CHECK(sp, SESS_MAGIC);
+        if (claim_locked(sp)) {
+            sp->wnext = *closep;
+            *closep = sp;
+        } else {
+            sp->t_ready = now;
+            ready_push_locked(sp);
+        }
+    }
+}
+
+static void
+close_expired(struct sess *list)
+{
+    struct sess *sp;
+
+    while ((sp = list) != NULL) {
+        list = sp->wnext;
+        sp->wnext = NULL;
+        STAT_INC(sess_timeout_idle);
+        sess_close(&sp);
+    }
+}
+
+/*
+ * Whether workers are taking ready sessions themselves: a slot holder is
+ * running or blocked in the set, and will ask again.  Then the waiter
+ * stays out of the way; otherwise every ready session would go through a
+ * pool hand-off and wake a thread of its own.
  */
 static bool
 takers_active(void)
 {
-    double seen;
-
-    if (__atomic_load_n(&takers_blocked, __ATOMIC_RELAXED) > 0)
-        return (true);
-    __atomic_load(&take_seen, &seen, __ATOMIC_RELAXED);
-    return (tim_mono() - seen < WTR_DEFER);
+    return (pool_takers() > 0);
 }
 
+/*
+ * Hand sessions to the pools: from one scan of the set and the ready
+ * queue, those ready since `before` or earlier (all of them for +inf).
+ */
+static void
+dispatch(double before)
+{
+    struct epoll_event evs[WTR_BATCH];
+    struct sess *sp, *list = NULL, **tail = &list, *expired;
+    int n;
+
+    do {
+        expired = NULL;
+        n = epoll_wait(set_fd, evs, WTR_BATCH, 0);
+        AZ(pthread_mutex_lock(&park_mtx));
+        collect_locked(evs, n, &expired);
+        while (ready_head != NULL && ready_head->t_ready <= before) {
+            sp = ready_pop_locked();
+            *tail = sp;
+            tail = &sp->wnext;
+        }
+        AZ(pthread_mutex_unlock(&park_mtx));
+        close_expired(expired);
+    } while (n == WTR_BATCH);
+    while ((sp = list) != NULL) {
+        list = sp->wnext;
+        sp->wnext = NULL;
+        /*
+         * Readable may also mean the client hung up; the worker's read
+         * finds out.  Peeking here would cost a syscall on every request
+         * to spare a worker wake-up once per connection.
+         */
+        sess_schedule(&sp);
+    }
+}
+
+/*
+ * The deferral ends: sessions the takers left waiting WTR_DEFER or longer
+ * (they are stuck on slow requests, or there is more work than they can
+ * do) go to other workers; younger ones stay theirs.
+ */
 static void
 on_defer(evutil_socket_t fd, short what, void *priv)
 {
     (void)fd;
     (void)what;
     (void)priv;
+    dispatch(takers_active() ? tim_mono() - WTR_DEFER : INFINITY);
     AZ(event_add(set_ev, NULL));
 }
 
 static void
 on_ready(evutil_socket_t fd, short what, void *priv)
 {
-    struct epoll_event evs[WTR_BATCH];
     struct timeval tv = {0, (suseconds_t)(WTR_DEFER * 1e6)};
-    struct sess *sp;
-    int n;
 
     (void)fd;
     (void)what;
@@ -164,32 +265,14 @@ on_ready(evutil_socket_t fd, short what, void *priv)
     if (takers_active()) {
         /*
          * Look again in a moment: the set stays readable, so leaving the
-         * event armed would spin.  A worker stuck on a slow request
-         * delays the others' sessions by WTR_DEFER at most.
+         * event armed would spin.
          */
         AZ(event_del(set_ev));
         AZ(evtimer_add(defer_ev, &tv));
         STAT_INC(wtr_deferred);
         return;
     }
-    do {
-        n = epoll_wait(set_fd, evs, WTR_BATCH, 0);
-        for (int i = 0; i < n; i++) {
-            sp = evs[i].data.ptr;
-            OBJ_CHECK(sp, SESS_MAGIC);
-            if (claim(sp)) {
-                STAT_INC(sess_timeout_idle);
-                sess_close(&sp);
-                continue;
-            }
-            /*
-             * Readable may also mean the client hung up; the worker's read
-             * finds out.  Peeking here would cost a syscall on every
-             * request to spare a worker wake-up once per connection.
-             */
-            sess_schedule(&sp);
-        }
-    } while (n == WTR_BATCH);
+    dispatch(INFINITY);
 }
 
 static void
@@ -263,6 +346,15 @@ wtr_init(void)
         return (-1);
     if (set_fd < 0)
         set_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (set_fd < 0)
+        return (-1);
+    if (ready_fd < 0) {
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = NULL};
+
+        ready_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (ready_fd < 0 || epoll_ctl(set_fd, EPOLL_CTL_ADD, ready_fd, &e) != 0)
+            return (-1);
+    }
     stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (set_fd < 0 || stop_fd < 0)
         return (-1);
@@ -303,13 +395,15 @@ wtr_fini(void)
         STAT_DEC(sess_idle);
         sess_close(&sp);
     }
+    while ((sp = ready_pop_locked()) != NULL)
+        sess_close(&sp);
     AZ(pthread_mutex_unlock(&park_mtx));
     event_free(set_ev);
     event_free(stop_ev);
     event_free(sweep_ev);
     event_free(defer_ev);
     /*
-     * set_fd stays open: a worker of a pool still shutting down may be
+     * set_fd and ready_fd stay open: a worker of a pool still shutting down may be
      * about to wait in it (and will find nothing), and a closed number
      * could meanwhile name another file.  The process exits next.
      */
@@ -376,7 +470,9 @@ wtr_enter(struct sess **spp)
         return;
     /* No event will ever come for it, so it is still ours. */
     err = errno;
-    (void)claim(sp);
+    AZ(pthread_mutex_lock(&park_mtx));
+    (void)claim_locked(sp);
+    AZ(pthread_mutex_unlock(&park_mtx));
     log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(err));
     sess_close(&sp);
 }
@@ -384,39 +480,36 @@ wtr_enter(struct sess **spp)
 struct pool_task *
 wtr_take(double wait)
 {
-    struct epoll_event e;
+    struct epoll_event evs[WTR_BATCH];
     int n, ms = wait > 0 ? (int)(wait * 1e3 + 0.5) : 0;
-    struct sess *sp;
+    struct sess *sp, *expired;
 
     for (;;) {
-        note_take();
-        if (ms > 0) {
-            __atomic_add_fetch(&takers_blocked, 1, __ATOMIC_RELAXED);
-            n = epoll_wait(set_fd, &e, 1, ms);
-            __atomic_sub_fetch(&takers_blocked, 1, __ATOMIC_RELAXED);
-            note_take();
-        } else {
-            n = epoll_wait(set_fd, &e, 1, 0);
-        }
+        AZ(pthread_mutex_lock(&park_mtx));
+        /* Stopping: wtr_fini() closes what is parked or queued. */
+        sp = stopping ? NULL : ready_pop_locked();
+        AZ(pthread_mutex_unlock(&park_mtx));
+        if (sp != NULL)
+            break;
+        n = epoll_wait(set_fd, evs, WTR_BATCH, ms);
         if (n <= 0)
             return (NULL);
-        sp = e.data.ptr;
+        expired = NULL;
         AZ(pthread_mutex_lock(&park_mtx));
         if (stopping) {
-            /* wtr_fini() closes the parked sessions; do not touch this one. */
             AZ(pthread_mutex_unlock(&park_mtx));
             return (NULL);
         }
-        OBJ_CHECK(sp, SESS_MAGIC);
-        if (!claim_locked(sp)) {
-            AZ(pthread_mutex_unlock(&park_mtx));
-            STAT_INC(sess_taken);
-            if (ms > 0)
-                STAT_INC(sess_linger_hit);
-            return (&sp->task);
-        }
+        collect_locked(evs, n, &expired);
+        sp = ready_pop_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
-        STAT_INC(sess_timeout_idle);
-        sess_close(&sp);
+        close_expired(expired);
+        if (sp != NULL)
+            break;
+        /* Only expired sessions, or another worker emptied the queue first. */
     }
+    STAT_INC(sess_taken);
+    if (ms > 0)
+        STAT_INC(sess_linger_hit);
+    return (&sp->task);
 }

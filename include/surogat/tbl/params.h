@@ -34,9 +34,9 @@ PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
       "How long an idle keep-alive client connection is kept open between requests, and how "
       "long a client may take to send a complete request head.")
 PARAM(timeout_linger, DURATION, "50ms", "0s", NULL, PAR_LIVE,
-      "A worker that finds no work waits this long for an idle session to turn ready "
-      "(the next request on any parked connection) before it sleeps; at most as many "
-      "workers per pool as there are CPUs wait so.  0 disables the wait.")
+      "A worker holding a taker slot (one per CPU) that finds no work waits this long for "
+      "a parked keep-alive session to turn ready (the next request on any idle connection) "
+      "before it sleeps.  0 disables the wait.")
 PARAM(send_timeout, DURATION, "600s", "1s", NULL, PAR_LIVE,
       "Longest time a response may take to reach a client; after it the connection is "
       "closed. Also bounds each single write to a slow client.")
