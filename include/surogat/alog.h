@@ -44,6 +44,13 @@ void alog_buf_free(struct alog_buf **abp); /* flushes first */
 void alog_req(struct alog_buf *ab, const struct req *req);
 void alog_flush(struct alog_buf *ab);
 /*
+ * Between tasks: write the buffered lines unless the last write was under
+ * a millisecond ago.  A worker going from one request to the next writes
+ * each line at once when requests are apart (the log follows the order
+ * clients saw), and at most once a millisecond when they are not.
+ */
+void alog_flush_soon(struct alog_buf *ab);
+/*
  * Format req's line by `format` into sb, without a newline: what
  * alog_req() writes.  0, or -1 with the reason in err for a bad format.
  */

@@ -33,6 +33,7 @@
 #define ALOG_BUF_SIZE  (32 * 1024)
 #define ALOG_LINE_MAX  8192
 #define ALOG_FLUSH_AGE 1.0  /* seconds a line may wait in a buffer */
+#define ALOG_FLUSH_GAP 1e-3 /* seconds between writes of a busy worker at least */
 #define ALOG_URL_MAX   1024 /* bytes of the URL in %r: the rest is an attack or a mistake */
 #define ALOG_HDR_MAX   1024 /* bytes of a header value, likewise */
 #define ALOG_OPS_MAX   64
@@ -45,7 +46,8 @@ struct alog_buf {
     unsigned magic;
 #define ALOG_BUF_MAGIC 0x6e2a91d4
     size_t len;
-    double t_first; /* tim_mono() of the oldest buffered line */
+    double t_first;   /* tim_mono() of the oldest buffered line */
+    double t_flushed; /* tim_mono() of the last write */
     char buf[ALOG_BUF_SIZE];
 };
 
@@ -540,6 +542,15 @@ alog_flush(struct alog_buf *ab)
     if (fd >= 0)
         (void)!write(fd, ab->buf, ab->len);
     ab->len = 0;
+    ab->t_flushed = tim_mono();
+}
+
+void
+alog_flush_soon(struct alog_buf *ab)
+{
+    OBJ_CHECK(ab, ALOG_BUF_MAGIC);
+    if (ab->len > 0 && tim_mono() - ab->t_flushed >= ALOG_FLUSH_GAP)
+        alog_flush(ab);
 }
 
 void

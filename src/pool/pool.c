@@ -195,6 +195,7 @@ take_idle(struct worker *w, bool may_linger)
         return (NULL);
     w->taker = true;
     AZ(pthread_mutex_unlock(&pp->mtx));
+    alog_flush_soon(w->wrk.alog);
     t = idle_source(0);
     if (t == NULL && may_linger && par.timeout_linger > 0) {
         alog_flush(w->wrk.alog); /* about to block: write out buffered log lines */
