@@ -178,8 +178,9 @@ l_require(lua_State *L)
     if (lua_getfield(L, -1, name) != LUA_TNIL)
         return (1);
     lua_pop(L, 1);
-    if (name[0] == '\0' || name[strspn(name, "abcdefghijklmnopqrstuvwxyz"
-                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")] != '\0' ||
+    if (name[0] == '\0' ||
+        name[strspn(name, "abcdefghijklmnopqrstuvwxyz"
+                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")] != '\0' ||
         name[0] == '.' || strstr(name, "..") != NULL)
         return (luaL_error(L, "require: bad module name \"%s\"", name));
     if (!module_allowed(name))
@@ -215,9 +216,9 @@ static void
 sandbox(lua_State *L)
 {
     static const luaL_Reg libs[] = {
-        { LUA_GNAME, luaopen_base },         { LUA_STRLIBNAME, luaopen_string },
-        { LUA_TABLIBNAME, luaopen_table },   { LUA_MATHLIBNAME, luaopen_math },
-        { LUA_UTF8LIBNAME, luaopen_utf8 },   { LUA_OSLIBNAME, luaopen_os },
+        { LUA_GNAME, luaopen_base },       { LUA_STRLIBNAME, luaopen_string },
+        { LUA_TABLIBNAME, luaopen_table }, { LUA_MATHLIBNAME, luaopen_math },
+        { LUA_UTF8LIBNAME, luaopen_utf8 }, { LUA_OSLIBNAME, luaopen_os },
     };
     static const char *const drop[] = { "dofile", "loadfile", "load", "print" };
     static const char *const os_keep[] = { "time", "clock", "date" };
@@ -279,6 +280,127 @@ state_close(struct pol_wrk *pw)
  * sandbox, the libraries, builtin.lua in its own environment, then the
  * script, and look the hooks up.
  */
+
+/* ---- empty hooks ---- */
+
+/* lua_dump()'s writer: the first bytes of a function's binary chunk. */
+struct dumped {
+    unsigned char b[512];
+    size_t len;
+};
+
+static int
+dump_into(lua_State *L, const void *p, size_t sz, void *ud)
+{
+    struct dumped *d = ud;
+
+    (void)L;
+    if (sz > sizeof d->b - d->len)
+        return (1); /* a function this long is not empty */
+    memcpy(d->b + d->len, p, sz);
+    d->len += sz;
+    return (0);
+}
+
+/* A size as Lua 5.4's dumper writes it: 7 bits a byte, the last one flagged. */
+static bool
+undump_size(const unsigned char **pp, const unsigned char *e, size_t *v)
+{
+    size_t x = 0;
+
+    while (*pp < e) {
+        unsigned char c = *(*pp)++;
+
+        x = (x << 7) | (c & 0x7f);
+        if (c & 0x80) {
+            *v = x;
+            return (true);
+        }
+    }
+    return (false);
+}
+
+/*
+ * The instructions of the function on top of the stack (left there),
+ * read from its stripped binary chunk, and its parameter count and
+ * vararg flag.  False for anything this reader does not know, which
+ * callers take as "not empty".
+ */
+static bool
+fn_code(lua_State *L, struct dumped *d, const unsigned char **code, size_t *ncode,
+        unsigned *nparams, unsigned *vararg)
+{
+    /* 5.4's header: signature, version, format, LUAC_DATA, 3 sizes, LUAC_INT, LUAC_NUM */
+    const size_t header = 4 + 1 + 1 + 6 + 3 + 8 + 8;
+    const unsigned char *p, *e;
+    size_t v;
+
+    d->len = 0;
+    if (lua_dump(L, dump_into, d, 1) != 0 || d->len < header + 1 || d->b[4] != 0x54 ||
+        d->b[12] != 4 || d->b[13] != 8 || d->b[14] != 8)
+        return (false);
+    p = d->b + header + 1; /* and the count of upvalues */
+    e = d->b + d->len;
+    if (!undump_size(&p, e, &v) || v != 0 || /* source: stripped */
+        !undump_size(&p, e, &v) || !undump_size(&p, e, &v) || e - p < 3)
+        return (false);
+    *nparams = p[0];
+    *vararg = p[1];
+    p += 3;
+    if (!undump_size(&p, e, ncode) || *ncode > (size_t)(e - p) / 4)
+        return (false);
+    *code = p;
+    return (true);
+}
+
+/*
+ * Whether the function on top of the stack does nothing: its code is that
+ * of `function (same parameters) end`.  Such a hook returns nil, the same
+ * as no hook, so it is not called at all.
+ */
+static bool
+fn_is_empty(lua_State *L)
+{
+    struct dumped fd, rd;
+    const unsigned char *fcode, *rcode;
+    size_t fn, rn;
+    unsigned np, va, rnp, rva;
+    char src[600];
+    struct sb sb;
+    bool empty;
+
+    if (lua_iscfunction(L, -1) || !fn_code(L, &fd, &fcode, &fn, &np, &va) || fn > 2 || np > 50)
+        return (false);
+    sb_init(&sb, src, sizeof src);
+    sb_printf(&sb, "return function(");
+    for (unsigned i = 0; i < np; i++)
+        sb_printf(&sb, "%sa%u", i > 0 ? ", " : "", i);
+    sb_printf(&sb, "%s) end", va ? (np > 0 ? ", ..." : "...") : "");
+    if (!sb_ok(&sb) || luaL_loadbuffer(L, sb.buf, sb.len, "=empty") != LUA_OK) {
+        lua_pop(L, 1);
+        return (false);
+    }
+    if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+        lua_pop(L, 1);
+        return (false);
+    }
+    empty = fn_code(L, &rd, &rcode, &rn, &rnp, &rva) && rnp == np && rva == va && rn == fn &&
+            memcmp(rcode, fcode, fn * 4) == 0;
+    lua_pop(L, 1);
+    return (empty);
+}
+
+/* A registry reference to the hook function on top of the stack (popped); LUA_NOREF if empty. */
+static int
+hook_ref(lua_State *L)
+{
+    if (fn_is_empty(L)) {
+        lua_pop(L, 1);
+        return (LUA_NOREF);
+    }
+    return (luaL_ref(L, LUA_REGISTRYINDEX));
+}
+
 static int
 state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
 {
@@ -301,8 +423,7 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     pol__client_open(L);
     pol__decl_open(L);
     /* builtin.lua's globals land in a table of their own, reading through to _G. */
-    if (luaL_loadbuffer(L, pol_builtin_lua, sizeof pol_builtin_lua - 1, "=builtin.lua") !=
-        LUA_OK) {
+    if (luaL_loadbuffer(L, pol_builtin_lua, sizeof pol_builtin_lua - 1, "=builtin.lua") != LUA_OK) {
         sb_printf(err, "%s", lua_tostring(L, -1));
         state_close(pw);
         return (-1);
@@ -315,8 +436,7 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     lua_pushvalue(L, -1);
     lua_setfield(L, LUA_REGISTRYINDEX, "pol.builtin");
     AN(lua_setupvalue(L, -2, 1));
-    if (run_chunk(L, err) != 0 ||
-        luaL_loadbuffer(L, p->src, p->len, p->chunkname) != LUA_OK ||
+    if (run_chunk(L, err) != 0 || luaL_loadbuffer(L, p->src, p->len, p->chunkname) != LUA_OK ||
         run_chunk(L, err) != 0) {
         if (lua_gettop(L) > 0 && lua_isstring(L, -1))
             sb_printf(err, "%s", lua_tostring(L, -1));
@@ -328,7 +448,7 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     for (int h = 0; h < POL_H_MAX; h++) {
         pw->ref_user[h] = pw->ref_builtin[h] = LUA_NOREF;
         if (lua_getglobal(L, pol__hook_name[h]) == LUA_TFUNCTION) {
-            pw->ref_user[h] = luaL_ref(L, LUA_REGISTRYINDEX);
+            pw->ref_user[h] = hook_ref(L);
             p->hooks |= 1u << h;
             p->user_hooks |= 1u << h;
         } else {
@@ -336,12 +456,13 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
         }
         lua_pushstring(L, pol__hook_name[h]);
         if (lua_rawget(L, -2) == LUA_TFUNCTION) { /* its own, not _G's through __index */
-            pw->ref_builtin[h] = luaL_ref(L, LUA_REGISTRYINDEX);
+            pw->ref_builtin[h] = hook_ref(L);
             p->hooks |= 1u << h;
         } else {
             lua_pop(L, 1);
         }
     }
+    pw->defined = p->hooks;
     lua_pop(L, 1);
     lua_gc(L, LUA_GCCOLLECT);
     return (0);

@@ -188,9 +188,10 @@ call_hook(struct req *req, const struct call *c)
         return (c->dflt);
     if ((pw = begin(req)) == NULL)
         return (POL_ERROR);
+    if (pw->defined & (1u << c->h))
+        req->hooks |= 1u << c->h; /* taken, even when its function is empty */
     if (pw->ref_user[c->h] == LUA_NOREF && pw->ref_builtin[c->h] == LUA_NOREF)
         return (c->dflt);
-    req->hooks |= 1u << c->h;
     top = lua_gettop(pw->L);
     for (int i = 0; i < c->nargs; i++) {
         if (i == 0)
@@ -244,15 +245,19 @@ pol_hash(struct req *req, char **key, size_t *len)
     *key = NULL;
     if (pw == NULL)
         return (-1);
-    top = lua_gettop(pw->L);
     pw->hlen = 0;
     req->hooks |= 1u << POL_H_HASH;
-    push_req(pw, req, POL_O_REQ, req->http, 0);
-    lua_pushvalue(pw->L, -1);
-    rv = run_hook(pw, POL_H_HASH, 1, acts, 1);
-    end_call(pw, top + 1, 1);
-    if (rv < 0)
-        return (-1);
+    if (pw->ref_user[POL_H_HASH] == LUA_NOREF && pw->ref_builtin[POL_H_HASH] == LUA_NOREF) {
+        rv = 1; /* both empty: the built-in key alone, no objects to build */
+    } else {
+        top = lua_gettop(pw->L);
+        push_req(pw, req, POL_O_REQ, req->http, 0);
+        lua_pushvalue(pw->L, -1);
+        rv = run_hook(pw, POL_H_HASH, 1, acts, 1);
+        end_call(pw, top + 1, 1);
+        if (rv < 0)
+            return (-1);
+    }
     if (rv == 1 || pw->hlen == 0) {
         builtin = req_cache_key(req, &blen);
         if (builtin == NULL)
@@ -422,7 +427,9 @@ pol_log(struct req *req)
     if (!pol__user_has(POL_H_LOG))
         return;
     pw = begin(req);
-    if (pw == NULL)
+    /* Both log functions empty, or none: nothing to run, no objects to build. */
+    if (pw == NULL ||
+        (pw->ref_user[POL_H_LOG] == LUA_NOREF && pw->ref_builtin[POL_H_LOG] == LUA_NOREF))
         return;
     http_init(&resp, NULL, 0);
     resp.proto = req->http->proto == 10 ? 10 : 11;

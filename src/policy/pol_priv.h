@@ -43,8 +43,15 @@ struct pol_wrk {
     lua_State *L;
     struct pol_prog *prog; /* the program L was built from (a reference) */
     size_t mem;            /* bytes L has allocated: capped at policy_max_memory */
-    int ref_user[POL_H_MAX];    /* the script's hook functions, LUA_NOREF if none */
-    int ref_builtin[POL_H_MAX]; /* builtin.lua's */
+    /*
+     * The script's hook functions and builtin.lua's, LUA_NOREF if none or
+     * if the function is empty: calling it would change nothing.  `defined`
+     * has a bit per hook with a function either way, for the record of
+     * hooks taken.
+     */
+    int ref_user[POL_H_MAX];
+    int ref_builtin[POL_H_MAX];
+    unsigned defined;
     /* req.ctx: the table of request ctx_id, a registry reference */
     uint64_t ctx_id;
     int ctx_ref;

@@ -150,8 +150,8 @@ slot_get(void)
     do {
         if (n >= taker_cap)
             return (false);
-    } while (!__atomic_compare_exchange_n(&takers, &n, n + 1, true, __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED));
+    } while (
+        !__atomic_compare_exchange_n(&takers, &n, n + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
     return (true);
 }
 

@@ -51,9 +51,9 @@
 #include "surogat/tim.h"
 #include "surogat/wtr.h"
 
-#define WTR_BATCH 64
-#define WTR_SWEEP_MAX 1.0 /* seconds between sweeps at most: timeout_idle may change */
-#define WTR_DEFER 0.001   /* how long the waiter leaves ready sessions to the workers */
+#define WTR_BATCH     64
+#define WTR_SWEEP_MAX 1.0   /* seconds between sweeps at most: timeout_idle may change */
+#define WTR_DEFER     0.001 /* how long the waiter leaves ready sessions to the workers */
 
 static struct event_base *wtr_base;
 static struct event *set_ev, *sweep_ev, *stop_ev, *defer_ev;
@@ -257,7 +257,7 @@ on_defer(evutil_socket_t fd, short what, void *priv)
 static void
 on_ready(evutil_socket_t fd, short what, void *priv)
 {
-    struct timeval tv = {0, (suseconds_t)(WTR_DEFER * 1e6)};
+    struct timeval tv = { 0, (suseconds_t)(WTR_DEFER * 1e6) };
 
     (void)fd;
     (void)what;
@@ -349,7 +349,7 @@ wtr_init(void)
     if (set_fd < 0)
         return (-1);
     if (ready_fd < 0) {
-        struct epoll_event e = {.events = EPOLLIN, .data.ptr = NULL};
+        struct epoll_event e = { .events = EPOLLIN, .data.ptr = NULL };
 
         ready_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (ready_fd < 0 || epoll_ctl(set_fd, EPOLL_CTL_ADD, ready_fd, &e) != 0)

@@ -19,6 +19,9 @@
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/wrk.h"
+#include <lauxlib.h>
+
+#include "src/policy/pol_priv.h"
 
 static struct wrk wrk;
 static struct req req;
@@ -640,6 +643,39 @@ START_TEST(log_hook)
 }
 END_TEST
 
+START_TEST(empty_hooks_not_called)
+{
+    struct pol_wrk *pw;
+
+    load_ok("function recv(req) end\n"
+            "function hash(req)\n"
+            "end\n"
+            "function log(req, resp) end\n"
+            "function miss(...) end\n"
+            "function hit(req, obj) return nil end\n"
+            "function pass(req) local x end\n");
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_HASH);
+    pw = wrk.pol;
+    AN(pw);
+    /* Empty functions are dropped, on the script's side and builtin.lua's ... */
+    ck_assert_int_eq(pw->ref_user[POL_H_RECV], LUA_NOREF);
+    ck_assert_int_eq(pw->ref_user[POL_H_HASH], LUA_NOREF);
+    ck_assert_int_eq(pw->ref_builtin[POL_H_HASH], LUA_NOREF);
+    ck_assert_int_eq(pw->ref_user[POL_H_LOG], LUA_NOREF);
+    ck_assert_int_eq(pw->ref_builtin[POL_H_LOG], LUA_NOREF);
+    ck_assert_int_eq(pw->ref_user[POL_H_MISS], LUA_NOREF);
+    /* ... anything with code is kept, and the hooks still count as taken */
+    ck_assert_int_ne(pw->ref_builtin[POL_H_RECV], LUA_NOREF);
+    ck_assert_int_ne(pw->ref_user[POL_H_HIT], LUA_NOREF);
+    ck_assert_int_ne(pw->ref_user[POL_H_PASS], LUA_NOREF);
+    ck_assert(pw->defined & (1u << POL_H_HASH));
+    ck_assert(req.hooks & (1u << POL_H_RECV));
+    /* An empty recv is no recv: builtin.lua's decides. */
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", "Cookie", "a=b", NULL)), POL_PASS);
+    ck_assert_int_eq(do_recv(mkreq("POST", "/", NULL)), POL_PASS);
+}
+END_TEST
+
 Suite *
 pol_suite(void)
 {
@@ -648,6 +684,7 @@ pol_suite(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, headers);
+    tcase_add_test(tc, empty_hooks_not_called);
     tcase_add_test(tc, header_injection_refused);
     tcase_add_test(tc, actions);
     tcase_add_test(tc, re_helpers);
