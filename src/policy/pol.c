@@ -270,18 +270,17 @@ state_close(struct pol_wrk *pw)
     if (pw->L != NULL)
         lua_close(pw->L);
     pw->L = NULL;
+    for (int h = 0; h < POL_H_MAX; h++) {
+        free(pw->konst_user[h]);
+        free(pw->konst_builtin[h]);
+        pw->konst_user[h] = pw->konst_builtin[h] = NULL;
+    }
     pw->ctx_id = 0;
     pw->ctx_ref = LUA_NOREF;
     pol__prog_unref(&pw->prog);
 }
 
-/*
- * Build pw's state from program p (pw takes a reference to it): the
- * sandbox, the libraries, builtin.lua in its own environment, then the
- * script, and look the hooks up.
- */
-
-/* ---- empty hooks ---- */
+/* ---- empty hooks and constant answers ---- */
 
 /* lua_dump()'s writer: the first bytes of a function's binary chunk. */
 struct dumped {
@@ -353,30 +352,44 @@ fn_code(lua_State *L, struct dumped *d, const unsigned char **code, size_t *ncod
     return (true);
 }
 
+/* Lua source for string s as a quoted literal, every byte a decimal escape. */
+static void
+quote_bytes(struct sb *sb, const unsigned char *s, size_t len)
+{
+    sb_printf(sb, "\"");
+    for (size_t i = 0; i < len; i++)
+        sb_printf(sb, "\\%u", s[i]);
+    sb_printf(sb, "\"");
+}
+
 /*
- * Whether the function on top of the stack does nothing: its code is that
- * of `function (same parameters) end`.  Such a hook returns nil, the same
- * as no hook, so it is not called at all.
+ * Whether `fcode` (n instructions) is the code of `function (np
+ * parameters, vararg) end`, or, with a word, of `function (...) return
+ * "word" end`: compiled here and compared instruction for instruction.
  */
 static bool
-fn_is_empty(lua_State *L)
+same_code_as(lua_State *L, const unsigned char *fcode, size_t n, unsigned np, unsigned va,
+             const unsigned char *word, size_t wlen)
 {
-    struct dumped fd, rd;
-    const unsigned char *fcode, *rcode;
-    size_t fn, rn;
-    unsigned np, va, rnp, rva;
-    char src[600];
+    const unsigned char *rcode;
+    unsigned rnp, rva;
+    struct dumped rd;
+    char src[1024];
     struct sb sb;
-    bool empty;
+    size_t rn;
+    bool same;
 
-    if (lua_iscfunction(L, -1) || !fn_code(L, &fd, &fcode, &fn, &np, &va) || fn > 2 || np > 50)
-        return (false);
     sb_init(&sb, src, sizeof src);
     sb_printf(&sb, "return function(");
     for (unsigned i = 0; i < np; i++)
         sb_printf(&sb, "%sa%u", i > 0 ? ", " : "", i);
-    sb_printf(&sb, "%s) end", va ? (np > 0 ? ", ..." : "...") : "");
-    if (!sb_ok(&sb) || luaL_loadbuffer(L, sb.buf, sb.len, "=empty") != LUA_OK) {
+    sb_printf(&sb, "%s) ", va ? (np > 0 ? ", ..." : "...") : "");
+    if (word != NULL) {
+        sb_printf(&sb, "return ");
+        quote_bytes(&sb, word, wlen);
+    }
+    sb_printf(&sb, " end");
+    if (!sb_ok(&sb) || luaL_loadbuffer(L, sb.buf, sb.len, "=reference") != LUA_OK) {
         lua_pop(L, 1);
         return (false);
     }
@@ -384,23 +397,78 @@ fn_is_empty(lua_State *L)
         lua_pop(L, 1);
         return (false);
     }
-    empty = fn_code(L, &rd, &rcode, &rn, &rnp, &rva) && rnp == np && rva == va && rn == fn &&
-            memcmp(rcode, fcode, fn * 4) == 0;
+    same = fn_code(L, &rd, &rcode, &rn, &rnp, &rva) && rnp == np && rva == va && rn == n &&
+           memcmp(rcode, fcode, n * 4) == 0;
     lua_pop(L, 1);
-    return (empty);
+    return (same);
+}
+
+/*
+ * Whether the function on top of the stack does nothing.  Such a hook
+ * returns nil, the same as no hook, so it is not called at all.
+ */
+static bool
+fn_is_empty(lua_State *L)
+{
+    const unsigned char *code;
+    unsigned np, va;
+    struct dumped d;
+    size_t n;
+
+    return (!lua_iscfunction(L, -1) && fn_code(L, &d, &code, &n, &np, &va) && n <= 2 &&
+            np <= 50 && same_code_as(L, code, n, np, va, NULL, 0));
+}
+
+/*
+ * If the function on top of the stack (left there) is `return "word"`
+ * and nothing else, a copy of the word; else NULL.  Such a hook
+ * (builtin.lua's hit, miss, pass ...) is answered without a call.
+ */
+static char *
+fn_konst(lua_State *L)
+{
+    const unsigned char *code, *k, *e;
+    size_t n, nk, slen;
+    unsigned np, va;
+    struct dumped d;
+    char *word;
+
+    if (lua_iscfunction(L, -1) || !fn_code(L, &d, &code, &n, &np, &va) || n < 2 || n > 4 ||
+        np > 20)
+        return (NULL);
+    k = code + n * 4;
+    e = d.b + d.len;
+    /* one constant, a short string: type byte (LUA_VSHRSTR), then its size + 1 and bytes */
+    if (!undump_size(&k, e, &nk) || nk != 1 || k >= e || *k++ != 0x04 ||
+        !undump_size(&k, e, &slen) || slen < 2 || slen - 1 > (size_t)(e - k) || slen > 64)
+        return (NULL);
+    slen--;
+    if (!same_code_as(L, code, n, np, va, k, slen))
+        return (NULL);
+    word = malloc(slen + 1);
+    AN(word);
+    memcpy(word, k, slen);
+    word[slen] = '\0';
+    return (word);
 }
 
 /* A registry reference to the hook function on top of the stack (popped); LUA_NOREF if empty. */
 static int
-hook_ref(lua_State *L)
+hook_ref(lua_State *L, char **konst)
 {
     if (fn_is_empty(L)) {
         lua_pop(L, 1);
         return (LUA_NOREF);
     }
+    *konst = fn_konst(L);
     return (luaL_ref(L, LUA_REGISTRYINDEX));
 }
 
+/*
+ * Build pw's state from program p (pw takes a reference to it): the
+ * sandbox, the libraries, builtin.lua in its own environment, then the
+ * script, and look the hooks up.
+ */
 static int
 state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
 {
@@ -448,7 +516,7 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     for (int h = 0; h < POL_H_MAX; h++) {
         pw->ref_user[h] = pw->ref_builtin[h] = LUA_NOREF;
         if (lua_getglobal(L, pol__hook_name[h]) == LUA_TFUNCTION) {
-            pw->ref_user[h] = hook_ref(L);
+            pw->ref_user[h] = hook_ref(L, &pw->konst_user[h]);
             p->hooks |= 1u << h;
             p->user_hooks |= 1u << h;
         } else {
@@ -456,7 +524,7 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
         }
         lua_pushstring(L, pol__hook_name[h]);
         if (lua_rawget(L, -2) == LUA_TFUNCTION) { /* its own, not _G's through __index */
-            pw->ref_builtin[h] = hook_ref(L);
+            pw->ref_builtin[h] = hook_ref(L, &pw->konst_builtin[h]);
             p->hooks |= 1u << h;
         } else {
             lua_pop(L, 1);

@@ -176,10 +176,39 @@ struct call {
     } arg[2];
 };
 
+/*
+ * The word hook h answers without running anything: the script's
+ * function always returns it, or there is none (or an empty one) and
+ * builtin.lua's always returns it.  NULL when a function must run; ""
+ * when neither has one (the hook's default).
+ */
+static const char *
+konst_answer(const struct pol_wrk *pw, enum pol_hook h)
+{
+    if (pw->ref_user[h] != LUA_NOREF)
+        return (pw->konst_user[h]);
+    if (pw->ref_builtin[h] != LUA_NOREF)
+        return (pw->konst_builtin[h]);
+    return ("");
+}
+
+/* The action for acts[rv]; "synth" without surogat.synth() is a 503. */
+static enum pol_act
+act_of(const struct call *c, int rv)
+{
+    if (c->map[rv] == POL_SYNTH && c->syn->status == 0) {
+        c->syn->status = 503;
+        snprintf(c->syn->reason, sizeof c->syn->reason, "%s returned \"synth\"",
+                 pol__hook_name[c->h]);
+    }
+    return (c->map[rv]);
+}
+
 static enum pol_act
 call_hook(struct req *req, const struct call *c)
 {
     struct pol_wrk *pw;
+    const char *word;
     int top, rv;
 
     if (c->syn != NULL)
@@ -190,8 +219,14 @@ call_hook(struct req *req, const struct call *c)
         return (POL_ERROR);
     if (pw->defined & (1u << c->h))
         req->hooks |= 1u << c->h; /* taken, even when its function is empty */
-    if (pw->ref_user[c->h] == LUA_NOREF && pw->ref_builtin[c->h] == LUA_NOREF)
-        return (c->dflt);
+    if ((word = konst_answer(pw, c->h)) != NULL) {
+        if (*word == '\0')
+            return (c->dflt);
+        /* A word not among the actions goes the long way, to its error message. */
+        for (rv = 0; rv < c->nacts; rv++)
+            if (strcmp(word, c->acts[rv]) == 0)
+                return (act_of(c, rv));
+    }
     top = lua_gettop(pw->L);
     for (int i = 0; i < c->nargs; i++) {
         if (i == 0)
@@ -208,12 +243,7 @@ call_hook(struct req *req, const struct call *c)
         return (POL_ERROR);
     if (rv == c->nacts)
         return (c->dflt);
-    if (c->map[rv] == POL_SYNTH && c->syn->status == 0) {
-        c->syn->status = 503;
-        snprintf(c->syn->reason, sizeof c->syn->reason, "%s returned \"synth\"",
-                 pol__hook_name[c->h]);
-    }
-    return (c->map[rv]);
+    return (act_of(c, rv));
 }
 
 #define CALL_ACTS(a, m) .acts = (a), .map = (m), .nacts = (int)ARRAY_LEN(a)

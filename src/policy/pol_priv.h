@@ -52,6 +52,9 @@ struct pol_wrk {
     int ref_user[POL_H_MAX];
     int ref_builtin[POL_H_MAX];
     unsigned defined;
+    /* The word a hook function always returns (`return "deliver"`), else NULL. */
+    char *konst_user[POL_H_MAX];
+    char *konst_builtin[POL_H_MAX];
     /* req.ctx: the table of request ctx_id, a registry reference */
     uint64_t ctx_id;
     int ctx_ref;

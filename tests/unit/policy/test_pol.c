@@ -676,6 +676,35 @@ START_TEST(empty_hooks_not_called)
 }
 END_TEST
 
+START_TEST(constant_answers)
+{
+    struct pol_wrk *pw;
+    uint64_t e0;
+
+    load_ok("function recv(req) return \"pass\" end\n"
+            "function miss(req)\n  return 'fetch'\nend\n"
+            "function pass(req) return req.url end\n"
+            "function synth(req, resp) return \"deliver\", 1 end\n");
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PASS);
+    pw = wrk.pol;
+    AN(pw);
+    ck_assert_str_eq(pw->konst_user[POL_H_RECV], "pass");
+    ck_assert_str_eq(pw->konst_user[POL_H_MISS], "fetch");
+    ck_assert_ptr_null(pw->konst_user[POL_H_PASS]);  /* not a constant */
+    ck_assert_ptr_null(pw->konst_user[POL_H_SYNTH]); /* returns two values */
+    ck_assert_str_eq(pw->konst_builtin[POL_H_HIT], "deliver");
+    ck_assert_ptr_null(pw->konst_builtin[POL_H_RECV]);
+    ck_assert(req.hooks & (1u << POL_H_RECV));
+
+    /* A constant that is no action still fails the way a call does. */
+    load_ok("function recv(req) return 'bogus' end\n");
+    e0 = stat_get(STAT_policy_error);
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_ERROR);
+    ck_assert_uint_eq(stat_get(STAT_policy_error), e0 + 1);
+    ck_assert_str_eq(wrk.pol->konst_user[POL_H_RECV], "bogus");
+}
+END_TEST
+
 Suite *
 pol_suite(void)
 {
@@ -685,6 +714,7 @@ pol_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, headers);
     tcase_add_test(tc, empty_hooks_not_called);
+    tcase_add_test(tc, constant_answers);
     tcase_add_test(tc, header_injection_refused);
     tcase_add_test(tc, actions);
     tcase_add_test(tc, re_helpers);
