@@ -419,7 +419,6 @@ jail_say(const struct opts *o)
                 (unsigned)getgid());
     else if (geteuid() == 0 && o->jail_none)
         log_msg(LOG_NOTICE, "running as root (-j none)");
-
 }
 
 static void

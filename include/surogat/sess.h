@@ -45,8 +45,8 @@ struct sess {
  * or TLS through tls_ when sp->ssl is set.  One predictable branch keeps
  * the plain path as cheap as before.  Same contracts as the vio_
  * functions; sess_read_nb() is one non-blocking read: -1 with EAGAIN
- * when nothing is there.  sess_wait_readable() counts bytes OpenSSL has
- * already decrypted, which poll(2) cannot see.  sendfile(2) cannot carry
+ * when nothing is there; sess_pending() counts bytes OpenSSL has already
+ * decrypted, which poll(2) cannot see.  sendfile(2) cannot carry
  * TLS (no kernel TLS here): under TLS a file body goes through
  * tls_sendfile(), which reads it into full records.
  */
@@ -84,13 +84,6 @@ sess_write(struct sess *sp, const void *buf, size_t len, double deadline)
  * early (it shrank).
  */
 int sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline);
-static inline int
-sess_wait_readable(struct sess *sp, double timeout)
-{
-    if (__builtin_expect(sp->ssl != NULL, 0))
-        return (tls_wait_readable(sp->ssl, sp->fd, timeout));
-    return (vio_wait_readable(sp->fd, timeout));
-}
 /* Request bytes already read and decrypted: the session must not wait for poll(2). */
 static inline bool
 sess_pending(const struct sess *sp)

@@ -182,14 +182,19 @@ struct call {
  * builtin.lua's always returns it.  NULL when a function must run; ""
  * when neither has one (the hook's default).
  */
+/* Neither the script nor builtin.lua has a function for h that does anything. */
+static bool
+runs_nothing(const struct pol_wrk *pw, enum pol_hook h)
+{
+    return (pw->ref_user[h] == LUA_NOREF && pw->ref_builtin[h] == LUA_NOREF);
+}
+
 static const char *
 konst_answer(const struct pol_wrk *pw, enum pol_hook h)
 {
-    if (pw->ref_user[h] != LUA_NOREF)
-        return (pw->konst_user[h]);
-    if (pw->ref_builtin[h] != LUA_NOREF)
-        return (pw->konst_builtin[h]);
-    return ("");
+    if (runs_nothing(pw, h))
+        return ("");
+    return (pw->ref_user[h] != LUA_NOREF ? pw->konst_user[h] : pw->konst_builtin[h]);
 }
 
 /* The action for acts[rv]; "synth" without surogat.synth() is a 503. */
@@ -277,7 +282,7 @@ pol_hash(struct req *req, char **key, size_t *len)
         return (-1);
     pw->hlen = 0;
     req->hooks |= 1u << POL_H_HASH;
-    if (pw->ref_user[POL_H_HASH] == LUA_NOREF && pw->ref_builtin[POL_H_HASH] == LUA_NOREF) {
+    if (runs_nothing(pw, POL_H_HASH)) {
         rv = 1; /* both empty: the built-in key alone, no objects to build */
     } else {
         top = lua_gettop(pw->L);
@@ -458,8 +463,7 @@ pol_log(struct req *req)
         return;
     pw = begin(req);
     /* Both log functions empty, or none: nothing to run, no objects to build. */
-    if (pw == NULL ||
-        (pw->ref_user[POL_H_LOG] == LUA_NOREF && pw->ref_builtin[POL_H_LOG] == LUA_NOREF))
+    if (pw == NULL || runs_nothing(pw, POL_H_LOG))
         return;
     http_init(&resp, NULL, 0);
     resp.proto = req->http->proto == 10 ? 10 : 11;

@@ -155,15 +155,6 @@ slot_get(void)
     return (true);
 }
 
-/*
- * Called with pp->mtx held and an empty queue: work from the idle source
- * (sessions the waiter watches), taken without sleeping or, right after
- * a task, waiting timeout_linger for it.  Only slot holders take: one
- * worker per CPU serving ready sessions in a row is what spares a context
- * switch per request, while more takers on the same CPUs would only
- * preempt each other with a request half served.  Sessions the takers do
- * not get to go through the waiter to other workers.
- */
 static void
 slot_put(struct worker *w)
 {
@@ -185,6 +176,15 @@ pool_takers(void)
     return (__atomic_load_n(&takers, __ATOMIC_RELAXED));
 }
 
+/*
+ * Called with pp->mtx held and an empty queue: work from the idle source
+ * (sessions the waiter watches), taken without sleeping or, right after
+ * a task, waiting timeout_linger for it.  Only slot holders take: one
+ * worker per CPU serving ready sessions in a row is what spares a context
+ * switch per request, while more takers on the same CPUs would only
+ * preempt each other with a request half served.  Sessions the takers do
+ * not get to go through the waiter to other workers.
+ */
 static struct pool_task *
 take_idle(struct worker *w, bool may_linger)
 {

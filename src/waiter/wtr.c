@@ -122,34 +122,39 @@ claim_locked(struct sess *sp)
     return (expired);
 }
 
-static void
-ready_push_locked(struct sess *sp)
-{
-    uint64_t one = 1;
-
-    append(&ready_head, &ready_tail, sp);
-    if (!ready_signaled) {
-        (void)!write(ready_fd, &one, sizeof one);
-        ready_signaled = true;
-    }
-}
-
 static struct sess *
 ready_pop_locked(void)
 {
     struct sess *sp = ready_head;
-    uint64_t v;
 
     if (sp == NULL)
         return (NULL);
     ready_head = sp->wnext;
-    if (ready_head == NULL) {
+    if (ready_head == NULL)
         ready_tail = NULL;
-        (void)!read(ready_fd, &v, sizeof v);
-        ready_signaled = false;
-    }
     sp->wnext = sp->wprev = NULL;
     return (sp);
+}
+
+/*
+ * Under park_mtx, before it is released: make ready_fd readable exactly
+ * while the ready queue holds sessions.  Once per locked section, not per
+ * push and pop: a scan that finds one session and hands it straight to
+ * its taker then costs no eventfd write and read.
+ */
+static void
+ready_sync_locked(void)
+{
+    bool want = ready_head != NULL;
+    uint64_t v = 1;
+
+    if (want == ready_signaled)
+        return;
+    if (want)
+        (void)!write(ready_fd, &v, sizeof v);
+    else
+        (void)!read(ready_fd, &v, sizeof v);
+    ready_signaled = want;
 }
 
 /*
@@ -173,7 +178,7 @@ collect_locked(const struct epoll_event *evs, int n, struct sess **closep)
             *closep = sp;
         } else {
             sp->t_ready = now;
-            ready_push_locked(sp);
+            append(&ready_head, &ready_tail, sp);
         }
     }
 }
@@ -224,6 +229,7 @@ dispatch(double before)
             *tail = sp;
             tail = &sp->wnext;
         }
+        ready_sync_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
         close_expired(expired);
     } while (n == WTR_BATCH);
@@ -356,7 +362,7 @@ wtr_init(void)
             return (-1);
     }
     stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (set_fd < 0 || stop_fd < 0)
+    if (stop_fd < 0)
         return (-1);
     stopping = false;
     set_ev = event_new(wtr_base, set_fd, EV_READ | EV_PERSIST, on_ready, NULL);
@@ -397,15 +403,17 @@ wtr_fini(void)
     }
     while ((sp = ready_pop_locked()) != NULL)
         sess_close(&sp);
+    ready_sync_locked();
     AZ(pthread_mutex_unlock(&park_mtx));
     event_free(set_ev);
     event_free(stop_ev);
     event_free(sweep_ev);
     event_free(defer_ev);
     /*
-     * set_fd and ready_fd stay open: a worker of a pool still shutting down may be
-     * about to wait in it (and will find nothing), and a closed number
-     * could meanwhile name another file.  The process exits next.
+     * set_fd and ready_fd stay open: a worker of a pool still shutting
+     * down may be about to wait in the set (and will find nothing), and a
+     * closed number could meanwhile name another file.  The process exits
+     * next.
      */
     close(stop_fd);
     stop_fd = -1;
@@ -488,6 +496,7 @@ wtr_take(double wait)
         AZ(pthread_mutex_lock(&park_mtx));
         /* Stopping: wtr_fini() closes what is parked or queued. */
         sp = stopping ? NULL : ready_pop_locked();
+        ready_sync_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
         if (sp != NULL)
             break;
@@ -502,6 +511,7 @@ wtr_take(double wait)
         }
         collect_locked(evs, n, &expired);
         sp = ready_pop_locked();
+        ready_sync_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
         close_expired(expired);
         if (sp != NULL)
