@@ -415,6 +415,18 @@ cookie_listed(const struct cc *rcc)
            ((rcc->flags & CC_NO_CACHE_FIELDS) && cc_field_listed(&rcc->no_cache_fields, &sc));
 }
 
+bool
+fresh_field_storable(const struct txt *name, const struct cc *rcc)
+{
+    AN(name);
+    AN(rcc);
+    if (http_name_eq(name, "Set-Cookie"))
+        return (false);
+    if ((rcc->flags & CC_PRIVATE_FIELDS) && cc_field_listed(&rcc->private_fields, name))
+        return (false);
+    return (!((rcc->flags & CC_NO_CACHE_FIELDS) && cc_field_listed(&rcc->no_cache_fields, name)));
+}
+
 static bool
 has_validator(const struct http *resp)
 {

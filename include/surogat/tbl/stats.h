@@ -65,6 +65,8 @@ STAT(coalesce_timeout, COUNTER, "Waits for another fetch that gave up after coal
 STAT(coalesce_overflow, COUNTER, "Requests not coalesced because coalesce_max_waiters waited.")
 STAT(cache_stored, COUNTER, "Responses stored in the cache.")
 STAT(cache_uncacheable, COUNTER, "Fetched responses that could not be stored.")
+STAT(cache_set_cookie_stripped, COUNTER, "Set-Cookie fields left out of a stored object "
+     "(a cookie is the fetching client's alone, never another's).")
 STAT(cache_hit_grace, COUNTER, "Stale objects served in grace while refreshed in the background.")
 STAT(cache_revalidated, COUNTER, "Stale objects revalidated by the backend with a 304 and reused.")
 STAT(cache_stale_if_error, COUNTER, "Stale objects served because the backend failed.")
