@@ -34,6 +34,13 @@ struct fresh_cfg {
     double default_ttl;
     /* Stale-while-revalidate window for a response without one; 0 (section 4.2.4). */
     double default_grace;
+    /*
+     * Stale-if-error window for a response without one (RFC 5861 section
+     * 4 lets a cache choose): how long past its ttl an object may stand in
+     * for a failing backend.  Never under must-revalidate, proxy-revalidate,
+     * s-maxage or no-cache, which forbid stale use (RFC 9111 4.2.4).
+     */
+    double default_sie;
     /* Share of (Date - Last-Modified) for heuristic freshness: 0.1 (section 4.2.2). */
     double heuristic_fraction;
     /* Cap of the heuristic lifetime: one day. */
@@ -50,6 +57,7 @@ struct fresh_cfg {
 #define FRESH_CFG_DEFAULT                           \
     ((struct fresh_cfg){ .default_ttl = 0,          \
                          .default_grace = 0,        \
+                         .default_sie = 0,          \
                          .heuristic_fraction = 0.1, \
                          .heuristic_max = 86400,    \
                          .store_set_cookie = false })
@@ -177,7 +185,8 @@ struct fresh_obj {
  * Fill *o for a response received at t_resp for a request sent at t_req.
  * swr and sie are 0 under FRESH_F_MUST_REVALIDATE or FRESH_F_NO_CACHE,
  * which forbid stale use (RFC 9111 section 4.2.4 beats RFC 5861); swr is
- * default_grace without a stale-while-revalidate.  After a 304 the cache
+ * default_grace without a stale-while-revalidate, sie default_sie without a
+ * stale-if-error.  After a 304 the cache
  * merges the new header fields into the stored ones (section 4.3.4) and
  * calls this again.
  */

@@ -63,6 +63,15 @@ bool http_has_token(const struct http *hp, const char *name, const char *token);
 void http_strip_hop_by_hop(struct http *hp);
 /* Whether `m` is a method RFC 9110 calls idempotent (GET HEAD PUT DELETE OPTIONS TRACE). */
 bool http_method_idempotent(const struct txt *m);
+/*
+ * Whether a Host field value is well-formed (RFC 9110 section 7.2, RFC
+ * 3986 section 3.2.2): a reg-name (unreserved, pct-encoded and sub-delims
+ * characters in non-empty dot-separated labels, one trailing dot
+ * allowed), an IPv4 address or a bracketed IPv6 literal, then an
+ * optional ":port" of at most 65535.  Empty is not well-formed.  Where a
+ * Host may be empty (HTTP/1.0) the caller says so itself.
+ */
+bool http_host_valid(const struct txt *host);
 /* The standard reason phrase for a status, "Unknown" if none. */
 const char *http_reason(unsigned status);
 

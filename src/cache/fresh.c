@@ -509,7 +509,7 @@ fresh_obj_init(struct fresh_obj *o, const struct http *resp, const struct cc *rc
     if (rcc->flags & CC_IMMUTABLE)
         o->flags |= FRESH_F_IMMUTABLE;
     o->swr = rcc->swr >= 0 ? (double)rcc->swr : SRG_MAX(0.0, cfg->default_grace);
-    o->sie = rcc->sie >= 0 ? (double)rcc->sie : 0;
+    o->sie = rcc->sie >= 0 ? (double)rcc->sie : SRG_MAX(0.0, cfg->default_sie);
     if (o->flags & (FRESH_F_MUST_REVALIDATE | FRESH_F_NO_CACHE))
         o->swr = o->sie = 0;
 }

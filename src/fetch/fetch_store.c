@@ -37,6 +37,7 @@ fresh_cfg_now(void)
 
     cfg.default_ttl = par.default_ttl;
     cfg.default_grace = par.default_grace;
+    cfg.default_sie = par.default_stale_if_error;
     cfg.heuristic_max = par.heuristic_max;
     return (cfg);
 }

@@ -396,6 +396,64 @@ absolute_form(struct req *req)
 }
 
 /*
+ * Request fields a client may send that the cache key does not include,
+ * while applications commonly build links, redirects, schemes or even
+ * routes from them (Symfony, Laravel, Django, Rails, IIS URL rewriting,
+ * method overrides).  A response built from a forged one would be cached
+ * and served to everyone: cache poisoning with a single request.  So
+ * they are removed from every client request before the policy and the
+ * backend see it, unless trusted_client_headers names them (a proxy in
+ * front that sets them itself); the policy may still set any of them.
+ */
+static const char *const unkeyed_fields[] = {
+    "X-Forwarded-Host", "X-Forwarded-Server", "X-Forwarded-Port", "X-Forwarded-Prefix",
+    "X-Forwarded-Scheme", "X-Forwarded-Ssl", "Front-End-Https", "X-Url-Scheme",
+    "X-Host", "X-Original-Host", "X-Original-URL", "X-Rewrite-URL",
+    "X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "Forwarded",
+};
+
+/* Whether `name` is an element of a comma- or space-separated list, ignoring case. */
+static bool
+name_listed(const char *list, const char *name)
+{
+    size_t nl = strlen(name);
+
+    for (const char *p = list; *p != '\0';) {
+        size_t n;
+        p += strspn(p, ", \t");
+        n = strcspn(p, ", \t");
+        if (n == nl && strncasecmp(p, name, n) == 0)
+            return (true);
+        p += n;
+    }
+    return (false);
+}
+
+/*
+ * Remove the unkeyed fields the operator does not trust.  Which ones is
+ * worked out again only when the parameter's value changes (a new
+ * pointer): once per worker, not per request.
+ */
+static void
+strip_unkeyed(struct http *hp)
+{
+    static __thread const char *seen;
+    static __thread uint32_t strip;
+    const char *cur = __atomic_load_n(&par.trusted_client_headers, __ATOMIC_ACQUIRE);
+
+    if (cur != seen || seen == NULL) {
+        strip = 0;
+        for (size_t i = 0; i < ARRAY_LEN(unkeyed_fields); i++)
+            if (!name_listed(cur, unkeyed_fields[i]))
+                strip |= UINT32_C(1) << i;
+        seen = cur;
+    }
+    for (size_t i = 0; i < ARRAY_LEN(unkeyed_fields); i++)
+        if ((strip & (UINT32_C(1) << i)) && http_unset(hp, unkeyed_fields[i]) > 0)
+            STAT_INC(client_hdr_stripped);
+}
+
+/*
  * Checks on a parsed head that the parser cannot make alone: Host,
  * framing, the request-target form, Expect.  Answers and returns
  * HEAD_ERROR for a request we refuse.
@@ -408,6 +466,10 @@ check_request(struct req *req)
     unsigned nhost = http_count(hp, "Host");
 
     if (nhost > 1 || (hp->proto == 11 && nhost == 0))
+        return (reject(req, 400));
+    /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
+    h = http_find(hp, "Host");
+    if (h != NULL && (h->val.len > 0 || hp->proto == 11) && !http_host_valid(&h->val))
         return (reject(req, 400));
     switch (h1_req_body(hp, &req->clen)) {
     case H1_BODY_NONE:
@@ -434,7 +496,7 @@ check_request(struct req *req)
                 return (reject(req, 400));
         } else if (hp->method.len == 7 && memcmp(hp->method.b, "CONNECT", 7) == 0) {
             return (reject(req, 501));
-        } else if (absolute_form(req) != 0) {
+        } else if (absolute_form(req) != 0 || !http_host_valid(http_value(hp, "Host"))) {
             return (reject(req, 400));
         }
     }
@@ -449,6 +511,23 @@ check_request(struct req *req)
         req->expect_100 = hp->proto == 11 && req->body != H1_BODY_NONE;
         http_unset(hp, "Expect"); /* we answer it ourselves */
     }
+    if (hp->method.len == 5 && memcmp(hp->method.b, "TRACE", 5) == 0) {
+        /*
+         * TRACE echoes the request, cookies and credentials included, to
+         * whoever can make a browser send it (cross-site tracing); the
+         * few who need it turn it on.  Then it still never carries them.
+         */
+        if (!par.allow_trace) {
+            STAT_INC(client_req_405);
+            req->close = true;
+            (void)req_synth(req, 405, "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n");
+            return (HEAD_ERROR);
+        }
+        http_unset(hp, "Cookie");
+        http_unset(hp, "Authorization");
+        http_unset(hp, "Proxy-Authorization");
+    }
+    strip_unkeyed(hp);
     req->head_only = hp->method.len == 4 && memcmp(hp->method.b, "HEAD", 4) == 0;
     if (hp->proto == 11) {
         req->want_close = http_has_token(hp, "Connection", "close");

@@ -19,6 +19,7 @@
 
 #include "surogat/be.h"
 #include "surogat/cc.h"
+#include "surogat/ckey.h"
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/fetch.h"
@@ -37,24 +38,12 @@
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
 
-/* The cache key: Host (lower case, as hosts compare) then the request-target. */
-/* A cache key: the Host lower-cased (hosts compare so), a NUL, then the path. */
+/* A cache key for this request's scheme (ckey_build()). */
 static char *
 make_key(struct req *req, const struct txt *host, const char *path, size_t plen, size_t *len)
 {
-    size_t hl = host != NULL ? host->len : 0;
-    char *k = ws_alloc(&req->wrk->ws, hl + 1 + plen);
-
-    if (k == NULL)
-        return (NULL);
-    for (size_t i = 0; i < hl; i++) {
-        char c = host->b[i];
-        k[i] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
-    }
-    k[hl] = '\0';
-    memcpy(k + hl + 1, path, plen);
-    *len = hl + 1 + plen;
-    return (k);
+    return (ckey_build(&req->wrk->ws, host, req->sp != NULL && sess_is_tls(req->sp), path, plen,
+                       len));
 }
 
 static char *
@@ -756,17 +745,26 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
  * origin's word.  Called with the backend's response head, before the
  * client sees any of it: a client that has its answer and asks again
  * must not get the old copy, and neither may anyone after a crash.
+ *
+ * Only the unsafe methods that change a resource count, spelled exactly
+ * (methods are case-sensitive, RFC 9110 section 9.1): "FOO" or "post"
+ * changes nothing a cache knows of, and must not let any client empty it.
  */
 void
 req_invalidate(struct req *req, const struct http *resp)
 {
     static const char *const fields[] = { "Location", "Content-Location" };
+    static const char *const unsafe[] = { "POST", "PUT", "PATCH", "DELETE" };
     const struct http_hdr *host = http_find(req->http, "Host");
     char *key;
     size_t keylen;
+    bool is_unsafe = false;
 
-    if (resp->status < 200 || resp->status >= 400 || is_method(req, "GET") ||
-        is_method(req, "HEAD") || is_method(req, "OPTIONS") || is_method(req, "TRACE"))
+    if (!par.invalidate_on_unsafe || resp->status < 200 || resp->status >= 400)
+        return;
+    for (size_t i = 0; i < ARRAY_LEN(unsafe) && !is_unsafe; i++)
+        is_unsafe = is_method(req, unsafe[i]);
+    if (!is_unsafe)
         return;
     if ((key = cache_key(req, &keylen)) != NULL)
         (void)hsh_purge(key, keylen);
@@ -1044,7 +1042,9 @@ dispatch_once(struct req *req)
 lookup:
     now = tim_real();
     switch (hsh_lookup(key, keylen, req->http, &qcc, now,
-                       req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0, &oc, &stale)) {
+                       (req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0) |
+                           (refresh ? HSH_L_FORCE_REVALIDATE : 0),
+                       &oc, &stale)) {
     case HSH_PASS:
         if (qcc.flags & CC_ONLY_IF_CACHED)
             break;

@@ -56,6 +56,7 @@ setup(void)
 #define TTL120  1u
 #define COOKIE  2u
 #define GRACE10 4u
+#define SIE300  8u
 
 static struct fresh_cfg
 cfg_of(unsigned mod)
@@ -68,6 +69,8 @@ cfg_of(unsigned mod)
         c.store_set_cookie = true;
     if (mod & GRACE10)
         c.default_grace = 10;
+    if (mod & SIE300)
+        c.default_sie = 300;
     return c;
 }
 
@@ -659,6 +662,14 @@ START_TEST(obj_flags_and_windows)
         { "no-cache=\"Set-Cookie\", max-age=60", 0, 0, 0, 0 },
         { "max-age=60, immutable", 0, FRESH_F_IMMUTABLE, 0, 0 },
         { "max-age=60, stale-if-error=x", 0, 0, 0, 0 },
+        /* default_stale_if_error: for responses without the directive, never when forbidden */
+        { "max-age=60", SIE300, 0, 0, 300 },
+        { "max-age=60, stale-if-error=5", SIE300, 0, 0, 5 },
+        { "max-age=60, stale-if-error=0", SIE300, 0, 0, 0 },
+        { "max-age=60, must-revalidate", SIE300, FRESH_F_MUST_REVALIDATE, 0, 0 },
+        { "max-age=60, proxy-revalidate", SIE300, FRESH_F_MUST_REVALIDATE, 0, 0 },
+        { "s-maxage=60", SIE300, FRESH_F_MUST_REVALIDATE, 0, 0 },
+        { "max-age=60, no-cache", SIE300, FRESH_F_NO_CACHE, 0, 0 },
     };
     struct fresh_obj o;
 
