@@ -448,9 +448,23 @@ strip_unkeyed(struct http *hp)
                 strip |= UINT32_C(1) << i;
         seen = cur;
     }
-    for (size_t i = 0; i < ARRAY_LEN(unkeyed_fields); i++)
-        if ((strip & (UINT32_C(1) << i)) && http_unset(hp, unkeyed_fields[i]) > 0)
+    /* One pass, in order; every name in the table starts with X or F. */
+    unsigned kept = 0;
+    for (unsigned h = 0; h < hp->nhdr; h++) {
+        const struct txt *n = &hp->hdr[h].name;
+        bool drop = false;
+        if (n->len > 0 && (n->b[0] | 0x20) != 'x' && (n->b[0] | 0x20) != 'f') {
+            hp->hdr[kept++] = hp->hdr[h];
+            continue;
+        }
+        for (size_t i = 0; i < ARRAY_LEN(unkeyed_fields) && !drop; i++)
+            drop = (strip & (UINT32_C(1) << i)) && http_name_eq(n, unkeyed_fields[i]);
+        if (drop)
             STAT_INC(client_hdr_stripped);
+        else
+            hp->hdr[kept++] = hp->hdr[h];
+    }
+    hp->nhdr = kept;
 }
 
 /*
