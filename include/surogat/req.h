@@ -63,24 +63,9 @@ struct req {
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
 };
 
-/*
- * Whether the request's If-None-Match (else If-Modified-Since) says the
- * client already has the representation with these validators (either
- * may be NULL): RFC 9110 section 13.2.2, for GET and HEAD.
- */
-bool req_not_modified(const struct req *req, const struct txt *etag, const struct txt *lm);
 /* After the backend answered an unsafe method, before the client sees it: invalidate. */
 struct http;
 void req_invalidate(struct req *req, const struct http *resp);
-/*
- * The request's single byte Range against a body of len bytes (RFC 9110
- * section 14.1.2), kept only if If-Range matches the strong etag or the
- * lm date (either may be NULL): 1 satisfiable (*first..*last), 0
- * unsatisfiable (416), -1 no usable Range (absent, not bytes, several
- * ranges, If-Range not matching): serve the whole body.
- */
-int req_range(const struct req *req, const struct txt *etag, const struct txt *lm, uint64_t len,
-              uint64_t *first, uint64_t *last);
 /*
  * Deliver a cached object: 304, 206 or 416 as the request's conditions
  * and range say.  fwd NULL for a hit; else the Cache-Status forward

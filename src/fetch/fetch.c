@@ -765,18 +765,18 @@ fail_overflow(struct fetch *f)
 static void
 miss_range(struct fetch *f)
 {
-    int r;
+    enum http_range r;
 
     /* A body the filter makes has no known length: a 200 with all of it. */
     if (f->status_override != 0 || f->resp->status != 200 || f->body != H1_BODY_LENGTH ||
         f->gz_client)
         return;
-    r = req_range(f->req, http_value(f->resp, "ETag"), http_value(f->resp, "Last-Modified"),
-                  f->clen, &f->r_first, &f->r_last);
-    if (r == 1) {
+    r = http_range(f->req->http, http_value(f->resp, "ETag"), http_value(f->resp, "Last-Modified"),
+                   f->clen, &f->r_first, &f->r_last);
+    if (r == HTTP_RANGE_OK) {
         f->range = 1;
         f->status_override = 206;
-    } else if (r == 0) {
+    } else if (r == HTTP_RANGE_UNSATISFIABLE) {
         f->range = 2;
         f->status_override = 416;
         f->body_to_client = false;
@@ -1046,8 +1046,8 @@ attempt(struct fetch *f, struct out *o)
          * and Range, so that a full object could be stored; answer the
          * client's own condition and range here.
          */
-        if (f->resp->status == 200 && req_not_modified(req, http_value(f->resp, "ETag"),
-                                                       http_value(f->resp, "Last-Modified"))) {
+        if (f->resp->status == 200 && http_not_modified(req->http, http_value(f->resp, "ETag"),
+                                                        http_value(f->resp, "Last-Modified"))) {
             f->status_override = 304;
             f->body_to_client = false;
         }
