@@ -20,6 +20,17 @@ struct wrk;
 struct be;
 struct dir;
 
+/* How a request was answered; names and docs in tbl/outcomes.h. */
+enum req_outcome {
+#define OUTCOME(name, doc) REQ_O_##name,
+#include "surogat/tbl/outcomes.h"
+    REQ_O__N
+};
+/* The name logs show ("HIT", "MISS" ...); "-" for REQ_O_NONE. */
+const char *req_outcome_name(enum req_outcome o);
+/* The outcome named name[0..len), ignoring case; REQ_O__N for none. */
+enum req_outcome req_outcome_parse(const char *name, size_t len);
+
 struct req {
     unsigned magic;
 #define REQ_MAGIC 0x58a3c6f1
@@ -46,7 +57,7 @@ struct req {
     unsigned status;     /* status sent to the client */
     uint64_t resp_bytes; /* body bytes sent */
     const char *be_name; /* backend used, for the log */
-    const char *cache;   /* cache status for the log: PASS, SYNTH ... */
+    enum req_outcome outcome; /* for the logs and the status page */
     double t_start;      /* tim_real() when the head was complete */
     double t_mono;       /* tim_mono() at the same time */
     double t_first;      /* tim_mono() when the first response byte was sent */

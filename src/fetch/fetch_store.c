@@ -429,7 +429,7 @@ fetch__revalidated(struct fetch *f)
     hsh_ref(oc);
     hsh_unbusy(&f->oc);
     req_deliver_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");
-    req->cache = "REVALIDATED";
+    req->outcome = REQ_O_REVALIDATED;
     hsh_deref(&oc);
     return (0);
 }

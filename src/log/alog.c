@@ -343,7 +343,7 @@ run_op(const struct af_op *op, const struct req *req, struct sb *sb)
         cat_hdr(sb, hp, op->arg, op->len);
         break;
     case AF_CACHE:
-        sb_cat(sb, req->cache != NULL ? req->cache : "-");
+        sb_cat(sb, req_outcome_name(req->outcome));
         break;
     case AF_BACKEND:
         sb_cat(sb, req->be_name != NULL ? req->be_name : "-");
@@ -409,7 +409,7 @@ json_line(const struct req *req, struct sb *sb)
     json_key_hdr(sb, "user_agent", hp, "User-Agent");
     sb_printf(sb, ",\"duration_us\":%.0f,\"ttfb_us\":%.0f", t_total(req) * 1e6,
               (req->t_first - req->t_mono) * 1e6);
-    s = req->cache != NULL ? req->cache : "-";
+    s = req_outcome_name(req->outcome);
     json_key_str(sb, "cache", s, strlen(s));
     if (req->be_name != NULL)
         json_key_str(sb, "backend", req->be_name, strlen(req->be_name));

@@ -236,7 +236,7 @@ rlog_req(struct rlog_ring *r, const struct req *req)
     copy_str(rec->client, sizeof rec->client, req->sp->client_ip, strlen(req->sp->client_ip));
     copy_str(rec->port, sizeof rec->port, req->sp->client_port, strlen(req->sp->client_port));
     copy_str(rec->method, sizeof rec->method, hp->method.b, hp->method.len);
-    s = req->cache != NULL ? req->cache : "-";
+    s = req_outcome_name(req->outcome);
     copy_str(rec->cache, sizeof rec->cache, s, strlen(s));
     s = req->be_name != NULL ? req->be_name : "-";
     copy_str(rec->backend, sizeof rec->backend, s, strlen(s));

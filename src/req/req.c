@@ -47,6 +47,27 @@ enum head_result {
     HEAD_ERROR,  /* answered with an error status: close after it */
 };
 
+static const char *const outcome_names[REQ_O__N] = {
+#define OUTCOME(name, doc) [REQ_O_##name] = #name,
+#include "surogat/tbl/outcomes.h"
+};
+
+const char *
+req_outcome_name(enum req_outcome o)
+{
+    SRG_ASSERT(o < REQ_O__N);
+    return (o == REQ_O_NONE ? "-" : outcome_names[o]);
+}
+
+enum req_outcome
+req_outcome_parse(const char *name, size_t len)
+{
+    for (int o = REQ_O_NONE + 1; o < REQ_O__N; o++)
+        if (strlen(outcome_names[o]) == len && strncasecmp(outcome_names[o], name, len) == 0)
+            return ((enum req_outcome)o);
+    return (REQ_O__N);
+}
+
 double
 req_send_deadline(const struct req *req)
 {
@@ -90,7 +111,7 @@ req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const cha
     iov[1].iov_base = body;
     iov[1].iov_len = req->head_only ? 0 : bb.len;
     req->status = status;
-    req->cache = "SYNTH";
+    req->outcome = REQ_O_SYNTH;
     req->t_first = tim_mono();
     rv = sess_writev(req->sp, iov, 2, req_send_deadline(req));
     if (rv == 0) {
@@ -215,7 +236,7 @@ req_synth_pol(struct req *req, unsigned status, const char *reason)
     resp.status = status;
     resp.reason = (struct txt){ reason, strlen(reason) };
     AZ(http_add(&resp, TXT_LIT("Content-Type"), TXT_LIT("text/html; charset=utf-8")));
-    req->cache = "SYNTH";
+    req->outcome = REQ_O_SYNTH;
     if (pol_active()) {
         switch (pol_synth(req, &resp, &body)) {
         case POL_DELIVER:
@@ -229,7 +250,7 @@ req_synth_pol(struct req *req, unsigned status, const char *reason)
         }
     }
     (void)req_send_synth(req, &resp, body);
-    req->cache = "SYNTH";
+    req->outcome = REQ_O_SYNTH;
 }
 
 static void

@@ -474,7 +474,7 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     struct dlv d;
     int n;
 
-    req->cache = "HIT";
+    req->outcome = REQ_O_HIT;
     n = deliver_head(req, oc, oc->body.len, now, fwd, &d, iov);
     if (n < 0) {
         deliver_refused(req, &d);
@@ -598,7 +598,7 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
     bool done = false;
     int n;
 
-    req->cache = "COLLAPSED";
+    req->outcome = REQ_O_COLLAPSED;
     n = deliver_head(req, oc, len, tim_real(), "fwd=miss; collapsed", &d, iov);
     if (n < 0) {
         deliver_refused(req, &d);
@@ -1048,7 +1048,7 @@ lookup:
         hsh_ref(so);
         fetch_bg(req, pick_backend(req), &oc, &stale);
         req_deliver_obj(req, so, now, NULL);
-        req->cache = "GRACE";
+        req->outcome = REQ_O_GRACE;
         hsh_deref(&so);
         return;
     case HSH_MISS:
@@ -1066,7 +1066,7 @@ lookup:
         return;
     }
     /* only-if-cached with nothing usable: never contact the origin (RFC 9111 5.2.1.7). */
-    req->cache = "MISS";
+    req->outcome = REQ_O_MISS;
     (void)req_synth(req, 504, NULL);
 }
 

@@ -503,14 +503,14 @@ sfb_deliver(struct req *req, struct sfb *sfb)
     STAT_INC(sfb_req);
     if (!is_method(req, "GET") && !is_method(req, "HEAD")) {
         fail(req, 405);
-        req->cache = "STATIC";
+        req->outcome = REQ_O_STATIC;
         return;
     }
     path = ws_alloc(&req->wrk->ws, SFB_PATH_MAX);
     if (path == NULL) {
         STAT_INC(ws_overflow);
         (void)req_synth_msg(req, 500, NULL, "workspace_client exhausted");
-        req->cache = "STATIC";
+        req->outcome = REQ_O_STATIC;
         return;
     }
     switch (sfb_path_norm(req->http->url.b, req->http->url.len, path, SFB_PATH_MAX, &plen)) {
@@ -519,13 +519,13 @@ sfb_deliver(struct req *req, struct sfb *sfb)
     case SFB_PATH_TOO_LONG:
         STAT_INC(sfb_bad_path);
         fail(req, 414);
-        req->cache = "STATIC";
+        req->outcome = REQ_O_STATIC;
         return;
     case SFB_PATH_BAD:
     case SFB_PATH_TRAVERSAL:
         STAT_INC(sfb_bad_path);
         fail(req, 400);
-        req->cache = "STATIC";
+        req->outcome = REQ_O_STATIC;
         return;
     }
     if (sfb_denied(sfb, path)) {
@@ -543,5 +543,5 @@ sfb_deliver(struct req *req, struct sfb *sfb)
     } else {
         fail_open(req, o);
     }
-    req->cache = "STATIC";
+    req->outcome = REQ_O_STATIC;
 }
