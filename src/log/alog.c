@@ -29,6 +29,7 @@
 #include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/tim.h"
+#include "surogat/wrk.h"
 
 #define ALOG_BUF_SIZE  (32 * 1024)
 #define ALOG_LINE_MAX  8192
@@ -452,9 +453,34 @@ alog_format_line(const char *format, const struct req *req, struct sb *sb, struc
  * Files and buffers.
  */
 
+static void
+slot_init(struct wrk *wrk)
+{
+    wrk->alog = alog_buf_new();
+}
+
+static void
+slot_fini(struct wrk *wrk)
+{
+    alog_buf_free(&wrk->alog);
+}
+
+/* Between tasks at most once a millisecond; always before the worker sleeps. */
+static void
+slot_idle(struct wrk *wrk, enum wrk_moment when)
+{
+    if (when == WRK_BEFORE_SLEEP)
+        alog_flush(wrk->alog);
+    else
+        alog_flush_soon(wrk->alog);
+}
+
+static const struct wrk_slot alog_slot = { "alog", slot_init, slot_fini, slot_idle };
+
 int
 alog_init(const char *path, const char *format, bool to_syslog, struct sb *err)
 {
+    wrk_slot_register(&alog_slot);
     alog_fmt = strdup(format != NULL ? format : "combined");
     AN(alog_fmt);
     if (compile(&alog_prog, alog_fmt, err) != 0)
