@@ -47,27 +47,6 @@ enum head_result {
     HEAD_ERROR,  /* answered with an error status: close after it */
 };
 
-static const char *const outcome_names[REQ_O__N] = {
-#define OUTCOME(name, doc) [REQ_O_##name] = #name,
-#include "surogat/tbl/outcomes.h"
-};
-
-const char *
-req_outcome_name(enum req_outcome o)
-{
-    SRG_ASSERT(o < REQ_O__N);
-    return (o == REQ_O_NONE ? "-" : outcome_names[o]);
-}
-
-enum req_outcome
-req_outcome_parse(const char *name, size_t len)
-{
-    for (int o = REQ_O_NONE + 1; o < REQ_O__N; o++)
-        if (strlen(outcome_names[o]) == len && strncasecmp(outcome_names[o], name, len) == 0)
-            return ((enum req_outcome)o);
-    return (REQ_O__N);
-}
-
 double
 req_send_deadline(const struct req *req)
 {
