@@ -26,6 +26,7 @@ import pytest
 
 from conftest import REPO, SUROGATD, free_port, listening, run_surogatd, wait_until
 import httpc
+from unitfile import exec_argv, unit_entries, unit_environment
 
 MAN_PAGES = ["man1/surogatctl.1", "man5/surogat.conf.5", "man7/surogat-lua.7",
              "man7/surogat-params.7", "man8/surogatd.8"]
@@ -171,17 +172,6 @@ def test_conf_page_example_loads():
 
 
 # -- systemd unit, logrotate ---------------------------------------------------
-
-
-def unit_entries(text):
-    """[(key, value)] of a unit file, continuation lines joined."""
-    out = []
-    for line in re.sub(r"\\\n", " ", text).splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", ";", "[")):
-            k, _, v = line.partition("=")
-            out.append((k, v))
-    return out
 
 
 def test_systemd_unit(staged):
@@ -453,21 +443,7 @@ def unit_command(staged, jaildir, env):
     and addresses moved to the test's."""
     text = staged.at(staged.unitdir, "surogat.service").read_text()
     e = unit_entries(text)
-    defaults = {}
-    for k, v in e:
-        if k == "Environment":
-            k2, _, v2 = v.strip('"').partition("=")
-            defaults[k2] = v2
-    defaults.update(env)
-    argv = []
-    for w in dict(e)["ExecStart"].split():
-        m = re.fullmatch(r"\$\{(\w+)\}|\$(\w+)", w)
-        if m and m.group(1):
-            argv.append(defaults[m.group(1)])  # ${VAR}: one word
-        elif m:
-            argv += defaults[m.group(2)].split()  # $VAR: split on blanks
-        else:
-            argv.append(w)
+    argv = exec_argv(dict(e)["ExecStart"], dict(unit_environment(e), **env))
     moved = {"/var/lib/surogat": str(jaildir / "lib"), "/run/surogat": str(jaildir / "run"),
              "/var/log/surogat": str(jaildir / "log")}
     out = []
