@@ -49,36 +49,39 @@ send_state(const char *state, const char *status)
 #endif
 }
 
-/* fmt as printf into buf, on one line: a newline would start another KEY=. */
-static const char *
-format_status(char *buf, size_t len, const char *fmt, va_list ap)
+/*
+ * state with a STATUS= line formatted as printf, on one line: a newline
+ * would start another KEY=.
+ */
+static void __attribute__((format(printf, 2, 0)))
+send_formatted(const char *state, const char *fmt, va_list ap)
 {
-    (void)vsnprintf(buf, len, fmt, ap);
-    for (char *p = buf; *p != '\0'; p++)
+    char status[NTF_STATUS_MAX];
+
+    (void)vsnprintf(status, sizeof status, fmt, ap);
+    for (char *p = status; *p != '\0'; p++)
         if (*p == '\n')
             *p = ' ';
-    return (buf);
+    send_state(state, status);
 }
 
 void
 ntf_ready(const char *fmt, ...)
 {
-    char status[NTF_STATUS_MAX];
     va_list ap;
 
     va_start(ap, fmt);
-    send_state("READY=1\n", format_status(status, sizeof status, fmt, ap));
+    send_formatted("READY=1\n", fmt, ap);
     va_end(ap);
 }
 
 void
 ntf_status(const char *fmt, ...)
 {
-    char status[NTF_STATUS_MAX];
     va_list ap;
 
     va_start(ap, fmt);
-    send_state("", format_status(status, sizeof status, fmt, ap));
+    send_formatted("", fmt, ap);
     va_end(ap);
 }
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import APACHE, REPO, ROOT_OK, SUROGATD, free_port, listening, wait_until
+from conftest import APACHE, Apache, REPO, ROOT_OK, SUROGATD, free_port, listening, wait_until
 import cstatus
 import httpc
 from unitfile import environment_file, unit_entries, unit_environment
@@ -173,53 +173,48 @@ def children(ppid):
 APACHE_ETC = Path("/etc/apache2")
 
 
-class DebianApache:
+class DebianApache(Apache):
     """Apache from a copy of /etc/apache2, with its run-time directories in
-    the copy: what `systemctl restart apache2` starts, on loopback."""
+    the copy: what `systemctl restart apache2` starts, on loopback.  Stopped
+    and removed as conftest's Apache."""
 
-    def __init__(self, root):
-        self.root = root
-        self.etc = root / "etc-apache2"
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="surogat-walkthrough-"))
+        self.root.chmod(0o755)  # Apache's children (www-data) write its logs here
+        self.etc = self.root / "etc-apache2"
         shutil.copytree(APACHE_ETC, self.etc, symlinks=True)
-        self.log_dir = root / "log"
-        for d in ("log", "run", "lock"):
-            (root / d).mkdir()
-        self.env = dict(os.environ, APACHE_CONFDIR=str(self.etc), APACHE_RUN_USER="www-data",
-                        APACHE_RUN_GROUP="www-data", APACHE_PID_FILE=str(root / "run/apache2.pid"),
-                        APACHE_RUN_DIR=str(root / "run"), APACHE_LOCK_DIR=str(root / "lock"),
-                        APACHE_LOG_DIR=str(self.log_dir), LANG="C")
+        for d in ("logs", "run", "lock", "state"):
+            (self.root / d).mkdir()
+        # a2enmod and a2enconf write to APACHE_CONFDIR, and record what the
+        # admin enabled in APACHE_STATE_DIRECTORY (else /var/lib/apache2).
+        self.env = dict(os.environ, APACHE_CONFDIR=str(self.etc),
+                        APACHE_STATE_DIRECTORY=str(self.root / "state"), APACHE_RUN_USER="www-data",
+                        APACHE_RUN_GROUP="www-data", APACHE_RUN_DIR=str(self.root / "run"),
+                        APACHE_PID_FILE=str(self.root / "run/apache2.pid"),
+                        APACHE_LOCK_DIR=str(self.root / "lock"),
+                        APACHE_LOG_DIR=str(self.root / "logs"), LANG="C")
         self.proc = None
 
     def start(self, port):
         self.port = port
-        self.out = open(self.root / "apache.out", "wb")
+        self.log = open(self.root / "logs" / "stdout.log", "wb")
         self.proc = subprocess.Popen([APACHE, "-d", str(self.etc), "-f",
                                       str(self.etc / "apache2.conf"), "-DFOREGROUND"],
-                                     env=self.env, stdin=subprocess.DEVNULL, stdout=self.out,
+                                     env=self.env, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(lambda: self.proc.poll() is not None or listening(port), 20, "apache")
-        assert self.proc.poll() is None, "apache exited:\n%s\n%s" % (
-            (self.root / "apache.out").read_text(), self.error_log())
-
-    def error_log(self):
-        f = self.log_dir / "error.log"
-        return f.read_text(errors="replace") if f.exists() else ""
+        assert self.proc.poll() is None, "apache exited:\n%s" % self.error_log()
 
     def access_lines(self, path):
-        f = self.log_dir / "access.log"
+        f = self.root / "logs" / "access.log"
         text = f.read_text(errors="replace") if f.exists() else ""
         return [ln for ln in text.splitlines() if '"GET %s HTTP/' % path in ln]
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        if self.proc is not None:
-            self.out.close()
+        if self.proc is None:  # never started
+            shutil.rmtree(self.root, ignore_errors=True)
+        else:
+            super().stop()
 
 
 @pytest.fixture
@@ -230,12 +225,9 @@ def debian_apache():
         pytest.skip("a2enmod or curl missing")
     if not os.path.exists("/usr/lib/apache2/modules/mod_remoteip.so"):
         pytest.skip("mod_remoteip missing")
-    root = Path(tempfile.mkdtemp(prefix="surogat-walkthrough-"))
-    root.chmod(0o755)  # Apache's children (www-data) write its logs from here
-    a = DebianApache(root)
+    a = DebianApache()
     yield a
     a.stop()
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def daemon_opts(defaults_file, port):
@@ -295,6 +287,7 @@ def test_in_front_of_apache(debian_apache, surogat, tmp_path):
                      "surogat", "curl"], steps
     # What the steps did to Apache's configuration.
     assert (apache.etc / "mods-enabled/remoteip.load").exists()
+    assert (apache.root / "state/module/enabled_by_admin/remoteip").exists()  # not /var/lib
     assert (apache.etc / "conf-enabled/surogat.conf").exists()
     assert "Listen 127.0.0.1:%d" % apache_port in (apache.etc / "ports.conf").read_text()
 
