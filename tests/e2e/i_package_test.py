@@ -285,7 +285,7 @@ def service_settings(origin, port, admin_port, unit):
             "DAEMON_OPTS": " ".join(opts)}
 
 
-def start_with_systemd(env):
+def start_with_systemd():
     p = run(["systemctl", "restart", "surogat.service"], timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     show = run(["systemctl", "show", "surogat.service", "-p", "Type", "-p", "ActiveState",
@@ -367,7 +367,7 @@ def test_install_start_serve_reload_stop_purge(deb, origin, tmp_path):
         assert wants.is_symlink() and os.readlink(wants) == UNIT
 
         if under_systemd:
-            pid, proc = start_with_systemd(env)
+            pid, proc = start_with_systemd()
         else:
             pid, proc = start_as_the_unit(env, mgr, log)
             _, ready = mgr.wait_for("READY", "1", timeout=30)
