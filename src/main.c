@@ -35,6 +35,7 @@
 #include "surogat/lfu.h"
 #include "surogat/log.h"
 #include "surogat/mon.h"
+#include "surogat/ntf.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
@@ -696,10 +697,12 @@ main(int argc, char **argv)
         *nl = '\0';
         log_msg(LOG_INFO, "listening on %s, backend %s", l, o.backend);
     }
+    ntf_ready("serving, backend %s", o.backend != NULL ? o.backend : o.policy);
     for (;;) {
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
+            ntf_reloading();
             if (log_reopen() != 0 || alog_reopen() != 0)
                 log_msg(LOG_ERR, "SIGHUP: cannot reopen logs: %s", strerror(errno));
             else
@@ -712,10 +715,12 @@ main(int argc, char **argv)
                     log_msg(LOG_INFO, "SIGHUP: policy reloaded");
             }
             (void)tls_reload(); /* logs each listener's outcome */
+            ntf_ready("serving, reloaded on SIGHUP (see the log)");
             continue;
         }
         break;
     }
+    ntf_stopping();
     drain_and_stop(&o);
     return (0);
 }
