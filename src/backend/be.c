@@ -29,6 +29,7 @@
 #include "surogat/prb.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
+#include "surogat/tim.h"
 
 struct be_priv {
     unsigned refcnt; /* under be_mtx; 0: retired */
@@ -44,12 +45,14 @@ struct be_priv {
     int admin;       /* enum be_admin */
     bool probe_ok;   /* the window's verdict; true without a probe */
     uint64_t bits;   /* probe history, bit 0 newest */
+    double t_up;     /* be_healthy_since() */
     struct be *next; /* every backend, newest first; under be_mtx */
 };
 
 static pthread_mutex_t be_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct be *be_all;      /* under be_mtx */
 static struct be *be_default_; /* the first be_add(); set before workers start */
+static bool be_started;        /* be_start() ran: a backend created now joins at run time */
 
 int
 be_init(void)
@@ -60,6 +63,7 @@ be_init(void)
 int
 be_start(void)
 {
+    __atomic_store_n(&be_started, true, __ATOMIC_RELAXED);
     return (prb_run());
 }
 
@@ -124,9 +128,12 @@ static void
 health_changed(const struct be *be, bool was, const char *why)
 {
     bool now = be_healthy(be);
+    double t = tim_mono();
 
     if (now == was)
         return;
+    if (now)
+        __atomic_store(&be->priv->t_up, &t, __ATOMIC_RELAXED);
     STAT_INC(backend_health_changed);
     log_msg(now ? LOG_NOTICE : LOG_WARNING, "backend %s: %s (%s)", be->name,
             now ? "healthy" : "sick", why);
@@ -280,6 +287,7 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->weight = weight;
     be->priv->refcnt = 1;
     be->priv->probe_ok = true;
+    be->priv->t_up = __atomic_load_n(&be_started, __ATOMIC_RELAXED) ? tim_mono() : 0;
     be->tls = tls;
     be->priv->tls = c->tls;
     be->priv->tls_noverify = c->tls_noverify;
@@ -521,6 +529,23 @@ be_set_admin(const char *name, enum be_admin a)
     }
     AZ(pthread_mutex_unlock(&be_mtx));
     return (found);
+}
+
+double
+be_healthy_since(const struct be *be)
+{
+    double t;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    __atomic_load(&be->priv->t_up, &t, __ATOMIC_RELAXED);
+    return (t);
+}
+
+unsigned
+be_busy(const struct be *be)
+{
+    OBJ_CHECK(be, BE_MAGIC);
+    return (be->pool != NULL ? bcp_busy_count(be->pool) : 0);
 }
 
 uint64_t

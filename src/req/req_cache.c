@@ -850,7 +850,8 @@ pick_backend(struct req *req)
 
     if (!pol_active() || (d = pol_dir(req)) == NULL)
         return (be_default());
-    return (dir_pick(d, &(struct dir_ctx){ .req = req->http }));
+    return (dir_pick(d, &(struct dir_ctx){ .req = req->http, .key = req->lookup_key,
+                                           .keylen = req->lookup_keylen }));
 }
 
 /*
@@ -1015,6 +1016,7 @@ dispatch_once(struct req *req)
     bool refresh = false; /* the hit hook said "miss": look up past fresh objects */
 
     OBJ_CHECK(req, REQ_MAGIC);
+    req->lookup_key = NULL; /* a restart's recv may pass */
     if (!pol_active() && deliver_static(req, be_default()))
         return;
     if (pol_active()) {
@@ -1035,6 +1037,8 @@ dispatch_once(struct req *req)
         do_pass(req);
         return;
     }
+    req->lookup_key = key;
+    req->lookup_keylen = keylen;
     cc_parse_request(req->http, &qcc);
     if (req->hash_always_miss) {
         /* As the hit hook's "miss": a fresh object only serves to revalidate. */
