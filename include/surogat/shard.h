@@ -19,12 +19,16 @@
  *     the key's second hash, as a fraction of 2^64, is below the elapsed
  *     fraction of rampup, so its share grows linearly and the keys it
  *     accepts at 10% it keeps at 20%;
- *   - not above its load bound: with L requests in flight over the usable
- *     backends of total weight W, a backend of weight w may hold fewer
- *     than ceil(balance_factor * (L + 1) * w / W) (HAProxy's
+ *   - under its load bound: with L requests in flight over the usable
+ *     backends of total weight W, a backend of weight w takes the key
+ *     while it holds fewer than balance_factor * L * w / W + 1, i.e.
+ *     balance_factor times its share plus one (the idea of HAProxy's
  *     hash-balance-factor, after Mirrokni, Thorup and Zadimoghaddam,
- *     "Consistent Hashing with Bounded Loads", 2018); the bounds add up
- *     to more than L, so some backend is always below its own.
+ *     "Consistent Hashing with Bounded Loads", 2018).  The +1 lets an idle
+ *     ring admit, and keeps a backend with one request in flight from
+ *     passing on the next key of a quiet fleet; with balance_factor >= 1
+ *     the bounds add up to more than L, so some backend is always under
+ *     its own.
  * When every usable backend is refused for ramp-up or load, the first
  * usable one takes the key anyway: a pick is NULL only when every backend
  * is sick or skipped.

@@ -16,7 +16,6 @@
  */
 #include "config.h"
 
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,10 +338,11 @@ shard_pick(const struct shard *sh, uint64_t key, struct be *const *skip, unsigne
         if (ramp_refuses(sh, m, key, &now))
             continue;
         if (sh->balance_factor > 0) {
-            /* ceil(c * (L + 1) * w / W): the +1 counts this request, so an idle ring admits it. */
-            double bound = sh->balance_factor * (double)(total_load + 1) * sh->weight[m] /
-                           (double)total_weight;
-            if ((double)load[m] >= ceil(bound))
+            /* c times its share of what is in flight, plus one so that an idle ring admits. */
+            double bound = sh->balance_factor * (double)total_load * sh->weight[m] /
+                               (double)total_weight +
+                           1;
+            if ((double)load[m] >= bound)
                 continue;
         }
         return (sh->be[m]);
