@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import textwrap
 import time
 
 import pytest
@@ -28,23 +27,8 @@ import pytest
 import httpc
 from conftest import REPO, free_port, listening, run_surogatd, wait_until
 from cstatus import is_hit
-from origins import Origin
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
-
-
-@pytest.fixture
-def origins():
-    made = []
-
-    def make(n):
-        for _ in range(n):
-            made.append(Origin())
-        return made[-n:]
-
-    yield make
-    for o in made:
-        o.stop()
 
 
 def backend_rows(sg):

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "unit.h"
+#include "be_fixture.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/dir.h"
@@ -40,21 +41,10 @@ teardown(void)
     par_fini();
 }
 
-/* A backend without probe (healthy), on the discard port: never connected to here. */
 static struct be *
 mkbe(const char *name, unsigned weight)
 {
-    struct be_conf c;
-    struct be *be;
-
-    memset(&c, 0, sizeof c);
-    c.name = name;
-    c.host = "127.0.0.1";
-    c.port = "9";
-    c.weight = weight;
-    c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
-    ck_assert_msg(be_get(&c, &be, &err) == 0, "%s", ebuf);
-    return (be);
+    return (mkbe_err(name, weight, &err));
 }
 
 /* n leaves named b0..b(n-1), weight 1. */
