@@ -124,10 +124,11 @@ void be_release(struct be **bep);
 /* Any thread, lock-free: the admin state, else the probe's verdict. */
 bool be_healthy(const struct be *be);
 /*
- * tim_mono() seconds when be last became healthy (its probe or the admin)
- * or joined: was created by a policy reload, after be_start().  0 for a
- * backend healthy since the daemon started.  Any thread, lock-free; for
- * the shard director's ramp-up.
+ * tim_mono() seconds when be came back healthy (its probe or the admin,
+ * after having been healthy before) or joined (was created by a policy
+ * reload, after be_start()).  0 for a backend healthy since the daemon
+ * started, or since its first good probes then.  Any thread, lock-free;
+ * for the shard director's ramp-up.
  */
 double be_healthy_since(const struct be *be);
 /*

@@ -46,6 +46,7 @@ struct be_priv {
     bool probe_ok;   /* the window's verdict; true without a probe */
     uint64_t bits;   /* probe history, bit 0 newest */
     double t_up;     /* be_healthy_since() */
+    bool up_once;    /* healthy before (or a reload's): its next coming up is a return */
     struct be *next; /* every backend, newest first; under be_mtx */
 };
 
@@ -132,7 +133,11 @@ health_changed(const struct be *be, bool was, const char *why)
 
     if (now == was)
         return;
-    if (now)
+    /*
+     * A backend declared at start and healthy for the first time comes up
+     * with the rest of the fleet, cold like it: it does not ramp up.
+     */
+    if (now && __atomic_exchange_n(&be->priv->up_once, true, __ATOMIC_RELAXED))
         __atomic_store(&be->priv->t_up, &t, __ATOMIC_RELAXED);
     STAT_INC(backend_health_changed);
     log_msg(now ? LOG_NOTICE : LOG_WARNING, "backend %s: %s (%s)", be->name,
@@ -287,7 +292,10 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->weight = weight;
     be->priv->refcnt = 1;
     be->priv->probe_ok = true;
-    be->priv->t_up = __atomic_load_n(&be_started, __ATOMIC_RELAXED) ? tim_mono() : 0;
+    if (__atomic_load_n(&be_started, __ATOMIC_RELAXED)) {
+        be->priv->t_up = tim_mono(); /* a reload's: joining a running fleet */
+        be->priv->up_once = true;
+    }
     be->tls = tls;
     be->priv->tls = c->tls;
     be->priv->tls_noverify = c->tls_noverify;
@@ -311,8 +319,11 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         be->priv->pc.request = xstrdup(pc->request);
         be->priv->probe_ok = prb_window_healthy(prb_initial_bits((unsigned)pc->initial, pc->window),
                                                 pc->window, pc->threshold);
+        be->priv->up_once |= be->priv->probe_ok; /* before the probe thread may change it */
         be->priv->probe = prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport, tls,
                                     &be->priv->pc, probe_result, be, &be->priv->bits);
+    } else {
+        be->priv->up_once = true; /* healthy from the start */
     }
     if (res != NULL)
         freeaddrinfo(res);

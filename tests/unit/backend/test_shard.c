@@ -465,10 +465,9 @@ START_TEST(rampup_linear)
 END_TEST
 
 /*
- * Every usable backend ramping (a fleet starting together), or every other
- * one above its bound: the first usable backend on the ring takes the key
- * rather than nobody.  A backend created after be_start() (a reload
- * declaring it) joins ramping.
+ * Every usable backend ramping (all coming back at once): the first usable
+ * backend on the ring takes the key rather than nobody.  A backend created
+ * after be_start() (a reload declaring it) joins ramping.
  */
 START_TEST(rampup_all_and_join)
 {
