@@ -651,6 +651,7 @@ main(int argc, char **argv)
         die("%s", ebuf);
     AZ(rlog_init(par.rlog_records));
     AZ(be_init()); /* the policy declares backends */
+    pol_init();
     /* -b first: the policy's default when its routes say nothing. */
     if (o.backend != NULL && o.backend[0] == '/') {
         /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
@@ -706,6 +707,7 @@ main(int argc, char **argv)
     if (be_start() != 0)
         die("cannot start the probe thread: %s", strerror(errno));
     pool_set_idle_source(wtr_take);
+    sess_set_task(req_sess_task);
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));

@@ -79,6 +79,8 @@ int pol_prog_use(const char *name, struct sb *err);
 int pol_prog_discard(const char *name, struct sb *err);
 /* One line per program, oldest first: state, worker states built from it, name, file. */
 void pol_prog_list(struct sb *out);
+/* Before pool_init(): the workers' Lua states are freed when they exit. */
+void pol_init(void);
 void pol_fini(void);
 bool pol_active(void);
 /* The worker's state, if any (worker exit). */
