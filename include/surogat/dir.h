@@ -80,10 +80,9 @@ struct dir_ctx {
     struct be *const *skip; /* backends already tried (retries) */
     unsigned nskip;
     /*
-     * The request's cache key as looked up (Host, URL and the hash hook's
-     * hash_data: req_cache_key(), pol_hash()), for key "hash"; NULL when
-     * the request has none (a pass): then Host and URL, as the built-in
-     * key has them.
+     * The request's cache key (Host, URL and the hash hook's hash_data:
+     * req_cache_key(), pol_hash()), for key "hash"; a pass has the
+     * built-in key.  NULL: the Host lower-cased and the URL.
      */
     const char *key;
     size_t keylen;

@@ -758,6 +758,9 @@ pick_backend(struct req *req)
 
     if (!pol_active() || (d = pol_dir(req)) == NULL)
         return (be_default());
+    /* A pass or a pipe has not looked up: the key it would have, so it goes where a lookup would. */
+    if (req->lookup_key == NULL)
+        req->lookup_key = cache_key(req, &req->lookup_keylen);
     return (dir_pick(d, &(struct dir_ctx){ .req = req->http, .key = req->lookup_key,
                                            .keylen = req->lookup_keylen }));
 }

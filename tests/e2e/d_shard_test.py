@@ -126,6 +126,19 @@ def test_shard_key_is_the_cache_key_with_hash_data(origins, surogat, tmp_path):
     assert sum(o.hits() for o in os_) - sum(o.hits("/health") for o in os_) == 240
 
 
+def test_shard_a_pass_goes_where_its_lookup_would(origins, surogat, tmp_path):
+    os_ = tagged(3, origins)
+    hooks = 'function recv(req) if req.http.x_pass then return "pass" end end'
+    sg = start(surogat, tmp_path, fleet_policy([o.port for o in os_], hooks=hooks))
+    wait_until(lambda: all_healthy(sg, ["o0", "o1", "o2"]), 5, "three healthy backends")
+    urls = ["/q%d" % i for i in range(90)]
+    looked_up = placement(sg, urls, {"Host": "fleet.example"})
+    # The same cache key: Host in another case, with its default port.
+    passed = placement(sg, urls, {"Host": "FLEET.example:80", "X-Pass": "1"})
+    assert passed == looked_up
+    assert len(set(looked_up.values())) == 3
+
+
 def test_shard_rampup_grows_a_returning_backends_share(origins, surogat, tmp_path):
     os_ = tagged(3, origins)
     sg = start(surogat, tmp_path, fleet_policy([o.port for o in os_], extra=', rampup = "4s"'))
