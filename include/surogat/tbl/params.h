@@ -126,8 +126,9 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "than a ring behind reports the records it missed.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
       "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
-      "metrics at /metrics, a live status page at / and its data at /status.json. Separate "
-      "from client traffic and served by a thread of its own. Empty: off. -M sets it too.")
+      "metrics at /metrics, a live status page at / and its data at /status.json, and "
+      "/health for a load balancer. Separate from client traffic and served by a thread of "
+      "its own. Empty: off. -M sets it too.")
 PARAM(log_level, UINT, "6", "0", "7", PAR_LIVE,
       "Least severe daemon log message written, as a syslog level: 3 err (failures the daemon "
       "survives: a policy that does not load, a failing hook, a log it cannot reopen), "
