@@ -500,6 +500,34 @@ write_pidfile(const char *path)
     fclose(f);
 }
 
+/*
+ * SIGTERM with shutdown_delay: go on serving for that long while /health
+ * says "draining", so that a load balancer moves the traffic away before
+ * the listeners close.  A second SIGTERM or SIGINT ends the wait.
+ */
+static void
+shutdown_delay(double secs)
+{
+    struct timespec ts = { (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
+    double deadline = tim_mono() + secs;
+    sigset_t sigs;
+
+    log_msg(LOG_INFO, "stopping: /health says draining, serving on for %.3gs", secs);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    while (tim_mono() < deadline) {
+        if (sigtimedwait(&sigs, NULL, &ts) >= 0) {
+            log_msg(LOG_INFO, "stopping: a second signal cut shutdown_delay short");
+            return;
+        }
+        if (errno == EAGAIN)
+            return;
+        secs = deadline - tim_mono(); /* EINTR: wait for what is left */
+        ts = (struct timespec){ (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
+    }
+}
+
 /* SIGTERM: refuse new connections, let in-flight requests finish, then stop. */
 static void
 drain_and_stop(const struct opts *o)
@@ -507,9 +535,12 @@ drain_and_stop(const struct opts *o)
     double deadline = tim_mono() + par.shutdown_timeout;
     unsigned busy;
 
+    /* From here /health says "draining" (mon), and keep-alive sessions close after a response. */
+    sess_drain();
+    if (par.shutdown_delay > 0)
+        shutdown_delay(par.shutdown_delay);
     log_msg(LOG_INFO, "stopping: draining in-flight requests");
     acc_stop();
-    sess_drain();
     while ((busy = pool_busy()) > 0 && tim_mono() < deadline)
         usleep(10000);
     if (busy > 0) {

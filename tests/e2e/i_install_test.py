@@ -72,6 +72,7 @@ class Staged:
         want = {os.path.join(self.path["sbindir"], "surogatd"): 0o755,
                 os.path.join(self.path["bindir"], "surogatctl"): 0o755,
                 os.path.join(etc, "surogat.conf"): 0o644,
+                os.path.join(etc, "haproxy-fleet.cfg"): 0o644,
                 os.path.join(self.unitdir, "surogat.service"): 0o644,
                 os.path.join(self.path["sysconfdir"], "logrotate.d", "surogat"): 0o644,
                 os.path.join(self.prefix, "lib/sysusers.d/surogat.conf"): 0o644}
@@ -123,6 +124,7 @@ def test_installed_programs_and_config_work(staged):
     assert p.returncode == 0 and "usage" in (p.stdout + p.stderr).lower(), p
     etc = staged.at(staged.path["sysconfdir"], "surogat")
     assert (etc / "surogat.conf").read_bytes() == (REPO / "etc/surogat.conf").read_bytes()
+    assert (etc / "haproxy-fleet.cfg").read_bytes() == (REPO / "etc/haproxy-fleet.cfg").read_bytes()
     # The sample configuration loads, and every installed policy script compiles,
     # with the installed daemon.
     for script in sorted((etc / "vcl").glob("*.lua")):
