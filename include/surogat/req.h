@@ -67,6 +67,8 @@ struct req {
     /* policy controls */
     struct http *bereq;  /* fetch: the backend request as sent, for the backend hooks */
     struct dir *dir;     /* pol: where the request goes (req.backend, routes); NULL: -b's */
+    const char *lookup_key; /* req_cache: the cache key looked up (a pass: the one it would */
+    size_t lookup_keylen;   /* have), for the directors; NULL until known */
     unsigned restarts;   /* times the request went back to recv */
     unsigned retries;    /* fetch: backend attempts after the first */
     bool restart;        /* a hook said "restart": req_dispatch() starts over */

@@ -829,8 +829,10 @@ failover(struct fetch *f)
         return (false);
     memcpy(skip, f->tried, f->ntried * sizeof *skip);
     skip[f->ntried] = f->be;
-    f->next_be = dir_pick(req->dir,
-                          &(struct dir_ctx){ .req = req->http, .skip = skip, .nskip = f->ntried + 1 });
+    f->next_be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http, .skip = skip,
+                                                       .nskip = f->ntried + 1,
+                                                       .key = req->lookup_key,
+                                                       .keylen = req->lookup_keylen });
     return (f->next_be != NULL);
 }
 
@@ -975,7 +977,8 @@ attempt(struct fetch *f, struct out *o)
     }
     if (req->dir != dir) {
         /* backend_fetch set bereq.backend: go there instead. */
-        f->be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http });
+        f->be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http, .key = req->lookup_key,
+                                                      .keylen = req->lookup_keylen });
         if (f->be == NULL)
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         req->be_name = f->be->name;

@@ -758,7 +758,11 @@ pick_backend(struct req *req)
 
     if (!pol_active() || (d = pol_dir(req)) == NULL)
         return (be_default());
-    return (dir_pick(d, &(struct dir_ctx){ .req = req->http }));
+    /* A pass or a pipe has not looked up: the key it would have, so it goes where a lookup would. */
+    if (req->lookup_key == NULL)
+        req->lookup_key = cache_key(req, &req->lookup_keylen);
+    return (dir_pick(d, &(struct dir_ctx){ .req = req->http, .key = req->lookup_key,
+                                           .keylen = req->lookup_keylen }));
 }
 
 /*
@@ -923,6 +927,7 @@ dispatch_once(struct req *req)
     bool refresh = false; /* the hit hook said "miss": look up past fresh objects */
 
     OBJ_CHECK(req, REQ_MAGIC);
+    req->lookup_key = NULL; /* a restart's recv may pass */
     if (!pol_active() && deliver_static(req, be_default()))
         return;
     if (pol_active()) {
@@ -943,6 +948,8 @@ dispatch_once(struct req *req)
         do_pass(req);
         return;
     }
+    req->lookup_key = key;
+    req->lookup_keylen = keylen;
     cc_parse_request(req->http, &qcc);
     if (req->hash_always_miss) {
         /* As the hit hook's "miss": a fresh object only serves to revalidate. */

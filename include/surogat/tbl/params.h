@@ -42,6 +42,11 @@ PARAM(send_timeout, DURATION, "600s", "1s", NULL, PAR_LIVE,
       "closed. Also bounds each single write to a slow client.")
 PARAM(shutdown_timeout, DURATION, "30s", "0s", NULL, PAR_LIVE,
       "On SIGTERM, how long in-flight requests may take to finish before the daemon exits.")
+PARAM(shutdown_delay, DURATION, "0s", "0s", "1h", PAR_LIVE,
+      "On SIGTERM, how long to go on accepting and serving, with the admin listener's "
+      "/health answering 503 draining, before the listeners close: the time a load "
+      "balancer in front needs to take the node out (its check interval times its fall "
+      "count). A second SIGTERM or SIGINT cuts it short.")
 PARAM(http_req_size, BYTES, "32k", "256", "4m", PAR_LIVE,
       "Largest client request head (request line and headers). Larger heads get 431, or "
       "414 if the request line alone does not fit.")
@@ -121,8 +126,9 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "than a ring behind reports the records it missed.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
       "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
-      "metrics at /metrics, a live status page at / and its data at /status.json. Separate "
-      "from client traffic and served by a thread of its own. Empty: off. -M sets it too.")
+      "metrics at /metrics, a live status page at / and its data at /status.json, and "
+      "/health for a load balancer. Separate from client traffic and served by a thread of "
+      "its own. Empty: off. -M sets it too.")
 PARAM(log_level, UINT, "6", "0", "7", PAR_LIVE,
       "Least severe daemon log message written, as a syslog level: 3 err (failures the daemon "
       "survives: a policy that does not load, a failing hook, a log it cannot reopen), "
