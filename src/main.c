@@ -48,6 +48,7 @@
 #include "surogat/sto.h"
 #include "surogat/tim.h"
 #include "surogat/tls.h"
+#include "surogat/tp.h"
 #include "surogat/wtr.h"
 #include "surogat/xkey.h"
 
@@ -708,7 +709,7 @@ main(int argc, char **argv)
     if (be_start() != 0)
         die("cannot start the probe thread: %s", strerror(errno));
     pool_set_idle_source(wtr_take);
-    sess_set_task(req_sess_task);
+    sess_set_task(h1t_sess_task);
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));

@@ -78,4 +78,9 @@ struct tp_ops {
     ssize_t (*body_next)(struct req *req, const char **data);
 };
 
+/* The HTTP/1 transport: its operations, and the pool task of its sessions. */
+struct wrk;
+extern const struct tp_ops h1t_ops;
+void h1t_sess_task(struct wrk *wrk, void *priv);
+
 #endif

@@ -16,6 +16,7 @@
 #include "surogat/bcp.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
+#include "surogat/dlv.h"
 #include "surogat/dir.h"
 #include "surogat/fetch.h"
 #include "surogat/cc.h"
@@ -692,7 +693,7 @@ backend_error(struct fetch *f, unsigned status)
         return (retry_allowed(f) ? POL_RETRY : POL_ABANDON);
     if (act != POL_DELIVER)
         return (act);
-    if (req_send_synth(req, &beresp, body) != 0)
+    if (dlv_send(req, &beresp, body) != 0)
         req->close = true;
     req->outcome = req->outcome == REQ_O_MISS ? REQ_O_MISS : REQ_O_PASS;
     return (POL_DELIVER);
@@ -716,7 +717,7 @@ fail_plain(struct fetch *f, unsigned status)
         serve_stale(f, status);
         return;
     }
-    (void)req_synth(f->req, status, NULL);
+    (void)dlv_error(f->req, status, NULL, NULL);
 }
 
 /*
@@ -872,7 +873,7 @@ exchange(struct fetch *f, struct txt head)
             bcp_close(&f->conn);
             if (req->body_bad) {
                 STAT_INC(client_req_400);
-                (void)req_synth(req, 400, NULL);
+                (void)dlv_error(req, 400, NULL, NULL);
             }
             return (ATTEMPT_DONE); /* otherwise the client is gone: nobody to answer */
         }
@@ -944,7 +945,7 @@ held_miss(struct fetch *f, struct out *o)
         req_deliver_obj(req, held, tim_real(), fwd);
         req->outcome = REQ_O_MISS;
     } else {
-        (void)req_synth(req, 502, NULL);
+        (void)dlv_error(req, 502, NULL, NULL);
     }
     hsh_deref(&held);
     return (ATTEMPT_DONE);
@@ -1070,7 +1071,7 @@ attempt(struct fetch *f, struct out *o)
         if (rv == -3)
             req->restart = true; /* the deliver hook said "restart" */
         else
-            req_synth_pol(req, syn.status, syn.reason);
+            dlv_synth(req, syn.status, syn.reason);
         return (ATTEMPT_DONE);
     }
     rv = deliver_body(f, o);
@@ -1093,7 +1094,7 @@ attempt(struct fetch *f, struct out *o)
     if (rv == -1 && req->t_first == 0) {
         /* Nothing reached the client yet: it can still get a clean 502. */
         req->resp_bytes = 0;
-        (void)req_synth(req, 502, NULL);
+        (void)dlv_error(req, 502, NULL, NULL);
     } else if (rv == -1) {
         /* The head is out: only a cut connection tells the client the body is short. */
         STAT_INC(fetch_aborted);

@@ -21,6 +21,7 @@
 #include "surogat/cc.h"
 #include "surogat/ckey.h"
 #include "surogat/defs.h"
+#include "surogat/dlv.h"
 #include "surogat/dir.h"
 #include "surogat/fetch.h"
 #include "surogat/fresh.h"
@@ -146,7 +147,7 @@ deliver_refused(struct req *req, const struct dlv *d)
     if (d->syn.status == 0)
         req->restart = true;
     else
-        req_synth_pol(req, d->syn.status, d->syn.reason);
+        dlv_synth(req, d->syn.status, d->syn.reason);
 }
 
 /*
@@ -714,7 +715,7 @@ req_invalidate(struct req *req, const struct http *resp)
 static void
 policy_fail(struct req *req)
 {
-    req_synth_pol(req, 503, "policy error");
+    dlv_synth(req, 503, "policy error");
 }
 
 /*
@@ -778,7 +779,7 @@ answer_other(struct req *req, enum pol_act act, const struct pol_synth *syn)
     if (act == POL_PASS)
         do_pass(req);
     else if (act == POL_SYNTH)
-        req_synth_pol(req, syn->status, syn->reason);
+        dlv_synth(req, syn->status, syn->reason);
     else if (act == POL_RESTART)
         req->restart = true;
     else
@@ -899,7 +900,7 @@ policy_recv(struct req *req, char **key, size_t *keylen)
         req_purge(req);
         return (false);
     case POL_SYNTH:
-        req_synth_pol(req, syn.status, syn.reason);
+        dlv_synth(req, syn.status, syn.reason);
         return (false);
     default:
         policy_fail(req);
@@ -1074,7 +1075,7 @@ lookup:
     }
     /* only-if-cached with nothing usable: never contact the origin (RFC 9111 5.2.1.7). */
     req->outcome = REQ_O_MISS;
-    (void)req_synth(req, 504, NULL);
+    (void)dlv_error(req, 504, NULL, NULL);
 }
 
 void
@@ -1090,12 +1091,12 @@ req_dispatch(struct req *req)
         if (req->restarts >= par.max_restarts) {
             log_msg(LOG_WARNING, "policy: \"restart\" past max_restarts (%u): 503",
                     par.max_restarts);
-            (void)req_synth_msg(req, 503, NULL, "too many restarts");
+            (void)dlv_error(req, 503, NULL, "too many restarts");
             return;
         }
         if (req->body != H1_BODY_NONE && req->bereq != NULL) {
             /* Its body went to the backend already: there is none to send again. */
-            (void)req_synth_msg(req, 503, NULL, "cannot restart a request whose body was sent");
+            (void)dlv_error(req, 503, NULL, "cannot restart a request whose body was sent");
             return;
         }
         req->restarts++;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "surogat/defs.h"
+#include "surogat/dlv.h"
 #include "surogat/h1.h"
 #include "surogat/http.h"
 #include "surogat/pol.h"
@@ -105,10 +106,10 @@ deliver_hook(struct req *req, char **hp, size_t *hlen)
     case POL_DELIVER:
         break;
     case POL_SYNTH:
-        (void)req_synth_msg(req, syn.status, NULL, syn.reason);
+        (void)dlv_error(req, syn.status, NULL, syn.reason);
         return (-1);
     default:
-        (void)req_synth_msg(req, 503, NULL, "policy error");
+        (void)dlv_error(req, 503, NULL, "policy error");
         return (-1);
     }
     out = ws_reserve_all(&req->wrk->ws, &room);
@@ -125,7 +126,7 @@ deliver_hook(struct req *req, char **hp, size_t *hlen)
     return (0);
 overflow:
     STAT_INC(ws_overflow);
-    (void)req_synth_msg(req, 500, NULL, "workspace_client exhausted");
+    (void)dlv_error(req, 500, NULL, "workspace_client exhausted");
     return (-1);
 }
 
@@ -154,7 +155,7 @@ send_head(struct req *req, head_f *build, const void *priv, const char *body, si
     if (room == 0 || !sb_ok(&sb)) {
         ws_release(&req->wrk->ws, 0);
         STAT_INC(ws_overflow);
-        (void)req_synth_msg(req, 500, NULL, "workspace_client exhausted");
+        (void)dlv_error(req, 500, NULL, "workspace_client exhausted");
         return (-1);
     }
     ws_release(&req->wrk->ws, sb.len);
@@ -180,7 +181,7 @@ send_head(struct req *req, head_f *build, const void *priv, const char *body, si
 static void
 fail(struct req *req, unsigned status)
 {
-    (void)req_synth(req, status, status == 405 ? "Allow: GET, HEAD\r\n" : NULL);
+    (void)dlv_error(req, status, status == 405 ? "Allow: GET, HEAD\r\n" : NULL, NULL);
 }
 
 /* What a file's response is: decided before the head is built. */
@@ -509,7 +510,7 @@ sfb_deliver(struct req *req, struct sfb *sfb)
     path = ws_alloc(&req->wrk->ws, SFB_PATH_MAX);
     if (path == NULL) {
         STAT_INC(ws_overflow);
-        (void)req_synth_msg(req, 500, NULL, "workspace_client exhausted");
+        (void)dlv_error(req, 500, NULL, "workspace_client exhausted");
         req->outcome = REQ_O_STATIC;
         return;
     }
