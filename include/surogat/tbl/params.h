@@ -235,6 +235,18 @@ PARAM(gzip_types, STRING,
       NULL, NULL, PAR_LIVE,
       "Media types compressed, separated by spaces or commas; type/* matches a whole type. The "
       "default is mod_deflate's AddOutputFilterByType list of text types.")
+PARAM(gunzip_max_ratio, UINT, "1000", "0", NULL, PAR_LIVE,
+      "Most bytes a gzip body may decode to per byte of it, counted as it is decoded; 0: no "
+      "bound. A body past it is a decompression bomb: from a backend the fetch fails (502, or "
+      "a cut connection once the head is out) and nothing is stored; found in the cache "
+      "while gunzipping for a client, the delivery is cut and the object removed "
+      "(gunzip_bombs, logged). Deflate cannot exceed about 1032:1, so 1000 only stops runs "
+      "of one byte repeated.")
+PARAM(gunzip_max_size, BYTES, "1g", "0", NULL, PAR_LIVE,
+      "Most bytes a gzip body may decode to in all; 0: no bound. Past it the body is a "
+      "decompression bomb, refused or removed as under gunzip_max_ratio. It also bounds the "
+      "check of a backend's gzip body for the cache, so a larger legitimate one is refused: "
+      "raise it for such a backend.")
 PARAM(gzip_pass, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also compress responses that are not stored (passes, uncacheable misses) on the fly "
       "for clients that accept gzip, with the same rules as stored ones. This costs CPU on "

@@ -152,6 +152,9 @@ STAT(gunzip_delivered, COUNTER, "gzip bodies gunzipped on the fly for a client t
      "accept gzip.")
 STAT(gzip_errors, COUNTER, "Corrupt gzip bodies: from a backend (never stored; a client that "
      "already got part of the body is cut off) or found while gunzipping for a client.")
+STAT(gunzip_bombs, COUNTER, "gzip bodies that decoded past gunzip_max_ratio or "
+     "gunzip_max_size: from a backend refused and not stored, or found in the cache while "
+     "gunzipping for a client (the delivery cut and the object removed).")
 STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
 STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
 STAT(tls_handshake, COUNTER, "TLS handshakes completed.")

@@ -1,0 +1,168 @@
+"""Safety issue, items 9, 11, 12 (decompression bombs) and 14, each tried as a
+hostile client or a buggy backend would:
+
+ 9. idle admin connections, authenticated or not, can never lock the
+    operator out: unauthenticated ones have a deadline (cli_auth_timeout)
+    and a per-address limit (cli_peer_max), and a full table makes room;
+11. a ban whose regex PCRE2 cannot finish (match limit) still invalidates,
+    at lookup and in the lurker, and is counted and logged once;
+12. a gzip body that decodes to far more than it is (gunzip_max_ratio,
+    gunzip_max_size) is refused from a backend and dropped from the cache
+    when found at delivery;
+14. CDN-Cache-Control is an RFC 8941 Dictionary: an invalid one is ignored
+    whole, a valid one is used and forwarded; Surrogate-Control is consumed.
+"""
+
+import functools
+import hashlib
+import random
+import re
+import select
+import socket
+import subprocess
+import time
+import zlib
+
+import pytest
+
+from conftest import wait_until
+from cstatus import forwarded, is_hit
+
+# -- 12: decompression bombs ----------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def zero_bomb():
+    """1 GiB of zeros as one gzip stream of about 1 MiB (1029:1)."""
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = bytes(8 << 20)
+    return b"".join([c.compress(chunk) for _ in range(128)] + [c.flush()])
+
+
+@functools.lru_cache(maxsize=None)
+def size_bomb():
+    """32 MiB that compress only 37:1 (zeros and random bytes): under the ratio
+    bound, over a 10m gunzip_max_size."""
+    rnd = random.Random(5)
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    out = [c.compress(bytes(4000) + rnd.randbytes(96)) for _ in range((32 << 20) // 4096)]
+    return b"".join(out + [c.flush()])
+
+
+BOMBS = {"ratio": zero_bomb, "size": size_bomb}
+GZ = {"Accept-Encoding": "gzip"}
+BOMB_LIMITS = {"gunzip_max_size": "10m"}
+
+
+def get_capped(port, path, headers, cap):
+    """GET path on a new connection, reading at most cap bytes: (status, headers
+    dict, body bytes, complete).  complete: the chunked or sized body ended."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    req = "GET %s HTTP/1.1\r\nHost: surogat.test\r\nConnection: close\r\n" % path
+    for k, v in (headers or {}).items():
+        req += "%s: %s\r\n" % (k, v)
+    s.sendall((req + "\r\n").encode())
+    buf = bytearray()
+    deadline = time.monotonic() + 30
+    try:
+        while len(buf) < cap and time.monotonic() < deadline:
+            try:
+                d = s.recv(1 << 20)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not d:
+                break
+            buf += d
+    finally:
+        s.close()
+    assert len(buf) < cap, "more than %d bytes came: the bomb went off" % cap
+    head, sep, rest = bytes(buf).partition(b"\r\n\r\n")
+    assert sep, "no response head: %r" % buf[:200]
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    if hdrs.get("transfer-encoding") == "chunked":
+        body, complete = bytearray(), False
+        while True:
+            nl = rest.find(b"\r\n")
+            if nl < 0:
+                break
+            size = int(rest[:nl].split(b";")[0], 16)
+            if size == 0:
+                complete = rest[nl + 2:].startswith(b"\r\n")
+                break
+            if len(rest) < nl + 2 + size + 2:
+                body += rest[nl + 2:]
+                break
+            body += rest[nl + 2:nl + 2 + size]
+            rest = rest[nl + 2 + size + 2:]
+        return status, hdrs, bytes(body), complete
+    n = int(hdrs.get("content-length", "-1"))
+    return status, hdrs, rest, n >= 0 and len(rest) == n
+
+
+@pytest.mark.parametrize("kind", sorted(BOMBS))
+def test_gzip_bomb_from_backend_refused(origin, surogat, kind):
+    """The fetch checks a backend's gzip body by decoding it: a bomb fails the
+    fetch (502, or a cut connection once the head is out) and is not stored."""
+    bomb = BOMBS[kind]()
+    origin.route("/bomb", body=bomb, headers={"Content-Type": "text/html",
+                                              "Content-Encoding": "gzip",
+                                              "Cache-Control": "max-age=600"})
+    sg = surogat(params=BOMB_LIMITS)
+    for client in (GZ, {}, GZ):
+        status, _, body, complete = get_capped(sg.port, "/bomb", client, 12 << 20)
+        assert status == 502 or not complete, (client, status, len(body))
+    assert origin.hits("/bomb") == 3, "the bomb was stored"
+    st = sg.stats()
+    assert st["cache_stored"] == 0 and st["gunzip_bombs"] == 3, st
+    log = sg.log_path.read_text(errors="replace")
+    assert len(re.findall(r"gzip.*/bomb.*gunzip_max_", log)) == 3, log[-2000:]
+
+
+@pytest.mark.parametrize("kind", sorted(BOMBS))
+def test_gzip_bomb_in_cache_dropped_at_delivery(origin, surogat, kind):
+    """An object stored without the check (http_gzip_support off: stored as the
+    backend sent it) is gunzipped for a client without gzip: past the bound
+    the delivery is cut, and the object is removed, counted and logged once."""
+    bomb = BOMBS[kind]()
+    origin.route("/bomb", body=bomb, headers={"Content-Type": "text/html",
+                                              "Content-Encoding": "gzip",
+                                              "Cache-Control": "max-age=600"})
+    sg = surogat(params=dict(BOMB_LIMITS, http_gzip_support="off"))
+    status, hdrs, body, complete = get_capped(sg.port, "/bomb", GZ, 4 << 20)
+    assert status == 200 and complete and body == bomb, (status, hdrs, len(body))
+    assert sg.stat("cache_stored") == 1
+    status, hdrs, body, complete = get_capped(sg.port, "/bomb", {}, 12 << 20)
+    assert status == 200 and "content-encoding" not in hdrs, hdrs
+    assert not complete and len(body) <= 10 << 20, (complete, len(body))
+    assert body.count(0) == len(body) or kind == "size"
+    st = sg.stats()
+    assert st["gunzip_bombs"] == 1 and st["n_object"] == 0, st
+    # Gone: the next request goes to the backend again.
+    status, _, body, complete = get_capped(sg.port, "/bomb", GZ, 4 << 20)
+    assert status == 200 and complete and origin.hits("/bomb") == 2
+    log = sg.log_path.read_text(errors="replace")
+    assert len(re.findall(r"gzip.*/bomb.*gunzip_max_", log)) == 1, log[-2000:]
+
+
+def test_gzip_within_bounds_still_served(origin, surogat):
+    """Ordinary gzip bodies, and a highly compressible one under the ratio, are
+    unaffected: stored, and gunzipped whole for clients without gzip."""
+    body = b"<p>" + b"x" * 300 + b"</p>\n"
+    body = body * 3000  # ~900 KB, compresses about 100:1
+    gz = zlib.compressobj(9, zlib.DEFLATED, 31)
+    gz = gz.compress(body) + gz.flush()
+    origin.route("/ok", body=gz, headers={"Content-Type": "text/html", "Content-Encoding": "gzip",
+                                          "Cache-Control": "max-age=600"})
+    sg = surogat(params={"gunzip_max_size": "1m"})
+    status, _, got, complete = get_capped(sg.port, "/ok", {}, 4 << 20)
+    assert status == 200 and complete and got == body
+    status, _, got, complete = get_capped(sg.port, "/ok", {}, 4 << 20)
+    assert status == 200 and complete and got == body
+    assert origin.hits("/ok") == 1 and sg.stat("gunzip_bombs") == 0
+
+
