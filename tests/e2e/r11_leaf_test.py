@@ -28,6 +28,68 @@ import pytest
 from conftest import wait_until
 from cstatus import forwarded, is_hit
 
+# -- 11: bans whose regex cannot be evaluated ---------------------------------------------
+
+# (a|aa)+ on 60 a's explores ~10^12 paths: far past PCRE2's match limit (10^7 by
+# default, the one surogat uses) before the second alternative, which matches
+# these URLs, is ever tried.
+BOMB_RE = r"^/(a|aa)+$|\.css$"
+BOMB_URLS = ["/" + "a" * 60 + ".css", "/" + "a" * 61 + ".css", "/" + "a" * 62 + ".css"]
+
+
+def fill(sg, origin, paths):
+    for p in paths:
+        origin.route(p, body=p.encode(), headers={"Cache-Control": "max-age=600"})
+        r = sg.get(p)
+        assert r.status == 200 and forwarded(r.header("Cache-Status"), stored=True), r
+        assert is_hit(sg.get(p)), p
+
+
+def ban_log_lines(sg):
+    return [ln for ln in sg.log_path.read_text(errors="replace").splitlines()
+            if "match limit" in ln]
+
+
+def test_ban_regex_match_limit_at_lookup(origin, surogat):
+    sg = surogat(params={"ban_lurker_sleep": "0"})
+    fill(sg, origin, BOMB_URLS + ["/keep.html"])
+    p = sg.ctl("ban", "req.url ~ " + BOMB_RE)
+    assert p.returncode == 0, p.stderr
+    for u in BOMB_URLS:
+        r = sg.get(u)
+        assert r.status == 200 and not is_hit(r), "banned object still served: %r" % r
+        assert origin.hits(u) == 2
+    assert is_hit(sg.get("/keep.html"))
+    st = sg.stats()
+    assert st["bans_regex_errors"] == 3 and st["bans_lookup_killed"] == 3, st
+    assert len(ban_log_lines(sg)) == 1, ban_log_lines(sg)
+
+
+def test_ban_regex_match_limit_in_lurker(origin, surogat):
+    sg = surogat(params={"ban_lurker_sleep": "1ms"})
+    fill(sg, origin, BOMB_URLS + ["/keep.html"])
+    assert sg.stat("n_object") == 4
+    p = sg.ctl("ban", "req.url ~ " + BOMB_RE)
+    assert p.returncode == 0, p.stderr
+    sg.wait_stat("bans_lurker_killed", 3, timeout=10)
+    wait_until(lambda: sg.stat("n_object") == 1, 5, "the banned objects to leave")
+    for u in BOMB_URLS:
+        assert not is_hit(sg.get(u))
+    assert is_hit(sg.get("/keep.html"))
+    assert sg.stat("bans_regex_errors") == 3
+    assert len(ban_log_lines(sg)) == 1, ban_log_lines(sg)
+
+
+def test_ban_negated_regex_match_limit_invalidates(origin, surogat):
+    """!~ with a regex that cannot be evaluated: the object goes too (a ban
+    errs on the side of invalidating)."""
+    sg = surogat(params={"ban_lurker_sleep": "0"})
+    fill(sg, origin, BOMB_URLS[:1])
+    assert sg.ctl("ban", "req.url !~ " + BOMB_RE).returncode == 0
+    assert not is_hit(sg.get(BOMB_URLS[0]))
+    assert sg.stat("bans_regex_errors") == 1
+
+
 # -- 12: decompression bombs ----------------------------------------------------------
 
 

@@ -110,6 +110,9 @@ STAT(bans_lookup_tested, COUNTER, "Ban expressions tested against objects at loo
 STAT(bans_lurker_tested, COUNTER, "Ban expressions tested against objects by the lurker.")
 STAT(bans_lookup_killed, COUNTER, "Objects found banned at lookup.")
 STAT(bans_lurker_killed, COUNTER, "Objects found banned and removed by the lurker.")
+STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an object (match, "
+     "depth or heap limit): taken as matches, so the object was invalidated; the first for "
+     "each ban is logged.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
