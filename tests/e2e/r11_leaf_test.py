@@ -228,3 +228,90 @@ def test_gzip_within_bounds_still_served(origin, surogat):
     assert origin.hits("/ok") == 1 and sg.stat("gunzip_bombs") == 0
 
 
+# -- 14: CDN-Cache-Control and Surrogate-Control ------------------------------------------
+
+
+def twice(sg, origin, path, headers):
+    origin.route(path, body=b"body of " + path.encode(), headers=headers)
+    r1 = sg.get(path)
+    r2 = sg.get(path)
+    assert r1.status == 200 and r2.status == 200
+    return r1, r2
+
+
+@pytest.mark.parametrize("cdn", [
+    'max-age="60"',          # a String, not an Integer
+    "max-age=60, ,",         # an empty member: not a Dictionary
+    "max-age=60,",           # a trailing comma
+    "Max-Age=60",            # keys are lower case
+    "max-age=60.0",          # a Decimal
+    "max-age=-1",            # out of range
+    "no-store=?0, max-age=60",  # a flag that is not true
+    "max-age=(60)",          # an Inner List
+    "max-age=60 s-maxage=5",  # no comma between members
+    "public=1, max-age=60",  # a flag with an Integer
+    'no-cache=set-cookie, max-age=60',  # a Token where a String belongs
+])
+def test_invalid_cdn_cache_control_ignored(origin, surogat, cdn):
+    sg = surogat()
+    r1, r2 = twice(sg, origin, "/inv", {"CDN-Cache-Control": cdn, "Cache-Control": "no-store"})
+    assert origin.hits("/inv") == 2, "an invalid CDN-Cache-Control was obeyed: %r" % cdn
+    assert not is_hit(r2)
+    # Ignored by us, forwarded all the same: it is for the CDN layers further on too.
+    assert r1.header("CDN-Cache-Control") == cdn
+
+
+def test_invalid_cdn_cache_control_falls_back_to_max_age_zero(origin, surogat):
+    sg = surogat()
+    twice(sg, origin, "/z", {"CDN-Cache-Control": 'max-age="600"', "Cache-Control": "max-age=0"})
+    assert origin.hits("/z") == 2
+
+
+@pytest.mark.parametrize("cdn", [
+    "max-age=60",
+    "max-age=60;x",               # parameters are ignored
+    "max-age=60, x-ext=(a b);q=1, y=:aGk=:, z=?0, w=1.5, v=\"s\"",  # unknown: any type
+    "public, max-age=60",
+    "max-age=1, max-age=60",      # the last member of a key wins
+    'private="x-secret", max-age=60',
+])
+def test_valid_cdn_cache_control_used_and_forwarded(origin, surogat, cdn):
+    sg = surogat()
+    r1, r2 = twice(sg, origin, "/v", {"CDN-Cache-Control": cdn, "Cache-Control": "no-store"})
+    assert origin.hits("/v") == 1, "a valid CDN-Cache-Control was ignored: %r" % cdn
+    assert is_hit(r2), r2
+    assert r1.header("CDN-Cache-Control") == cdn and r2.header("CDN-Cache-Control") == cdn
+    assert r1.header("Cache-Control") == "no-store"
+
+
+def test_cdn_cache_control_no_store_wins_over_cache_control(origin, surogat):
+    sg = surogat()
+    r1, _ = twice(sg, origin, "/ns", {"CDN-Cache-Control": "no-store",
+                                      "Cache-Control": "max-age=600"})
+    assert origin.hits("/ns") == 2 and r1.header("CDN-Cache-Control") == "no-store"
+
+
+def test_surrogate_control_consumed(origin, surogat):
+    sg = surogat()
+    r1, r2 = twice(sg, origin, "/s", {"Surrogate-Control": 'max-age=60+30, content="ESI/1.0"',
+                                      "Cache-Control": "no-store"})
+    assert origin.hits("/s") == 1 and is_hit(r2)
+    assert not r1.has("Surrogate-Control") and not r2.has("Surrogate-Control")
+
+
+def test_invalid_cdn_falls_back_to_surrogate_control(origin, surogat):
+    sg = surogat()
+    r1, r2 = twice(sg, origin, "/f", {"CDN-Cache-Control": 'max-age="0"',
+                                      "Surrogate-Control": "max-age=60",
+                                      "Cache-Control": "no-store"})
+    assert origin.hits("/f") == 1 and is_hit(r2)
+    assert r1.header("CDN-Cache-Control") == 'max-age="0"' and not r1.has("Surrogate-Control")
+
+
+def test_cdn_cache_control_forwarded_on_pass(origin, surogat):
+    sg = surogat()
+    origin.route("/p", body=b"p", headers={"CDN-Cache-Control": "max-age=60",
+                                           "Surrogate-Control": "max-age=60"})
+    r = sg.request("POST", "/p", body=b"x")
+    assert r.status == 200 and r.header("CDN-Cache-Control") == "max-age=60"
+    assert not r.has("Surrogate-Control")
