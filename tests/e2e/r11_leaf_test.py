@@ -28,6 +28,244 @@ import pytest
 from conftest import wait_until
 from cstatus import forwarded, is_hit
 
+# -- 9: the admin interface -------------------------------------------------------------
+
+
+def admin_socks(port, n, src="127.0.0.1"):
+    """n connections to the admin port from source address src, left idle."""
+    out = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.bind((src, 0))
+        s.connect(("127.0.0.1", port))
+        out.append(s)
+    return out
+
+
+def is_closed(s):
+    """Whether the server has closed s (what it sent before is read and dropped)."""
+    s.setblocking(False)
+    try:
+        while True:
+            try:
+                d = s.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            if not d:
+                return True
+    finally:
+        s.settimeout(5)
+
+
+def n_open(socks):
+    return sum(0 if is_closed(s) else 1 for s in socks)
+
+
+def close_all(socks):
+    for s in socks:
+        s.close()
+
+
+def read_reply(s, timeout=5.0):
+    """One admin reply (status, body) from socket s."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = re.match(rb"(\d{3}) (\d+) *\n", buf)
+        if m and len(buf) >= m.end() + int(m.group(2)) + 1:
+            n = int(m.group(2))
+            return int(m.group(1)), buf[m.end():m.end() + n]
+        left = deadline - time.monotonic()
+        assert left > 0, "no complete admin reply in %.1fs: %r" % (timeout, buf)
+        r, _, _ = select.select([s], [], [], left)
+        if r:
+            d = s.recv(65536)
+            assert d, "admin connection closed mid-reply: %r" % buf
+            buf += d
+
+
+def authed_sock(sg, src="127.0.0.1"):
+    """An admin connection that answered the challenge with the secret."""
+    s = admin_socks(sg.admin_port, 1, src)[0]
+    st, body = read_reply(s)
+    assert st == 107, (st, body)
+    ch = body[:32]
+    secret = sg.secret.read_bytes()
+    answer = hashlib.sha256(ch + b"\n" + secret + ch + b"\n").hexdigest()
+    s.sendall(b"auth " + answer.encode() + b"\n")
+    st, body = read_reply(s)
+    assert st == 200, (st, body)
+    return s
+
+
+def command(s, line):
+    s.sendall(line.encode() + b"\n")
+    return read_reply(s)
+
+
+def ctl_ping(sg, secret=True):
+    t = time.monotonic()
+    p = sg.ctl("ping", secret=secret, timeout=10)
+    took = time.monotonic() - t
+    assert p.returncode == 0 and "PONG" in p.stdout, (p.returncode, p.stdout, p.stderr)
+    return took
+
+
+def varnishadm_ping(sg):
+    argv = ["varnishadm", "-T", "127.0.0.1:%d" % sg.admin_port, "-t", "5"]
+    if sg.secret is not None:
+        argv += ["-S", str(sg.secret)]
+    p = subprocess.run(argv + ["ping"], capture_output=True, text=True, timeout=15)
+    assert p.returncode == 0 and "PONG" in p.stdout, (p.returncode, p.stdout, p.stderr)
+
+
+def spread_socks(port, n, addrs=50):
+    """n idle connections from `addrs` source addresses (127.0.0.10 ...), round robin, so
+    that no address reaches cli_peer_max and the table itself fills up."""
+    return [admin_socks(port, 1, "127.0.0.%d" % (10 + i % addrs))[0] for i in range(n)]
+
+
+def test_100_idle_connections_without_secret(origin, surogat):
+    """Without -S connecting is the credential: no deadline, but a full table
+    closes its oldest connection that never ran a command, so an operator
+    always gets in."""
+    sg = surogat()
+    socks = spread_socks(sg.admin_port, 100)
+    try:
+        assert ctl_ping(sg, secret=False) < 3
+        varnishadm_ping(sg)
+        # 16 slots: the 100 pushed each other out, oldest first, and so did the two pings.
+        # (varnishadm may find surogatctl's slot freed already, or not.)
+        assert n_open(socks) in (14, 15) and n_open(socks[-14:]) == 14, [is_closed(s) for s in socks]
+        assert sg.stat("cli_evicted") >= 85
+        # From one address, only cli_peer_max (4) wait at a time.
+        more = admin_socks(sg.admin_port, 10, src="127.0.0.200")
+        try:
+            wait_until(lambda: n_open(more) == 4, 5, "4 connections left from one address")
+            assert n_open(more[-4:]) == 4
+        finally:
+            close_all(more)
+    finally:
+        close_all(socks)
+
+
+def test_busy_table_without_secret(origin, surogat):
+    """16 connections that each ran a command and then sat idle: the newcomer
+    still gets in, in place of the one idle the longest."""
+    sg = surogat()
+    socks = []
+    try:
+        for _ in range(16):
+            s = admin_socks(sg.admin_port, 1)[0]
+            socks.append(s)
+            assert read_reply(s)[0] == 200
+            assert command(s, "ping")[0] == 200
+        time.sleep(0.1)
+        assert command(socks[0], "ping")[0] == 200  # the first is not the idlest now
+        assert ctl_ping(sg, secret=False) < 3
+        assert not is_closed(socks[0])
+        assert is_closed(socks[1]), "the connection idle the longest should have made room"
+    finally:
+        close_all(socks)
+
+
+def test_100_idle_connections_with_secret(origin, surogat):
+    """With -S: 100 connections that never authenticate, from one address and
+    from many; the operator (surogatctl and varnishadm) gets in at once, one
+    logged in before stays, and every idle one is closed once
+    cli_auth_timeout has passed."""
+    sg = surogat(secret="r11-secret\n", params={"cli_auth_timeout": "2s"})
+    op = authed_sock(sg)  # an operator logged in before the flood stays logged in
+    socks = admin_socks(sg.admin_port, 50) + spread_socks(sg.admin_port, 50, addrs=25)
+    try:
+        assert ctl_ping(sg) < 3
+        varnishadm_ping(sg)
+        assert n_open(socks) >= 1, "all closed before the deadline"
+        wait_until(lambda: n_open(socks) == 0, 8, "the unauthenticated connections to close")
+        assert command(op, "ping")[0] == 200
+        st = sg.stats()
+        assert st["cli_evicted"] + st["cli_unauth_closed"] >= 100, st
+        assert st["cli_unauth_closed"] >= 1 and st["cli_evicted"] >= 46, st
+        assert ctl_ping(sg) < 3
+    finally:
+        close_all(socks + [op])
+
+
+def test_deadline_ignores_slow_and_failing_clients(origin, surogat):
+    """Partial lines sent slowly, commands without authentication and a wrong
+    answer do not keep a connection past cli_auth_timeout."""
+    sg = surogat(secret="r11-secret\n", params={"cli_auth_timeout": "1s", "cli_peer_max": "8"})
+    slow, chatty, wrong = admin_socks(sg.admin_port, 3)
+    try:
+        for s in (slow, chatty, wrong):
+            assert read_reply(s)[0] == 107
+        assert command(chatty, "ping")[0] == 107
+        wrong.sendall(b"auth " + b"0" * 64 + b"\n")
+        assert read_reply(wrong)[0] == 107
+        wait_until(lambda: is_closed(wrong), 2, "a failed authentication to close")
+        t0 = time.monotonic()
+        closed_at = {}
+        while time.monotonic() - t0 < 4 and len(closed_at) < 2:
+            for name, s in (("slow", slow), ("chatty", chatty)):
+                if name in closed_at:
+                    continue
+                try:
+                    s.sendall(b"p" if name == "slow" else b"ping\n")
+                except OSError:
+                    pass
+                if is_closed(s):
+                    closed_at[name] = time.monotonic() - t0
+            time.sleep(0.1)
+        assert set(closed_at) == {"slow", "chatty"}, closed_at
+        assert all(t < 2.5 for t in closed_at.values()), closed_at
+        assert ctl_ping(sg) < 3
+    finally:
+        close_all([slow, chatty, wrong])
+
+
+def test_per_peer_limit(origin, surogat):
+    """One address holds at most cli_peer_max unauthenticated connections (its
+    oldest goes), so it cannot crowd out another address's."""
+    sg = surogat(secret="r11-secret\n", params={"cli_auth_timeout": "60s", "cli_peer_max": "3"})
+    a = admin_socks(sg.admin_port, 10, src="127.0.0.1")
+    b = admin_socks(sg.admin_port, 3, src="127.0.0.2")
+    try:
+        wait_until(lambda: n_open(a) == 3, 5, "3 connections left from 127.0.0.1")
+        assert n_open(a[-3:]) == 3, [is_closed(s) for s in a]
+        assert n_open(b) == 3
+        more = admin_socks(sg.admin_port, 20, src="127.0.0.3")
+        try:
+            wait_until(lambda: n_open(more) == 3, 5, "3 connections left from 127.0.0.3")
+            assert n_open(b) == 3, "another address's flood closed these"
+        finally:
+            close_all(more)
+        assert ctl_ping(sg) < 3
+        assert sg.stat("cli_evicted") >= 7 + 17
+    finally:
+        close_all(a + b)
+
+
+def test_full_table_of_authenticated_connections(origin, surogat):
+    """16 authenticated connections left idle cannot lock the operator out
+    either: the one idle the longest makes room."""
+    sg = surogat(secret="r11-secret\n", params={"cli_auth_timeout": "5s"})
+    socks = [authed_sock(sg) for _ in range(16)]
+    try:
+        time.sleep(0.1)
+        assert command(socks[0], "ping")[0] == 200
+        assert ctl_ping(sg) < 3
+        assert not is_closed(socks[0])
+        assert is_closed(socks[1]), "the connection idle the longest should have made room"
+        assert n_open(socks) == 15
+        varnishadm_ping(sg)
+        assert not is_closed(socks[0]) and n_open(socks) >= 14
+    finally:
+        close_all(socks)
+
+
 # -- 11: bans whose regex cannot be evaluated ---------------------------------------------
 
 # (a|aa)+ on 60 a's explores ~10^12 paths: far past PCRE2's match limit (10^7 by

@@ -119,6 +119,15 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "power of two; under 500 bytes each, touched only as the worker fills them). The ring "
       "keeps the latest requests, so `log -d` shows up to this many per worker; a reader more "
       "than a ring behind reports the records it missed.")
+PARAM(cli_auth_timeout, DURATION, "10s", "10ms", "600s", PAR_LIVE,
+      "With a secret file (-S), how long a new admin connection has to authenticate: it is "
+      "closed when this has passed since it connected, whatever it sent meanwhile (nothing, "
+      "part of a line, commands refused for want of authentication). Without -S, connecting "
+      "is the credential and this does not apply (see cli_peer_max and surogatctl(1)).")
+PARAM(cli_peer_max, UINT, "4", "1", "16", PAR_LIVE,
+      "Most admin connections one client address may hold that have not authenticated yet "
+      "(without -S: that have not run a command yet); another one from that address closes "
+      "the oldest of them. All Unix-socket clients count as one address.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
       "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
       "metrics at /metrics, a live status page at / and its data at /status.json. Separate "

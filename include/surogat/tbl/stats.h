@@ -145,6 +145,11 @@ STAT(req_time_le_2500ms, COUNTER, "Requests that took more than 1s, at most 2.5s
 STAT(req_time_le_5s, COUNTER, "Requests that took more than 2.5s, at most 5s.")
 STAT(req_time_le_10s, COUNTER, "Requests that took more than 5s, at most 10s.")
 STAT(req_time_over_10s, COUNTER, "Requests that took more than 10s.")
+STAT(cli_unauth_closed, COUNTER, "Admin connections closed for not authenticating within "
+     "cli_auth_timeout.")
+STAT(cli_evicted, COUNTER, "Admin connections closed to make room for a new one: the oldest "
+     "unauthenticated one of an address past cli_peer_max, or, the table of 16 being full, the "
+     "oldest unauthenticated one or else the one whose last command is the oldest.")
 STAT(mon_req, COUNTER, "Requests answered by the HTTP admin listener (-M).")
 STAT(mon_req_bad, COUNTER, "Requests to the HTTP admin listener answered 404 or 405.")
 STAT(gzip_compressed, COUNTER, "Response bodies compressed by the cache while being stored.")
