@@ -219,7 +219,8 @@ gz_feed(struct gz *z, const void *in, size_t len, enum gz_flush fl, gz_out_f *ou
         size_t n = left > (1u << 30) ? (1u << 30) : left;
         z->zs.next_in = (unsigned char *)(uintptr_t)p;
         z->zs.avail_in = (uInt)n;
-        p += n;
+        if (n > 0)
+            p += n; /* not on NULL: the end of the input is (NULL, 0) */
         left -= n;
         z->in += n;
         if (z->kind == GZ_ENCODE)
