@@ -24,6 +24,29 @@ struct req;
 struct cobj;
 
 /*
+ * Deliver the stored object oc at `now`: its stored head with this
+ * delivery's fields, or 304, 206, 416 as the request's conditions and
+ * range say, then its body from the store (gunzipped for a client that
+ * does not take gzip).  fwd: NULL for a hit, else RFC 9211's forward
+ * detail ("fwd=stale; fwd-status=304" for a revalidated object).  The
+ * caller holds a reference to oc.
+ */
+void dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
+/*
+ * Deliver the busy object oc (HSH_STREAM) as its fetch stores it: the
+ * head at once, then body bytes as they are appended, waiting at most tmo
+ * seconds for each piece.  A fetch that fails after the head went out
+ * cuts the connection.  Cache-Status: fwd=miss; collapsed.
+ */
+void dlv_stream(struct req *req, struct cobj *oc, double tmo);
+/*
+ * Answer from the static-file backend sfb (sfb_answer()): its status and
+ * fields through the deliver hook, its body from memory or with
+ * sendfile(2).  Sets req->outcome STATIC.
+ */
+struct sfb;
+void dlv_static(struct req *req, struct sfb *sfb);
+/*
  * A page surogat answers on its own (a malformed request, a backend that
  * failed): status, its standard reason, msg (plain text, escaped here; NULL
  * for none) as the page's paragraph, extra_fields (serialised field lines,

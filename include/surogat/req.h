@@ -84,20 +84,6 @@ struct req {
 /* After the backend answered an unsafe method, before the client sees it: invalidate. */
 struct http;
 void req_invalidate(struct req *req, const struct http *resp);
-/*
- * Deliver a cached object: 304, 206 or 416 as the request's conditions
- * and range say.  fwd NULL for a hit; else the Cache-Status forward
- * detail of RFC 9211 ("fwd=stale; fwd-status=304" for a revalidation).
- */
-struct cobj;
-void req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
-/*
- * Deliver a busy object (HSH_STREAM) as its fetch stores it: the head at
- * once, then body bytes as they are appended, waiting at most tmo seconds
- * for each piece.  A fetch that fails after the head went out aborts the
- * connection (req->abort).  Cache-Status: fwd=miss; collapsed.
- */
-void req_deliver_stream(struct req *req, struct cobj *oc, double tmo);
 /* Answer a checked request: from the cache, or through a fetch. */
 void req_dispatch(struct req *req);
 /*

@@ -61,11 +61,13 @@ struct tp_ops {
     /* The response is complete (the last chunk, the end of the stream). */
     int (*end)(struct req *req);
     /*
-     * The response cannot be completed (a backend failed after the head
-     * went out): cut it, so that the client cannot take a short body for
-     * a whole one.
+     * The response cannot be completed (a backend or a stored body failed
+     * after the head was given): cut it, so that the client cannot take a
+     * short body for a whole one, and return true.  false when nothing had
+     * gone out yet: the head is dropped and the caller answers anew (a 502
+     * rather than a cut connection).
      */
-    void (*abort)(struct req *req);
+    bool (*abort)(struct req *req);
     /* Whether a write of some kilobytes would not block now (never blocks). */
     bool (*writable)(struct req *req);
     /* An interim response (100, 103) with field lines; 0 also when not sent (HTTP/1.0). */

@@ -639,7 +639,7 @@ serve_stale(struct fetch *f, unsigned status)
 
     STAT_INC(cache_stale_if_error);
     snprintf(fwd, sizeof fwd, "fwd=stale; fwd-status=%u", status);
-    req_deliver_obj(f->req, f->stale.oc, tim_real(), fwd);
+    dlv_obj(f->req, f->stale.oc, tim_real(), fwd);
     f->req->outcome = REQ_O_STALE;
 }
 
@@ -941,7 +941,7 @@ held_miss(struct fetch *f, struct out *o)
         bcp_close(&f->conn);
     if (rv == 0 && held->body_complete) {
         snprintf(fwd, sizeof fwd, "fwd=%s; stored", f->stale.fwd != NULL ? f->stale.fwd : "miss");
-        req_deliver_obj(req, held, tim_real(), fwd);
+        dlv_obj(req, held, tim_real(), fwd);
         req->outcome = REQ_O_MISS;
     } else {
         (void)dlv_error(req, 502, NULL, NULL);
@@ -1139,7 +1139,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
             if (f.oc != NULL)
                 hsh_abandon(&f.oc, 0);
             if (!bg)
-                sfb_deliver(req, be->sfb);
+                dlv_static(req, be->sfb);
             return;
         }
         if (be != NULL) {

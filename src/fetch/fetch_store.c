@@ -13,6 +13,7 @@
 
 #include "surogat/cc.h"
 #include "surogat/defs.h"
+#include "surogat/dlv.h"
 #include "surogat/fresh.h"
 #include "surogat/gz.h"
 #include "surogat/h1.h"
@@ -410,7 +411,7 @@ fetch__revalidated(struct fetch *f)
     oc->body.size_hint = old->body.len;
     if (hsh_store_begin(oc) != 0) {
         hsh_abandon(&f->oc, 0);
-        req_deliver_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
+        dlv_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
         return (0);
     }
     for (const struct sto_seg *s = old->body.first; s != NULL; s = s->next) {
@@ -418,7 +419,7 @@ fetch__revalidated(struct fetch *f)
             /* No room for the renewed copy: this client still gets the validated one. */
             hsh_abandon(&f->oc, 0);
             if (!f->bg)
-                req_deliver_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
+                dlv_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
             return (0);
         }
     }
@@ -430,7 +431,7 @@ fetch__revalidated(struct fetch *f)
     }
     hsh_ref(oc);
     hsh_unbusy(&f->oc);
-    req_deliver_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");
+    dlv_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");
     req->outcome = REQ_O_REVALIDATED;
     hsh_deref(&oc);
     return (0);

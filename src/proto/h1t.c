@@ -260,22 +260,20 @@ h1t_end(struct req *req)
     return (send_iov(req, r, NULL, 0));
 }
 
-static void
+static bool
 h1t_abort(struct req *req)
 {
     struct h1t_resp *r = resp_of(req);
 
     if (r->nhead > 0 && !r->failed) {
-        /*
-         * Nothing went out yet: the head is dropped, and the caller may
-         * still answer with an error of its own.
-         */
+        /* Nothing went out yet: the head is dropped, the caller answers anew. */
         r->nhead = 0;
         req->t_first = 0;
-        return;
+        return (false);
     }
     req->abort = true;
     req->close = true;
+    return (true);
 }
 
 static bool
