@@ -422,8 +422,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
         resp.reason = (struct txt){ http_reason(resp.status), strlen(http_reason(resp.status)) };
     }
     http_strip_hop_by_hop(&resp);
-    /* Targeted fields are addressed to this cache, not to clients (RFC 9213 section 2.1). */
-    http_unset(&resp, "CDN-Cache-Control");
+    /* Surrogate-Control is consumed here; CDN-Cache-Control goes on to other CDN layers. */
     http_unset(&resp, "Surrogate-Control");
     if (http_find(&resp, "Date") == NULL) {
         date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);

@@ -109,8 +109,10 @@ store_head(struct fetch *f, const struct cc *rcc)
     http_strip_hop_by_hop(&h);
     http_unset(&h, "Content-Length");
     http_unset(&h, "Age");
-    /* Targeted fields are for us, not for clients (RFC 9213 section 2.1). */
-    http_unset(&h, "CDN-Cache-Control");
+    /*
+     * Surrogate-Control is for us alone (Edge Architecture); CDN-Cache-Control
+     * stays: CDN layers in front of us may use it too (RFC 9213 section 2).
+     */
     http_unset(&h, "Surrogate-Control");
     if (http_find(&h, "Date") == NULL) {
         tim_http_date(f->t_resp, date);

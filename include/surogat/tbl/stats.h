@@ -119,6 +119,9 @@ STAT(bans_lookup_tested, COUNTER, "Ban expressions tested against objects at loo
 STAT(bans_lurker_tested, COUNTER, "Ban expressions tested against objects by the lurker.")
 STAT(bans_lookup_killed, COUNTER, "Objects found banned at lookup.")
 STAT(bans_lurker_killed, COUNTER, "Objects found banned and removed by the lurker.")
+STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an object (match, "
+     "depth or heap limit): taken as matches, so the object was invalidated; the first for "
+     "each ban is logged.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
@@ -151,6 +154,11 @@ STAT(req_time_le_2500ms, COUNTER, "Requests that took more than 1s, at most 2.5s
 STAT(req_time_le_5s, COUNTER, "Requests that took more than 2.5s, at most 5s.")
 STAT(req_time_le_10s, COUNTER, "Requests that took more than 5s, at most 10s.")
 STAT(req_time_over_10s, COUNTER, "Requests that took more than 10s.")
+STAT(cli_unauth_closed, COUNTER, "Admin connections closed for not authenticating within "
+     "cli_auth_timeout.")
+STAT(cli_evicted, COUNTER, "Admin connections closed to make room for a new one: the oldest "
+     "unauthenticated one of an address past cli_peer_max, or, the table of 16 being full, the "
+     "oldest unauthenticated one or else the one whose last command is the oldest.")
 STAT(mon_req, COUNTER, "Requests answered by the HTTP admin listener (-M).")
 STAT(mon_req_bad, COUNTER, "Requests to the HTTP admin listener answered 404 or 405.")
 STAT(gzip_compressed, COUNTER, "Response bodies compressed by the cache while being stored.")
@@ -161,6 +169,9 @@ STAT(gunzip_delivered, COUNTER, "gzip bodies gunzipped on the fly for a client t
      "accept gzip.")
 STAT(gzip_errors, COUNTER, "Corrupt gzip bodies: from a backend (never stored; a client that "
      "already got part of the body is cut off) or found while gunzipping for a client.")
+STAT(gunzip_bombs, COUNTER, "gzip bodies that decoded past gunzip_max_ratio or "
+     "gunzip_max_size: from a backend refused and not stored, or found in the cache while "
+     "gunzipping for a client (the delivery cut and the object removed).")
 STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
 STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
 STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
