@@ -52,13 +52,34 @@ static const char *const kind_name[] = { "req", "bereq", "beresp", "resp", "obj"
 
 /* obj's head before the script reads it: check_msg() loads it then. */
 static struct http obj_unloaded;
+/* The registry key of a state's obj of deliver: its address, no string to hash. */
+static const char deliver_obj_key;
 
 void
 pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struct pol_ex *ex,
               int ro)
 {
-    struct msg *m = lua_newuserdatauv(L, sizeof *m, 1);
+    struct msg *m;
 
+    if (kind == POL_O_OBJ && hp == NULL && ex != NULL && ex->obj->resp == NULL &&
+        ex->obj->load == NULL) {
+        /*
+         * deliver's obj, a hit count and nothing else: one per state,
+         * armed again for each call, so that a hit costs no garbage for
+         * it.  Killed after each call as any other.
+         */
+        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &deliver_obj_key) == LUA_TNIL) {
+            lua_pop(L, 1);
+            (void)lua_newuserdatauv(L, sizeof *m, 1);
+            luaL_setmetatable(L, MSG_MT);
+            lua_pushvalue(L, -1);
+            lua_rawsetp(L, LUA_REGISTRYINDEX, &deliver_obj_key);
+        }
+        m = lua_touserdata(L, -1);
+    } else {
+        m = lua_newuserdatauv(L, sizeof *m, 1);
+        luaL_setmetatable(L, MSG_MT);
+    }
     m->magic = POL_MSG_MAGIC;
     m->kind = kind;
     m->hp = hp;
@@ -68,7 +89,6 @@ pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struc
     if (kind == POL_O_OBJ && hp == NULL)
         m->hp = &obj_unloaded;
     m->ro = ro;
-    luaL_setmetatable(L, MSG_MT);
 }
 
 void
