@@ -63,6 +63,7 @@
 #define SHD_KEY_MAX      1024 /* bytes: an entry with its key always fits a share */
 #define SHD_BUCKET_BYTES 256  /* of a share per hash bucket: short chains at ~100 B an entry */
 #define SHD_SWEEP        2    /* entries looked at for expiry by each write */
+#define SHD_ROOM_SCAN    32   /* and by a write that finds its shard full */
 #define SHD_MT           "surogat.shared"
 #define SHD_CACHE        "pol.shd" /* registry: the state's handles by name */
 #define RATELIMIT_DICT   "ratelimit"
@@ -277,9 +278,12 @@ sweep(struct shd_shard *sh, double now, unsigned n, struct shd_ent **grave)
 }
 
 /*
- * Room for `need` more bytes: expired entries go first, then (when
- * evict) the least recently used.  Whether there is room now; *forced
- * set when a live entry had to go.
+ * Room for `need` more bytes: expired entries among the SHD_ROOM_SCAN
+ * least recently used go first, then (when evict) the least recently
+ * used.  Bounded, as it runs under the lock on every write to a full
+ * shard: an expired entry further up goes when it is found or reaches
+ * the end.  Whether there is room now; *forced set when a live entry had
+ * to go.
  */
 static bool
 make_room(struct shd_shard *sh, size_t need, double now, bool evict, bool *forced,
@@ -287,11 +291,7 @@ make_room(struct shd_shard *sh, size_t need, double now, bool evict, bool *force
 {
     if (sh->used + need <= sh->budget)
         return (true);
-    for (struct shd_ent *e = sh->oldest, *newer; e != NULL; e = newer) {
-        newer = e->newer;
-        if (expired(e, now))
-            ent_unlink(sh, e, grave);
-    }
+    sweep(sh, now, SHD_ROOM_SCAN, grave);
     while (evict && sh->used + need > sh->budget && sh->oldest != NULL) {
         ent_unlink(sh, sh->oldest, grave);
         STAT_INC(shared_evicted);
