@@ -137,6 +137,7 @@ struct dlv {
     char status_line[64];
     char tail[320];
     struct pol_synth syn; /* deliver_head() returned -1: answer this instead (0: restart) */
+    unsigned hits;        /* the deliver hook's obj.hits: the object's count, 0 for a miss */
 };
 
 /* The deliver hook refused the delivery: its synthetic answer, or a restart. */
@@ -185,7 +186,7 @@ deliver_policy(struct req *req, struct dlv *d, struct iovec *iov, int n)
     http_init(&h, hdrs, nhdr + POL_HDR_ROOM);
     if (h1_parse_response(buf, len, &lim, &h, &used) != H1_DONE)
         goto overflow;
-    switch (pol_deliver(req, &h, &d->syn)) {
+    switch (pol_deliver(req, &h, d->hits, &d->syn)) {
     case POL_DELIVER:
         break;
     case POL_SYNTH:
@@ -503,6 +504,8 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     int n;
 
     req->outcome = REQ_O_HIT;
+    /* A miss delivered from what it stored (fwd) is its first delivery: 0 hits. */
+    d.hits = fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0;
     n = deliver_head(req, oc, oc->body.len, now, fwd, &d, iov);
     if (n < 0) {
         deliver_refused(req, &d);
@@ -627,6 +630,7 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
     int n;
 
     req->outcome = REQ_O_COLLAPSED;
+    d.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED); /* joining counted as a hit */
     n = deliver_head(req, oc, len, tim_real(), "fwd=miss; collapsed", &d, iov);
     if (n < 0) {
         deliver_refused(req, &d);
@@ -897,6 +901,7 @@ policy_hit(struct req *req, const struct cobj *oc, double now, struct pol_synth 
     obj.age = SRG_MAX(0.0, now - oc->fresh.t_origin);
     obj.ttl = oc->fresh.ttl - obj.age;
     obj.grace = oc->fresh.swr;
+    obj.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED);
     return (pol_hit(req, &obj, syn));
 }
 
