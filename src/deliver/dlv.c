@@ -164,7 +164,7 @@ deliver_hook(struct req *req, struct dlv_plan *d)
     h = parse_head(req, buf, off, POL_HDR_ROOM);
     if (h == NULL)
         return (overflow(d));
-    switch (pol_deliver(req, h, &d->syn)) {
+    switch (pol_deliver(req, h, d->hits, &d->syn)) {
     case POL_DELIVER:
         break;
     case POL_SYNTH:
@@ -231,7 +231,7 @@ cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
 
 int
 dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now, const char *fwd,
-              struct dlv_plan *d)
+              unsigned hits, struct dlv_plan *d)
 {
     const char *fields, *reason, *sl_end;
     size_t flen, rlen;
@@ -258,6 +258,7 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now, 
         flen = blk.len;
     }
     d->nm = not_modified(req, oc);
+    d->hits = hits;
     d->len = len;
     d->first = 0;
     d->last = len == DLV_LEN_UNKNOWN ? DLV_LEN_UNKNOWN - 1 : len > 0 ? len - 1 : 0;

@@ -148,7 +148,9 @@ dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
 
     OBJ_CHECK(req, REQ_MAGIC);
     req->outcome = REQ_O_HIT;
-    if (dlv__plan_obj(req, oc, oc->body.len, now, fwd, &d) != 0) {
+    /* A miss delivered from what it stored (fwd) is its first delivery: 0 hits. */
+    if (dlv__plan_obj(req, oc, oc->body.len, now, fwd,
+                      fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0, &d) != 0) {
         dlv__refused(req, &d);
         return;
     }
@@ -255,8 +257,10 @@ dlv_stream(struct req *req, struct cobj *oc, double tmo)
 
     OBJ_CHECK(req, REQ_MAGIC);
     req->outcome = REQ_O_COLLAPSED;
+    /* Joining a fetch counts as a hit on the object it stores. */
     if (dlv__plan_obj(req, oc, len == UINT64_MAX ? DLV_LEN_UNKNOWN : len, tim_real(),
-                      "fwd=miss; collapsed", &d) != 0) {
+                      "fwd=miss; collapsed", __atomic_load_n(&oc->hits, __ATOMIC_RELAXED),
+                      &d) != 0) {
         dlv__refused(req, &d);
         return;
     }

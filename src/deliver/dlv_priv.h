@@ -26,6 +26,7 @@ struct dlv_plan {
     uint64_t len;          /* the body's length, or DLV_LEN_UNKNOWN */
     uint64_t first;        /* the body bytes to send: [first, last] */
     uint64_t last;
+    unsigned hits;         /* the deliver hook's obj.hits: the object's count, 0 for a miss */
     char tail[320];        /* this delivery's own fields: Age, Cache-Status, Content-Range */
     struct pol_synth syn;  /* the plan was refused: answer this (status 0: restart) */
 };
@@ -33,11 +34,12 @@ struct dlv_plan {
 /*
  * Plan the delivery of the stored object oc, whose body has len bytes
  * (DLV_LEN_UNKNOWN: still growing, length not announced) at `now`; fwd:
- * NULL for a hit, else the Cache-Status forward detail.  Runs the deliver
- * hook.  0, or -1 when the plan is refused (dlv__refused()).
+ * NULL for a hit, else the Cache-Status forward detail; hits: obj.hits for
+ * the deliver hook.  Runs the deliver hook.  0, or -1 when the plan is
+ * refused (dlv__refused()).
  */
 int dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now,
-                  const char *fwd, struct dlv_plan *d);
+                  const char *fwd, unsigned hits, struct dlv_plan *d);
 /* The deliver hook on a finished plan's head.  0, or -1 as dlv__plan_obj(). */
 int dlv__finish_head(struct req *req, struct dlv_plan *d);
 /* A refused plan: its synthetic answer, or the restart it asked for. */

@@ -493,7 +493,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     else if (req->keepalive_10)
         AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("keep-alive")));
     if (pol_active() && pol_has_deliver()) {
-        switch (pol_deliver(req, &resp, syn)) {
+        switch (pol_deliver(req, &resp, 0, syn)) {
         case POL_DELIVER:
             break;
         case POL_SYNTH:
@@ -1134,6 +1134,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         f.to_client = !bg;
         f.body_to_client = !req->head_only && !bg;
         req->outcome = oc != NULL ? REQ_O_MISS : REQ_O_PASS;
+        req->bereq_uncacheable = oc == NULL;
         if (be != NULL && be->sfb != NULL) {
             /* A hook routed a fetch to static files: they are served, not fetched. */
             if (f.oc != NULL)

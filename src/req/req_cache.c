@@ -288,6 +288,7 @@ policy_hit(struct req *req, const struct cobj *oc, double now, struct pol_synth 
     obj.age = SRG_MAX(0.0, now - oc->fresh.t_origin);
     obj.ttl = oc->fresh.ttl - obj.age;
     obj.grace = oc->fresh.swr;
+    obj.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED);
     return (pol_hit(req, &obj, syn));
 }
 

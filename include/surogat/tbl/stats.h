@@ -132,6 +132,13 @@ STAT(backend_failover, COUNTER, "Fetches that went to another backend of their d
      "connecting to one failed (idempotent requests without a body).")
 STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
 STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
+STAT(shared_bytes, GAUGE, "Bytes held by the entries of the policy's shared dictionaries.")
+STAT(shared_evicted, COUNTER, "Shared dictionary entries dropped before their time to make "
+     "room for a set(), add() or incr() (least recently used first).")
+STAT(shared_nomem, COUNTER, "Shared dictionary writes refused for want of room (safe_set(), or "
+     "an entry larger than its share of the dictionary).")
+STAT(ratelimit_denied, COUNTER, "Calls of surogat.ratelimit() that answered false: over the "
+     "rate.")
 STAT(req_time_us, COUNTER, "Sum of the request times in microseconds, each from the complete "
      "request head to the end of the response: the sum of the latency histogram.")
 /*
