@@ -1,0 +1,204 @@
+"""Regressions of the policy's safety, tried as a hostile client or a careless script
+would: a script cannot break a message's framing (Content-Length, Transfer-Encoding,
+Connection, Keep-Alive and Upgrade, and TE and Trailer on bereq, are read-only; a status
+change cannot add or remove a body)."""
+
+import httpc
+from p_policy_test import script
+
+CC60 = {"Cache-Control": "max-age=60"}
+
+
+def with_policy(surogat, tmp_path, text, params=None, backend=None):
+    p = script(tmp_path, text)
+    return surogat(params=params, backend=backend, args=["-f", str(p)]), p
+
+
+def line_of(path, marker):
+    """The line number of the first line of the script holding `marker`."""
+    for n, ln in enumerate(path.read_text().splitlines(), 1):
+        if marker in ln:
+            return n
+    raise AssertionError("no %r in %s" % (marker, path))
+
+
+def logged(sg, path, marker, what):
+    """Whether the daemon logged `what` at the line of `marker` (file:line)."""
+    want = "%s:%d:" % (path.name, line_of(path, marker))
+    return any(want in ln and what in ln for ln in sg.log_tail(400).splitlines())
+
+
+def pipelined(sg, path, method="GET"):
+    """`path` then GET /next (closing) on one connection: the responses, parsed strictly."""
+    data = httpc.build_request(method, path) + \
+        httpc.build_request("GET", "/next", headers={"Connection": "close"})
+    return httpc.parse_responses(sg.exchange(data), method)
+
+
+# -- 7: the framing is surogat's -----------------------------------------------------
+
+
+FRAMING = """
+    function recv(req)
+        local u = req.url
+        if u == "/r-cl" then req.http["Content-Length"] = "5" end           -- r-cl
+        if u == "/r-te" then req.http:set("Transfer-Encoding", "chunked") end -- r-te
+        if u == "/r-conn" then req.http:append("Connection", "close") end   -- r-conn
+        if u == "/r-ka" then req.http:unset("Keep-Alive") end               -- r-ka
+        if u == "/r-up" then req.http.upgrade = "h2c" end                   -- r-up
+        if u == "/r-nil" then req.http.content_length = nil end             -- r-nil
+        if u == "/s-te" then return surogat.synth(200, "synth") end
+        if u == "/pipe" then return "pipe" end
+        if u:sub(1, 3) == "/p-" then return "pass" end
+    end
+    function backend_fetch(bereq)
+        local u = bereq.url
+        if u == "/p-te" then bereq.http.te = "trailers" end                 -- p-te
+        if u == "/p-trailer" then bereq.http["Trailer"] = "X-Sum" end       -- p-trailer
+        if u == "/p-tenc" then bereq.http:set("TRANSFER-ENCODING", "chunked") end -- p-tenc
+    end
+    function backend_response(bereq, beresp)
+        if bereq.url == "/p-beresp" then beresp.http["content-length"] = "0" end -- p-beresp
+    end
+    function deliver(req, resp)
+        if req.url == "/p-resp" then resp.http:set("Content-Length", "0") end -- p-resp
+        -- reading stays allowed
+        if req.url == "/p-read" then
+            resp.http["X-Length"] = resp.http["Content-Length"]
+            resp.http["X-Conn"] = tostring(resp.http.connection)
+        end
+    end
+    function synth(req, resp)
+        if req.url == "/s-te" then resp.http["Transfer-Encoding"] = "chunked" end -- s-te
+    end
+    function pipe(req, bereq)
+        bereq.http["Content-Length"] = "0"                                  -- pipe-cl
+    end
+    """
+
+
+def test_framing_fields_read_only_in_every_header_table(origin, surogat, tmp_path):
+    sg, p = with_policy(surogat, tmp_path, FRAMING)
+    cases = ["r-cl", "r-te", "r-conn", "r-ka", "r-up", "r-nil", "p-te", "p-trailer", "p-tenc",
+             "p-beresp", "p-resp", "s-te"]
+    for c in cases:
+        r = sg.get("/" + c)
+        assert r.status == 503, (c, r)
+        assert logged(sg, p, "-- " + c, "read-only"), (c, sg.log_tail())
+    # the backend request was never sent when backend_fetch failed
+    for c in ("p-te", "p-trailer", "p-tenc"):
+        assert origin.hits("/" + c) == 0, c
+    assert sg.stat("policy_error") >= len(cases)
+    # reading them is allowed
+    origin.route("/p-read", body=b"12345")
+    r = sg.get("/p-read")
+    assert r.status == 200 and r.body == b"12345", r
+    assert r.header("X-Length") == "5" and r.header("X-Conn") == "nil", r
+    # pipe's bereq too: nothing goes to the backend
+    r = sg.get("/pipe")
+    assert r.status == 503 and origin.hits("/pipe") == 0, r
+    assert logged(sg, p, "-- pipe-cl", "read-only")
+
+
+def test_backend_error_framing_read_only(origin, surogat, tmp_path):
+    origin.route("/bad", garbage=b"not http\r\n\r\n")
+    sg, p = with_policy(surogat, tmp_path, """
+        function recv(req) return "pass" end
+        function backend_error(bereq, beresp)
+            beresp.http.connection = "keep-alive"       -- be-conn
+            beresp.status = 200
+            beresp.body = "fine"
+            return "deliver"
+        end
+        """)
+    r = sg.get("/bad")
+    assert r.status == 502 and r.body != b"fine", r
+    assert logged(sg, p, "-- be-conn", "read-only"), sg.log_tail()
+
+
+CAUGHT = """
+    function recv(req)
+        if req.url == "/s204" then return surogat.synth(204, "Nothing") end
+        if req.url == "/be204" then return "pass" end
+    end
+    function backend_error(bereq, beresp)
+        beresp.status = 304
+        beresp.body = "a body a 304 cannot have"
+        return "deliver"
+    end
+    -- Each attempt is refused; the error is caught and the response goes out.
+    function deliver(req, resp)
+        local u = req.url
+        local ok = true
+        if u == "/cl0" then
+            ok = pcall(function() resp.http["Content-Length"] = "0" end)
+        elseif u == "/chunked" then
+            ok = pcall(resp.http.set, resp.http, "Transfer-Encoding", "chunked")
+        elseif u == "/unset" then
+            ok = pcall(resp.http.unset, resp.http, "Content-Length")
+        elseif u == "/304" then
+            ok = pcall(function() resp.status = 304 end)
+        elseif u == "/204" then
+            ok = pcall(function() resp.status = 204 end)
+        end
+        resp.http["X-Refused"] = tostring(not ok)
+    end
+    """
+
+
+def test_script_cannot_desync_the_client(origin, surogat, tmp_path):
+    """Pipelined requests: whatever the script tried, each response is framed as its body
+    is, and the next response starts where the client expects it."""
+    body = b"0123456789" * 10
+    for path in ("/cl0", "/chunked", "/unset", "/304", "/204"):
+        origin.route(path, body=body, headers=CC60)
+    origin.route("/next", body=b"next", headers=CC60)
+    origin.route("/be204", garbage=b"not http\r\n\r\n")
+    sg, _ = with_policy(surogat, tmp_path, CAUGHT)
+    for path in ("/cl0", "/chunked", "/unset", "/304", "/204"):
+        for _ in range(2):  # a miss, then a hit
+            rs = pipelined(sg, path)
+            assert [r.status for r in rs] == [200, 200], (path, rs)
+            assert rs[0].body == body and rs[0].header("X-Refused") == "true", (path, rs[0])
+            assert rs[1].body == b"next", (path, rs)
+    # HEAD: no body either way
+    with sg.conn() as c:
+        c.request("HEAD", "/cl0")
+        r = c.read_response("HEAD")
+        assert r.status == 200 and r.header("Content-Length") == "100", r
+        c.request("GET", "/next")
+        assert c.read_response().body == b"next"
+    # a synthetic 204, and a 304 from backend_error, go out without a body
+    for path, st in (("/s204", 204), ("/be204", 304)):
+        rs = pipelined(sg, path)
+        assert [r.status for r in rs] == [st, 200], (path, rs)
+        assert not rs[0].has("Content-Length") and not rs[0].has("Transfer-Encoding"), rs[0]
+        assert rs[1].body == b"next", (path, rs)
+
+
+def test_script_cannot_smuggle_to_the_backend(origin, surogat, tmp_path):
+    origin.route("/up", echo=True)
+    sg, _ = with_policy(surogat, tmp_path, """
+        function backend_fetch(bereq)
+            local refused = 0
+            for _, f in ipairs({
+                function() bereq.http["Transfer-Encoding"] = "chunked" end,
+                function() bereq.http["Content-Length"] = "2" end,
+                function() bereq.http:append("Content-Length", "2") end,
+                function() bereq.http.te = "trailers" end,
+                function() bereq.http:set("Connection", "keep-alive, Upgrade") end,
+                function() bereq.http.upgrade = "websocket" end,
+            }) do
+                if not pcall(f) then refused = refused + 1 end
+            end
+            bereq.http["X-Refused"] = tostring(refused)
+        end
+        """)
+    for _ in range(3):
+        r = sg.request("POST", "/up", body=b"hello")
+        assert r.status == 200 and r.body == b"hello", r
+    assert origin.hits("/up") == 3 and not origin.errors, origin.errors
+    for q in origin.reqs("/up"):
+        assert q.header("X-Refused") == "6"
+        assert q.headers_all("Content-Length") == ["5"] and not q.has("Transfer-Encoding")
+        assert not q.has("TE") and not q.has("Upgrade") and q.body == b"hello"
