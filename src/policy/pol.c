@@ -17,7 +17,8 @@
  * policy_max_memory.  The sandbox opens base, string, table, math, utf8
  * and a reduced os (time, clock, date), and removes whatever reads files
  * or loads code: dofile, loadfile, load, io; require loads only the
- * pure-Lua modules listed in policy_modules.
+ * pure-Lua modules listed in policy_modules.  A script whose hook can
+ * only answer with a word that hook may not return is refused at load.
  */
 #include "config.h"
 
@@ -587,6 +588,54 @@ prog_read(const char *path, struct sb *err)
     return (p);
 }
 
+/*
+ * The line of the function on top of the stack (popped) that has its
+ * first instruction: for a function that only returns a word, its return.
+ */
+static int
+first_line(lua_State *L, lua_Debug *ar)
+{
+    lua_Integer line = 0;
+
+    AN(lua_getinfo(L, ">SL", ar));
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        if (line == 0 || lua_tointeger(L, -1) < line)
+            line = lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+    return (line > 0 ? (int)line : ar->linedefined);
+}
+
+/*
+ * A hook of the script's answered at load time (fn_konst) with a word
+ * that hook may not return would fail every call: refuse the script
+ * instead, with the line of the return.
+ */
+static int
+check_konst(struct pol_wrk *pw, struct sb *err)
+{
+    char acts[256];
+    lua_Debug ar;
+    struct sb sb;
+    int line;
+
+    for (int h = 0; h < POL_H_MAX; h++) {
+        if (pw->konst_user[h] == NULL || pol__hook_allows(h, pw->konst_user[h]))
+            continue;
+        sb_init(&sb, acts, sizeof acts);
+        pol__hook_acts(h, &sb);
+        lua_rawgeti(pw->L, LUA_REGISTRYINDEX, pw->ref_user[h]);
+        line = first_line(pw->L, &ar);
+        sb_printf(err, "%s:%d: %s returns \"%s\", not one of %s",
+                  ar.source[0] == '@' ? ar.source + 1 : ar.short_src, line, pol__hook_name[h],
+                  pw->konst_user[h], acts);
+        return (-1);
+    }
+    return (0);
+}
+
 /* Read and compile in a scratch state; the program on success. */
 struct pol_prog *
 pol__prog_check(const char *path, struct sb *err)
@@ -599,6 +648,11 @@ pol__prog_check(const char *path, struct sb *err)
     memset(&pw, 0, sizeof pw);
     pw.magic = POL_WRK_MAGIC;
     if (state_build(&pw, p, err) != 0) {
+        pol__prog_unref(&p);
+        return (NULL);
+    }
+    if (check_konst(&pw, err) != 0) {
+        state_close(&pw);
         pol__prog_unref(&p);
         return (NULL);
     }

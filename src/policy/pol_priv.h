@@ -126,6 +126,10 @@ struct dir *pol__decl_route(const struct pol_cfg *cfg, const struct req *req);
 bool pol__decl_empty(const struct pol_cfg *cfg);
 bool pol__decl_has_static(const struct pol_cfg *cfg);
 
+/* pol_hooks.c: whether hook h may return action `word` (log: any); its actions, "a", "b" ... */
+bool pol__hook_allows(enum pol_hook h, const char *word);
+void pol__hook_acts(enum pol_hook h, struct sb *sb);
+
 /* pol_lib.c: the global tables `re` and `surogat`. */
 void pol__lib_open(lua_State *L);
 /* pol_url.c: add the duration, date and URL helpers to the table on top of L's stack. */

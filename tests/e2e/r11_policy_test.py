@@ -1,9 +1,11 @@
 """Regressions of the policy's safety, tried as a hostile client or a careless script
 would: a script cannot break a message's framing (Content-Length, Transfer-Encoding,
 Connection, Keep-Alive and Upgrade, and TE and Trailer on bereq, are read-only; a status
-change cannot add or remove a body)."""
+change cannot add or remove a body); `surogatd -C` refuses a constant answer the hook may
+not give."""
 
 import httpc
+from conftest import run_surogatd
 from p_policy_test import script
 
 CC60 = {"Cache-Control": "max-age=60"}
@@ -202,3 +204,38 @@ def test_script_cannot_smuggle_to_the_backend(origin, surogat, tmp_path):
         assert q.header("X-Refused") == "6"
         assert q.headers_all("Content-Length") == ["5"] and not q.has("Transfer-Encoding")
         assert not q.has("TE") and not q.has("Upgrade") and q.body == b"hello"
+
+
+# -- surogatd -C: a constant answer the hook may not give -----------------------------
+
+
+def test_check_refuses_a_constant_invalid_action(tmp_path):
+    p = script(tmp_path, """
+        function recv(req)
+            if req.url == "/x" then return "pass" end
+        end
+        function hash(req)
+            return "hsah"
+        end
+        """)
+    r = run_surogatd(["-C", "-f", str(p)])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "%s:%d:" % (p, line_of(p, '"hsah"')) in r.stderr and '"hsah"' in r.stderr, r.stderr
+    assert '"lookup"' in r.stderr, r.stderr  # what hash may return
+    # a vararg one-liner, and the same at startup
+    p = script(tmp_path, 'function miss(...) return "deliver" end\n', "one.lua")
+    r = run_surogatd(["-C", "-f", str(p)])
+    assert r.returncode == 2 and "%s:1:" % p in r.stderr and '"deliver"' in r.stderr, r.stderr
+    r = run_surogatd(["-F", "-j", "none", "-a", "127.0.0.1:0", "-b", "127.0.0.1:9",
+                      "-n", str(tmp_path / "wd"), "-f", str(p)])
+    assert r.returncode == 2 and "%s:1:" % p in r.stderr, r.stderr
+    # constant answers that are actions of their hooks still load
+    p = script(tmp_path, """
+        function recv(req) return "pass" end
+        function miss(req)
+            return 'fetch'
+        end
+        function log(req, resp) return "anything" end
+        """, "ok.lua")
+    r = run_surogatd(["-C", "-f", str(p)])
+    assert r.returncode == 0, r.stderr

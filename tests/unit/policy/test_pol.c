@@ -583,12 +583,20 @@ START_TEST(constant_answers)
     ck_assert_ptr_null(pw->konst_builtin[POL_H_RECV]);
     ck_assert(req.hooks & (1u << POL_H_RECV));
 
-    /* A constant that is no action still fails the way a call does. */
-    load_ok("function recv(req) return 'bogus' end\n");
+    /* A constant that is no action is refused at load, at the line of its return. */
+    {
+        char ebuf[512];
+
+        ck_assert_int_eq(load("function recv(req)\n  return 'bogus'\nend\n", ebuf, sizeof ebuf),
+                         -1);
+        ck_assert_msg(strstr(ebuf, ":2: recv returns \"bogus\", not one of \"hash\"") != NULL,
+                      "%s", ebuf);
+    }
+    /* A word computed at run time still fails the way a call does. */
+    load_ok("function recv(req) return ('bog' .. 'us') end\n");
     e0 = stat_get(STAT_policy_error);
     ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_ERROR);
     ck_assert_uint_eq(stat_get(STAT_policy_error), e0 + 1);
-    ck_assert_str_eq(wrk.pol->konst_user[POL_H_RECV], "bogus");
 }
 END_TEST
 

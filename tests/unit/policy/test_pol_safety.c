@@ -1,7 +1,7 @@
 /*
  * pol: what a script cannot do, through the hook calls of pol.h -- change
  * a field that frames a message, or a status in a way that adds or drops
- * a body.
+ * a body; load with a hook that can only answer a word it may not return.
  */
 #include "pol_test.h"
 
@@ -159,6 +159,33 @@ START_TEST(status_keeps_the_body)
 }
 END_TEST
 
+START_TEST(constant_answer_checked_at_load)
+{
+    char ebuf[512], want[128];
+    struct sb err;
+
+    ck_assert_int_eq(load("function recv(req) end\n"
+                          "function hash(req)\n"
+                          "  return \"hsah\"\n"
+                          "end\n",
+                          ebuf, sizeof ebuf),
+                     -1);
+    snprintf(want, sizeof want, "%s:3: hash returns \"hsah\", not one of \"lookup\"", path);
+    ck_assert_msg(strstr(ebuf, want) != NULL, "%s", ebuf);
+    ck_assert(!pol_active());
+    ck_assert_int_eq(load("\n\nfunction miss(...) return 'deliver' end\n", ebuf, sizeof ebuf), -1);
+    snprintf(want, sizeof want, "%s:3: miss returns \"deliver\"", path);
+    ck_assert_msg(strstr(ebuf, want) != NULL, "%s", ebuf);
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(pol_check(path, &err), -1);
+    ck_assert_msg(strstr(ebuf, want) != NULL, "%s", ebuf);
+    load_ok("function recv(req) return 'purge' end\n"
+            "function pass(req)\n  return \"fetch\"\nend\n"
+            "function log(req, resp) return 'ignored' end\n");
+    ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_PURGE);
+}
+END_TEST
+
 Suite *
 pol_safety_suite(void)
 {
@@ -168,6 +195,7 @@ pol_safety_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, framing_fields_read_only);
     tcase_add_test(tc, status_keeps_the_body);
+    tcase_add_test(tc, constant_answer_checked_at_load);
     suite_add_tcase(s, tc);
     return s;
 }
