@@ -138,6 +138,7 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
     const struct acts *acts = &hook_acts[h];
     int base = lua_gettop(L) - nargs + 1, rv = acts->n, st;
     const int refs[2] = { pw->ref_user[h], pw->ref_builtin[h] };
+    const char *tripped;
 
     pw->hook = h;
     lua_pushcfunction(L, msgh);
@@ -150,9 +151,14 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
         lua_rawgeti(L, LUA_REGISTRYINDEX, refs[i]);
         for (int k = 0; k < nargs; k++)
             lua_pushvalue(L, base + k);
-        pol__arm_limit(L);
-        if ((st = lua_pcall(L, nargs, 1, base + nargs)) != LUA_OK) {
-            if (st == LUA_ERRMEM) {
+        pol__limit_arm(pw);
+        st = lua_pcall(L, nargs, 1, base + nargs);
+        pol__limit_disarm(pw);
+        /* A limit that tripped fails the call, whatever came back (a caught error ...). */
+        if (pw->lim.trip != POL_TRIP_NONE || st != LUA_OK) {
+            if ((tripped = pol__limit_tripped(pw)) != NULL) {
+                hook_fail(pw, tripped);
+            } else if (st == LUA_ERRMEM) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "%s: not enough memory (policy_max_memory)",
                          pol__prog_path(pw->prog));
@@ -164,7 +170,6 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
             rv = -1;
             break;
         }
-        lua_sethook(L, NULL, 0, 0);
         if (lua_isnil(L, -1)) {
             lua_pop(L, 1);
             continue;
@@ -192,7 +197,6 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
         lua_pop(L, 1);
     }
     lua_settop(L, base - 1);
-    lua_sethook(L, NULL, 0, 0);
     return (rv);
 }
 
@@ -208,9 +212,11 @@ push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct htt
     if (req->pol_id == 0)
         req->pol_id = __atomic_add_fetch(&next_ctx_id, 1, __ATOMIC_RELAXED);
     if (pw->ctx_id != req->pol_id) {
+        /* Another request: nothing of the last one's may reach this one. */
         luaL_unref(L, LUA_REGISTRYINDEX, pw->ctx_ref);
         pw->ctx_ref = LUA_NOREF;
         pw->ctx_id = req->pol_id;
+        pol__env_reset(pw);
     }
     pw->req = req;
     pol__obj_push(L, kind, hp, NULL, ro);

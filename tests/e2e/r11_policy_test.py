@@ -1,8 +1,13 @@
 """Regressions of the policy's safety, tried as a hostile client or a careless script
 would: a script cannot break a message's framing (Content-Length, Transfer-Encoding,
 Connection, Keep-Alive and Upgrade, and TE and Trailer on bereq, are read-only; a status
-change cannot add or remove a body); `surogatd -C` refuses a constant answer the hook may
-not give."""
+change cannot add or remove a body); a hook's budgets cannot be escaped (pcall and
+xpcall cannot catch the instruction limit; a deadline per hook, policy_max_time, bounds
+the pattern functions, re.* and large allocations); one request's globals and library
+changes never reach the next; `surogatd -C` refuses a constant answer the hook may not
+give."""
+
+import time
 
 import httpc
 from conftest import run_surogatd
@@ -204,6 +209,193 @@ def test_script_cannot_smuggle_to_the_backend(origin, surogat, tmp_path):
         assert q.header("X-Refused") == "6"
         assert q.headers_all("Content-Length") == ["5"] and not q.has("Transfer-Encoding")
         assert not q.has("TE") and not q.has("Upgrade") and q.body == b"hello"
+
+
+# -- 8: budgets that cannot be escaped ------------------------------------------------
+
+
+ESCAPES = """
+    local function spin() while true do end end
+    function recv(req)
+        local u = req.url
+        if u == "/pcall" then
+            while true do pcall(spin) end
+        elseif u == "/xpcall" then
+            while true do xpcall(spin, function(e) return "handled" end) end
+        elseif u == "/handler-spins" then
+            while true do xpcall(spin, spin) end
+        elseif u == "/table-error" then
+            local n = 0
+            while true do
+                pcall(spin)
+                n = n + 1
+                pcall(error, { n = n })
+            end
+        elseif u == "/callback" then
+            while true do pcall(string.gsub, ("x"):rep(100), ".", spin) end
+        elseif u == "/sort" then
+            local t = { 3, 2, 1 }
+            while true do pcall(table.sort, t, function(a, b) spin() end) end
+        elseif u == "/return-after" then
+            pcall(spin)
+            return "pass"
+        elseif u == "/coroutine" then
+            return surogat.synth(200, tostring(coroutine))
+        end
+        return surogat.synth(200, "fine")
+    end
+    """
+
+
+def test_instruction_limit_cannot_be_caught(origin, surogat, tmp_path):
+    sg, p = with_policy(surogat, tmp_path, ESCAPES,
+                        params={"policy_max_instructions": "100000"})
+    escapes = ["/pcall", "/xpcall", "/handler-spins", "/table-error", "/callback", "/sort",
+               "/return-after"]
+    for path in escapes:
+        t0 = time.monotonic()
+        r = sg.get(path, timeout=5)
+        assert r.status == 503, (path, r)
+        assert time.monotonic() - t0 < 2, path
+        assert sg.get("/").reason == "fine"  # the worker is free again
+    assert sg.stat("policy_error") == len(escapes) == sg.stat("policy_limit")
+    assert origin.hits() == 0
+    assert sg.log_tail(200).count("policy_max_instructions exceeded") >= len(escapes)
+    # no coroutines in the sandbox: nothing runs beside the hook's own stack
+    assert sg.get("/coroutine").reason == "nil"
+
+
+DEADLINE = """
+    local s = ("a"):rep(1500) .. "b"
+    local evil = ".-.-.-c"
+    function recv(req)
+        local u = req.url
+        if u == "/find" then
+            s:find(evil)                                    -- find
+        elseif u == "/match" then
+            string.match(s, "(" .. evil .. ")")             -- match
+        elseif u == "/gmatch" then
+            for m in s:gmatch(evil) do end                  -- gmatch
+        elseif u == "/gsub" then
+            s:gsub(evil, "x")                               -- gsub
+        elseif u:sub(1, 7) == "/route/" then
+            -- an innocent-looking pattern, a URL chosen to defeat it
+            local a, b, c = u:match("^/route/(.-)/(.-)/(.-)%.php$")   -- route
+            if a then return "pass" end
+        elseif u == "/pcall-find" then
+            while true do pcall(string.find, s, evil) end   -- pcall-find
+        elseif u == "/rep" then
+            while true do pcall(string.rep, "x", 1e7) end
+        elseif u == "/re" then
+            local bad = ("a"):rep(100) .. "!"
+            while true do pcall(re.match, bad, "(a+)+$") end
+        elseif u == "/re-gsub" then
+            -- one call: a few ms of backtracking before each of 2000 replacements
+            re.gsub((("a"):rep(20) .. "!"):rep(2000), "(a+)+b|!", "")   -- re-gsub
+        elseif u == "/huge-rep" then
+            local t0 = os.clock()
+            local ok1, err1 = pcall(string.rep, "x", 1e9)
+            local ok2, err2 = pcall(string.rep, "x", 2^40, ",")
+            assert(not ok1 and not ok2 and os.clock() - t0 < 0.01)
+            return surogat.synth(200, err1 .. "; " .. err2)
+        end
+        return surogat.synth(200, "fine")
+    end
+    """
+
+
+def test_deadline_bounds_patterns_re_and_allocations(origin, surogat, tmp_path):
+    sg, p = with_policy(surogat, tmp_path, DEADLINE)
+    attack = "/route/x" + "/" * 3000 + "y"
+    for path in ("/find", "/match", "/gmatch", "/gsub", attack, "/pcall-find", "/rep", "/re",
+                 "/re-gsub"):
+        t0 = time.monotonic()
+        r = sg.get(path, timeout=5)
+        took = time.monotonic() - t0
+        assert r.status == 503, (path[:20], r)
+        assert took < 1.5, (path[:20], took)
+        assert sg.get("/").reason == "fine"
+    for marker in ("-- find", "-- match", "-- gmatch", "-- gsub", "-- route", "-- pcall-find",
+                   "-- re-gsub"):
+        assert logged(sg, p, marker, "policy_max_time exceeded"), (marker, sg.log_tail())
+    assert sg.log_tail(400).count("policy_max_time exceeded") >= 9
+    assert sg.stat("policy_limit") == 9
+    # a string larger than policy_max_memory, or than any string, fails at once (an
+    # error a script may catch)
+    r = sg.get("/huge-rep")
+    assert r.status == 200 and r.reason == "not enough memory; resulting string too large", r
+    assert origin.hits() == 0
+
+
+def test_policy_max_time_is_a_live_parameter(origin, surogat, tmp_path):
+    sg, _ = with_policy(surogat, tmp_path, """
+        function recv(req)
+            local t0 = os.clock()
+            local s = ("a"):rep(200) .. "b"
+            local ok, err = pcall(string.find, s, ".-.-.-c")
+            return surogat.synth(200, string.format("%s %.2f", tostring(ok), os.clock() - t0))
+        end
+        """)
+    # some 0.2 s of matching fits in 2 s: the search ends, without a match
+    p = sg.ctl("param.set", "policy_max_time", "2s")
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = sg.get("/")
+    assert r.status == 200 and r.reason.startswith("true"), r
+    p = sg.ctl("param.set", "policy_max_time", "10ms")
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = sg.get("/")
+    assert r.status == 503, r
+
+
+ISOLATION = """
+    -- configuration at the top level keeps working
+    local SECRET_HEADER = "X-Secret"
+    ROUTES = { ["/a"] = "alpha" }
+    local served = 0
+    function string.shout(s) return s:upper() .. "!" end
+
+    function recv(req)
+        local u = req.url
+        served = served + 1
+        if u == "/global" then
+            leaked = req.http[SECRET_HEADER]
+            assert(leaked == _G.leaked and rawget(_G, "leaked") == leaked)
+        elseif u == "/library" then
+            pcall(function() string.upper = function() return "pwned" end end)
+            pcall(function() table.concat = nil end)
+            pcall(rawset, string, "lower", function() return "pwned" end)
+        elseif u == "/metatable" then
+            pcall(function() getmetatable("").__index = { upper = function() return "pwned" end } end)
+            pcall(setmetatable, _G, { __index = function() return "pwned" end })
+            pcall(setmetatable, string, nil)
+        elseif u == "/top-level" then
+            ROUTES = {}                                             -- top-level
+        elseif u == "/gc" then
+            setmetatable({}, { __gc = function() leaked = "from a finalizer" end })  -- gc
+        end
+        return surogat.synth(200, table.concat({ tostring(leaked), ("a"):upper(), ("B"):lower(),
+            ROUTES["/a"], ("hi"):shout(), tostring(served > 0), tostring(missing) }, " "))
+    end
+    """
+
+
+def test_no_state_from_one_request_to_the_next(origin, surogat, tmp_path):
+    # one worker: every request runs on the same Lua state
+    sg, p = with_policy(surogat, tmp_path, ISOLATION, params={
+        "thread_pools": "1", "thread_pool_min": "1", "thread_pool_max": "1"})
+    clean = "nil A b alpha HI! true nil"
+    r = sg.get("/global", headers={"X-Secret": "hunter2"})
+    assert r.status == 200 and r.reason == "hunter2 A b alpha HI! true nil", r
+    for path in ("/library", "/metatable"):
+        r = sg.get(path)
+        assert r.status == 200 and r.reason == clean, (path, r)
+    for path in ("/top-level", "/gc"):
+        assert sg.get(path).status == 503, path
+    assert logged(sg, p, "-- top-level", "read-only")
+    assert logged(sg, p, "-- gc", "__gc")
+    for _ in range(3):
+        r = sg.get("/")
+        assert r.status == 200 and r.reason == clean, r
 
 
 # -- surogatd -C: a constant answer the hook may not give -----------------------------

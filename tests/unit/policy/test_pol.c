@@ -313,7 +313,8 @@ END_TEST
 
 START_TEST(stale_object_refused)
 {
-    load_ok("saved = nil\n"
+    /* A top-level local outlives the request (a global would not). */
+    load_ok("local saved\n"
             "function recv(req)\n"
             "  if saved then return saved.url end\n"
             "  saved = req\n"
@@ -493,7 +494,7 @@ START_TEST(log_hook)
 {
     uint64_t e0;
 
-    load_ok("seen = 'none'\n"
+    load_ok("local seen = 'none'\n"
             "function recv(req)\n"
             "  req.http.x_seen = seen\n"
             "  req.ctx.t = 'ctx'\n"
