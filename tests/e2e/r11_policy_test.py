@@ -5,12 +5,12 @@ change cannot add or remove a body); a hook's budgets cannot be escaped (pcall a
 xpcall cannot catch the instruction limit; a deadline per hook, policy_max_time, bounds
 the pattern functions, re.* and large allocations); one request's globals and library
 changes never reach the next; `surogatd -C` refuses a constant answer the hook may not
-give."""
+give; the man page's example runs as printed."""
 
 import time
 
 import httpc
-from conftest import run_surogatd
+from conftest import REPO, run_surogatd
 from p_policy_test import script
 
 CC60 = {"Cache-Control": "max-age=60"}
@@ -431,3 +431,33 @@ def test_check_refuses_a_constant_invalid_action(tmp_path):
         """, "ok.lua")
     r = run_surogatd(["-C", "-f", str(p)])
     assert r.returncode == 0, r.stderr
+
+
+# -- surogat-lua(7) ---------------------------------------------------------------------
+
+
+def man_example():
+    """The first script of surogat-lua(7)'s EXAMPLE section, as the page prints it."""
+    text = (REPO / "man" / "surogat-lua.7").read_text()
+    block = text.split("\n.SH EXAMPLE\n", 1)[1].split(".nf\n", 1)[1].split("\n.fi\n", 1)[0]
+    for troff, plain in (("\\(dq", '"'), ("\\-", "-"), ("\\&", ""), ("\\\\", "\\")):
+        block = block.replace(troff, plain)
+    return block + "\n"
+
+
+def test_man_page_example_runs(origin, surogat, tmp_path):
+    src = man_example()
+    assert "re.gsub(req.url" in src
+    p = tmp_path / "example.lua"
+    p.write_text(src)
+    sg = surogat(args=["-f", str(p)])
+    origin.route("/p", body=b"page", headers=CC60)
+    origin.route("/style.css", body=b"css")
+    r = sg.get("/p?utm_source=mail&a=1")
+    assert r.status == 200 and r.body == b"page", r
+    assert origin.last("/p").target == "/p?a=1", origin.last("/p").target
+    assert sg.get("/p?a=1").header("Cache-Status").startswith("surogat; hit"), "one object"
+    for _ in range(2):
+        r = sg.get("/style.css")
+        assert r.status == 200 and r.body == b"css", r
+    assert origin.hits("/style.css") == 1
