@@ -22,8 +22,10 @@ struct ws;
 struct gz; /* opaque */
 
 enum gz_kind {
-    GZ_ENCODE, /* identity in, gzip out */
-    GZ_DECODE, /* gzip in, identity out; the trailer's CRC-32 and length are checked */
+    GZ_ENCODE,  /* identity in, gzip out */
+    GZ_DECODE,  /* gzip in, identity out; the trailer's CRC-32 and length are checked */
+    GZ_INFLATE, /* zlib (RFC 1950) in, identity out, its Adler-32 checked: the deflate
+                 * transfer coding; one stream, nothing may follow it */
 };
 
 enum gz_flush {
@@ -46,7 +48,7 @@ enum gz_status {
  */
 typedef int gz_out_f(void *priv, const char *p, size_t len);
 
-/* level: 1 (fast) .. 9 (small), ignored for GZ_DECODE.  Never NULL. */
+/* level: 1 (fast) .. 9 (small), ignored for the decoders.  Never NULL. */
 struct gz *gz_new(enum gz_kind kind, int level);
 void gz_free(struct gz **zp); /* *zp = NULL; NULL is fine */
 /*

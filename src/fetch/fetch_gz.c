@@ -143,8 +143,7 @@ result(enum gz_status st)
         return (-2);
     case GZ_E_DATA:
     case GZ_E_TRUNCATED:
-        STAT_INC(gzip_errors);
-        return (-1);
+        return (-1); /* counted (gzip_errors) and logged by the fetch, as a refused body */
     }
     SRG_WRONG("gz_status");
 }
