@@ -752,6 +752,7 @@ read_body(struct fetch *f, struct out *o)
             f->be_keepalive = false;
             break;
         }
+        refused(f, n < 0 && errno == ETIMEDOUT ? BCP_R_BODY_TIMEOUT : BCP_R_BODY_CLOSED);
         return (-1);
     }
     /* A corrupt or truncated transfer coding or gzip body must fail before the object is out. */

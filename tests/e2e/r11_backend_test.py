@@ -277,6 +277,8 @@ REFUSED = {
                "a transfer coding other than chunked, gzip, deflate or identity"),
     "cut_head": (b"HTTP/1.1 200 OK\r\nContent-Le", 502,
                  "connection closed before the response head was complete"),
+    "cut_body": (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", None,
+                 "response body refused: connection closed before the end of the body"),
 }
 
 
@@ -295,6 +297,18 @@ def test_each_refusal_is_logged_with_backend_and_reason(origin, surogat, kind):
     wait_log(sg, "backend default: ")
     line = [ln for ln in log_text(sg).splitlines() if "backend default: " in ln]
     assert len(line) == 1 and text in line[0] and "(GET /x?k=%s)" % kind in line[0], line
+
+
+def test_a_silent_body_is_logged(origin, surogat):
+    origin.route("/s", body=b"0123456789", stall_after=4)
+    sg = surogat(params={"backend_between_bytes_timeout": "1s"})
+    with sg.conn() as c:
+        c.request("GET", "/s")
+        with pytest.raises(httpc.Incomplete):
+            c.read_response()
+    wait_log(sg, "backend default: response body refused: no byte for "
+                 "backend_between_bytes_timeout (GET /s)")
+    assert sg.stat("backend_body_cut") == 1
 
 
 def test_a_flood_of_refusals_is_rate_limited(origin, surogat):

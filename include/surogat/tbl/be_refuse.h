@@ -34,6 +34,10 @@ REFUSE(BAD_CHUNK, backend_bad_resp, "response body refused: malformed chunked co
 REFUSE(BAD_TCODING, backend_bad_resp,
        "response body refused: corrupt or truncated gzip or deflate transfer coding")
 REFUSE(BAD_GZIP, gzip_errors, "response body refused: corrupt gzip content")
+REFUSE(BODY_CLOSED, backend_body_cut,
+       "response body refused: connection closed before the end of the body")
+REFUSE(BODY_TIMEOUT, backend_body_cut,
+       "response body refused: no byte for backend_between_bytes_timeout")
 REFUSE(TRAILING_BYTES, backend_out_of_step,
        "bytes past the end of a response: connection closed, not reused")
 REFUSE(LATE_BYTES, backend_out_of_step,

@@ -42,6 +42,9 @@ STAT(backend_out_of_step, COUNTER, "Backend connections closed because the backe
 STAT(backend_close_unread, COUNTER, "Backend connections not reused because the response "
      "announced a body it did not carry (HEAD, 204 or 304 with a Content-Length other than 0 "
      "or with Transfer-Encoding).")
+STAT(backend_body_cut, COUNTER, "Backend response bodies that ended early: the connection "
+     "closed, or nothing came for backend_between_bytes_timeout (never stored; a client that "
+     "got the head is cut off).")
 STAT(backend_te_decoded, COUNTER, "Backend responses whose gzip or deflate transfer coding "
      "was undone.")
 STAT(backend_req, COUNTER, "Requests sent to backends.")
