@@ -16,7 +16,7 @@
 
 import gzip
 import re
-import socket
+import threading
 import time
 import zlib
 
@@ -50,15 +50,25 @@ def send(s, data):
         return False
 
 
-def answer_then(first, delay, extra, keep=True):
-    """An origin script: `first`, then `extra` after `delay` seconds, on the same connection."""
+def answer_then(first, delay, extra, keep=True, sent=None):
+    """An origin script: `first`, then `extra` after `delay` seconds, on the same
+    connection; the threading.Event `sent` is set once `extra` is out."""
     def script(s, req, stop):
         if not send(s, first):
             return False
         if delay and stop.wait(delay):
             return False
-        return send(s, extra) and keep
+        ok = send(s, extra)
+        if sent is not None:
+            sent.set()
+        return ok and keep
     return script
+
+
+def wait_sent(ev):
+    """Until the origin wrote its late bytes (loopback delivers them at once)."""
+    assert ev.wait(10), "the origin did not write its late bytes"
+    time.sleep(0.1)
 
 
 def route_b(origin):
@@ -93,11 +103,12 @@ def test_bytes_after_a_body_written_later(origin, surogat, first):
     """The extra response comes 0.2 s after a body that was exactly as long as
     announced: it waits on the idle connection, which the next request must
     not take."""
-    origin.route("/a", script=answer_then(first, 0.2, POISON))
+    sent = threading.Event()
+    origin.route("/a", script=answer_then(first, 0.2, POISON, sent=sent))
     route_b(origin)
     sg = surogat()
     assert sg.get("/a").body == b"hello"
-    time.sleep(0.6)
+    wait_sent(sent)
     assert_b_clean(sg)
     st = sg.stats()
     assert st["backend_out_of_step"] == 1 and st["backend_reuse"] == 0, st
@@ -153,13 +164,13 @@ def test_bytes_written_while_idle_in_the_pool(origin, surogat, method):
     """A backend that writes a whole response on a connection nobody asked
     anything on: the next request, idempotent or not, goes on a new
     connection (nothing was sent on the bad one) and gets its own answer."""
-    origin.route("/a", script=answer_then(OK5, 0.5, POISON))
+    sent = threading.Event()
+    origin.route("/a", script=answer_then(OK5, 0.5, POISON, sent=sent))
     route_b(origin)
     origin.route("/p", body=b"posted")
     sg = surogat()
     assert sg.get("/a").body == b"hello"
-    origin.wait_hits("/a", 1)
-    time.sleep(1.0)
+    wait_sent(sent)
     if method == "POST":
         r = sg.request("POST", "/p", body=b"x")
         assert r.status == 200 and r.body == b"posted", r
@@ -173,12 +184,13 @@ def test_bytes_written_while_idle_in_the_pool(origin, surogat, method):
 def test_408_before_close_on_an_idle_connection(origin, surogat):
     """Some servers say 408 on an idle connection before closing it: that is
     not the answer to anything we send later."""
+    sent = threading.Event()
     origin.route("/a", script=answer_then(
         OK5, 0.3, b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0"
-                  b"\r\n\r\n", keep=False))
+                  b"\r\n\r\n", keep=False, sent=sent))
     sg = surogat()
     assert sg.get("/a").body == b"hello"
-    time.sleep(0.8)
+    wait_sent(sent)
     r = sg.get("/c")
     assert r.status == 200 and r.body == b"ok", r
 
@@ -188,11 +200,12 @@ def test_bytes_on_an_idle_tls_connection(pki, surogat, tmp_path):
     see (a peek through OpenSSL), not mistake for a session ticket."""
     o = TlsOrigin(*pki.a)
     try:
-        o.route("/a", script=answer_then(OK5, 0.3, POISON))
+        sent = threading.Event()
+        o.route("/a", script=answer_then(OK5, 0.3, POISON, sent=sent))
         route_b(o)
         sg = start(surogat, tmp_path, backend(o.port, ca_file=pki.ca, sni="a.test"))
         assert sg.get("/a").body == b"hello"
-        time.sleep(0.8)
+        wait_sent(sent)
         assert_b_clean(sg)
         assert sg.stat("backend_out_of_step") == 1
         # A TLS connection that stayed quiet is still reused (tickets are no stray bytes).
