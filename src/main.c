@@ -35,6 +35,7 @@
 #include "surogat/lfu.h"
 #include "surogat/log.h"
 #include "surogat/mon.h"
+#include "surogat/ntf.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
@@ -499,6 +500,34 @@ write_pidfile(const char *path)
     fclose(f);
 }
 
+/*
+ * SIGTERM with shutdown_delay: go on serving for that long while /health
+ * says "draining", so that a load balancer moves the traffic away before
+ * the listeners close.  A second SIGTERM or SIGINT ends the wait.
+ */
+static void
+shutdown_delay(double secs)
+{
+    struct timespec ts = { (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
+    double deadline = tim_mono() + secs;
+    sigset_t sigs;
+
+    log_msg(LOG_INFO, "stopping: /health says draining, serving on for %.3gs", secs);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    while (tim_mono() < deadline) {
+        if (sigtimedwait(&sigs, NULL, &ts) >= 0) {
+            log_msg(LOG_INFO, "stopping: a second signal cut shutdown_delay short");
+            return;
+        }
+        if (errno == EAGAIN)
+            return;
+        secs = deadline - tim_mono(); /* EINTR: wait for what is left */
+        ts = (struct timespec){ (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
+    }
+}
+
 /* SIGTERM: refuse new connections, let in-flight requests finish, then stop. */
 static void
 drain_and_stop(const struct opts *o)
@@ -506,9 +535,12 @@ drain_and_stop(const struct opts *o)
     double deadline = tim_mono() + par.shutdown_timeout;
     unsigned busy;
 
+    /* From here /health says "draining" (mon), and keep-alive sessions close after a response. */
+    sess_drain();
+    if (par.shutdown_delay > 0)
+        shutdown_delay(par.shutdown_delay);
     log_msg(LOG_INFO, "stopping: draining in-flight requests");
     acc_stop();
-    sess_drain();
     while ((busy = pool_busy()) > 0 && tim_mono() < deadline)
         usleep(10000);
     if (busy > 0) {
@@ -620,6 +652,7 @@ main(int argc, char **argv)
         die("%s", ebuf);
     AZ(rlog_init(par.rlog_records));
     AZ(be_init()); /* the policy declares backends */
+    pol_init();
     /* -b first: the policy's default when its routes say nothing. */
     if (o.backend != NULL && o.backend[0] == '/') {
         /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
@@ -675,6 +708,7 @@ main(int argc, char **argv)
     if (be_start() != 0)
         die("cannot start the probe thread: %s", strerror(errno));
     pool_set_idle_source(wtr_take);
+    sess_set_task(req_sess_task);
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));
@@ -694,10 +728,12 @@ main(int argc, char **argv)
         *nl = '\0';
         log_msg(LOG_INFO, "listening on %s, backend %s", l, o.backend);
     }
+    ntf_ready("serving, backend %s", o.backend != NULL ? o.backend : o.policy);
     for (;;) {
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
+            ntf_reloading();
             if (log_reopen() != 0 || alog_reopen() != 0)
                 log_msg(LOG_ERR, "SIGHUP: cannot reopen logs: %s", strerror(errno));
             else
@@ -710,10 +746,12 @@ main(int argc, char **argv)
                     log_msg(LOG_INFO, "SIGHUP: policy reloaded");
             }
             (void)tls_reload(); /* logs each listener's outcome */
+            ntf_ready("serving, reloaded on SIGHUP (see the log)");
             continue;
         }
         break;
     }
+    ntf_stopping();
     drain_and_stop(&o);
     return (0);
 }

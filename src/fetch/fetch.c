@@ -137,7 +137,8 @@ gz_client_out(void *priv, const char *p, size_t len)
 
 /*
  * Body bytes, chunked or raw as this response is delivered, and stored.
- * 0; -1 the body is bad (a corrupt gzip body); -2 the client failed.
+ * 0; -1 the body is bad (a corrupt gzip body), FETCH_GZ_BOMB (a gzip
+ * bomb); -2 the client failed.
  */
 static int
 out_body(struct fetch *f, struct out *o, const char *p, size_t len)
@@ -536,8 +537,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
         resp.reason = (struct txt){ http_reason(resp.status), strlen(http_reason(resp.status)) };
     }
     http_strip_hop_by_hop(&resp);
-    /* Targeted fields are addressed to this cache, not to clients (RFC 9213 section 2.1). */
-    http_unset(&resp, "CDN-Cache-Control");
+    /* Surrogate-Control is consumed here; CDN-Cache-Control goes on to other CDN layers. */
     http_unset(&resp, "Surrogate-Control");
     if (http_find(&resp, "Date") == NULL) {
         date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
@@ -586,10 +586,10 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     }
     if (par.x_cache)
         AZ(http_add(&resp, TXT_LIT("X-Cache"),
-                    *req->cache == 'M' ? TXT_LIT("MISS") : TXT_LIT("PASS")));
+                    req->outcome == REQ_O_MISS ? TXT_LIT("MISS") : TXT_LIT("PASS")));
     if (par.cache_status) {
         /* RFC 9211: why we went forward, what came back if the client gets another status. */
-        const char *fwd = *req->cache != 'M' ? "bypass" : f->stale.fwd != NULL ? f->stale.fwd
+        const char *fwd = req->outcome != REQ_O_MISS ? "bypass" : f->stale.fwd != NULL ? f->stale.fwd
                                                                                 : "miss";
         char *cs = ws_alloc(&req->wrk->ws, 96);
         int n;
@@ -607,7 +607,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     else if (req->keepalive_10)
         AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("keep-alive")));
     if (pol_active() && pol_has_deliver()) {
-        switch (pol_deliver(req, &resp, syn)) {
+        switch (pol_deliver(req, &resp, 0, syn)) {
         case POL_DELIVER:
             break;
         case POL_SYNTH:
@@ -646,23 +646,42 @@ te_out(void *priv, const char *p, size_t len)
 }
 
 /*
- * Body bytes off the wire, their framing removed: through the transfer
- * decoder if there is one.  As out_body(), the refusals logged.
+ * What a decoding filter's failure means for the fetch: -1 for a body
+ * refused (logged here with its reason, but a gzip bomb fetch_gz.c
+ * logged already), -2 for a client that failed, 0 for none.
  */
+static int
+body_failed(const struct fetch *f, int rv)
+{
+    switch (rv) {
+    case 0:
+    case -2:
+        return (rv);
+    case -1:
+        refused(f, BCP_R_BAD_GZIP);
+        return (-1);
+    case FETCH_GZ_BOMB:
+        return (-1);
+    case FETCH_TE_CORRUPT:
+        refused(f, BCP_R_BAD_TCODING);
+        return (-1);
+    case FETCH_TE_BOMB:
+        refused(f, BCP_R_TCODING_BOMB);
+        return (-1);
+    default:
+        SRG_WRONG("a body filter's result");
+    }
+}
+
+/* Body bytes off the wire, their framing removed: through the transfer decoder if any. */
 static int
 body_in(struct fetch *f, struct out *o, const char *p, size_t len)
 {
     struct gz_client c = { f, o };
-    int rv;
 
-    rv = f->te != NULL ? fetch__te_feed(f->te, p, len, te_out, &c) : out_body(f, o, p, len);
-    if (rv == FETCH_TE_CORRUPT) {
-        refused(f, BCP_R_BAD_TCODING);
-        rv = -1;
-    } else if (rv == -1) {
-        refused(f, BCP_R_BAD_GZIP);
-    }
-    return (rv);
+    if (f->te != NULL)
+        return (body_failed(f, fetch__te_feed(f->te, p, len, te_out, &c)));
+    return (body_failed(f, out_body(f, o, p, len)));
 }
 
 /*
@@ -732,11 +751,8 @@ read_body(struct fetch *f, struct out *o)
          * Compressed bytes held back would keep the client and the
          * requests streaming from the object waiting for this batch.
          */
-        if (f->gz != NULL && (rv = fetch__gz_body(f, NULL, 0, true, gz_client_out, &gzc)) != 0) {
-            if (rv == -1)
-                refused(f, BCP_R_BAD_GZIP);
-            return (rv);
-        }
+        if (f->gz != NULL && (rv = fetch__gz_body(f, NULL, 0, true, gz_client_out, &gzc)) != 0)
+            return (body_failed(f, rv));
         /* Everything buffered is queued for the client: send it before reusing the buffer. */
         if (out_flush(f, o) != 0)
             return (-2);
@@ -756,18 +772,10 @@ read_body(struct fetch *f, struct out *o)
         return (-1);
     }
     /* A corrupt or truncated transfer coding or gzip body must fail before the object is out. */
-    if (f->te != NULL && (rv = fetch__te_end(f->te, te_out, &gzc)) != 0) {
-        if (rv == FETCH_TE_CORRUPT)
-            refused(f, BCP_R_BAD_TCODING);
-        else if (rv == -1)
-            refused(f, BCP_R_BAD_GZIP);
-        return (rv == FETCH_TE_CORRUPT ? -1 : rv);
-    }
-    if (f->gz != NULL && (rv = fetch__gz_end(f, gz_client_out, &gzc)) != 0) {
-        if (rv == -1)
-            refused(f, BCP_R_BAD_GZIP);
-        return (rv);
-    }
+    if (f->te != NULL && (rv = fetch__te_end(f->te, te_out, &gzc)) != 0)
+        return (body_failed(f, rv));
+    if (f->gz != NULL && (rv = fetch__gz_end(f, gz_client_out, &gzc)) != 0)
+        return (body_failed(f, rv));
     fetch__store_done(f);
     if (f->chunk_out && f->body_to_client && out_add(f, o, "0\r\n\r\n", 5) != 0)
         return (-2);
@@ -820,7 +828,7 @@ serve_stale(struct fetch *f, unsigned status)
     STAT_INC(cache_stale_if_error);
     snprintf(fwd, sizeof fwd, "fwd=stale; fwd-status=%u", status);
     req_deliver_obj(f->req, f->stale.oc, tim_real(), fwd);
-    f->req->cache = "STALE";
+    f->req->outcome = REQ_O_STALE;
 }
 
 /*
@@ -874,7 +882,7 @@ backend_error(struct fetch *f, unsigned status)
         return (act);
     if (req_send_synth(req, &beresp, body) != 0)
         req->close = true;
-    req->cache = *req->cache == 'M' ? "MISS" : "PASS";
+    req->outcome = req->outcome == REQ_O_MISS ? REQ_O_MISS : REQ_O_PASS;
     return (POL_DELIVER);
 }
 
@@ -945,18 +953,18 @@ fail_overflow(struct fetch *f)
 static void
 miss_range(struct fetch *f)
 {
-    int r;
+    enum http_range r;
 
     /* A body the filter makes has no known length: a 200 with all of it. */
     if (f->status_override != 0 || f->resp->status != 200 || f->body != H1_BODY_LENGTH ||
         f->gz_client)
         return;
-    r = req_range(f->req, http_value(f->resp, "ETag"), http_value(f->resp, "Last-Modified"),
-                  f->clen, &f->r_first, &f->r_last);
-    if (r == 1) {
+    r = http_range(f->req->http, http_value(f->resp, "ETag"), http_value(f->resp, "Last-Modified"),
+                   f->clen, &f->r_first, &f->r_last);
+    if (r == HTTP_RANGE_OK) {
         f->range = 1;
         f->status_override = 206;
-    } else if (r == 0) {
+    } else if (r == HTTP_RANGE_UNSATISFIABLE) {
         f->range = 2;
         f->status_override = 416;
         f->body_to_client = false;
@@ -1009,8 +1017,10 @@ failover(struct fetch *f)
         return (false);
     memcpy(skip, f->tried, f->ntried * sizeof *skip);
     skip[f->ntried] = f->be;
-    f->next_be = dir_pick(req->dir,
-                          &(struct dir_ctx){ .req = req->http, .skip = skip, .nskip = f->ntried + 1 });
+    f->next_be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http, .skip = skip,
+                                                       .nskip = f->ntried + 1,
+                                                       .key = req->lookup_key,
+                                                       .keylen = req->lookup_keylen });
     return (f->next_be != NULL);
 }
 
@@ -1120,7 +1130,7 @@ held_miss(struct fetch *f, struct out *o)
     if (rv == 0 && held->body_complete) {
         snprintf(fwd, sizeof fwd, "fwd=%s; stored", f->stale.fwd != NULL ? f->stale.fwd : "miss");
         req_deliver_obj(req, held, tim_real(), fwd);
-        req->cache = "MISS";
+        req->outcome = REQ_O_MISS;
     } else {
         (void)req_synth(req, 502, NULL);
     }
@@ -1155,7 +1165,8 @@ attempt(struct fetch *f, struct out *o)
     }
     if (req->dir != dir) {
         /* backend_fetch set bereq.backend: go there instead. */
-        f->be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http });
+        f->be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http, .key = req->lookup_key,
+                                                      .keylen = req->lookup_keylen });
         if (f->be == NULL)
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         req->be_name = f->be->name;
@@ -1226,8 +1237,8 @@ attempt(struct fetch *f, struct out *o)
          * and Range, so that a full object could be stored; answer the
          * client's own condition and range here.
          */
-        if (f->resp->status == 200 && req_not_modified(req, http_value(f->resp, "ETag"),
-                                                       http_value(f->resp, "Last-Modified"))) {
+        if (f->resp->status == 200 && http_not_modified(req->http, http_value(f->resp, "ETag"),
+                                                        http_value(f->resp, "Last-Modified"))) {
             f->status_override = 304;
             f->body_to_client = false;
         }
@@ -1310,7 +1321,8 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
             f.stale = *stale; /* borrowed: the caller holds the reference */
         f.to_client = !bg;
         f.body_to_client = !req->head_only && !bg;
-        req->cache = oc != NULL ? "MISS" : "PASS";
+        req->outcome = oc != NULL ? REQ_O_MISS : REQ_O_PASS;
+        req->bereq_uncacheable = oc == NULL;
         if (be != NULL && be->sfb != NULL) {
             /* A hook routed a fetch to static files: they are served, not fetched. */
             if (f.oc != NULL)

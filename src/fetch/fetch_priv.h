@@ -103,8 +103,11 @@ void fetch__gz_begin(struct fetch *f);
 /*
  * Body bytes through the filter: the stored bytes go to the busy
  * object, the client's (f->gz_client) to cl.  0; -1 the backend's gzip
- * is corrupt (the fetch must fail); -2 cl failed.
+ * is corrupt (the fetch must fail); FETCH_GZ_BOMB it inflates past
+ * gunzip_max_size or gunzip_max_ratio (counted and logged here; the
+ * fetch must fail); -2 cl failed.
  */
+#define FETCH_GZ_BOMB (-4)
 int fetch__gz_body(struct fetch *f, const char *p, size_t len, bool flush, gz_out_f *cl,
                    void *priv);
 /* The body ended: finish the filter.  As fetch__gz_body(). */
@@ -117,9 +120,14 @@ void fetch__gz_free(struct fetch *f);
  * comes out goes to sink, each piece valid only during the call.
  */
 struct fetch_te *fetch__te_new(const struct h1_framing *fr);
-/* 0; what sink returned when it failed; FETCH_TE_CORRUPT when a coding is bad. */
+/*
+ * 0; what sink returned when it failed; FETCH_TE_CORRUPT when a coding is
+ * bad; FETCH_TE_BOMB when one inflates past gunzip_max_size or
+ * gunzip_max_ratio.
+ */
 int fetch__te_feed(struct fetch_te *te, const char *p, size_t len, gz_out_f *sink, void *priv);
 #define FETCH_TE_CORRUPT (-3)
+#define FETCH_TE_BOMB    (-5)
 /* The body ended: every coding must be complete.  As fetch__te_feed(). */
 int fetch__te_end(struct fetch_te *te, gz_out_f *sink, void *priv);
 void fetch__te_free(struct fetch_te **tep); /* *tep = NULL; NULL is fine */

@@ -14,7 +14,9 @@
  * A chain of at most H1_CODINGS_MAX stages, each feeding the one below,
  * the lowest the caller's sink.  Every stage is strict, as the gzip
  * check of a stored body is: a corrupt or truncated stream, or a byte
- * after its end, fails the fetch, since what passes becomes an object.
+ * after its end, fails the fetch, since what passes becomes an object;
+ * so does one that inflates past gunzip_max_size or gunzip_max_ratio
+ * (gz_new() bounds every decoder).
  * Owned by the fetching worker; allocated once per response that needs it.
  */
 #include "config.h"
@@ -44,6 +46,7 @@ struct fetch_te {
     unsigned n;
     struct te_stage st[H1_CODINGS_MAX]; /* st[n - 1] takes the bytes off the wire */
     bool corrupt;                       /* a stage failed on its input */
+    bool bomb;                          /* a stage inflated past its bound (gz_limit) */
     int sink_rv;                        /* the sink's nonzero answer, once it stopped */
     gz_out_f *sink;                     /* for the current call */
     void *priv;
@@ -143,6 +146,9 @@ stage_feed(struct fetch_te *te, unsigned i, const char *p, size_t len)
         case GZ_E_TRUNCATED:
             te->corrupt = true;
             return (-1);
+        case GZ_E_BOMB:
+            te->bomb = true;
+            return (-1);
         }
         SRG_WRONG("gz_status");
     case H1_CODING_CHUNKED:
@@ -169,6 +175,8 @@ result(struct fetch_te *te, int rv)
         return (0);
     if (te->sink_rv != 0)
         return (te->sink_rv);
+    if (te->bomb)
+        return (FETCH_TE_BOMB);
     SRG_ASSERT(te->corrupt);
     return (FETCH_TE_CORRUPT);
 }
@@ -178,7 +186,7 @@ fetch__te_feed(struct fetch_te *te, const char *p, size_t len, gz_out_f *sink, v
 {
     OBJ_CHECK(te, FETCH_TE_MAGIC);
     AN(sink);
-    if (te->corrupt || te->sink_rv != 0)
+    if (te->corrupt || te->bomb || te->sink_rv != 0)
         return (result(te, -1));
     if (len == 0)
         return (0);
@@ -194,7 +202,7 @@ fetch__te_end(struct fetch_te *te, gz_out_f *sink, void *priv)
 
     OBJ_CHECK(te, FETCH_TE_MAGIC);
     AN(sink);
-    if (te->corrupt || te->sink_rv != 0)
+    if (te->corrupt || te->bomb || te->sink_rv != 0)
         return (result(te, -1));
     te->sink = sink;
     te->priv = priv;
@@ -222,6 +230,9 @@ fetch__te_end(struct fetch_te *te, gz_out_f *sink, void *priv)
         case GZ_E_DATA:
         case GZ_E_TRUNCATED:
             te->corrupt = true;
+            return (result(te, -1));
+        case GZ_E_BOMB:
+            te->bomb = true;
             return (result(te, -1));
         }
     }

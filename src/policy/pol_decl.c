@@ -4,8 +4,10 @@
  *   backend "apache" { host = "127.0.0.1", port = 8080, probe = { url = "/health" } }
  *   backend "static" { root = "/srv/www" }
  *   director "app" { type = "round_robin", backends = { "apache", "apache2" } }
+ *   director "fleet" { type = "shard", backends = { "a", "b", "c" }, rampup = "30s" }
  *   route { ext = { "jpg", "css" }, to = "static" }
  *   route { to = "app" }
+ *   shared "ratelimit" { size = "10m" }
  *
  * `backend "x"` is a call returning a function that takes the table, so a
  * declaration reads like a Varnish one.  At the script's top level each
@@ -36,10 +38,12 @@
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/http.h"
+#include "surogat/num.h"
 #include "surogat/req.h"
 #include "surogat/rt.h"
 #include "surogat/sb.h"
 #include "surogat/sfb.h"
+#include "surogat/shard.h"
 
 #include "pol_priv.h"
 
@@ -90,6 +94,8 @@ struct pol_cfg {
     struct rt *rt;
     struct dir *dflt; /* NULL: nothing declared and no -b */
     unsigned nstatic; /* static-file backends it can route to: 0 spares every request the check */
+    struct pol_shd **shd; /* its shared dictionaries, referenced (pol_shared.c) */
+    unsigned nshd;
 };
 
 /* ---- recording, in every state ---- */
@@ -172,6 +178,9 @@ pol__decl_open(lua_State *L)
     lua_pushliteral(L, "director");
     lua_pushcclosure(L, l_decl_named, 1);
     lua_setglobal(L, "director");
+    lua_pushliteral(L, "shared");
+    lua_pushcclosure(L, l_decl_named, 1);
+    lua_setglobal(L, "shared");
     lua_register(L, "route", l_route);
 }
 
@@ -453,10 +462,45 @@ find_dir(const struct pol_cfg *cfg, const char *name)
     return (NULL);
 }
 
+/* A shard director's fields (dir.h); the weights, when given, into w[]. */
+static void
+shard_fields(struct decl *d, int idx, struct dir_conf *c, unsigned *w)
+{
+    const char *rampup = field_str(d, idx, "rampup");
+    lua_Integer i = 0;
+    int isnum;
+
+    c->replicas = (unsigned)field_num(d, idx, "replicas", 0, 1, SHARD_REPLICAS_MAX);
+    c->balance_factor = field_num(d, idx, "balance_factor", 0, 0, 100);
+    if (c->balance_factor > 0 && c->balance_factor < 1)
+        (void)decl_fail(d, "balance_factor must be 0 (no bound) or at least 1");
+    if (rampup != NULL && num_duration(rampup, &c->rampup) != 0)
+        (void)decl_fail(d, "rampup must be a duration (\"30s\")");
+    if (lua_getfield(d->L, idx, "weights") == LUA_TTABLE) {
+        for (i = 1; lua_rawgeti(d->L, -1, i) != LUA_TNIL && i <= DIR_MEMBERS_MAX; i++) {
+            double v = lua_tonumberx(d->L, -1, &isnum);
+            if (!isnum || !(v >= 1 && v <= 1e6)) {
+                (void)decl_fail(d, "weights: numbers from 1 to 1e6, one per backend");
+                v = 1;
+            }
+            w[i - 1] = (unsigned)v;
+            lua_pop(d->L, 1);
+        }
+        lua_pop(d->L, 1);
+        if ((unsigned)(i - 1) != c->nmembers)
+            (void)decl_fail(d, "weights: one per backend, in the same order");
+        c->weights = w;
+    } else if (!lua_isnil(d->L, -1)) {
+        (void)decl_fail(d, "weights must be a list of numbers");
+    }
+    lua_pop(d->L, 1);
+}
+
 static int
 build_director(struct decl *d, int idx, struct pol_cfg *cfg)
 {
-    static const char *const fields[] = { "type", "backends", "key" };
+    static const char *const fields[] = { "type",    "backends", "key",           "weights",
+                                          "replicas", "rampup",  "balance_factor" };
     static const struct {
         const char *name;
         enum dir_type type;
@@ -465,8 +509,10 @@ build_director(struct decl *d, int idx, struct pol_cfg *cfg)
         { "random", DIR_RANDOM },
         { "hash", DIR_HASH },
         { "fallback", DIR_FALLBACK },
+        { "shard", DIR_SHARD },
     };
     const char *names[DIR_MEMBERS_MAX], *type;
+    unsigned weights[DIR_MEMBERS_MAX];
     struct dir *members[DIR_MEMBERS_MAX], *dr;
     struct dir_conf c;
     char ebuf[400];
@@ -481,11 +527,12 @@ build_director(struct decl *d, int idx, struct pol_cfg *cfg)
         if (strcmp(type, types[t].name) == 0)
             break;
     if (type == NULL || t == ARRAY_LEN(types))
-        return (decl_fail(d, "type must be \"round_robin\", \"random\", \"hash\" or "
-                             "\"fallback\""));
+        return (decl_fail(d, "type must be \"round_robin\", \"random\", \"hash\", "
+                             "\"fallback\" or \"shard\""));
     c.type = types[t].type;
     c.nmembers = field_list(d, idx, "backends", names, DIR_MEMBERS_MAX);
     c.key = field_str(d, idx, "key");
+    shard_fields(d, idx, &c, weights);
     if (c.nmembers == 0 && !d->failed)
         return (decl_fail(d, "backends: the list of its members is missing"));
     for (unsigned i = 0; i < c.nmembers && !d->failed; i++) {
@@ -533,6 +580,34 @@ build_route(struct decl *d, int idx, struct pol_cfg *cfg)
     return (0);
 }
 
+/* shared "name" { size = "10m" }: a dictionary of its own namespace (pol_shared.c). */
+static int
+build_shared(struct decl *d, int idx, struct pol_cfg *cfg)
+{
+    static const char *const fields[] = { "size" };
+    const char *size;
+    struct pol_shd *shd;
+    uint64_t bytes;
+    char ebuf[400];
+    struct sb e;
+
+    check_fields(d, idx, fields, ARRAY_LEN(fields), "");
+    size = field_str(d, idx, "size");
+    if (d->failed)
+        return (-1);
+    if (size == NULL)
+        return (decl_fail(d, "size is missing (size = \"10m\")"));
+    if (num_bytes(size, &bytes) != 0)
+        return (decl_fail(d, "size \"%s\" is not a size (\"64k\", \"10m\", \"1g\")", size));
+    if (pol__decl_shared(cfg, d->name) != NULL)
+        return (decl_fail(d, "declared twice"));
+    sb_init(&e, ebuf, sizeof ebuf);
+    if ((shd = pol__shd_get(d->name, bytes, &e)) == NULL)
+        return (decl_fail_from(d, ebuf));
+    cfg->shd[cfg->nshd++] = shd;
+    return (0);
+}
+
 void
 pol__decl_free(struct pol_cfg **cfgp)
 {
@@ -548,6 +623,9 @@ pol__decl_free(struct pol_cfg **cfgp)
         dir_free(&cfg->dir[i - 1]);
     for (unsigned i = 0; i < cfg->nbe; i++)
         be_release(&cfg->be[i]);
+    for (unsigned i = 0; i < cfg->nshd; i++)
+        pol__shd_release(&cfg->shd[i]);
+    free(cfg->shd);
     free(cfg->be);
     free(cfg->dir);
     OBJ_FREE(&cfg);
@@ -568,6 +646,8 @@ pol__decl_build(lua_State *L, struct sb *err)
     cfg->be = calloc((size_t)n + 1, sizeof *cfg->be);
     cfg->dir = calloc((size_t)n + 2, sizeof *cfg->dir);
     cfg->rt = rt_new();
+    cfg->shd = calloc((size_t)n + 1, sizeof *cfg->shd);
+    AN(cfg->shd);
     AN(cfg->be);
     AN(cfg->dir);
     AN(cfg->rt);
@@ -584,7 +664,9 @@ pol__decl_build(lua_State *L, struct sb *err)
         d.where = lua_tostring(L, -1);
         lua_getfield(L, -4, "conf");
         idx = lua_gettop(L);
-        if (d.name != NULL && find_dir(cfg, d.name) != NULL)
+        if (strcmp(d.kind, "shared") == 0)
+            rv = build_shared(&d, idx, cfg);
+        else if (d.name != NULL && find_dir(cfg, d.name) != NULL)
             rv = decl_fail(&d, "declared twice");
         else if (strcmp(d.kind, "backend") == 0)
             rv = build_backend(&d, idx, cfg);
@@ -626,6 +708,32 @@ pol__decl_route(const struct pol_cfg *cfg, const struct req *req)
         return (NULL);
     d = rt_match(cfg->rt, http_value(req->http, "Host"), &req->http->url);
     return (d != NULL ? d : cfg->dflt);
+}
+
+struct pol_shd *
+pol__decl_shared(const struct pol_cfg *cfg, const char *name)
+{
+    for (unsigned i = 0; cfg != NULL && i < cfg->nshd; i++)
+        if (strcmp(pol__shd_name(cfg->shd[i]), name) == 0)
+            return (cfg->shd[i]);
+    return (NULL);
+}
+
+bool
+pol__decl_seen(lua_State *L, const char *kind, const char *name)
+{
+    bool seen = false;
+
+    lua_getfield(L, LUA_REGISTRYINDEX, DECL_KEY);
+    for (lua_Integer i = 1; !seen && lua_rawgeti(L, -1, i) == LUA_TTABLE; i++) {
+        lua_getfield(L, -1, "kind");
+        lua_getfield(L, -2, "name");
+        seen = strcmp(lua_tostring(L, -2), kind) == 0 && lua_isstring(L, -1) &&
+               strcmp(lua_tostring(L, -1), name) == 0;
+        lua_pop(L, 3);
+    }
+    lua_pop(L, seen ? 1 : 2); /* the list, and the nil that ended it */
+    return (seen);
 }
 
 bool

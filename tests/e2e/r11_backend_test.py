@@ -475,6 +475,23 @@ def test_corrupt_transfer_coding_is_never_stored(origin, surogat):
     wait_log(sg, "corrupt or truncated gzip or deflate transfer coding")
 
 
+def test_transfer_coding_bomb_is_refused(origin, surogat):
+    """A transfer coding is bounded like a gzip body: gunzip_max_size and
+    gunzip_max_ratio apply to what it inflates to."""
+    bomb = gzip.compress(bytes(4 << 20))
+    origin.route("/bomb", script=coded(b"gzip, chunked", httpc.chunked(bomb, size=4096)))
+    sg = surogat(params={"gunzip_max_size": "1m"})
+    try:
+        r = sg.get("/bomb")
+        assert r.status == 502, r
+    except httpc.Incomplete:
+        pass  # the head went out: the body is cut
+    wait_log(sg, "its transfer coding inflates past gunzip_max_size or gunzip_max_ratio "
+                 "(GET /bomb)")
+    st = sg.stats()
+    assert st["gunzip_bombs"] == 1 and st["cache_stored"] == 0, st
+
+
 def test_transfer_encoding_is_never_stored_or_forwarded(origin, surogat):
     """A chunked response: the client gets surogat's own framing, a hit the
     stored head, which has no Transfer-Encoding at all."""

@@ -33,6 +33,9 @@ REFUSE(CODINGS, backend_bad_resp, "response refused (502): too many transfer cod
 REFUSE(BAD_CHUNK, backend_bad_resp, "response body refused: malformed chunked coding")
 REFUSE(BAD_TCODING, backend_bad_resp,
        "response body refused: corrupt or truncated gzip or deflate transfer coding")
+REFUSE(TCODING_BOMB, gunzip_bombs,
+       "response body refused: its transfer coding inflates past gunzip_max_size or "
+       "gunzip_max_ratio")
 REFUSE(BAD_GZIP, gzip_errors, "response body refused: corrupt gzip content")
 REFUSE(BODY_CLOSED, backend_body_cut,
        "response body refused: connection closed before the end of the body")
