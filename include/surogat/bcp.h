@@ -42,13 +42,26 @@ enum bcp_err {
 /*
  * max: most open connections, busy or idle; 0 means backend_max_connections.
  * tls: NULL for plain HTTP; else borrowed, and must outlive the pool.
+ * name: the backend's, for the log; borrowed, and must outlive the pool.
  */
-struct bcp *bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls);
+struct bcp *bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls,
+                    const char *name);
 void bcp_free(struct bcp **bpp); /* closes idle connections; none may be busy */
 /*
  * A recycled connection unless `fresh`, else a new one within tmo seconds,
  * the TLS handshake included.  A failed handshake or certificate check is
  * BCP_E_CONNECT, counted (backend_tls_fail) and logged with its reason.
+ *
+ * A recycled connection is checked as it is taken, just before the
+ * caller writes its request: one that is too old, that the backend
+ * closed, or on which bytes are waiting is closed and the next one (or a
+ * new one) is taken instead.  Waiting bytes are what a backend wrote past
+ * its last response; read as the answer to the next request they would
+ * answer (and be cached for) the wrong URL, so they are BCP_R_LATE_BYTES
+ * (counted and logged).  Bytes that arrive after this check cannot be
+ * told from the answer to the request that follows: the fetch keeps
+ * connections whose last response may still be followed by something
+ * out of the pool instead (see fetch.c).
  * May block: workers only.
  */
 enum bcp_err bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out);
@@ -57,6 +70,21 @@ void bcp_close(struct bcp_conn **connp);
 unsigned bcp_idle_count(const struct bcp *bp);
 unsigned bcp_conn_count(const struct bcp *bp); /* open, busy or idle */
 unsigned bcp_busy_count(const struct bcp *bp); /* handed out or connecting */
+
+/* Why a backend response or connection was refused: the rows of tbl/be_refuse.h. */
+enum bcp_refuse {
+#define REFUSE(name, counter, text) BCP_R_##name,
+#include "surogat/tbl/be_refuse.h"
+    BCP_R__N
+};
+/*
+ * Count a refusal (the row's counter) and log it at LOG_WARNING as
+ * "backend NAME: TEXT (what)", what being the request concerned ("GET
+ * /x") or NULL.  At most a line a second per pool and reason: the next
+ * line after a quiet second says how many were left out.  Any thread.
+ */
+void bcp_refused(struct bcp *bp, enum bcp_refuse why, const char *what);
+const char *bcp_refuse_text(enum bcp_refuse why);
 
 /*
  * I/O on a connection, with the vio_ contracts: deadlines in tim_mono()

@@ -29,8 +29,10 @@ struct ws;
 struct gz; /* opaque */
 
 enum gz_kind {
-    GZ_ENCODE, /* identity in, gzip out */
-    GZ_DECODE, /* gzip in, identity out; the trailer's CRC-32 and length are checked */
+    GZ_ENCODE,  /* identity in, gzip out */
+    GZ_DECODE,  /* gzip in, identity out; the trailer's CRC-32 and length are checked */
+    GZ_INFLATE, /* zlib (RFC 1950) in, identity out, its Adler-32 checked: the deflate
+                 * transfer coding; one stream, nothing may follow it */
 };
 
 enum gz_flush {
@@ -55,7 +57,7 @@ enum gz_status {
 typedef int gz_out_f(void *priv, const char *p, size_t len);
 
 /*
- * level: 1 (fast) .. 9 (small), ignored for GZ_DECODE.  Never NULL.  A
+ * level: 1 (fast) .. 9 (small), ignored for the decoders.  Never NULL.  A
  * decoder is bounded by gunzip_max_size and gunzip_max_ratio as they are
  * now (gz_limit).
  */

@@ -310,7 +310,7 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         v6 = strchr(c->host, ':') != NULL;
         rv = asprintf(&be->hostport, "%s%s%s:%s", v6 ? "[" : "", c->host, v6 ? "]" : "", port);
         SRG_ASSERT(rv > 0);
-        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls);
+        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls, be->name);
     }
     if (pc != NULL) {
         be->priv->has_probe = true;

@@ -46,14 +46,21 @@ html_escape(struct sb *sb, const char *s)
     }
 }
 
-/* Head and body through the transport; the fields are complete lines. */
+/*
+ * Head and body through the transport; the fields are complete lines.  A
+ * hook may have made it a 204 or a 304: no body then, nor a length,
+ * whatever it gave as one (RFC 9112 section 6.3).
+ */
 static int
 send(struct req *req, unsigned status, struct txt reason, struct txt fields, struct txt body)
 {
-    struct tp_head h = { .status = status, .reason = reason, .nblock = 1, .len = body.len,
-                         .body = true };
+    bool bodyless = status == 204 || status == 304;
+    struct tp_head h = { .status = status, .reason = reason, .nblock = 1,
+                         .len = bodyless ? TP_LEN_NONE : body.len, .body = !bodyless };
     struct iovec iov = { (void *)(uintptr_t)body.b, body.len };
 
+    if (bodyless)
+        body.len = 0;
     h.block[0] = fields;
     if (req->tp->head(req, &h) != 0)
         return (-1);

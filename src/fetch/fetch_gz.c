@@ -149,8 +149,7 @@ result(const struct fetch *f, enum gz_status st)
         return (-2);
     case GZ_E_DATA:
     case GZ_E_TRUNCATED:
-        STAT_INC(gzip_errors);
-        return (-1);
+        return (-1); /* counted (gzip_errors) and logged by the fetch, as a refused body */
     case GZ_E_BOMB:
         /* Refused like a corrupt body: nothing stored, and the client sees a failure. */
         STAT_INC(gunzip_bombs);
@@ -158,7 +157,7 @@ result(const struct fetch *f, enum gz_status st)
         gz_explain(f->gz, &sb);
         log_msg(LOG_WARNING, "gzip: %.*s: backend body %s: refused, not stored",
                 (int)SRG_MIN(f->req->http->url.len, 256), f->req->http->url.b, sb.buf);
-        return (-1);
+        return (FETCH_GZ_BOMB);
     }
     SRG_WRONG("gz_status");
 }

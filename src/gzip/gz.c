@@ -9,7 +9,9 @@
  * or a client's body: zlib checks the gzip header, the deflate stream,
  * and the trailer's CRC-32 and length (windowBits 15 + 16: gzip only, no
  * zlib or raw streams), and anything after the last member is an error,
- * not ignored, so a damaged body is never taken for a good one.
+ * not ignored, so a damaged body is never taken for a good one.  The
+ * GZ_INFLATE decoder is the same for the zlib format (a backend's deflate
+ * transfer coding), with its Adler-32.
  *
  * The decoder's output is bounded by size and by its ratio to the input
  * consumed (gz_limit), checked each time the output buffer is handed
@@ -59,7 +61,8 @@ gz_new(enum gz_kind kind, int level)
         /* windowBits 15 + 16: a gzip wrapper; memLevel 8 is zlib's default. */
         rv = deflateInit2(&z->zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
     } else {
-        rv = inflateInit2(&z->zs, 15 + 16);
+        /* windowBits 15 + 16: gzip only; 15: the zlib wrapper only. */
+        rv = inflateInit2(&z->zs, kind == GZ_INFLATE ? 15 : 15 + 16);
         gz_limit(z, par.gunzip_max_size, par.gunzip_max_ratio);
     }
     /* Only Z_MEM_ERROR can fail here: out of memory for bookkeeping is fatal everywhere. */
@@ -88,7 +91,7 @@ void
 gz_limit(struct gz *z, uint64_t max_out, unsigned ratio)
 {
     OBJ_CHECK(z, GZ_MAGIC);
-    SRG_ASSERT(z->kind == GZ_DECODE);
+    SRG_ASSERT(z->kind != GZ_ENCODE);
     z->max_out = max_out;
     z->ratio = ratio;
 }
@@ -122,7 +125,7 @@ drain(struct gz *z, gz_out_f *out, void *priv)
     z->zs.avail_out = GZ_OBUF;
     if (n == 0)
         return (GZ_OK);
-    if (z->kind == GZ_DECODE && over_bound(z, n)) {
+    if (z->kind != GZ_ENCODE && over_bound(z, n)) {
         z->bomb = true;
         z->out += n; /* counted, for gz_explain(), though never handed out */
         return (GZ_E_BOMB);
@@ -171,6 +174,8 @@ decode(struct gz *z, enum gz_flush fl, gz_out_f *out, void *priv)
         if (z->ended) {
             if (z->zs.avail_in == 0)
                 break;
+            if (z->kind == GZ_INFLATE)
+                return (GZ_E_DATA); /* zlib has no members: bytes after the end are junk */
             /*
              * Another member follows (RFC 1952 2.2): the bytes must be a
              * complete gzip member again, checked like the first.

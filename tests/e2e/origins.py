@@ -118,6 +118,11 @@ class Route:
                      the wire), set route.held, wait (at most 30s) for
                      route.release, then send the rest -- or close instead, with
                      die_on_release; route.done is set once all was sent
+    script:          script(sock, req, stop_ev) answers instead, writing what it
+                     likes on the socket (a backend that misbehaves in time, not
+                     only in bytes); it returns True to keep the connection for
+                     the next request.  Every wait in it must be bounded (use
+                     stop_ev.wait(seconds)).
     conditional:     answer a GET or HEAD whose If-None-Match matches the route's
                      ETag (weak comparison, or *), or, without If-None-Match,
                      whose If-Modified-Since is at or after its Last-Modified,
@@ -129,7 +134,8 @@ class Route:
                  chunks=None, close_delimited=False, content_length=None, die_after=None,
                  stall_after=None, delay=0.0, hang=False, garbage=None, raw=None,
                  close_after=False, send_100=False, echo=False, echo_sha=False,
-                 conditional=False, hold_head=False, hold_after=None, die_on_release=False):
+                 conditional=False, hold_head=False, hold_after=None, die_on_release=False,
+                 script=None):
         self.status = status
         self.reason = reason
         if isinstance(headers, dict):
@@ -154,6 +160,7 @@ class Route:
         self.hold_head = hold_head
         self.hold_after = hold_after
         self.die_on_release = die_on_release
+        self.script = script
         self.held = threading.Event()
         self.release = threading.Event()
         self.done = threading.Event()
@@ -431,6 +438,8 @@ class Origin:
             route.held.set()
             if not route.wait_release(self.stop_ev):
                 return False
+        if route.script is not None:
+            return bool(route.script(s, req, self.stop_ev))
         if route.garbage is not None:
             s.sendall(route.garbage)
             return False

@@ -37,7 +37,19 @@ STAT(backend_retry, COUNTER, "Requests retried after a reused connection was fou
 STAT(backend_fail, COUNTER, "Backend connection attempts that failed (503).")
 STAT(backend_busy, COUNTER, "Requests refused because backend_max_connections was reached.")
 STAT(backend_timeout, COUNTER, "Backend responses that timed out before the head (504).")
-STAT(backend_bad_resp, COUNTER, "Malformed backend responses (502).")
+STAT(backend_bad_resp, COUNTER, "Malformed backend responses (502), or bodies (cut off), each "
+     "also logged with its reason.")
+STAT(backend_out_of_step, COUNTER, "Backend connections closed because the backend sent bytes "
+     "past a response: after its end in the same read, or waiting on an idle connection when "
+     "it was taken (the request then went on another connection).")
+STAT(backend_close_unread, COUNTER, "Backend connections not reused because the response "
+     "announced a body it did not carry (HEAD, 204 or 304 with a Content-Length other than 0 "
+     "or with Transfer-Encoding).")
+STAT(backend_body_cut, COUNTER, "Backend response bodies that ended early: the connection "
+     "closed, or nothing came for backend_between_bytes_timeout (never stored; a client that "
+     "got the head is cut off).")
+STAT(backend_te_decoded, COUNTER, "Backend responses whose gzip or deflate transfer coding "
+     "was undone.")
 STAT(backend_req, COUNTER, "Requests sent to backends.")
 STAT(backend_health_changed, COUNTER, "Backends that went from healthy to sick or back, by "
      "their probe or by backend.set_health.")
@@ -124,6 +136,8 @@ STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an objec
      "each ban is logged.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
+STAT(policy_limit, COUNTER, "Policy hook calls (and script top levels) stopped by "
+     "policy_max_instructions or policy_max_time, caught or not: among policy_error.")
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")

@@ -1,6 +1,7 @@
 /*
- * bcp: connection I/O through bcp_read()/bcp_write() on a plain pool, and
- * the TLS side's failures: files that do not load, a peer that answers
+ * bcp: connection I/O through bcp_read()/bcp_write() on a plain pool, the
+ * check of an idle connection as it is taken, refusals counted and logged
+ * with the backend's name, and the TLS side's failures: files that do not load, a peer that answers
  * the handshake with plain HTTP, a peer that never answers.  The peer is
  * a real socket on 127.0.0.1, served by a thread.  Successful handshakes
  * and certificate checks are covered end to end (b_backend_tls_test.py),
@@ -10,6 +11,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -125,7 +128,7 @@ START_TEST(plain_io)
     int fd;
 
     peer_start(&p, NULL);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, "t");
     ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_OK);
     ck_assert_ptr_null(c->ssl);
     fd = accept(p.lfd, NULL, NULL);
@@ -150,6 +153,105 @@ START_TEST(plain_io)
 }
 END_TEST
 
+static char *
+slurp(const char *path)
+{
+    static char text[8192];
+    FILE *fp = fopen(path, "r");
+    size_t n;
+
+    ck_assert_ptr_nonnull(fp);
+    n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = '\0';
+    fclose(fp);
+    return (text);
+}
+
+static unsigned
+count(const char *hay, const char *needle)
+{
+    unsigned n = 0;
+
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return (n);
+}
+
+/*
+ * Taking an idle connection: a quiet one is reused; one the backend
+ * closed is dropped silently; one with bytes waiting (a backend that
+ * wrote past its response) is dropped, counted and logged, and a new
+ * connection is made in its place.
+ */
+START_TEST(idle_connection_checked_when_taken)
+{
+    char logpath[] = "/tmp/bcp-log-XXXXXX";
+    struct peer p;
+    struct bcp *bp;
+    struct bcp_conn *c;
+    int fd, lfd = mkstemp(logpath);
+
+    ck_assert_int_ge(lfd, 0);
+    close(lfd);
+    ck_assert_int_eq(log_init(logpath), 0);
+    log_set_level(LOG_WARNING);
+    peer_start(&p, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, "origin1");
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(!c->reused);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    bcp_recycle(&c);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(c->reused);
+
+    /* Bytes the backend wrote unasked: out of step. */
+    bcp_recycle(&c);
+    ck_assert_int_eq(write(fd, "HTTP/1.1 200 OK\r\n", 17), 17);
+    usleep(20000);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(!c->reused);
+    ck_assert_uint_eq(bcp_conn_count(bp), 1);
+    ck_assert_uint_eq(stat_get(STAT_backend_out_of_step), 1);
+    close(fd);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+
+    /* Closed by the backend: dropped, not counted as out of step. */
+    bcp_recycle(&c);
+    close(fd);
+    usleep(20000);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(!c->reused);
+    ck_assert_uint_eq(bcp_conn_count(bp), 1);
+    ck_assert_uint_eq(stat_get(STAT_backend_out_of_step), 1);
+    bcp_close(&c);
+
+    /* Refusals: each counted, logged with the backend's name, a line a second per reason. */
+    for (int i = 0; i < 5; i++)
+        bcp_refused(bp, BCP_R_CL_TE, "GET /x");
+    bcp_refused(bp, BCP_R_BAD_CHUNK, NULL);
+    ck_assert_uint_eq(stat_get(STAT_backend_bad_resp), 6);
+    log_fini();
+    {
+        const char *text = slurp(logpath);
+
+        ck_assert_msg(count(text, "backend origin1: bytes on an idle connection") == 1, "%s", text);
+        ck_assert_msg(count(text, "backend origin1: response refused (502): both "
+                                  "Content-Length and Transfer-Encoding (GET /x)") == 1,
+                      "%s", text);
+        ck_assert_msg(count(text, "backend origin1: response body refused: malformed chunked "
+                                  "coding\n") == 1,
+                      "%s", text);
+    }
+    ck_assert_str_eq(bcp_refuse_text(BCP_R_UPGRADE),
+                     "response refused (502): unexpected 101 Switching Protocols");
+    unlink(logpath);
+    bcp_free(&bp);
+    peer_stop(&p);
+}
+END_TEST
+
 /* A failed handshake is a failed connect: no connection handed out, counted, slot freed. */
 static void
 tls_fails(const char *answer)
@@ -165,7 +267,7 @@ tls_fails(const char *answer)
     peer_start(&p, answer);
     t = bcp_tls_new(&tc, &err);
     ck_assert_msg(t != NULL, "%s", ebuf);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t, "t");
     ck_assert_int_eq(bcp_get(bp, 0.3, true, &c), BCP_E_CONNECT);
     ck_assert_ptr_null(c);
     ck_assert_uint_eq(stat_get(STAT_backend_tls_fail), 1);
@@ -197,6 +299,7 @@ bcp_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, tls_conf_errors);
     tcase_add_test(tc, plain_io);
+    tcase_add_test(tc, idle_connection_checked_when_taken);
     tcase_add_test(tc, tls_peer_speaks_plain_http);
     tcase_add_test(tc, tls_peer_silent);
     suite_add_tcase(s, tc);

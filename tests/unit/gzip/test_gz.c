@@ -517,6 +517,59 @@ START_TEST(members)
 }
 END_TEST
 
+/* The deflate transfer coding: the zlib format, one stream, checked by its Adler-32. */
+START_TEST(inflate_zlib)
+{
+    unsigned char *a = make_data(70000, true);
+    uLongf zl = compressBound(70000);
+    unsigned char *zd = malloc(zl + 1), *g;
+    struct buf out = { 0 };
+    struct gz *z;
+    size_t gl;
+
+    ck_assert_int_eq(compress2(zd, &zl, a, 70000, 6), Z_OK);
+    for (size_t step = 1; step < 70000; step = step * 7 + 3) {
+        z = gz_new(GZ_INFLATE, 0);
+        out.len = 0;
+        for (size_t off = 0; off < zl; off += step)
+            ck_assert_int_le(gz_feed(z, zd + off, off + step > zl ? zl - off : step, GZ_FLUSH_NONE,
+                                     collect, &out),
+                             GZ_END);
+        ck_assert_int_eq(gz_feed(z, NULL, 0, GZ_FLUSH_FINISH, collect, &out), GZ_END);
+        ck_assert_uint_eq(out.len, 70000);
+        ck_assert(memcmp(out.p, a, 70000) == 0);
+        gz_free(&z);
+    }
+    /* A byte after the stream: zlib has no members, so it is junk. */
+    zd[zl] = 'x';
+    z = gz_new(GZ_INFLATE, 0);
+    ck_assert_int_eq(gz_feed(z, zd, zl + 1, GZ_FLUSH_FINISH, collect, &out), GZ_E_DATA);
+    gz_free(&z);
+    /* The Adler-32 is checked. */
+    zd[zl - 1] ^= 1;
+    z = gz_new(GZ_INFLATE, 0);
+    ck_assert_int_eq(gz_feed(z, zd, zl, GZ_FLUSH_FINISH, collect, &out), GZ_E_DATA);
+    gz_free(&z);
+    /* Cut short. */
+    zd[zl - 1] ^= 1;
+    z = gz_new(GZ_INFLATE, 0);
+    ck_assert_int_eq(gz_feed(z, zd, zl - 2, GZ_FLUSH_FINISH, collect, &out), GZ_E_TRUNCATED);
+    gz_free(&z);
+    /* gzip is not zlib, and zlib is not gzip. */
+    g = ref_gzip(a, 1000, &gl);
+    z = gz_new(GZ_INFLATE, 0);
+    ck_assert_int_eq(gz_feed(z, g, gl, GZ_FLUSH_FINISH, collect, &out), GZ_E_DATA);
+    gz_free(&z);
+    z = gz_new(GZ_DECODE, 0);
+    ck_assert_int_eq(gz_feed(z, zd, zl, GZ_FLUSH_FINISH, collect, &out), GZ_E_DATA);
+    gz_free(&z);
+    free(g);
+    free(a);
+    free(zd);
+    free(out.p);
+}
+END_TEST
+
 /* n zeros as one gzip stream made by zlib: the most compressible body there is (~1030:1). */
 static unsigned char *
 zeros_gzip(size_t n, size_t *outlen)
@@ -700,6 +753,7 @@ gz_suite(void)
     tcase_add_test(tc, round_trips);
     tcase_add_test(tc, corrupt_detected);
     tcase_add_test(tc, members);
+    tcase_add_test(tc, inflate_zlib);
     tcase_add_test(tc, bomb_ratio);
     tcase_add_test(tc, bomb_size);
     tcase_add_test(tc, bomb_bound_from_params);
