@@ -148,15 +148,14 @@ deliver_hook(struct req *req, struct dlv_plan *d)
     struct http *h;
     char *buf;
 
-    len = 64;
+    len = 32 + d->head.reason.len;
     for (unsigned i = 0; i < d->head.nblock; i++)
         len += d->head.block[i].len;
     buf = ws_alloc(req->ws, len);
     if (buf == NULL)
         return (overflow(d));
-    off = (size_t)snprintf(buf, 64, "HTTP/1.1 %u %.*s\r\n", d->head.status,
-                           (int)SRG_MIN(d->head.reason.len, (size_t)40),
-                           d->head.reason.len > 0 ? d->head.reason.b : "");
+    off = (size_t)snprintf(buf, len, "HTTP/1.1 %u %.*s\r\n", d->head.status,
+                           (int)d->head.reason.len, d->head.reason.len > 0 ? d->head.reason.b : "");
     for (unsigned i = 0; i < d->head.nblock; i++) {
         memcpy(buf + off, d->head.block[i].b, d->head.block[i].len);
         off += d->head.block[i].len;

@@ -37,7 +37,7 @@
 struct h1t_resp {
     unsigned magic;
 #define H1T_RESP_MAGIC 0x6a2b95c1
-    struct iovec head[TP_HEAD_BLOCKS + 2]; /* held back: status line, blocks, our fields */
+    struct iovec head[TP_HEAD_BLOCKS + 4]; /* held back: status line, blocks, our fields */
     int nhead;
     size_t head_len;
     bool chunked; /* body pieces go as chunks, then the last chunk */
@@ -69,7 +69,7 @@ resp_of(struct req *req)
 static int
 send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
 {
-    struct iovec all[H1T_IOV + TP_HEAD_BLOCKS + 2];
+    struct iovec all[H1T_IOV + TP_HEAD_BLOCKS + 4];
     int k = 0;
 
     if (r->failed)
@@ -127,10 +127,11 @@ h1t_head(struct req *req, const struct tp_head *h)
     OBJ_INIT(r, H1T_RESP_MAGIC);
     req->status = h->status;
     r->body = h->body && !req->head_only;
-    n = snprintf(r->line, sizeof r->line, "HTTP/1.1 %u %.*s\r\n", h->status,
-                 (int)SRG_MIN(rlen, (size_t)40), reason);
-    r->head[r->nhead].iov_base = r->line;
-    r->head[r->nhead++].iov_len = (size_t)n;
+    /* The reason as given, never copied or cut: a policy's may be long. */
+    n = snprintf(r->line, sizeof r->line, "HTTP/1.1 %u ", h->status);
+    r->head[r->nhead++] = (struct iovec){ r->line, (size_t)n };
+    r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t)reason, rlen };
+    r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t) "\r\n", 2 };
     for (unsigned i = 0; i < h->nblock; i++) {
         if (h->block[i].len == 0)
             continue;
