@@ -500,9 +500,12 @@ say(bool ok, const char *fmt, ...)
     fputc('\n', f);
 }
 
-/* The certificates of one listen address; true when it has none, or they load. */
+/*
+ * The certificates of one listen address; true when it has none, or they
+ * load.  `from` says where the address was given: "-a" or the file.
+ */
 static bool
-test_listen(const char *spec, const char *base)
+test_listen(const char *from, const char *spec, const char *base)
 {
     char ebuf[1024];
     struct acc_spec as;
@@ -511,14 +514,14 @@ test_listen(const char *spec, const char *base)
 
     sb_init(&err, ebuf, sizeof ebuf);
     if (acc_spec_parse(spec, base, &as, &err) != 0) {
-        say(false, "%s", ebuf);
+        say(false, "%s: %s", from, ebuf);
         ok = false;
     } else if (as.tls) {
         if (tls_check(&as.tls_conf, &err) != 0) {
-            say(false, "-a %s: %s", spec, ebuf);
+            say(false, "%s %s: %s", from, spec, ebuf);
             ok = false;
         } else {
-            say(true, "certificates of -a %s ok", spec);
+            say(true, "certificates of %s %s ok", from, spec);
         }
     }
     acc_spec_clear(&as);
@@ -555,9 +558,13 @@ rld_test(const struct rld_conf *c, const char *policy, const char *const *listen
         return (1);
     }
     for (unsigned i = 0; i < nlisten; i++)
-        ok = test_listen(listen[i], base) && ok;
-    for (unsigned i = 0; cfg_listen(i) != NULL; i++)
-        ok = test_listen(cfg_listen(i), base) && ok;
+        ok = test_listen("-a", listen[i], base) && ok;
+    if (c->config != NULL) {
+        char from[1024];
+        snprintf(from, sizeof from, "%s: listen", c->config);
+        for (unsigned i = 0; cfg_listen(i) != NULL; i++)
+            ok = test_listen(from, cfg_listen(i), base) && ok;
+    }
     say(ok, "configuration test %s", ok ? "is successful" : "failed");
     return (ok ? 0 : 1);
 }
