@@ -23,6 +23,18 @@ int num_duration(const char *s, double *out);
 int num_port(const char *s, unsigned *out);
 /* on/off, true/false, yes/no, enable/disable (Varnish's), 1/0 */
 int num_bool(const char *s, bool *out);
+/* The value of a hexadecimal digit, either case, or -1.  Inline: chunk sizes are parsed with it. */
+static inline int
+num_hexdigit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return (c - '0');
+    if (c >= 'a' && c <= 'f')
+        return (c - 'a' + 10);
+    if (c >= 'A' && c <= 'F')
+        return (c - 'A' + 10);
+    return (-1);
+}
 /*
  * A size for people: "512 B", "1.5 KiB", "256.0 MiB", "2.0 GiB" (binary
  * multiples, one decimal), into buf of at least NUM_HUMAN_LEN bytes.

@@ -24,6 +24,7 @@
 #include "surogat/ban.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
+#include "surogat/num.h"
 #include "surogat/cli.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
@@ -68,18 +69,6 @@ static const char *const stat_names[] = {
  * `varnishadm vcl.inline NAME '<< EOF ...'` sends.
  */
 
-static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return (c - '0');
-    if (c >= 'a' && c <= 'f')
-        return (c - 'a' + 10);
-    if (c >= 'A' && c <= 'F')
-        return (c - 'A' + 10);
-    return (-1);
-}
-
 /*
  * The escape at r (a backslash inside quotes) into *w: how many bytes of
  * r it took, or 0 when it must be refused (a NUL, or nothing after it).
@@ -105,9 +94,9 @@ unescape(const char *r, char **w)
         *(*w)++ = r[1];
         return (2);
     case 'x':
-        if (hexval(r[2]) < 0 || hexval(r[3]) < 0)
+        if (num_hexdigit(r[2]) < 0 || num_hexdigit(r[3]) < 0)
             break;
-        v = (unsigned)(hexval(r[2]) * 16 + hexval(r[3]));
+        v = (unsigned)(num_hexdigit(r[2]) * 16 + num_hexdigit(r[3]));
         if (v == 0)
             return (0);
         *(*w)++ = (char)v;

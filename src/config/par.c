@@ -252,32 +252,35 @@ par_fini(void)
     free_strings(&par);
 }
 
-int
-par_set(const char *name, const char *value, struct sb *err)
+/* par__find(), or NULL having said so in err. */
+static const struct par_def *
+find_or_say(const char *name, struct sb *err)
 {
     const struct par_def *d;
 
     AN(name);
-    AN(value);
     d = par__find(name);
-    if (d == NULL) {
+    if (d == NULL)
         sb_printf(err, "unknown parameter '%s'", name);
-        return (-1);
-    }
-    return (set_def(d, name, &par, value, err));
+    return (d);
+}
+
+int
+par_set(const char *name, const char *value, struct sb *err)
+{
+    const struct par_def *d = find_or_say(name, err);
+
+    AN(value);
+    return (d != NULL ? set_def(d, name, &par, value, err) : -1);
 }
 
 int
 par_reset(const char *name, struct sb *err)
 {
-    const struct par_def *d;
+    const struct par_def *d = find_or_say(name, err);
 
-    AN(name);
-    d = par__find(name);
-    if (d == NULL) {
-        sb_printf(err, "unknown parameter '%s'", name);
+    if (d == NULL)
         return (-1);
-    }
     AZ(set_def(d, name, &par, d->def, err));
     return (0);
 }
@@ -285,17 +288,13 @@ par_reset(const char *name, struct sb *err)
 int
 par_check(const char *name, const char *value, struct sb *canon, struct sb *err)
 {
-    const struct par_def *d;
+    const struct par_def *d = find_or_say(name, err);
     struct par scratch;
     int rv;
 
-    AN(name);
     AN(value);
-    d = par__find(name);
-    if (d == NULL) {
-        sb_printf(err, "unknown parameter '%s'", name);
+    if (d == NULL)
         return (-1);
-    }
     /* A zeroed copy holds no string, so nothing of `par` is retired. */
     memset(&scratch, 0, sizeof scratch);
     rv = set_def(d, name, &scratch, value, err);
