@@ -1,7 +1,8 @@
 /*
  * cli_priv -- shared between cli.c (listener, connections, authentication),
- * cli_cmd.c (request parsing, the command registry, the built-in
- * commands) and cli_admin.c (the policy and purge commands).
+ * cli_split.c (requests into arguments), cli_cmd.c (the command registry,
+ * the built-in commands) and cli_admin.c (the policy, vcl, backend, purge
+ * and reload commands).
  */
 #ifndef SUROGAT_CLI_PRIV_H
 #define SUROGAT_CLI_PRIV_H
@@ -11,10 +12,10 @@
 struct sb;
 
 /*
- * Split a request line into arguments, in place: the argument strings are
- * the line's own bytes, unquoted and unescaped.  0 with a malloc'd,
- * NULL-terminated *argvp (free it; argc may be 0 for a blank line), or -1
- * with the reason in err.
+ * cli_split.c.  Split a request into arguments, in place: the argument
+ * strings are the request's own bytes, unquoted and unescaped.  0 with a
+ * malloc'd, NULL-terminated *argvp (free it; argc may be 0 for a blank
+ * line), or -1 with the reason in err.
  */
 int cli__split(char *line, char ***argvp, int *argcp, struct sb *err);
 /*
