@@ -36,6 +36,7 @@
 #include "surogat/lfu.h"
 #include "surogat/log.h"
 #include "surogat/mon.h"
+#include "surogat/ntf.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
@@ -362,7 +363,7 @@ jail_parse(struct opts *o)
 
 /*
  * Give a file or directory made as root to the -j user, so that it can
- * reopen a log on SIGHUP or create a socket in -n.  Only what the starting
+ * reopen a log on SIGUSR1 or create a socket in -n.  Only what the starting
  * user owns, never through a symbolic link, never a shared directory such
  * as /tmp (sticky or writable by all).
  */
@@ -515,6 +516,34 @@ write_pidfile(const char *path)
     fclose(f);
 }
 
+/*
+ * SIGTERM with shutdown_delay: go on serving for that long while /health
+ * says "draining", so that a load balancer moves the traffic away before
+ * the listeners close.  A second SIGTERM or SIGINT ends the wait.
+ */
+static void
+shutdown_delay(double secs)
+{
+    struct timespec ts = { (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
+    double deadline = tim_mono() + secs;
+    sigset_t sigs;
+
+    log_msg(LOG_INFO, "stopping: /health says draining, serving on for %.3gs", secs);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    while (tim_mono() < deadline) {
+        if (sigtimedwait(&sigs, NULL, &ts) >= 0) {
+            log_msg(LOG_INFO, "stopping: a second signal cut shutdown_delay short");
+            return;
+        }
+        if (errno == EAGAIN)
+            return;
+        secs = deadline - tim_mono(); /* EINTR: wait for what is left */
+        ts = (struct timespec){ (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
+    }
+}
+
 /* SIGTERM: refuse new connections, let in-flight requests finish, then stop. */
 static void
 drain_and_stop(const struct opts *o)
@@ -522,9 +551,13 @@ drain_and_stop(const struct opts *o)
     double deadline = tim_mono() + par.shutdown_timeout;
     unsigned busy;
 
+    rld_fini(); /* a reload asked for by the admin interface is answered: none will run */
+    /* From here /health says "draining" (mon), and keep-alive sessions close after a response. */
+    sess_drain();
+    if (par.shutdown_delay > 0)
+        shutdown_delay(par.shutdown_delay);
     log_msg(LOG_INFO, "stopping: draining in-flight requests");
     acc_stop();
-    sess_drain();
     while ((busy = pool_busy()) > 0 && tim_mono() < deadline)
         usleep(10000);
     if (busy > 0) {
@@ -533,7 +566,6 @@ drain_and_stop(const struct opts *o)
             unlink(o->pidfile);
         _exit(0);
     }
-    rld_fini(); /* a reload asked for by the admin interface gets its answer */
     wtr_fini();
     pool_fini();
     pol_fini();
@@ -638,6 +670,7 @@ main(int argc, char **argv)
         die("%s", ebuf);
     AZ(rlog_init(par.rlog_records));
     AZ(be_init()); /* the policy declares backends */
+    pol_init();
     /* -b first: the policy's default when its routes say nothing. */
     if (o.backend != NULL && o.backend[0] == '/') {
         /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
@@ -694,6 +727,7 @@ main(int argc, char **argv)
     if (be_start() != 0)
         die("cannot start the probe thread: %s", strerror(errno));
     pool_set_idle_source(wtr_take);
+    sess_set_task(req_sess_task);
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));
@@ -714,11 +748,18 @@ main(int argc, char **argv)
         log_msg(LOG_INFO, "listening on %s, backend %s", l,
                 o.backend != NULL ? o.backend : "from the policy");
     }
+    ntf_ready("serving, backend %s", o.backend != NULL ? o.backend : o.policy);
     for (;;) {
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
-            (void)rld_run(NULL); /* logs its outcome */
+            char line[1024];
+            struct sb out;
+
+            ntf_reloading();
+            sb_init(&out, line, sizeof line);
+            (void)rld_run(&out); /* logs its outcome */
+            ntf_ready("serving, %s", line);
             continue;
         }
         if (sig == SIGUSR1) {
@@ -728,6 +769,7 @@ main(int argc, char **argv)
         }
         break;
     }
+    ntf_stopping();
     drain_and_stop(&o);
     return (0);
 }

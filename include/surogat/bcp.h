@@ -56,6 +56,7 @@ void bcp_recycle(struct bcp_conn **connp); /* back to the idle list */
 void bcp_close(struct bcp_conn **connp);
 unsigned bcp_idle_count(const struct bcp *bp);
 unsigned bcp_conn_count(const struct bcp *bp); /* open, busy or idle */
+unsigned bcp_busy_count(const struct bcp *bp); /* handed out or connecting */
 
 /*
  * I/O on a connection, with the vio_ contracts: deadlines in tim_mono()

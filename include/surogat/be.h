@@ -123,6 +123,20 @@ int be_get(const struct be_conf *c, struct be **bep, struct sb *err);
 void be_release(struct be **bep);
 /* Any thread, lock-free: the admin state, else the probe's verdict. */
 bool be_healthy(const struct be *be);
+/*
+ * tim_mono() seconds when be came back healthy (its probe or the admin,
+ * after having been healthy before) or joined (was created by a policy
+ * reload, after be_start()).  0 for a backend healthy since the daemon
+ * started, or since its first good probes then.  Any thread, lock-free;
+ * for the shard director's ramp-up.
+ */
+double be_healthy_since(const struct be *be);
+/*
+ * Requests in flight to be: its connections in use, connecting included
+ * (0 for the static-file backend).  Any thread, lock-free, approximate
+ * while connections come and go.
+ */
+unsigned be_busy(const struct be *be);
 /* -1: no live backend of that name.  Logs and counts a change of health. */
 int be_set_admin(const char *name, enum be_admin a);
 struct be *be_find(const char *name); /* the newest live backend by name, or NULL */

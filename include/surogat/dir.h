@@ -13,16 +13,21 @@
  *   hash         weighted rendezvous hashing of a request key: a member
  *                that leaves or falls sick moves only its own keys
  *   fallback     the first usable member in order
+ *   shard        a consistent-hash ring of backends with ramp-up and a
+ *                load bound (shard.h), keyed by default by the request's
+ *                cache key
  *
  * A director never owns its members or their backends: whoever built them
  * frees them, after the directors naming them.  Directors are immutable
  * after dir_new(), so dir_pick() runs on any number of workers at once;
- * the only shared write is round_robin's cursor, an atomic.
+ * the only shared write is round_robin's cursor, an atomic.  A shard
+ * director reads each backend's health, ramp-up and load at each pick.
  */
 #ifndef SUROGAT_DIR_H
 #define SUROGAT_DIR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct be;
@@ -35,6 +40,7 @@ enum dir_type {
     DIR_RANDOM,
     DIR_HASH,
     DIR_FALLBACK,
+    DIR_SHARD,
 };
 
 struct dir;
@@ -49,7 +55,17 @@ struct dir_conf {
     enum dir_type type; /* not DIR_BACKEND: use dir_backend() */
     struct dir *const *members;
     unsigned nmembers; /* 1 .. DIR_MEMBERS_MAX */
-    const char *key;   /* DIR_HASH: "url" (default), "header:NAME", "cookie:NAME" */
+    /*
+     * DIR_HASH, DIR_SHARD: "url", "hash" (the cache key, dir_ctx.key),
+     * "header:NAME", "cookie:NAME"; NULL: "url" for DIR_HASH, "hash" for
+     * DIR_SHARD.
+     */
+    const char *key;
+    /* DIR_SHARD only (shard.h); its members must be backends. */
+    const unsigned *weights; /* NULL: the backends' weights; else nmembers, each >= 1 */
+    unsigned replicas;       /* points per unit of weight; 0: SHARD_REPLICAS_DEFAULT */
+    double rampup;           /* seconds; 0: none */
+    double balance_factor;   /* 0: no load bound; else >= 1 */
 };
 
 /* NULL with a message naming the director on a bad conf. */
@@ -64,9 +80,16 @@ const struct dir *dir_member(const struct dir *d, unsigned i);
 bool dir_healthy(const struct dir *d); /* some backend under it is healthy */
 
 struct dir_ctx {
-    const struct http *req; /* url and headers, for DIR_HASH; may be NULL */
+    const struct http *req; /* url and headers, for DIR_HASH and DIR_SHARD; may be NULL */
     struct be *const *skip; /* backends already tried (retries) */
     unsigned nskip;
+    /*
+     * The request's cache key (Host, URL and the hash hook's hash_data:
+     * req_cache_key(), pol_hash()), for key "hash"; a pass has the
+     * built-in key.  NULL: the Host lower-cased and the URL.
+     */
+    const char *key;
+    size_t keylen;
 };
 
 /*

@@ -34,21 +34,30 @@ struct fresh_cfg {
     double default_ttl;
     /* Stale-while-revalidate window for a response without one; 0 (section 4.2.4). */
     double default_grace;
+    /*
+     * Stale-if-error window for a response without one (RFC 5861 section
+     * 4 lets a cache choose): how long past its ttl an object may stand in
+     * for a failing backend.  Never under must-revalidate, proxy-revalidate,
+     * s-maxage or no-cache, which forbid stale use (RFC 9111 4.2.4).
+     */
+    double default_sie;
     /* Share of (Date - Last-Modified) for heuristic freshness: 0.1 (section 4.2.2). */
     double heuristic_fraction;
     /* Cap of the heuristic lifetime: one day. */
     double heuristic_max;
     /*
-     * Store a response carrying Set-Cookie.  Off: one client's cookie
-     * would be handed to every other client (Varnish's builtin makes the
-     * same choice).  Cookies named in private="..." or no-cache="..." do
-     * not count: the origin has said they are stripped.
+     * Store a response carrying Set-Cookie (without the cookie: see
+     * fresh_field_storable()).  Off: a page that sets a cookie is
+     * usually one user's page (Varnish's builtin makes the same choice).
+     * Cookies named in private="..." or no-cache="..." do not count: the
+     * origin has said the page is shared and the cookie is not.
      */
     bool store_set_cookie;
 };
 #define FRESH_CFG_DEFAULT                           \
     ((struct fresh_cfg){ .default_ttl = 0,          \
                          .default_grace = 0,        \
+                         .default_sie = 0,          \
                          .heuristic_fraction = 0.1, \
                          .heuristic_max = 86400,    \
                          .store_set_cookie = false })
@@ -134,11 +143,22 @@ const char *fresh_store_name(enum fresh_store st);
 /*
  * req and qcc are the client request and its directives (cc_parse_request),
  * resp and rcc the backend response and its (cc_parse_response).  Storing
- * with CC_PRIVATE_FIELDS set means storing without those fields.
+ * means storing without the fields fresh_field_storable() refuses.
  */
 enum fresh_store fresh_storable(const struct http *req, const struct cc *qcc,
                                 const struct http *resp, const struct cc *rcc,
                                 const struct fresh_cfg *cfg);
+
+/*
+ * Whether a field of response rcc may be kept in a stored head that later
+ * clients get without revalidation.  Never Set-Cookie: a cookie is one
+ * client's, whatever stored the response (RFC 9111 section 3, the
+ * policy's beresp.ttl, a 304's fields merged in section 4.3.4); never a
+ * field named by private="..." (section 5.2.2.7) or no-cache="..."
+ * (section 5.2.2.4: such a field may not be sent on a reuse without
+ * revalidation, and this cache drops it rather than revalidate).
+ */
+bool fresh_field_storable(const struct txt *name, const struct cc *rcc);
 
 enum fresh_obj_flag {
     FRESH_F_MUST_REVALIDATE = 1u << 0, /* must-revalidate, proxy-revalidate or s-maxage */
@@ -165,7 +185,8 @@ struct fresh_obj {
  * Fill *o for a response received at t_resp for a request sent at t_req.
  * swr and sie are 0 under FRESH_F_MUST_REVALIDATE or FRESH_F_NO_CACHE,
  * which forbid stale use (RFC 9111 section 4.2.4 beats RFC 5861); swr is
- * default_grace without a stale-while-revalidate.  After a 304 the cache
+ * default_grace without a stale-while-revalidate, sie default_sie without a
+ * stale-if-error.  After a 304 the cache
  * merges the new header fields into the stored ones (section 4.3.4) and
  * calls this again.
  */

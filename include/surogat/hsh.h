@@ -121,10 +121,21 @@ void hsh_fini(void); /* drops every object; no lookup may run */
  * stale-while-revalidate (grace) window: then that copy is the hit, and
  * HSH_GRACE when nobody refreshes it yet.  On a miss, *stale holds the
  * newest stale variant (referenced) if there is one.
+ *
+ * A client's no-cache, max-age or min-fresh that turns a fresh object
+ * into a miss revalidates it at most once per client_revalidate_interval
+ * per key; other such requests in that interval get the object (their
+ * directives ignored, as Varnish and nginx ignore them always): one
+ * client must not be able to send every request to the backend.
  */
 enum hsh_lookup_flag {
     /* Never wait for nor stream from a fetch in progress: fetch alongside it. */
     HSH_L_IGNORE_BUSY = 1u << 0,
+    /*
+     * qcc's no-cache is the policy's (a hit hook's "miss", hash_always_miss),
+     * not a client's: revalidate whatever client_revalidate_interval says.
+     */
+    HSH_L_FORCE_REVALIDATE = 1u << 1,
 };
 enum hsh_result hsh_lookup(const char *key, size_t keylen, const struct http *req,
                            const struct cc *qcc, double now, unsigned lflags, struct cobj **ocp,

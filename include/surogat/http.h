@@ -63,6 +63,41 @@ bool http_has_token(const struct http *hp, const char *name, const char *token);
 void http_strip_hop_by_hop(struct http *hp);
 /* Whether `m` is a method RFC 9110 calls idempotent (GET HEAD PUT DELETE OPTIONS TRACE). */
 bool http_method_idempotent(const struct txt *m);
+/*
+ * Whether a Host field value is well-formed (RFC 9110 section 7.2, RFC
+ * 3986 section 3.2.2): a reg-name (unreserved, pct-encoded and sub-delims
+ * characters in non-empty dot-separated labels, one trailing dot
+ * allowed), an IPv4 address or a bracketed IPv6 literal, then an
+ * optional ":port" of at most 65535.  Empty is not well-formed.  Where a
+ * Host may be empty (HTTP/1.0) the caller says so itself.
+ */
+bool http_host_valid(const struct txt *host);
+/*
+ * Conditional requests and ranges (http_cond.c): pure functions of a
+ * request and the validators of the representation it would get (etag,
+ * lm: its ETag and Last-Modified values, either may be NULL).
+ */
+/* Whether req is conditional at all (If-None-Match or If-Modified-Since): cheap, no parsing. */
+bool http_is_conditional(const struct http *req);
+/*
+ * Whether req's If-None-Match (weak comparison), else If-Modified-Since,
+ * says the client already has that representation: a 304 (RFC 9110
+ * section 13.2.2).  GET and HEAD only.
+ */
+bool http_not_modified(const struct http *req, const struct txt *etag, const struct txt *lm);
+enum http_range {
+    HTTP_RANGE_NONE,          /* no usable Range (absent, not bytes=, several ranges, junk,
+                               * If-Range not matching): the whole body, 200 */
+    HTTP_RANGE_OK,            /* bytes [*first, *last] of the body: 206 */
+    HTTP_RANGE_UNSATISFIABLE, /* 416 */
+};
+/*
+ * req's single byte Range against a body of len bytes (RFC 9110 section
+ * 14.1.2), kept only if If-Range matches the strong etag or exactly the lm
+ * date (section 13.1.5).  *first and *last are set only for HTTP_RANGE_OK.
+ */
+enum http_range http_range(const struct http *req, const struct txt *etag, const struct txt *lm,
+                           uint64_t len, uint64_t *first, uint64_t *last);
 /* The standard reason phrase for a status, "Unknown" if none. */
 const char *http_reason(unsigned status);
 

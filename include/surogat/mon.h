@@ -1,8 +1,9 @@
 /*
  * mon -- the HTTP admin listener (-M, param admin_http): Prometheus text
  * exposition at /metrics, a live HTML status page at / and the data the
- * page polls at /status.json.  Anything else is 404, methods other than
- * GET and HEAD 405.
+ * page polls at /status.json, and /health for a load balancer's checks
+ * (200 "ok", 503 "draining" from SIGTERM until exit).  Anything else is
+ * 404, methods other than GET and HEAD 405.
  *
  * It runs on a thread of its own with its own libevent base, apart from
  * client traffic: workers never wait for it.  What workers feed it

@@ -117,6 +117,8 @@ typedef void pol_prog_visit_f(const struct pol_prog_info *pi, void *priv);
  * The number of programs.
  */
 unsigned pol_prog_foreach(pol_prog_visit_f *fn, void *priv);
+/* Before pool_init(): the workers' Lua states are freed when they exit. */
+void pol_init(void);
 void pol_fini(void);
 bool pol_active(void);
 /* The worker's state, if any (worker exit). */

@@ -20,6 +20,17 @@ struct wrk;
 struct be;
 struct dir;
 
+/* How a request was answered; names and docs in tbl/outcomes.h. */
+enum req_outcome {
+#define OUTCOME(name, doc) REQ_O_##name,
+#include "surogat/tbl/outcomes.h"
+    REQ_O__N
+};
+/* The name logs show ("HIT", "MISS" ...); "-" for REQ_O_NONE. */
+const char *req_outcome_name(enum req_outcome o);
+/* The outcome named name[0..len), ignoring case; REQ_O__N for none. */
+enum req_outcome req_outcome_parse(const char *name, size_t len);
+
 struct req {
     unsigned magic;
 #define REQ_MAGIC 0x58a3c6f1
@@ -46,7 +57,7 @@ struct req {
     unsigned status;     /* status sent to the client */
     uint64_t resp_bytes; /* body bytes sent */
     const char *be_name; /* backend used, for the log */
-    const char *cache;   /* cache status for the log: PASS, SYNTH ... */
+    enum req_outcome outcome; /* for the logs and the status page */
     double t_start;      /* tim_real() when the head was complete */
     double t_mono;       /* tim_mono() at the same time */
     double t_first;      /* tim_mono() when the first response byte was sent */
@@ -56,6 +67,8 @@ struct req {
     /* policy controls */
     struct http *bereq;  /* fetch: the backend request as sent, for the backend hooks */
     struct dir *dir;     /* pol: where the request goes (req.backend, routes); NULL: -b's */
+    const char *lookup_key; /* req_cache: the cache key looked up (a pass: the one it would */
+    size_t lookup_keylen;   /* have), for the directors; NULL until known */
     unsigned restarts;   /* times the request went back to recv */
     unsigned retries;    /* fetch: backend attempts after the first */
     bool restart;        /* a hook said "restart": req_dispatch() starts over */
@@ -63,24 +76,9 @@ struct req {
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
 };
 
-/*
- * Whether the request's If-None-Match (else If-Modified-Since) says the
- * client already has the representation with these validators (either
- * may be NULL): RFC 9110 section 13.2.2, for GET and HEAD.
- */
-bool req_not_modified(const struct req *req, const struct txt *etag, const struct txt *lm);
 /* After the backend answered an unsafe method, before the client sees it: invalidate. */
 struct http;
 void req_invalidate(struct req *req, const struct http *resp);
-/*
- * The request's single byte Range against a body of len bytes (RFC 9110
- * section 14.1.2), kept only if If-Range matches the strong etag or the
- * lm date (either may be NULL): 1 satisfiable (*first..*last), 0
- * unsatisfiable (416), -1 no usable Range (absent, not bytes, several
- * ranges, If-Range not matching): serve the whole body.
- */
-int req_range(const struct req *req, const struct txt *etag, const struct txt *lm, uint64_t len,
-              uint64_t *first, uint64_t *last);
 /*
  * Deliver a cached object: 304, 206 or 416 as the request's conditions
  * and range say.  fwd NULL for a hit; else the Cache-Status forward

@@ -98,6 +98,12 @@ sess_pending(const struct sess *sp)
  */
 void sess_cork(struct sess *sp, bool on);
 
+/*
+ * The pool task that serves a session's requests (the request core's),
+ * injected by main before any listener accepts, so that the acceptor
+ * depends on no layer above it.
+ */
+void sess_set_task(pool_task_f *serve);
 /* Takes ownership of fd, which is already non-blocking. */
 struct sess *sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa);
 /* Close the connection and free the session. */

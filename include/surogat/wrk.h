@@ -30,6 +30,32 @@ struct wrk {
     struct rlog_ring *rlog;
 };
 
+/*
+ * Per-thread slots.  A module that keeps state per worker (the policy's
+ * Lua state, the access log's buffer, the live log's ring) registers its
+ * operations once, at its own init and before pool_init(); every worker
+ * runs each `init` when it starts, each `fini` when it exits (reverse
+ * order), and each `idle` between tasks and before it sleeps.  So the
+ * pool knows no module that rides on its threads.  Any op may be NULL.
+ */
+enum wrk_moment {
+    WRK_BETWEEN_TASKS, /* a task ended and the worker looks for the next one */
+    WRK_BEFORE_SLEEP,  /* the worker found nothing and is about to block */
+};
+struct wrk_slot {
+    const char *name;
+    void (*init)(struct wrk *wrk);
+    void (*fini)(struct wrk *wrk);
+    void (*idle)(struct wrk *wrk, enum wrk_moment when);
+};
+/* Register a slot (static storage); at most WRK_SLOTS_MAX, once each. */
+#define WRK_SLOTS_MAX 8
+void wrk_slot_register(const struct wrk_slot *slot);
+/* The pool's side: run the registered ops on this worker. */
+void wrk_slots_init(struct wrk *wrk);
+void wrk_slots_fini(struct wrk *wrk);
+void wrk_slots_idle(struct wrk *wrk, enum wrk_moment when);
+
 /* Allocate (or grow to the current parameters) the worker's buffers. */
 void wrk_buffers_fit(struct wrk *wrk);
 void wrk_buffers_free(struct wrk *wrk);

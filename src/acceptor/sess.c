@@ -29,7 +29,6 @@
 #include "surogat/acc.h"
 #include "surogat/defs.h"
 #include "surogat/par.h"
-#include "surogat/req.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
@@ -45,6 +44,14 @@ static const char busy_head[] = "HTTP/1.1 503 Service Unavailable\r\n"
                                 "Date: ";
 static const char busy_tail[] = "\r\n\r\nServer is too busy.\n";
 
+static pool_task_f *sess_serve; /* sess_set_task(): read and answer requests */
+
+void
+sess_set_task(pool_task_f *serve)
+{
+    sess_serve = serve;
+}
+
 static void
 sess_tls_task(struct wrk *wrk, void *priv)
 {
@@ -53,7 +60,7 @@ sess_tls_task(struct wrk *wrk, void *priv)
 
     OBJ_CHECK(sp, SESS_MAGIC);
     AN(sp->ls->tls);
-    sp->task.func = req_sess_task; /* from the waiter on, it is an ordinary session */
+    sp->task.func = sess_serve; /* from the waiter on, it is an ordinary session */
     snprintf(peer, sizeof peer, "%s:%s", sp->client_ip, sp->client_port);
     if (tls_accept(sp->ls->tls, sp->fd, &sp->ssl, peer, tim_mono() + par.tls_handshake_timeout) !=
         0) {
@@ -61,7 +68,7 @@ sess_tls_task(struct wrk *wrk, void *priv)
         return;
     }
     sp->t_idle = tim_mono();
-    req_sess_task(wrk, sp);
+    sess_serve(wrk, sp);
 }
 
 struct sess *
@@ -73,7 +80,8 @@ sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
     sp->fd = fd;
     sp->ls = ls;
     sp->pool = pool_pick();
-    sp->task.func = ls->tls != NULL ? sess_tls_task : req_sess_task;
+    AN(sess_serve);
+    sp->task.func = ls->tls != NULL ? sess_tls_task : sess_serve;
     sp->task.priv = sp;
     sp->t_open = tim_real();
     sp->t_idle = tim_mono();

@@ -290,6 +290,18 @@ bcp_conn_count(const struct bcp *bp)
     return (__atomic_load_n(&bp->nconn, __ATOMIC_RELAXED));
 }
 
+unsigned
+bcp_busy_count(const struct bcp *bp)
+{
+    unsigned n, idle;
+
+    OBJ_CHECK(bp, BCP_MAGIC);
+    n = __atomic_load_n(&bp->nconn, __ATOMIC_RELAXED);
+    idle = __atomic_load_n(&bp->nidle, __ATOMIC_RELAXED);
+    /* Two loads without the lock: a connection going idle between them may count twice. */
+    return (n > idle ? n - idle : 0);
+}
+
 /*--------------------------------------------------------------------
  * I/O on a connection, plain or TLS.
  */

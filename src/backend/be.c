@@ -29,6 +29,7 @@
 #include "surogat/prb.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
+#include "surogat/tim.h"
 
 struct be_priv {
     unsigned refcnt; /* under be_mtx; 0: retired */
@@ -44,12 +45,15 @@ struct be_priv {
     int admin;       /* enum be_admin */
     bool probe_ok;   /* the window's verdict; true without a probe */
     uint64_t bits;   /* probe history, bit 0 newest */
+    double t_up;     /* be_healthy_since() */
+    bool up_once;    /* healthy before (or a reload's): its next coming up is a return */
     struct be *next; /* every backend, newest first; under be_mtx */
 };
 
 static pthread_mutex_t be_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct be *be_all;      /* under be_mtx */
 static struct be *be_default_; /* the first be_add(); set before workers start */
+static bool be_started;        /* be_start() ran: a backend created now joins at run time */
 
 int
 be_init(void)
@@ -60,6 +64,7 @@ be_init(void)
 int
 be_start(void)
 {
+    __atomic_store_n(&be_started, true, __ATOMIC_RELAXED);
     return (prb_run());
 }
 
@@ -124,9 +129,16 @@ static void
 health_changed(const struct be *be, bool was, const char *why)
 {
     bool now = be_healthy(be);
+    double t = tim_mono();
 
     if (now == was)
         return;
+    /*
+     * A backend declared at start and healthy for the first time comes up
+     * with the rest of the fleet, cold like it: it does not ramp up.
+     */
+    if (now && __atomic_exchange_n(&be->priv->up_once, true, __ATOMIC_RELAXED))
+        __atomic_store(&be->priv->t_up, &t, __ATOMIC_RELAXED);
     STAT_INC(backend_health_changed);
     log_msg(now ? LOG_NOTICE : LOG_WARNING, "backend %s: %s (%s)", be->name,
             now ? "healthy" : "sick", why);
@@ -280,6 +292,10 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->weight = weight;
     be->priv->refcnt = 1;
     be->priv->probe_ok = true;
+    if (__atomic_load_n(&be_started, __ATOMIC_RELAXED)) {
+        be->priv->t_up = tim_mono(); /* a reload's: joining a running fleet */
+        be->priv->up_once = true;
+    }
     be->tls = tls;
     be->priv->tls = c->tls;
     be->priv->tls_noverify = c->tls_noverify;
@@ -303,8 +319,11 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         be->priv->pc.request = xstrdup(pc->request);
         be->priv->probe_ok = prb_window_healthy(prb_initial_bits((unsigned)pc->initial, pc->window),
                                                 pc->window, pc->threshold);
+        be->priv->up_once |= be->priv->probe_ok; /* before the probe thread may change it */
         be->priv->probe = prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport, tls,
                                     &be->priv->pc, probe_result, be, &be->priv->bits);
+    } else {
+        be->priv->up_once = true; /* healthy from the start */
     }
     if (res != NULL)
         freeaddrinfo(res);
@@ -521,6 +540,23 @@ be_set_admin(const char *name, enum be_admin a)
     }
     AZ(pthread_mutex_unlock(&be_mtx));
     return (found);
+}
+
+double
+be_healthy_since(const struct be *be)
+{
+    double t;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    __atomic_load(&be->priv->t_up, &t, __ATOMIC_RELAXED);
+    return (t);
+}
+
+unsigned
+be_busy(const struct be *be)
+{
+    OBJ_CHECK(be, BE_MAGIC);
+    return (be->pool != NULL ? bcp_busy_count(be->pool) : 0);
 }
 
 uint64_t

@@ -12,6 +12,9 @@
  * request key and the member's name, and the best usable score wins.
  * When a member leaves or falls sick only the keys it held move, each to
  * its own second best, so the others keep their cache-warm backends.
+ *
+ * Shard hands its backends and its key hash to a ring (shard.c), which
+ * also weighs health, ramp-up and load.
  */
 #include "config.h"
 
@@ -25,10 +28,12 @@
 #include "surogat/dir.h"
 #include "surogat/http.h"
 #include "surogat/sb.h"
+#include "surogat/shard.h"
 #include "surogat/stat.h"
 
 enum dir_key {
     DIR_KEY_URL,
+    DIR_KEY_CACHE, /* "hash": the cache key */
     DIR_KEY_HEADER,
     DIR_KEY_COOKIE,
 };
@@ -45,6 +50,7 @@ struct dir {
     uint64_t weight; /* the backend's, or the sum of the members' */
     enum dir_key key;
     char *keyname;   /* header or cookie name */
+    struct shard *shard; /* DIR_SHARD */
     unsigned cursor; /* DIR_ROUND_ROBIN: atomic, the next member to try */
 };
 
@@ -65,34 +71,9 @@ set_excl(struct excl *x, unsigned i)
     x->w[i / 64] |= (uint64_t)1 << (i % 64);
 }
 
-/*--------------------------------------------------------------------
- * Hashing.  FNV-1a over the bytes, then the splitmix64 finalizer, whose
- * avalanche FNV lacks in its high bits.
- */
-
-static uint64_t
-mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return (x);
-}
-
-static uint64_t
-hash_bytes(const void *p, size_t len)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0xcbf29ce484222325ULL;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return (mix64(h));
-}
+/* The hashes are the shard ring's (shard.h): stable across processes. */
+#define mix64(x)           shard_hash_end(x)
+#define hash_bytes(p, len) shard_hash(p, len)
 
 /*--------------------------------------------------------------------
  * Building.
@@ -117,8 +98,10 @@ parse_key(struct dir *d, const char *key, struct sb *err)
 {
     const char *name = NULL;
 
-    if (key == NULL || strcmp(key, "url") == 0) {
-        d->key = DIR_KEY_URL;
+    if (key == NULL)
+        key = d->type == DIR_SHARD ? "hash" : "url";
+    if (strcmp(key, "url") == 0 || strcmp(key, "hash") == 0) {
+        d->key = key[0] == 'u' ? DIR_KEY_URL : DIR_KEY_CACHE;
         return (0);
     }
     if (strncmp(key, "header:", 7) == 0) {
@@ -129,13 +112,40 @@ parse_key(struct dir *d, const char *key, struct sb *err)
         name = key + 7;
     }
     if (name == NULL || *name == '\0' || strpbrk(name, " \t\r\n:;=") != NULL) {
-        sb_printf(err, "director %s: key '%.64s' is not url, header:NAME or cookie:NAME", d->name,
-                  key);
+        sb_printf(err, "director %s: key '%.64s' is not url, hash, header:NAME or cookie:NAME",
+                  d->name, key);
         return (-1);
     }
     d->keyname = strdup(name);
     AN(d->keyname);
     return (0);
+}
+
+/* The ring of a shard director, whose members are all backends. */
+static int
+new_shard(struct dir *d, const struct dir_conf *c, struct sb *err)
+{
+    struct be *be[DIR_MEMBERS_MAX];
+    struct shard_conf sc;
+
+    for (unsigned i = 0; i < d->n; i++) {
+        if (d->member[i]->type != DIR_BACKEND) {
+            sb_printf(err, "director %s: %s is a director; a shard's members are backends",
+                      d->name, d->member[i]->name);
+            return (-1);
+        }
+        be[i] = d->member[i]->be;
+    }
+    memset(&sc, 0, sizeof sc);
+    sc.name = d->name;
+    sc.be = be;
+    sc.n = d->n;
+    sc.weight = c->weights;
+    sc.replicas = c->replicas;
+    sc.rampup = c->rampup;
+    sc.balance_factor = c->balance_factor;
+    d->shard = shard_new(&sc, err);
+    return (d->shard != NULL ? 0 : -1);
 }
 
 struct dir *
@@ -149,7 +159,7 @@ dir_new(const struct dir_conf *c, struct sb *err)
         return (NULL);
     }
     if (c->type != DIR_ROUND_ROBIN && c->type != DIR_RANDOM && c->type != DIR_HASH &&
-        c->type != DIR_FALLBACK) {
+        c->type != DIR_FALLBACK && c->type != DIR_SHARD) {
         sb_printf(err, "director %s: unknown type", c->name);
         return (NULL);
     }
@@ -158,8 +168,16 @@ dir_new(const struct dir_conf *c, struct sb *err)
                   DIR_MEMBERS_MAX);
         return (NULL);
     }
-    if (c->key != NULL && c->type != DIR_HASH) {
-        sb_printf(err, "director %s: only a hash director takes a key", c->name);
+    if (c->key != NULL && c->type != DIR_HASH && c->type != DIR_SHARD) {
+        sb_printf(err, "director %s: only a hash or shard director takes a key", c->name);
+        return (NULL);
+    }
+    if ((c->weights != NULL || c->replicas != 0 || c->rampup != 0 || c->balance_factor != 0) &&
+        c->type != DIR_SHARD) {
+        sb_printf(err,
+                  "director %s: weights, replicas, rampup and balance_factor are a shard "
+                  "director's",
+                  c->name);
         return (NULL);
     }
     OBJ_NEW(d, DIR_MAGIC);
@@ -183,6 +201,10 @@ dir_new(const struct dir_conf *c, struct sb *err)
         d->mhash[i] = hash_bytes(m->name, strlen(m->name));
         d->weight += m->weight;
     }
+    if (d->type == DIR_SHARD && new_shard(d, c, err) != 0) {
+        dir_free(&d);
+        return (NULL);
+    }
     return (d);
 }
 
@@ -197,6 +219,8 @@ dir_free(struct dir **dp)
     free(d->member);
     free(d->mhash);
     free(d->keyname);
+    if (d->shard != NULL)
+        shard_free(&d->shard);
     OBJ_FREE(&d);
 }
 
@@ -243,6 +267,8 @@ dir_type_name(enum dir_type t)
         return ("hash");
     case DIR_FALLBACK:
         return ("fallback");
+    case DIR_SHARD:
+        return ("shard");
     }
     SRG_WRONG("bad director type");
 }
@@ -371,15 +397,41 @@ pick_random(struct dir *d, const struct dir_ctx *ctx)
     }
 }
 
-/* The request's hash key: the URL unless the configured header or cookie is there. */
+/*
+ * The built-in cache key's hash without building it: the Host
+ * lower-cased, a NUL, the request-target (req_cache_key()'s bytes).
+ */
+static uint64_t
+host_url_hash(const struct http *hp)
+{
+    const struct txt *host = http_value(hp, "Host");
+    uint64_t h = SHARD_HASH_INIT;
+
+    for (size_t i = 0; host != NULL && i < host->len; i++) {
+        char c = host->b[i];
+        c = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+        h = shard_hash_add(h, &c, 1);
+    }
+    h = shard_hash_add(h, "", 1);
+    return (shard_hash_end(shard_hash_add(h, hp->url.b, hp->url.len)));
+}
+
+/*
+ * The request's hash key: the cache key for "hash"; else the URL unless
+ * the configured header or cookie is there.
+ */
 static uint64_t
 key_hash(const struct dir *d, const struct dir_ctx *ctx)
 {
     const struct http *hp = ctx != NULL ? ctx->req : NULL;
     size_t nl;
 
+    if (d->key == DIR_KEY_CACHE && ctx != NULL && ctx->key != NULL)
+        return (hash_bytes(ctx->key, ctx->keylen));
     if (hp == NULL)
         return (hash_bytes("", 0));
+    if (d->key == DIR_KEY_CACHE)
+        return (host_url_hash(hp));
     if (d->key == DIR_KEY_HEADER) {
         const struct txt *v = http_value(hp, d->keyname);
         if (v != NULL)
@@ -456,6 +508,9 @@ pick(struct dir *d, const struct dir_ctx *ctx)
         return (pick_hash(d, ctx));
     case DIR_FALLBACK:
         return (pick_fallback(d, ctx));
+    case DIR_SHARD:
+        return (shard_pick(d->shard, key_hash(d, ctx), ctx != NULL ? ctx->skip : NULL,
+                           ctx != NULL ? ctx->nskip : 0));
     }
     SRG_WRONG("director type");
 }

@@ -415,6 +415,18 @@ cookie_listed(const struct cc *rcc)
            ((rcc->flags & CC_NO_CACHE_FIELDS) && cc_field_listed(&rcc->no_cache_fields, &sc));
 }
 
+bool
+fresh_field_storable(const struct txt *name, const struct cc *rcc)
+{
+    AN(name);
+    AN(rcc);
+    if (http_name_eq(name, "Set-Cookie"))
+        return (false);
+    if ((rcc->flags & CC_PRIVATE_FIELDS) && cc_field_listed(&rcc->private_fields, name))
+        return (false);
+    return (!((rcc->flags & CC_NO_CACHE_FIELDS) && cc_field_listed(&rcc->no_cache_fields, name)));
+}
+
 static bool
 has_validator(const struct http *resp)
 {
@@ -497,7 +509,7 @@ fresh_obj_init(struct fresh_obj *o, const struct http *resp, const struct cc *rc
     if (rcc->flags & CC_IMMUTABLE)
         o->flags |= FRESH_F_IMMUTABLE;
     o->swr = rcc->swr >= 0 ? (double)rcc->swr : SRG_MAX(0.0, cfg->default_grace);
-    o->sie = rcc->sie >= 0 ? (double)rcc->sie : 0;
+    o->sie = rcc->sie >= 0 ? (double)rcc->sie : SRG_MAX(0.0, cfg->default_sie);
     if (o->flags & (FRESH_F_MUST_REVALIDATE | FRESH_F_NO_CACHE))
         o->swr = o->sie = 0;
 }

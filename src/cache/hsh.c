@@ -353,6 +353,32 @@ obj_dead(const struct cobj *oc, double now)
     return (now - oc->fresh.t_origin > oc->fresh.ttl + stale + keep);
 }
 
+/*
+ * Whether the client's directives in qcc are why oc is not fresh for this
+ * request (it is for one without them), and a revalidation forced by a
+ * client already ran on this key within client_revalidate_interval (or
+ * the interval is 0: client directives are ignored).  Otherwise the
+ * caller's request becomes that interval's revalidation.  Shard lock held.
+ */
+static bool
+client_reval_limited(struct objhead *oh, const struct cobj *oc, const struct cc *qcc,
+                     double now)
+{
+    uint32_t now_ms = (uint32_t)(uint64_t)(now * 1e3);
+    double ival = par.client_revalidate_interval;
+
+    if (qcc == NULL || !(qcc->flags & CC_NO_CACHE || qcc->max_age >= 0 || qcc->min_fresh >= 0) ||
+        fresh_decide(&oc->fresh, NULL, now) != FRESH_V_FRESH)
+        return (false);
+    if (ival > 0 && (double)(uint32_t)(now_ms - oh->t_client_reval) >= ival * 1e3) {
+        oh->t_client_reval = now_ms;
+        STAT_INC(cache_client_reval);
+        return (false);
+    }
+    STAT_INC(cache_client_reval_limited);
+    return (true);
+}
+
 static void
 take_ref(struct cobj *oc)
 {
@@ -405,6 +431,9 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 continue;
             }
             v = fresh_decide(&oc->fresh, qcc, now);
+            if (v != FRESH_V_FRESH && v != FRESH_V_STALE_OK &&
+                !(lflags & HSH_L_FORCE_REVALIDATE) && client_reval_limited(oh, oc, qcc, now))
+                v = FRESH_V_FRESH;
             if (v == FRESH_V_FRESH || v == FRESH_V_STALE_OK) {
                 take_ref(oc);
                 oc->visited = true;

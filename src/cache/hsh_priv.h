@@ -39,6 +39,12 @@ struct objhead {
     unsigned nwaiting; /* requests waiting for a busy object */
     unsigned nstream;  /* requests streaming from a busy object: keep the objhead */
     unsigned nsleep;   /* atomic: streaming readers asleep, waiting for bytes */
+    /*
+     * When a client's directives last forced a revalidation, in ms of
+     * tim_real() modulo 2^32 (differences stay right across the wrap);
+     * under the shard lock.  32 bits: one per cached key.
+     */
+    uint32_t t_client_reval;
     char key[];        /* keylen bytes and a NUL: one allocation with the objhead */
 };
 

@@ -33,6 +33,7 @@
 #include "surogat/defs.h"
 #include "surogat/acl.h"
 #include "surogat/cli.h"
+#include "surogat/req.h"
 #include "surogat/rlog.h"
 #include "surogat/sb.h"
 #include "surogat/tim.h"
@@ -435,8 +436,11 @@ parse_cache(struct log_stream *ls, const char *arg, struct sb *err)
     while (*p != '\0') {
         e = strchr(p, ',');
         len = e != NULL ? (size_t)(e - p) : strlen(p);
-        if (len == 0 || len >= sizeof ls->cache[0] || ls->ncache == LOG_FILTER_MAX) {
-            sb_printf(err, "-c %s: expected cache statuses like HIT,MISS,PASS", arg);
+        if (len == 0 || len >= sizeof ls->cache[0] || ls->ncache == LOG_FILTER_MAX ||
+            req_outcome_parse(p, len) == REQ_O__N) {
+            sb_printf(err, "-c %s: expected cache statuses among", arg);
+            for (int o = REQ_O_NONE + 1; o < REQ_O__N; o++)
+                sb_printf(err, "%s%s", o == REQ_O_NONE + 1 ? " " : ",", req_outcome_name(o));
             return (-1);
         }
         memcpy(ls->cache[ls->ncache], p, len);

@@ -472,10 +472,10 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     }
     if (par.x_cache)
         AZ(http_add(&resp, TXT_LIT("X-Cache"),
-                    *req->cache == 'M' ? TXT_LIT("MISS") : TXT_LIT("PASS")));
+                    req->outcome == REQ_O_MISS ? TXT_LIT("MISS") : TXT_LIT("PASS")));
     if (par.cache_status) {
         /* RFC 9211: why we went forward, what came back if the client gets another status. */
-        const char *fwd = *req->cache != 'M' ? "bypass" : f->stale.fwd != NULL ? f->stale.fwd
+        const char *fwd = req->outcome != REQ_O_MISS ? "bypass" : f->stale.fwd != NULL ? f->stale.fwd
                                                                                 : "miss";
         char *cs = ws_alloc(&req->wrk->ws, 96);
         int n;
@@ -640,7 +640,7 @@ serve_stale(struct fetch *f, unsigned status)
     STAT_INC(cache_stale_if_error);
     snprintf(fwd, sizeof fwd, "fwd=stale; fwd-status=%u", status);
     req_deliver_obj(f->req, f->stale.oc, tim_real(), fwd);
-    f->req->cache = "STALE";
+    f->req->outcome = REQ_O_STALE;
 }
 
 /*
@@ -694,7 +694,7 @@ backend_error(struct fetch *f, unsigned status)
         return (act);
     if (req_send_synth(req, &beresp, body) != 0)
         req->close = true;
-    req->cache = *req->cache == 'M' ? "MISS" : "PASS";
+    req->outcome = req->outcome == REQ_O_MISS ? REQ_O_MISS : REQ_O_PASS;
     return (POL_DELIVER);
 }
 
@@ -765,18 +765,18 @@ fail_overflow(struct fetch *f)
 static void
 miss_range(struct fetch *f)
 {
-    int r;
+    enum http_range r;
 
     /* A body the filter makes has no known length: a 200 with all of it. */
     if (f->status_override != 0 || f->resp->status != 200 || f->body != H1_BODY_LENGTH ||
         f->gz_client)
         return;
-    r = req_range(f->req, http_value(f->resp, "ETag"), http_value(f->resp, "Last-Modified"),
-                  f->clen, &f->r_first, &f->r_last);
-    if (r == 1) {
+    r = http_range(f->req->http, http_value(f->resp, "ETag"), http_value(f->resp, "Last-Modified"),
+                   f->clen, &f->r_first, &f->r_last);
+    if (r == HTTP_RANGE_OK) {
         f->range = 1;
         f->status_override = 206;
-    } else if (r == 0) {
+    } else if (r == HTTP_RANGE_UNSATISFIABLE) {
         f->range = 2;
         f->status_override = 416;
         f->body_to_client = false;
@@ -829,8 +829,10 @@ failover(struct fetch *f)
         return (false);
     memcpy(skip, f->tried, f->ntried * sizeof *skip);
     skip[f->ntried] = f->be;
-    f->next_be = dir_pick(req->dir,
-                          &(struct dir_ctx){ .req = req->http, .skip = skip, .nskip = f->ntried + 1 });
+    f->next_be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http, .skip = skip,
+                                                       .nskip = f->ntried + 1,
+                                                       .key = req->lookup_key,
+                                                       .keylen = req->lookup_keylen });
     return (f->next_be != NULL);
 }
 
@@ -940,7 +942,7 @@ held_miss(struct fetch *f, struct out *o)
     if (rv == 0 && held->body_complete) {
         snprintf(fwd, sizeof fwd, "fwd=%s; stored", f->stale.fwd != NULL ? f->stale.fwd : "miss");
         req_deliver_obj(req, held, tim_real(), fwd);
-        req->cache = "MISS";
+        req->outcome = REQ_O_MISS;
     } else {
         (void)req_synth(req, 502, NULL);
     }
@@ -975,7 +977,8 @@ attempt(struct fetch *f, struct out *o)
     }
     if (req->dir != dir) {
         /* backend_fetch set bereq.backend: go there instead. */
-        f->be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http });
+        f->be = dir_pick(req->dir, &(struct dir_ctx){ .req = req->http, .key = req->lookup_key,
+                                                      .keylen = req->lookup_keylen });
         if (f->be == NULL)
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         req->be_name = f->be->name;
@@ -1046,8 +1049,8 @@ attempt(struct fetch *f, struct out *o)
          * and Range, so that a full object could be stored; answer the
          * client's own condition and range here.
          */
-        if (f->resp->status == 200 && req_not_modified(req, http_value(f->resp, "ETag"),
-                                                       http_value(f->resp, "Last-Modified"))) {
+        if (f->resp->status == 200 && http_not_modified(req->http, http_value(f->resp, "ETag"),
+                                                        http_value(f->resp, "Last-Modified"))) {
             f->status_override = 304;
             f->body_to_client = false;
         }
@@ -1130,7 +1133,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
             f.stale = *stale; /* borrowed: the caller holds the reference */
         f.to_client = !bg;
         f.body_to_client = !req->head_only && !bg;
-        req->cache = oc != NULL ? "MISS" : "PASS";
+        req->outcome = oc != NULL ? REQ_O_MISS : REQ_O_PASS;
         if (be != NULL && be->sfb != NULL) {
             /* A hook routed a fetch to static files: they are served, not fetched. */
             if (f.oc != NULL)

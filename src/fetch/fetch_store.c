@@ -37,18 +37,33 @@ fresh_cfg_now(void)
 
     cfg.default_ttl = par.default_ttl;
     cfg.default_grace = par.default_grace;
+    cfg.default_sie = par.default_stale_if_error;
     cfg.heuristic_max = par.heuristic_max;
     return (cfg);
 }
 
-/* Serialise h as oc's stored head (malloc'ed: it lives as long as the object). */
+/*
+ * Serialise h as oc's stored head (malloc'ed: it lives as long as the
+ * object), without the fields no later client may get (rcc: h's own
+ * directives).  Every stored head passes here, a fetched response's and a
+ * 304's merge alike, so no path can keep one client's Set-Cookie.
+ */
 static void
-set_head(struct cobj *oc, const struct http *h)
+set_head(struct cobj *oc, struct http *h, const struct cc *rcc)
 {
     size_t cap = 512;
     struct sb sb;
     char *buf;
 
+    /* In order: fields of one name keep theirs (RFC 9110 section 5.3). */
+    unsigned kept = 0;
+    for (unsigned i = 0; i < h->nhdr; i++) {
+        if (fresh_field_storable(&h->hdr[i].name, rcc))
+            h->hdr[kept++] = h->hdr[i];
+        else if (http_name_eq(&h->hdr[i].name, "Set-Cookie"))
+            STAT_INC(cache_set_cookie_stripped);
+    }
+    h->nhdr = kept;
     for (unsigned i = 0; i < h->nhdr; i++)
         cap += h->hdr[i].name.len + h->hdr[i].val.len + 4;
     buf = malloc(cap);
@@ -94,15 +109,6 @@ store_head(struct fetch *f, const struct cc *rcc)
     http_strip_hop_by_hop(&h);
     http_unset(&h, "Content-Length");
     http_unset(&h, "Age");
-    /* Fields the origin marked private="..." are for the requester only (RFC 9111 5.2.2.7). */
-    if (rcc->flags & CC_PRIVATE_FIELDS) {
-        for (unsigned i = 0; i < h.nhdr;) {
-            if (cc_field_listed(&rcc->private_fields, &h.hdr[i].name))
-                h.hdr[i] = h.hdr[--h.nhdr];
-            else
-                i++;
-        }
-    }
     /* Targeted fields are for us, not for clients (RFC 9213 section 2.1). */
     http_unset(&h, "CDN-Cache-Control");
     http_unset(&h, "Surrogate-Control");
@@ -123,7 +129,7 @@ store_head(struct fetch *f, const struct cc *rcc)
                 : f->gz_want == FGZ_GUNZIP ? GZ_HEAD_DECODED
                                            : GZ_HEAD_VARY) != 0)
         return (-1);
-    set_head(oc, &h);
+    set_head(oc, &h, rcc);
     return (0);
 }
 
@@ -392,7 +398,7 @@ fetch__revalidated(struct fetch *f)
     cfg = fresh_cfg_now();
     cc_parse_response(&merged, NULL, &rcc);
     fresh_obj_init(&oc->fresh, &merged, &rcc, f->t_req, f->t_resp, &cfg);
-    set_head(oc, &merged);
+    set_head(oc, &merged, &rcc);
     if (old->vary_len > 0) {
         oc->vary = malloc(old->vary_len);
         AN(oc->vary);
@@ -423,7 +429,7 @@ fetch__revalidated(struct fetch *f)
     hsh_ref(oc);
     hsh_unbusy(&f->oc);
     req_deliver_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");
-    req->cache = "REVALIDATED";
+    req->outcome = REQ_O_REVALIDATED;
     hsh_deref(&oc);
     return (0);
 }

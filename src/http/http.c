@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <string.h>
 #include <strings.h>
 
@@ -229,4 +230,80 @@ http_reason(unsigned status)
         if (reasons[i].status == status)
             return (reasons[i].reason);
     return ("Unknown");
+}
+
+/* RFC 3986 unreserved and sub-delims, the characters of a reg-name besides "%" escapes. */
+static bool
+reg_name_char(unsigned char c)
+{
+    return ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("-._~!$&'()*+,;=", c) != NULL);
+}
+
+static bool
+hex_digit(unsigned char c)
+{
+    return ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'));
+}
+
+bool
+http_host_valid(const struct txt *host)
+{
+    const char *p = host->b, *e = host->b + host->len, *colon = NULL;
+    size_t label = 0;
+
+    if (host->len == 0)
+        return (false);
+    if (*p == '[') {
+        /* IP-literal: an IPv6 address; IPvFuture and zone ids name nothing we can reach. */
+        char a6[INET6_ADDRSTRLEN];
+        struct in6_addr in6;
+        const char *end = memchr(p, ']', host->len);
+
+        if (end == NULL || (size_t)(end - p - 1) >= sizeof a6 || end == p + 1)
+            return (false);
+        memcpy(a6, p + 1, (size_t)(end - p - 1));
+        a6[end - p - 1] = '\0';
+        if (inet_pton(AF_INET6, a6, &in6) != 1)
+            return (false);
+        p = end + 1;
+        if (p < e && *p != ':')
+            return (false);
+        colon = p < e ? p : NULL;
+    } else {
+        /* reg-name (an IPv4 address is one too): labels between dots, none empty. */
+        for (; p < e && *p != ':'; p++) {
+            unsigned char c = (unsigned char)*p;
+            if (c == '.') {
+                if (label == 0)
+                    return (false);
+                label = 0;
+                continue;
+            }
+            if (c == '%') {
+                if (e - p < 3 || !hex_digit((unsigned char)p[1]) ||
+                    !hex_digit((unsigned char)p[2]))
+                    return (false);
+                p += 2;
+            } else if (!reg_name_char(c)) {
+                return (false);
+            }
+            label++;
+        }
+        if (p == host->b)
+            return (false); /* ":80": no host at all */
+        colon = p < e ? p : NULL;
+    }
+    if (colon != NULL) {
+        /* port = *DIGIT (RFC 3986 section 3.2.3): empty is allowed, above 65535 is not. */
+        unsigned long port = 0;
+        for (p = colon + 1; p < e; p++) {
+            if (*p < '0' || *p > '9')
+                return (false);
+            port = port * 10 + (unsigned long)(*p - '0');
+            if (port > 65535)
+                return (false);
+        }
+    }
+    return (true);
 }

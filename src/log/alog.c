@@ -29,6 +29,7 @@
 #include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/tim.h"
+#include "surogat/wrk.h"
 
 #define ALOG_BUF_SIZE  (32 * 1024)
 #define ALOG_LINE_MAX  8192
@@ -343,7 +344,7 @@ run_op(const struct af_op *op, const struct req *req, struct sb *sb)
         cat_hdr(sb, hp, op->arg, op->len);
         break;
     case AF_CACHE:
-        sb_cat(sb, req->cache != NULL ? req->cache : "-");
+        sb_cat(sb, req_outcome_name(req->outcome));
         break;
     case AF_BACKEND:
         sb_cat(sb, req->be_name != NULL ? req->be_name : "-");
@@ -409,7 +410,7 @@ json_line(const struct req *req, struct sb *sb)
     json_key_hdr(sb, "user_agent", hp, "User-Agent");
     sb_printf(sb, ",\"duration_us\":%.0f,\"ttfb_us\":%.0f", t_total(req) * 1e6,
               (req->t_first - req->t_mono) * 1e6);
-    s = req->cache != NULL ? req->cache : "-";
+    s = req_outcome_name(req->outcome);
     json_key_str(sb, "cache", s, strlen(s));
     if (req->be_name != NULL)
         json_key_str(sb, "backend", req->be_name, strlen(req->be_name));
@@ -452,9 +453,34 @@ alog_format_line(const char *format, const struct req *req, struct sb *sb, struc
  * Files and buffers.
  */
 
+static void
+slot_init(struct wrk *wrk)
+{
+    wrk->alog = alog_buf_new();
+}
+
+static void
+slot_fini(struct wrk *wrk)
+{
+    alog_buf_free(&wrk->alog);
+}
+
+/* Between tasks at most once a millisecond; always before the worker sleeps. */
+static void
+slot_idle(struct wrk *wrk, enum wrk_moment when)
+{
+    if (when == WRK_BEFORE_SLEEP)
+        alog_flush(wrk->alog);
+    else
+        alog_flush_soon(wrk->alog);
+}
+
+static const struct wrk_slot alog_slot = { "alog", slot_init, slot_fini, slot_idle };
+
 int
 alog_init(const char *path, const char *format, bool to_syslog, struct sb *err)
 {
+    wrk_slot_register(&alog_slot);
     alog_fmt = strdup(format != NULL ? format : "combined");
     AN(alog_fmt);
     if (compile(&alog_prog, alog_fmt, err) != 0)

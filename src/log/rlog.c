@@ -35,6 +35,7 @@
 #include "surogat/rlog.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
+#include "surogat/wrk.h"
 
 #define RLOG_DEFAULT_RECORDS 1024
 
@@ -78,6 +79,20 @@ static const char *const hook_name[] = {
     "log",  "synth", "backend_fetch",    "backend_error", "pipe", "purge",
 };
 
+static void
+slot_init(struct wrk *wrk)
+{
+    wrk->rlog = rlog_ring_get();
+}
+
+static void
+slot_fini(struct wrk *wrk)
+{
+    rlog_ring_put(&wrk->rlog);
+}
+
+static const struct wrk_slot rlog_slot = { "rlog", slot_init, slot_fini, NULL };
+
 int
 rlog_init(unsigned records)
 {
@@ -92,6 +107,7 @@ rlog_init(unsigned records)
         n <<= 1;
     ring_records = n;
     AZ(pthread_mutex_unlock(&ring_mtx));
+    wrk_slot_register(&rlog_slot);
     return (0);
 }
 
@@ -236,7 +252,7 @@ rlog_req(struct rlog_ring *r, const struct req *req)
     copy_str(rec->client, sizeof rec->client, req->sp->client_ip, strlen(req->sp->client_ip));
     copy_str(rec->port, sizeof rec->port, req->sp->client_port, strlen(req->sp->client_port));
     copy_str(rec->method, sizeof rec->method, hp->method.b, hp->method.len);
-    s = req->cache != NULL ? req->cache : "-";
+    s = req_outcome_name(req->outcome);
     copy_str(rec->cache, sizeof rec->cache, s, strlen(s));
     s = req->be_name != NULL ? req->be_name : "-";
     copy_str(rec->backend, sizeof rec->backend, s, strlen(s));

@@ -6,7 +6,7 @@
  *
  * evhttp parses the requests, bounds the head (MON_HDR_MAX) and the
  * body (MON_BODY_MAX) and answers malformed ones with 400 itself; every
- * request it lets through reaches route(), which serves the three paths
+ * request it lets through reaches route(), which serves its four paths
  * to GET and HEAD and answers everything else 404 or 405.
  *
  * Once a second the thread also samples the counters into a ring, for
@@ -35,6 +35,7 @@
 #include "surogat/mon.h"
 #include "surogat/num.h"
 #include "surogat/sb.h"
+#include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 
@@ -132,6 +133,12 @@ route(struct evhttp_request *r, void *priv)
     } else if (path != NULL && strcmp(path, "/metrics") == 0) {
         mon__metrics(body);
         reply(r, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body);
+    } else if (path != NULL && strcmp(path, "/health") == 0) {
+        /* For a load balancer's check: 503 from SIGTERM on, so it moves traffic away first. */
+        bool draining = sess_draining();
+        evbuffer_add_printf(body, "%s\n", draining ? "draining" : "ok");
+        reply(r, draining ? 503 : 200, draining ? "Service Unavailable" : "OK",
+              "text/plain; charset=utf-8", body);
     } else if (path != NULL && strcmp(path, "/status.json") == 0) {
         mon__status_json(body);
         reply(r, 200, "OK", "application/json", body);
@@ -142,7 +149,7 @@ route(struct evhttp_request *r, void *priv)
         reply(r, 200, "OK", "text/html; charset=utf-8", body);
     } else {
         STAT_INC(mon_req_bad);
-        evbuffer_add_printf(body, "404 not found: try /, /metrics or /status.json\n");
+        evbuffer_add_printf(body, "404 not found: try /, /metrics, /status.json or /health\n");
         reply(r, 404, "Not Found", "text/plain; charset=utf-8", body);
     }
     evbuffer_free(body);
@@ -241,7 +248,7 @@ mon_init(const char *addr, struct sb *err)
         return (-1);
     }
     running = true;
-    log_msg(LOG_INFO, "admin_http: listening on %s (/metrics, /status.json, /)", addr);
+    log_msg(LOG_INFO, "admin_http: listening on %s (/metrics, /status.json, /health, /)", addr);
     return (0);
 }
 

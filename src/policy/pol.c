@@ -693,6 +693,14 @@ pol__prog_install(struct pol_prog *p)
     __atomic_store_n(&active, true, __ATOMIC_RELEASE);
 }
 
+static const struct wrk_slot pol_slot = { "pol", NULL, pol_wrk_fini, NULL };
+
+void
+pol_init(void)
+{
+    wrk_slot_register(&pol_slot);
+}
+
 void
 pol_fini(void)
 {

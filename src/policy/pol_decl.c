@@ -4,6 +4,7 @@
  *   backend "apache" { host = "127.0.0.1", port = 8080, probe = { url = "/health" } }
  *   backend "static" { root = "/srv/www" }
  *   director "app" { type = "round_robin", backends = { "apache", "apache2" } }
+ *   director "fleet" { type = "shard", backends = { "a", "b", "c" }, rampup = "30s" }
  *   route { ext = { "jpg", "css" }, to = "static" }
  *   route { to = "app" }
  *
@@ -36,10 +37,12 @@
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/http.h"
+#include "surogat/num.h"
 #include "surogat/req.h"
 #include "surogat/rt.h"
 #include "surogat/sb.h"
 #include "surogat/sfb.h"
+#include "surogat/shard.h"
 
 #include "pol_priv.h"
 
@@ -453,10 +456,45 @@ find_dir(const struct pol_cfg *cfg, const char *name)
     return (NULL);
 }
 
+/* A shard director's fields (dir.h); the weights, when given, into w[]. */
+static void
+shard_fields(struct decl *d, int idx, struct dir_conf *c, unsigned *w)
+{
+    const char *rampup = field_str(d, idx, "rampup");
+    lua_Integer i = 0;
+    int isnum;
+
+    c->replicas = (unsigned)field_num(d, idx, "replicas", 0, 1, SHARD_REPLICAS_MAX);
+    c->balance_factor = field_num(d, idx, "balance_factor", 0, 0, 100);
+    if (c->balance_factor > 0 && c->balance_factor < 1)
+        (void)decl_fail(d, "balance_factor must be 0 (no bound) or at least 1");
+    if (rampup != NULL && num_duration(rampup, &c->rampup) != 0)
+        (void)decl_fail(d, "rampup must be a duration (\"30s\")");
+    if (lua_getfield(d->L, idx, "weights") == LUA_TTABLE) {
+        for (i = 1; lua_rawgeti(d->L, -1, i) != LUA_TNIL && i <= DIR_MEMBERS_MAX; i++) {
+            double v = lua_tonumberx(d->L, -1, &isnum);
+            if (!isnum || !(v >= 1 && v <= 1e6)) {
+                (void)decl_fail(d, "weights: numbers from 1 to 1e6, one per backend");
+                v = 1;
+            }
+            w[i - 1] = (unsigned)v;
+            lua_pop(d->L, 1);
+        }
+        lua_pop(d->L, 1);
+        if ((unsigned)(i - 1) != c->nmembers)
+            (void)decl_fail(d, "weights: one per backend, in the same order");
+        c->weights = w;
+    } else if (!lua_isnil(d->L, -1)) {
+        (void)decl_fail(d, "weights must be a list of numbers");
+    }
+    lua_pop(d->L, 1);
+}
+
 static int
 build_director(struct decl *d, int idx, struct pol_cfg *cfg)
 {
-    static const char *const fields[] = { "type", "backends", "key" };
+    static const char *const fields[] = { "type",    "backends", "key",           "weights",
+                                          "replicas", "rampup",  "balance_factor" };
     static const struct {
         const char *name;
         enum dir_type type;
@@ -465,8 +503,10 @@ build_director(struct decl *d, int idx, struct pol_cfg *cfg)
         { "random", DIR_RANDOM },
         { "hash", DIR_HASH },
         { "fallback", DIR_FALLBACK },
+        { "shard", DIR_SHARD },
     };
     const char *names[DIR_MEMBERS_MAX], *type;
+    unsigned weights[DIR_MEMBERS_MAX];
     struct dir *members[DIR_MEMBERS_MAX], *dr;
     struct dir_conf c;
     char ebuf[400];
@@ -481,11 +521,12 @@ build_director(struct decl *d, int idx, struct pol_cfg *cfg)
         if (strcmp(type, types[t].name) == 0)
             break;
     if (type == NULL || t == ARRAY_LEN(types))
-        return (decl_fail(d, "type must be \"round_robin\", \"random\", \"hash\" or "
-                             "\"fallback\""));
+        return (decl_fail(d, "type must be \"round_robin\", \"random\", \"hash\", "
+                             "\"fallback\" or \"shard\""));
     c.type = types[t].type;
     c.nmembers = field_list(d, idx, "backends", names, DIR_MEMBERS_MAX);
     c.key = field_str(d, idx, "key");
+    shard_fields(d, idx, &c, weights);
     if (c.nmembers == 0 && !d->failed)
         return (decl_fail(d, "backends: the list of its members is missing"));
     for (unsigned i = 0; i < c.nmembers && !d->failed; i++) {

@@ -19,12 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "surogat/alog.h"
-#include "surogat/rlog.h"
 #include "surogat/defs.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
-#include "surogat/pol.h"
 #include "surogat/pool.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
@@ -195,10 +192,10 @@ take_idle(struct worker *w, bool may_linger)
         return (NULL);
     w->taker = true;
     AZ(pthread_mutex_unlock(&pp->mtx));
-    alog_flush_soon(w->wrk.alog);
+    wrk_slots_idle(&w->wrk, WRK_BETWEEN_TASKS);
     t = idle_source(0);
     if (t == NULL && may_linger && par.timeout_linger > 0) {
-        alog_flush(w->wrk.alog); /* about to block: write out buffered log lines */
+        wrk_slots_idle(&w->wrk, WRK_BEFORE_SLEEP);
         t = idle_source(par.timeout_linger);
     }
     if (t == NULL && w->taker)
@@ -222,9 +219,8 @@ worker_thread(void *priv)
     self = w;
     STAT_INC(threads_created);
     STAT_INC(threads);
-    w->wrk.alog = alog_buf_new();
-    w->wrk.rlog = rlog_ring_get();
     wrk_buffers_fit(&w->wrk);
+    wrk_slots_init(&w->wrk);
     AZ(pthread_mutex_lock(&pp->mtx));
     pp->nstarting--;
     for (;;) {
@@ -238,9 +234,9 @@ worker_thread(void *priv)
                 queued = (t = dequeue(pp)) != NULL;
         }
         if (t == NULL && !pp->shutdown) {
-            /* About to sleep: write out buffered log lines first. */
+            /* About to sleep: the slots finish what they buffered first. */
             AZ(pthread_mutex_unlock(&pp->mtx));
-            alog_flush(w->wrk.alog);
+            wrk_slots_idle(&w->wrk, WRK_BEFORE_SLEEP);
             AZ(pthread_mutex_lock(&pp->mtx));
             queued = (t = dequeue(pp)) != NULL;
         }
@@ -282,10 +278,8 @@ worker_thread(void *priv)
     pp->nthreads--;
     AZ(pthread_cond_broadcast(&pp->exit_cond));
     AZ(pthread_mutex_unlock(&pp->mtx));
-    alog_buf_free(&w->wrk.alog);
-    rlog_ring_put(&w->wrk.rlog);
+    wrk_slots_fini(&w->wrk);
     wrk_buffers_free(&w->wrk);
-    pol_wrk_fini(&w->wrk);
     AZ(pthread_cond_destroy(&w->cond));
     free(w);
     STAT_INC(threads_destroyed);

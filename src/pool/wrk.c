@@ -1,7 +1,9 @@
 /*
- * A worker's buffers.  Sized from the parameters when the worker starts
- * and re-fitted at the start of each task if a parameter grew, so a
- * runtime param.set takes effect without restarting threads.
+ * A worker's buffers and per-thread slots.  Buffers are sized from the
+ * parameters when the worker starts and re-fitted at the start of each
+ * task if a parameter grew, so a runtime param.set takes effect without
+ * restarting threads.  Slots are registered from the main thread before
+ * the pools start, and only read afterwards: no lock.
  */
 #include "config.h"
 
@@ -23,6 +25,46 @@ fit(char **buf, size_t *have, size_t want)
     *buf = malloc(want);
     AN(*buf);
     *have = want;
+}
+
+static const struct wrk_slot *slots[WRK_SLOTS_MAX];
+static unsigned nslots;
+
+void
+wrk_slot_register(const struct wrk_slot *slot)
+{
+    AN(slot);
+    for (unsigned i = 0; i < nslots; i++)
+        if (slots[i] == slot)
+            return; /* a module initialised twice (tests) registers once */
+    SRG_ASSERT(nslots < WRK_SLOTS_MAX);
+    slots[nslots++] = slot;
+}
+
+void
+wrk_slots_init(struct wrk *wrk)
+{
+    OBJ_CHECK(wrk, WRK_MAGIC);
+    for (unsigned i = 0; i < nslots; i++)
+        if (slots[i]->init != NULL)
+            slots[i]->init(wrk);
+}
+
+void
+wrk_slots_fini(struct wrk *wrk)
+{
+    OBJ_CHECK(wrk, WRK_MAGIC);
+    for (unsigned i = nslots; i-- > 0;)
+        if (slots[i]->fini != NULL)
+            slots[i]->fini(wrk);
+}
+
+void
+wrk_slots_idle(struct wrk *wrk, enum wrk_moment when)
+{
+    for (unsigned i = 0; i < nslots; i++)
+        if (slots[i]->idle != NULL)
+            slots[i]->idle(wrk, when);
 }
 
 void

@@ -90,7 +90,7 @@ req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const cha
     iov[1].iov_base = body;
     iov[1].iov_len = req->head_only ? 0 : bb.len;
     req->status = status;
-    req->cache = "SYNTH";
+    req->outcome = REQ_O_SYNTH;
     req->t_first = tim_mono();
     rv = sess_writev(req->sp, iov, 2, req_send_deadline(req));
     if (rv == 0) {
@@ -215,7 +215,7 @@ req_synth_pol(struct req *req, unsigned status, const char *reason)
     resp.status = status;
     resp.reason = (struct txt){ reason, strlen(reason) };
     AZ(http_add(&resp, TXT_LIT("Content-Type"), TXT_LIT("text/html; charset=utf-8")));
-    req->cache = "SYNTH";
+    req->outcome = REQ_O_SYNTH;
     if (pol_active()) {
         switch (pol_synth(req, &resp, &body)) {
         case POL_DELIVER:
@@ -229,7 +229,7 @@ req_synth_pol(struct req *req, unsigned status, const char *reason)
         }
     }
     (void)req_send_synth(req, &resp, body);
-    req->cache = "SYNTH";
+    req->outcome = REQ_O_SYNTH;
 }
 
 static void
@@ -396,6 +396,78 @@ absolute_form(struct req *req)
 }
 
 /*
+ * Request fields a client may send that the cache key does not include,
+ * while applications commonly build links, redirects, schemes or even
+ * routes from them (Symfony, Laravel, Django, Rails, IIS URL rewriting,
+ * method overrides).  A response built from a forged one would be cached
+ * and served to everyone: cache poisoning with a single request.  So
+ * they are removed from every client request before the policy and the
+ * backend see it, unless trusted_client_headers names them (a proxy in
+ * front that sets them itself); the policy may still set any of them.
+ */
+static const char *const unkeyed_fields[] = {
+    "X-Forwarded-Host", "X-Forwarded-Server", "X-Forwarded-Port", "X-Forwarded-Prefix",
+    "X-Forwarded-Scheme", "X-Forwarded-Ssl", "Front-End-Https", "X-Url-Scheme",
+    "X-Host", "X-Original-Host", "X-Original-URL", "X-Rewrite-URL",
+    "X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "Forwarded",
+};
+
+/* Whether `name` is an element of a comma- or space-separated list, ignoring case. */
+static bool
+name_listed(const char *list, const char *name)
+{
+    size_t nl = strlen(name);
+
+    for (const char *p = list; *p != '\0';) {
+        size_t n;
+        p += strspn(p, ", \t");
+        n = strcspn(p, ", \t");
+        if (n == nl && strncasecmp(p, name, n) == 0)
+            return (true);
+        p += n;
+    }
+    return (false);
+}
+
+/*
+ * Remove the unkeyed fields the operator does not trust.  Which ones is
+ * worked out again only when the parameter's value changes (a new
+ * pointer): once per worker, not per request.
+ */
+static void
+strip_unkeyed(struct http *hp)
+{
+    static __thread const char *seen;
+    static __thread uint32_t strip;
+    const char *cur = __atomic_load_n(&par.trusted_client_headers, __ATOMIC_ACQUIRE);
+
+    if (cur != seen || seen == NULL) {
+        strip = 0;
+        for (size_t i = 0; i < ARRAY_LEN(unkeyed_fields); i++)
+            if (!name_listed(cur, unkeyed_fields[i]))
+                strip |= UINT32_C(1) << i;
+        seen = cur;
+    }
+    /* One pass, in order; every name in the table starts with X or F. */
+    unsigned kept = 0;
+    for (unsigned h = 0; h < hp->nhdr; h++) {
+        const struct txt *n = &hp->hdr[h].name;
+        bool drop = false;
+        if (n->len > 0 && (n->b[0] | 0x20) != 'x' && (n->b[0] | 0x20) != 'f') {
+            hp->hdr[kept++] = hp->hdr[h];
+            continue;
+        }
+        for (size_t i = 0; i < ARRAY_LEN(unkeyed_fields) && !drop; i++)
+            drop = (strip & (UINT32_C(1) << i)) && http_name_eq(n, unkeyed_fields[i]);
+        if (drop)
+            STAT_INC(client_hdr_stripped);
+        else
+            hp->hdr[kept++] = hp->hdr[h];
+    }
+    hp->nhdr = kept;
+}
+
+/*
  * Checks on a parsed head that the parser cannot make alone: Host,
  * framing, the request-target form, Expect.  Answers and returns
  * HEAD_ERROR for a request we refuse.
@@ -408,6 +480,10 @@ check_request(struct req *req)
     unsigned nhost = http_count(hp, "Host");
 
     if (nhost > 1 || (hp->proto == 11 && nhost == 0))
+        return (reject(req, 400));
+    /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
+    h = http_find(hp, "Host");
+    if (h != NULL && (h->val.len > 0 || hp->proto == 11) && !http_host_valid(&h->val))
         return (reject(req, 400));
     switch (h1_req_body(hp, &req->clen)) {
     case H1_BODY_NONE:
@@ -434,7 +510,7 @@ check_request(struct req *req)
                 return (reject(req, 400));
         } else if (hp->method.len == 7 && memcmp(hp->method.b, "CONNECT", 7) == 0) {
             return (reject(req, 501));
-        } else if (absolute_form(req) != 0) {
+        } else if (absolute_form(req) != 0 || !http_host_valid(http_value(hp, "Host"))) {
             return (reject(req, 400));
         }
     }
@@ -449,6 +525,23 @@ check_request(struct req *req)
         req->expect_100 = hp->proto == 11 && req->body != H1_BODY_NONE;
         http_unset(hp, "Expect"); /* we answer it ourselves */
     }
+    if (hp->method.len == 5 && memcmp(hp->method.b, "TRACE", 5) == 0) {
+        /*
+         * TRACE echoes the request, cookies and credentials included, to
+         * whoever can make a browser send it (cross-site tracing); the
+         * few who need it turn it on.  Then it still never carries them.
+         */
+        if (!par.allow_trace) {
+            STAT_INC(client_req_405);
+            req->close = true;
+            (void)req_synth(req, 405, "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n");
+            return (HEAD_ERROR);
+        }
+        http_unset(hp, "Cookie");
+        http_unset(hp, "Authorization");
+        http_unset(hp, "Proxy-Authorization");
+    }
+    strip_unkeyed(hp);
     req->head_only = hp->method.len == 4 && memcmp(hp->method.b, "HEAD", 4) == 0;
     if (hp->proto == 11) {
         req->want_close = http_has_token(hp, "Connection", "close");

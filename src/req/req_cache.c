@@ -19,6 +19,7 @@
 
 #include "surogat/be.h"
 #include "surogat/cc.h"
+#include "surogat/ckey.h"
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/fetch.h"
@@ -37,24 +38,12 @@
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
 
-/* The cache key: Host (lower case, as hosts compare) then the request-target. */
-/* A cache key: the Host lower-cased (hosts compare so), a NUL, then the path. */
+/* A cache key for this request's scheme (ckey_build()). */
 static char *
 make_key(struct req *req, const struct txt *host, const char *path, size_t plen, size_t *len)
 {
-    size_t hl = host != NULL ? host->len : 0;
-    char *k = ws_alloc(&req->wrk->ws, hl + 1 + plen);
-
-    if (k == NULL)
-        return (NULL);
-    for (size_t i = 0; i < hl; i++) {
-        char c = host->b[i];
-        k[i] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
-    }
-    k[hl] = '\0';
-    memcpy(k + hl + 1, path, plen);
-    *len = hl + 1 + plen;
-    return (k);
+    return (ckey_build(&req->wrk->ws, host, req->sp != NULL && sess_is_tls(req->sp), path, plen,
+                       len));
 }
 
 static char *
@@ -77,55 +66,6 @@ is_method(const struct req *req, const char *m)
             memcmp(req->http->method.b, m, req->http->method.len) == 0);
 }
 
-/* Whether an entity-tag list (If-None-Match) matches etag, weakly (RFC 9110 13.1.2). */
-static bool
-etag_list_match(const struct txt *list, const struct txt *etag)
-{
-    const char *p = list->b, *e = list->b + list->len;
-    struct txt tag = *etag;
-
-    if (tag.len > 2 && tag.b[0] == 'W' && tag.b[1] == '/') {
-        tag.b += 2;
-        tag.len -= 2;
-    }
-    while (p < e) {
-        const char *s, *t;
-        while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
-            p++;
-        if (p < e && *p == '*')
-            return (true);
-        for (s = p; p < e && *p != ','; p++)
-            continue;
-        for (t = p; t > s && (t[-1] == ' ' || t[-1] == '\t'); t--)
-            continue;
-        if (t - s > 2 && s[0] == 'W' && s[1] == '/')
-            s += 2;
-        if ((size_t)(t - s) == tag.len && memcmp(s, tag.b, tag.len) == 0)
-            return (true);
-    }
-    return (false);
-}
-
-bool
-req_not_modified(const struct req *req, const struct txt *etag, const struct txt *lm)
-{
-    const struct http_hdr *inm = http_find(req->http, "If-None-Match");
-    const struct http_hdr *ims;
-    double t_ims, t_lm;
-
-    if (!is_method(req, "GET") && !is_method(req, "HEAD"))
-        return (false);
-    if (inm != NULL)
-        return (etag != NULL && etag_list_match(&inm->val, etag));
-    ims = http_find(req->http, "If-Modified-Since");
-    if (ims == NULL || lm == NULL)
-        return (false);
-    if (fresh_parse_date(ims->val.b, ims->val.len, &t_ims) != 0 ||
-        fresh_parse_date(lm->b, lm->len, &t_lm) != 0)
-        return (false);
-    return (t_lm <= t_ims);
-}
-
 static bool
 not_modified(const struct req *req, const struct cobj *oc)
 {
@@ -133,64 +73,14 @@ not_modified(const struct req *req, const struct cobj *oc)
     bool has_etag, has_lm;
 
     /* Most hits are unconditional: do not scan the stored head for them. */
-    if (oc->status != 200 || (http_find(req->http, "If-None-Match") == NULL &&
-                              http_find(req->http, "If-Modified-Since") == NULL))
+    if (oc->status != 200 || !http_is_conditional(req->http))
         return (false);
     has_etag = hsh_head_field(oc, "ETag", &etag);
     has_lm = hsh_head_field(oc, "Last-Modified", &lm);
-    return (req_not_modified(req, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
+    return (http_not_modified(req->http, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
 }
 
-int
-req_range(const struct req *req, const struct txt *etag, const struct txt *lm, uint64_t len,
-          uint64_t *first, uint64_t *last)
-{
-    const struct http_hdr *rh = http_find(req->http, "Range");
-    const struct http_hdr *ir = http_find(req->http, "If-Range");
-    const char *p, *e;
-    uint64_t a = 0, b = 0;
-    bool have_a = false, have_b = false;
-
-    if (rh == NULL)
-        return (-1);
-    if (ir != NULL) {
-        /* Only a strong validator that matches exactly keeps the range (section 13.1.5). */
-        if (!((etag != NULL && etag->len == ir->val.len &&
-               memcmp(etag->b, ir->val.b, etag->len) == 0 && etag->b[0] == '"') ||
-              (lm != NULL && lm->len == ir->val.len && memcmp(lm->b, ir->val.b, lm->len) == 0)))
-            return (-1);
-    }
-    p = rh->val.b;
-    e = p + rh->val.len;
-    if (e - p < 6 || strncasecmp(p, "bytes=", 6) != 0)
-        return (-1);
-    for (p += 6; p < e && *p >= '0' && *p <= '9'; p++, have_a = true)
-        if ((a = a * 10 + (uint64_t)(*p - '0')) > (UINT64_C(1) << 62))
-            return (-1);
-    if (p == e || *p != '-')
-        return (-1);
-    for (p++; p < e && *p >= '0' && *p <= '9'; p++, have_b = true)
-        if ((b = b * 10 + (uint64_t)(*p - '0')) > (UINT64_C(1) << 62))
-            return (-1);
-    if (p != e || (!have_a && !have_b))
-        return (-1); /* several ranges or junk: a 200 is always a valid answer */
-    if (!have_a) { /* suffix: the last b bytes */
-        if (b == 0)
-            return (0);
-        *first = b >= len ? 0 : len - b;
-        *last = len - 1;
-        return (len > 0 ? 1 : 0);
-    }
-    if (have_b && b < a)
-        return (-1);
-    if (a >= len)
-        return (0);
-    *first = a;
-    *last = !have_b || b >= len ? len - 1 : b;
-    return (1);
-}
-
-/* req_range() for a stored object, with its validators. */
+/* http_range() for a stored object, with its validators: 1 206, 0 416, -1 the whole body. */
 static int
 want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t *first,
            uint64_t *last)
@@ -202,7 +92,16 @@ want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t 
         return (-1);
     has_etag = hsh_head_field(oc, "ETag", &etag);
     has_lm = hsh_head_field(oc, "Last-Modified", &lm);
-    return (req_range(req, has_etag ? &etag : NULL, has_lm ? &lm : NULL, len, first, last));
+    switch (http_range(req->http, has_etag ? &etag : NULL, has_lm ? &lm : NULL, len, first,
+                       last)) {
+    case HTTP_RANGE_OK:
+        return (1);
+    case HTTP_RANGE_UNSATISFIABLE:
+        return (0);
+    case HTTP_RANGE_NONE:
+        break;
+    }
+    return (-1);
 }
 
 /* Body bytes [first, last] of an object into iovecs from *n on; returns false if out of room. */
@@ -575,7 +474,7 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     struct dlv d;
     int n;
 
-    req->cache = "HIT";
+    req->outcome = REQ_O_HIT;
     n = deliver_head(req, oc, oc->body.len, now, fwd, &d, iov);
     if (n < 0) {
         deliver_refused(req, &d);
@@ -699,7 +598,7 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
     bool done = false;
     int n;
 
-    req->cache = "COLLAPSED";
+    req->outcome = REQ_O_COLLAPSED;
     n = deliver_head(req, oc, len, tim_real(), "fwd=miss; collapsed", &d, iov);
     if (n < 0) {
         deliver_refused(req, &d);
@@ -756,17 +655,26 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
  * origin's word.  Called with the backend's response head, before the
  * client sees any of it: a client that has its answer and asks again
  * must not get the old copy, and neither may anyone after a crash.
+ *
+ * Only the unsafe methods that change a resource count, spelled exactly
+ * (methods are case-sensitive, RFC 9110 section 9.1): "FOO" or "post"
+ * changes nothing a cache knows of, and must not let any client empty it.
  */
 void
 req_invalidate(struct req *req, const struct http *resp)
 {
     static const char *const fields[] = { "Location", "Content-Location" };
+    static const char *const unsafe[] = { "POST", "PUT", "PATCH", "DELETE" };
     const struct http_hdr *host = http_find(req->http, "Host");
     char *key;
     size_t keylen;
+    bool is_unsafe = false;
 
-    if (resp->status < 200 || resp->status >= 400 || is_method(req, "GET") ||
-        is_method(req, "HEAD") || is_method(req, "OPTIONS") || is_method(req, "TRACE"))
+    if (!par.invalidate_on_unsafe || resp->status < 200 || resp->status >= 400)
+        return;
+    for (size_t i = 0; i < ARRAY_LEN(unsafe) && !is_unsafe; i++)
+        is_unsafe = is_method(req, unsafe[i]);
+    if (!is_unsafe)
         return;
     if ((key = cache_key(req, &keylen)) != NULL)
         (void)hsh_purge(key, keylen);
@@ -850,7 +758,11 @@ pick_backend(struct req *req)
 
     if (!pol_active() || (d = pol_dir(req)) == NULL)
         return (be_default());
-    return (dir_pick(d, &(struct dir_ctx){ .req = req->http }));
+    /* A pass or a pipe has not looked up: the key it would have, so it goes where a lookup would. */
+    if (req->lookup_key == NULL)
+        req->lookup_key = cache_key(req, &req->lookup_keylen);
+    return (dir_pick(d, &(struct dir_ctx){ .req = req->http, .key = req->lookup_key,
+                                           .keylen = req->lookup_keylen }));
 }
 
 /*
@@ -1015,6 +927,7 @@ dispatch_once(struct req *req)
     bool refresh = false; /* the hit hook said "miss": look up past fresh objects */
 
     OBJ_CHECK(req, REQ_MAGIC);
+    req->lookup_key = NULL; /* a restart's recv may pass */
     if (!pol_active() && deliver_static(req, be_default()))
         return;
     if (pol_active()) {
@@ -1035,6 +948,8 @@ dispatch_once(struct req *req)
         do_pass(req);
         return;
     }
+    req->lookup_key = key;
+    req->lookup_keylen = keylen;
     cc_parse_request(req->http, &qcc);
     if (req->hash_always_miss) {
         /* As the hit hook's "miss": a fresh object only serves to revalidate. */
@@ -1044,7 +959,9 @@ dispatch_once(struct req *req)
 lookup:
     now = tim_real();
     switch (hsh_lookup(key, keylen, req->http, &qcc, now,
-                       req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0, &oc, &stale)) {
+                       (req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0) |
+                           (refresh ? HSH_L_FORCE_REVALIDATE : 0),
+                       &oc, &stale)) {
     case HSH_PASS:
         if (qcc.flags & CC_ONLY_IF_CACHED)
             break;
@@ -1138,7 +1055,7 @@ lookup:
         hsh_ref(so);
         fetch_bg(req, pick_backend(req), &oc, &stale);
         req_deliver_obj(req, so, now, NULL);
-        req->cache = "GRACE";
+        req->outcome = REQ_O_GRACE;
         hsh_deref(&so);
         return;
     case HSH_MISS:
@@ -1156,7 +1073,7 @@ lookup:
         return;
     }
     /* only-if-cached with nothing usable: never contact the origin (RFC 9111 5.2.1.7). */
-    req->cache = "MISS";
+    req->outcome = REQ_O_MISS;
     (void)req_synth(req, 504, NULL);
 }
 

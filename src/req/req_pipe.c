@@ -131,7 +131,7 @@ req_pipe(struct req *req, struct be *be)
     char *buf;
     size_t room;
 
-    req->cache = "PIPE";
+    req->outcome = REQ_O_PIPE;
     req->close = true;
     if ((bq = pipe_bereq(req)) == NULL) {
         STAT_INC(ws_overflow);

@@ -157,7 +157,7 @@ req_purge(struct req *req)
     size_t len;
     unsigned n;
 
-    req->cache = "PURGE";
+    req->outcome = REQ_O_PURGE;
     if (!purge_allowed(req)) {
         STAT_INC(purge_denied);
         (void)req_synth_msg(req, 403, NULL, "PURGE is not allowed from this address.");

@@ -186,7 +186,7 @@ fail(struct req *req, unsigned status)
 /* What a file's response is: decided before the head is built. */
 struct fresp {
     const struct sfb_file *f;
-    int range; /* as req_range(); 2 for a 304 */
+    int range; /* 1 206, 0 416, -1 200 (http_range()); 2 for a 304 */
     uint64_t first, last;
     uint64_t len; /* body bytes: Content-Length */
 };
@@ -229,11 +229,20 @@ send_file(struct req *req, struct sfb_file *f)
     uint64_t len;
     bool corked;
 
-    if (req_not_modified(req, &etag, &lm)) {
+    if (http_not_modified(req->http, &etag, &lm)) {
         STAT_INC(sfb_not_modified);
         r.range = 2;
     } else {
-        r.range = req_range(req, &etag, &lm, f->size, &r.first, &r.last);
+        switch (http_range(req->http, &etag, &lm, f->size, &r.first, &r.last)) {
+        case HTTP_RANGE_OK:
+            r.range = 1;
+            break;
+        case HTTP_RANGE_UNSATISFIABLE:
+            r.range = 0;
+            break;
+        case HTTP_RANGE_NONE:
+            break;
+        }
     }
     if (r.range == 1)
         r.len = r.last - r.first + 1;
@@ -494,14 +503,14 @@ sfb_deliver(struct req *req, struct sfb *sfb)
     STAT_INC(sfb_req);
     if (!is_method(req, "GET") && !is_method(req, "HEAD")) {
         fail(req, 405);
-        req->cache = "STATIC";
+        req->outcome = REQ_O_STATIC;
         return;
     }
     path = ws_alloc(&req->wrk->ws, SFB_PATH_MAX);
     if (path == NULL) {
         STAT_INC(ws_overflow);
         (void)req_synth_msg(req, 500, NULL, "workspace_client exhausted");
-        req->cache = "STATIC";
+        req->outcome = REQ_O_STATIC;
         return;
     }
     switch (sfb_path_norm(req->http->url.b, req->http->url.len, path, SFB_PATH_MAX, &plen)) {
@@ -510,13 +519,13 @@ sfb_deliver(struct req *req, struct sfb *sfb)
     case SFB_PATH_TOO_LONG:
         STAT_INC(sfb_bad_path);
         fail(req, 414);
-        req->cache = "STATIC";
+        req->outcome = REQ_O_STATIC;
         return;
     case SFB_PATH_BAD:
     case SFB_PATH_TRAVERSAL:
         STAT_INC(sfb_bad_path);
         fail(req, 400);
-        req->cache = "STATIC";
+        req->outcome = REQ_O_STATIC;
         return;
     }
     if (sfb_denied(sfb, path)) {
@@ -534,5 +543,5 @@ sfb_deliver(struct req *req, struct sfb *sfb)
     } else {
         fail_open(req, o);
     }
-    req->cache = "STATIC";
+    req->outcome = REQ_O_STATIC;
 }

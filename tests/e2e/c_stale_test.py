@@ -265,7 +265,7 @@ def test_keep_zero_drops_validator(origin, surogat):
     kept for revalidation, so the next fetch is unconditional."""
     origin.route("/k0", conditional=True, body=b"keep none",
                  headers={"ETag": '"k"', "Cache-Control": "max-age=1"})
-    sg = surogat(params={"default_keep": "0s"})
+    sg = surogat(params={"default_keep": "0s", "default_stale_if_error": "0s"})
     assert_miss(sg.get("/k0"), b"keep none")
     time.sleep(EXPIRE)
     r = sg.get("/k0")
@@ -286,7 +286,8 @@ def test_client_max_age_0_and_no_cache_revalidate(origin, surogat):
                  headers={"ETag": '"f1"', "Cache-Control": "max-age=60"})
     origin.route("/nv", body=lambda q: b"no validator #%d" % origin.hits("/nv"),
                  headers={"Cache-Control": "max-age=60"})
-    sg = surogat()
+    # every client directive followed (r11_cache_test.py limits them to one per second)
+    sg = surogat(params={"client_revalidate_interval": "1ms"})
     assert_miss(sg.get("/f"), b"fresh body")
     assert_miss(sg.get("/nv"), b"no validator #1")
     time.sleep(0.1)  # a non-zero age, so that max-age=0 cannot be satisfied
@@ -402,7 +403,8 @@ def test_stale_if_error(origin, surogat, failure):
     for path, (cc, _, _) in SIE_ROUTES.items():
         origin.route(path, body=b"good " + path.encode(),
                      headers={"Cache-Control": cc, "ETag": '"e"'})
-    sg = surogat()
+    # the directives alone (r11_cache_test.py covers default_stale_if_error)
+    sg = surogat(params={"default_stale_if_error": "0s"})
     for path in SIE_ROUTES:
         assert_miss(sg.get(path), b"good " + path.encode())
     time.sleep(EXPIRE)

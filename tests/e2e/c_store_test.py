@@ -200,7 +200,7 @@ def test_replaced_and_invalidated_objects_stay_gone(origin, surogat, tmp_path):
 
 def test_expired_objects_are_not_recovered(origin, surogat, tmp_path):
     spec = store_spec(tmp_path)
-    params = {"default_keep": "0s", "default_grace": "0s"}
+    params = {"default_keep": "0s", "default_grace": "0s", "default_stale_if_error": "0s"}
     sg = surogat(args=["-s", spec], params=params)
     origin.route("/short", body=b"short", headers={"Cache-Control": "max-age=1"})
     origin.route("/long", body=b"long", headers=CACHED)

@@ -308,6 +308,21 @@ def origin():
 
 
 @pytest.fixture
+def origins():
+    """Factory: origins(n) -> n more Origins, all stopped on teardown."""
+    made = []
+
+    def make(n):
+        for _ in range(n):
+            made.append(Origin())
+        return made[-n:]
+
+    yield make
+    for o in made:
+        o.stop()
+
+
+@pytest.fixture
 def surogat(origin, tmp_path):
     """Factory: surogat(params={...}, backend="host:port", args=[...], ...).
 

@@ -27,6 +27,7 @@ import pytest
 
 from conftest import REPO, SUROGATD, free_port, listening, run_surogatd, wait_until
 import httpc
+from unitfile import exec_argv, unit_entries, unit_environment
 
 MAN_PAGES = ["man1/surogatctl.1", "man5/surogat.conf.5", "man7/surogat-lua.7",
              "man7/surogat-params.7", "man8/surogatd.8"]
@@ -72,6 +73,7 @@ class Staged:
         want = {os.path.join(self.path["sbindir"], "surogatd"): 0o755,
                 os.path.join(self.path["bindir"], "surogatctl"): 0o755,
                 os.path.join(etc, "surogat.conf"): 0o644,
+                os.path.join(etc, "haproxy-fleet.cfg"): 0o644,
                 os.path.join(self.unitdir, "surogat.service"): 0o644,
                 os.path.join(self.path["sysconfdir"], "logrotate.d", "surogat"): 0o644,
                 os.path.join(self.prefix, "lib/sysusers.d/surogat.conf"): 0o644}
@@ -123,6 +125,7 @@ def test_installed_programs_and_config_work(staged):
     assert p.returncode == 0 and "usage" in (p.stdout + p.stderr).lower(), p
     etc = staged.at(staged.path["sysconfdir"], "surogat")
     assert (etc / "surogat.conf").read_bytes() == (REPO / "etc/surogat.conf").read_bytes()
+    assert (etc / "haproxy-fleet.cfg").read_bytes() == (REPO / "etc/haproxy-fleet.cfg").read_bytes()
     # The sample configuration loads, and every installed policy script compiles,
     # with the installed daemon.
     for script in sorted((etc / "vcl").glob("*.lua")):
@@ -174,17 +177,6 @@ def test_conf_page_example_loads():
 # -- systemd unit, logrotate ---------------------------------------------------
 
 
-def unit_entries(text):
-    """[(key, value)] of a unit file, continuation lines joined."""
-    out = []
-    for line in re.sub(r"\\\n", " ", text).splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", ";", "[")):
-            k, _, v = line.partition("=")
-            out.append((k, v))
-    return out
-
-
 def test_systemd_unit(staged):
     unit = staged.at(staged.unitdir, "surogat.service")
     text = unit.read_text()
@@ -194,7 +186,10 @@ def test_systemd_unit(staged):
     start = keys["ExecStart"].split()
     assert start[0] == sbin, "ExecStart %r does not run the installed %s" % (start[0], sbin)
     assert ["-j", staged.user] == start[start.index("-j"):start.index("-j") + 2]
-    assert "-F" in start and keys["Type"] == "exec"
+    # Type=notify wants the READY=1 of a build with libsystemd (sd_notify).
+    ldd = subprocess.run(["ldd", str(staged.at(sbin))], capture_output=True, text=True,
+                         timeout=20).stdout
+    assert "-F" in start and keys["Type"] == ("notify" if "libsystemd" in ldd else "exec")
     conf = os.path.join(staged.path["sysconfdir"], "surogat", "surogat.conf")
     assert start[start.index("-c") + 1] == conf
     assert re.fullmatch(r"/(usr/)?bin/kill -HUP \$MAINPID", keys["ExecReload"])
@@ -457,21 +452,7 @@ def unit_command(staged, jaildir, env):
     and addresses moved to the test's."""
     text = staged.at(staged.unitdir, "surogat.service").read_text()
     e = unit_entries(text)
-    defaults = {}
-    for k, v in e:
-        if k == "Environment":
-            k2, _, v2 = v.strip('"').partition("=")
-            defaults[k2] = v2
-    defaults.update(env)
-    argv = []
-    for w in dict(e)["ExecStart"].split():
-        m = re.fullmatch(r"\$\{(\w+)\}|\$(\w+)", w)
-        if m and m.group(1):
-            argv.append(defaults[m.group(1)])  # ${VAR}: one word
-        elif m:
-            argv += defaults[m.group(2)].split()  # $VAR: split on blanks
-        else:
-            argv.append(w)
+    argv = exec_argv(dict(e)["ExecStart"], dict(unit_environment(e), **env))
     moved = {"/var/lib/surogat": str(jaildir / "lib"), "/run/surogat": str(jaildir / "run"),
              "/var/log/surogat": str(jaildir / "log")}
     out = []

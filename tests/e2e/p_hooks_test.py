@@ -321,7 +321,7 @@ def test_keep_lets_a_stale_object_revalidate(origin, surogat, tmp_path):
             beresp.grace = 0
             if bereq.url == "/k" then beresp.keep = 60 else beresp.keep = 0 end
         end
-        """, params={"default_keep": "0"})
+        """, params={"default_keep": "0", "default_stale_if_error": "0"})
     sg.get("/k")
     sg.get("/n")
     time.sleep(1.3)

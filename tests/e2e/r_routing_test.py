@@ -16,21 +16,6 @@ import pytest
 
 from conftest import run_surogatd, wait_until
 from cstatus import is_hit
-from origins import Origin
-
-
-@pytest.fixture
-def origins():
-    made = []
-
-    def make(n):
-        for _ in range(n):
-            made.append(Origin())
-        return made[-n:]
-
-    yield make
-    for o in made:
-        o.stop()
 
 
 def policy(surogat, tmp_path, text, params=None, name="routes.lua", **kw):

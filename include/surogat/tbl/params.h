@@ -52,6 +52,11 @@ PARAM(send_timeout, DURATION, "600s", "1s", NULL, PAR_LIVE,
       "closed. Also bounds each single write to a slow client.")
 PARAM(shutdown_timeout, DURATION, "30s", "0s", NULL, PAR_LIVE,
       "On SIGTERM, how long in-flight requests may take to finish before the daemon exits.")
+PARAM(shutdown_delay, DURATION, "0s", "0s", "1h", PAR_LIVE,
+      "On SIGTERM, how long to go on accepting and serving, with the admin listener's "
+      "/health answering 503 draining, before the listeners close: the time a load "
+      "balancer in front needs to take the node out (its check interval times its fall "
+      "count). A second SIGTERM or SIGINT cuts it short.")
 PARAM(http_req_size, BYTES, "32k", "256", "4m", PAR_LIVE,
       "Largest client request head (request line and headers). Larger heads get 431, or "
       "414 if the request line alone does not fit.")
@@ -131,8 +136,9 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "than a ring behind reports the records it missed.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
       "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
-      "metrics at /metrics, a live status page at / and its data at /status.json. Separate "
-      "from client traffic and served by a thread of its own. Empty: off. -M sets it too.")
+      "metrics at /metrics, a live status page at / and its data at /status.json, and "
+      "/health for a load balancer. Separate from client traffic and served by a thread of "
+      "its own. Empty: off. -M sets it too.")
 PARAM(log_level, UINT, "6", "0", "7", PAR_LIVE,
       "Least severe daemon log message written, as a syslog level: 3 err (failures the daemon "
       "survives: a policy that does not load, a failing hook, a log it cannot reopen), "
@@ -153,6 +159,19 @@ PARAM(default_grace, DURATION, "0s", "0s", NULL, PAR_LIVE,
       "How long past its freshness an object may be served while it is refreshed in the "
       "background, for responses without stale-while-revalidate. 0 (the default) follows RFC 9111, which "
       "forbids serving stale content the origin did not allow; Varnish uses 10s.")
+PARAM(client_revalidate_interval, DURATION, "1s", "0s", NULL, PAR_LIVE,
+      "A client's Cache-Control: no-cache or max-age=0 (or Pragma: no-cache) makes a fresh "
+      "object revalidate with the backend (a conditional request when it has an ETag or "
+      "Last-Modified: a 304 renews it, a 200 replaces it), at most once per this interval per "
+      "URL; other such requests within it get the stored object, and share a revalidation in "
+      "flight. So no client can send every request to the backend. 0: client directives that "
+      "would bypass a fresh object are ignored, as Varnish and nginx do.")
+PARAM(default_stale_if_error, DURATION, "300s", "0s", NULL, PAR_LIVE,
+      "How long past its freshness an object may be served when the backend is unreachable, "
+      "times out or answers 500 to 504, for responses without a stale-if-error directive "
+      "(RFC 5861 lets a cache choose). Never for responses with must-revalidate, "
+      "proxy-revalidate, s-maxage or no-cache, which forbid stale use. Such an answer says "
+      "Cache-Status: fwd=stale. 0: the backend's error reaches the client.")
 PARAM(default_keep, DURATION, "300s", "0s", NULL, PAR_LIVE,
       "How long past its freshness and stale windows an object with a validator (ETag or "
       "Last-Modified) is kept, so that it can be revalidated with a conditional request and "
@@ -192,6 +211,24 @@ PARAM(purge_acl, STRING, "127.0.0.1,::1", NULL, NULL, PAR_LIVE,
       "prefixes (10.0.0.0/8, 2001:db8::/32), '!' before one to exclude it; the longest "
       "matching prefix decides. Empty: nobody. Others get 403. A value that does not parse "
       "allows nobody and is logged.")
+PARAM(allow_trace, BOOL, "off", NULL, NULL, PAR_LIVE,
+      "Pass TRACE requests to the backend, without their Cookie, Authorization and "
+      "Proxy-Authorization fields. Off: TRACE is answered 405 and the connection closed, as "
+      "an echo of a request is what cross-site tracing uses to read a user's cookies.")
+PARAM(invalidate_on_unsafe, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "A successful (2xx or 3xx) POST, PUT, PATCH or DELETE removes the cached variants of its "
+      "URL, and of the URLs its Location and Content-Location name on the same host, before "
+      "the client gets the answer (RFC 9111 section 4.4). Other methods, in any spelling, "
+      "never invalidate. Off: only PURGE, bans and expiry remove objects.")
+PARAM(trusted_client_headers, STRING, "", NULL, NULL, PAR_LIVE,
+      "Request fields that the cache key does not include but applications build links, "
+      "schemes and routes from, which surogat removes from every client request before the "
+      "policy and the backend see it (a forged one would poison the cache for everyone): "
+      "X-Forwarded-Host, X-Forwarded-Server, X-Forwarded-Port, X-Forwarded-Prefix, "
+      "X-Forwarded-Scheme, X-Forwarded-Ssl, Front-End-Https, X-Url-Scheme, X-Host, "
+      "X-Original-Host, X-Original-URL, X-Rewrite-URL, X-HTTP-Method-Override, X-HTTP-Method, "
+      "X-Method-Override and Forwarded. Those named here (comma-separated, any case) pass "
+      "through, for a proxy in front that sets them itself. The policy may set any of them.")
 PARAM(ban_lurker_sleep, DURATION, "10ms", "0s", "10s", PAR_LIVE,
       "Pause of the ban lurker between batches while it tests cached objects against bans "
       "in the background. 0 turns the lurker off: bans are then tested at lookup only, and "

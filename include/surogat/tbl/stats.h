@@ -18,7 +18,10 @@ STAT(wtr_deferred, COUNTER, "Times the waiter left ready sessions to the workers
 STAT(sess_waited, COUNTER, "Sessions handed to the waiter while idle.")
 STAT(sess_herd, COUNTER, "Pipelined requests served without returning to the waiter.")
 STAT(client_req, COUNTER, "Complete client requests received.")
+STAT(client_hdr_stripped, COUNTER, "Unkeyed request fields removed from client requests "
+     "(see trusted_client_headers).")
 STAT(client_req_400, COUNTER, "Requests answered 400: malformed or ambiguous framing.")
+STAT(client_req_405, COUNTER, "TRACE requests refused with 405 (allow_trace is off).")
 STAT(client_req_414, COUNTER, "Requests answered 414: request line too long.")
 STAT(client_req_431, COUNTER, "Requests answered 431: head too large or too many headers.")
 STAT(client_req_501, COUNTER, "Requests answered 501: unknown transfer coding.")
@@ -65,6 +68,12 @@ STAT(coalesce_timeout, COUNTER, "Waits for another fetch that gave up after coal
 STAT(coalesce_overflow, COUNTER, "Requests not coalesced because coalesce_max_waiters waited.")
 STAT(cache_stored, COUNTER, "Responses stored in the cache.")
 STAT(cache_uncacheable, COUNTER, "Fetched responses that could not be stored.")
+STAT(cache_set_cookie_stripped, COUNTER, "Set-Cookie fields left out of a stored object "
+     "(a cookie is the fetching client's alone, never another's).")
+STAT(cache_client_reval, COUNTER, "Fresh objects revalidated because a client asked "
+     "(no-cache, max-age=0), at most one per client_revalidate_interval per URL.")
+STAT(cache_client_reval_limited, COUNTER, "Requests whose no-cache or max-age=0 was not "
+     "followed, a client revalidation of the URL having run within client_revalidate_interval.")
 STAT(cache_hit_grace, COUNTER, "Stale objects served in grace while refreshed in the background.")
 STAT(cache_revalidated, COUNTER, "Stale objects revalidated by the backend with a 304 and reused.")
 STAT(cache_stale_if_error, COUNTER, "Stale objects served because the backend failed.")

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "unit.h"
+#include "be_fixture.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/dir.h"
@@ -40,21 +41,10 @@ teardown(void)
     par_fini();
 }
 
-/* A backend without probe (healthy), on the discard port: never connected to here. */
 static struct be *
 mkbe(const char *name, unsigned weight)
 {
-    struct be_conf c;
-    struct be *be;
-
-    memset(&c, 0, sizeof c);
-    c.name = name;
-    c.host = "127.0.0.1";
-    c.port = "9";
-    c.weight = weight;
-    c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
-    ck_assert_msg(be_get(&c, &be, &err) == 0, "%s", ebuf);
-    return (be);
+    return (mkbe_err(name, weight, &err));
 }
 
 /* n leaves named b0..b(n-1), weight 1. */
@@ -73,7 +63,7 @@ mkleaves(struct dir **leaf, struct be **be, unsigned n)
 static struct dir *
 mkdir_(const char *name, enum dir_type t, struct dir *const *m, unsigned n, const char *key)
 {
-    struct dir_conf c = { name, t, m, n, key };
+    struct dir_conf c = { .name = name, .type = t, .members = m, .nmembers = n, .key = key };
     struct dir *d = dir_new(&c, &err);
 
     ck_assert_msg(d != NULL, "%s", ebuf);
@@ -182,7 +172,7 @@ START_TEST(round_robin_order)
     struct dir *leaf[3], *rr;
     struct be *be[3];
     struct be *skip[1];
-    struct dir_ctx ctx = { NULL, skip, 1 };
+    struct dir_ctx ctx = { .skip = skip, .nskip = 1 };
 
     mkleaves(leaf, be, 3);
     rr = mkdir_("rr", DIR_ROUND_ROBIN, leaf, 3, NULL);
@@ -248,7 +238,7 @@ hash_map(struct dir *d, struct be *const *be, int *map)
     struct http_hdr hdrs[4];
     struct http req;
     char url[32];
-    struct dir_ctx ctx = { &req, NULL, 0 };
+    struct dir_ctx ctx = { .req = &req };
     struct be *got;
 
     http_init(&req, hdrs, 4);
@@ -320,7 +310,7 @@ START_TEST(hash_weighted_and_keys)
     struct dir *leaf[2], *h, *hc, *hh;
     struct http_hdr hdrs[4];
     struct http req;
-    struct dir_ctx ctx = { &req, NULL, 0 };
+    struct dir_ctx ctx = { .req = &req };
     char url[32];
     unsigned heavy = 0;
     struct be *first, *got;
@@ -380,7 +370,7 @@ START_TEST(fallback_nesting_skip)
     struct dir *leaf[4], *rr, *fb, *top[2];
     struct be *be[4];
     struct be *skip[2];
-    struct dir_ctx ctx = { NULL, skip, 0 };
+    struct dir_ctx ctx = { .skip = skip };
 
     mkleaves(leaf, be, 4);
     fb = mkdir_("fb", DIR_FALLBACK, leaf, 3, NULL);
@@ -452,11 +442,11 @@ START_TEST(bad_director_conf)
 {
     struct dir *leaf[1];
     struct be *be[1];
-    struct dir_conf c = { "d", DIR_HASH, leaf, 1, "body" };
+    struct dir_conf c = { .name = "d", .type = DIR_HASH, .members = leaf, .nmembers = 1, .key = "body" };
 
     mkleaves(leaf, be, 1);
     ck_assert_ptr_null(dir_new(&c, &err));
-    ck_assert_str_eq(ebuf, "director d: key 'body' is not url, header:NAME or cookie:NAME");
+    ck_assert_str_eq(ebuf, "director d: key 'body' is not url, hash, header:NAME or cookie:NAME");
     c.key = "header:";
     ck_assert_ptr_null(dir_new(&c, &err));
     c.key = "cookie:a";
@@ -487,7 +477,7 @@ race_picker(void *arg)
     struct race *r = arg;
     struct http_hdr hdrs[2];
     struct http req;
-    struct dir_ctx ctx = { &req, NULL, 0 };
+    struct dir_ctx ctx = { .req = &req };
     char url[32];
     struct be *got;
     bool known;

@@ -56,6 +56,7 @@ setup(void)
 #define TTL120  1u
 #define COOKIE  2u
 #define GRACE10 4u
+#define SIE300  8u
 
 static struct fresh_cfg
 cfg_of(unsigned mod)
@@ -68,6 +69,8 @@ cfg_of(unsigned mod)
         c.store_set_cookie = true;
     if (mod & GRACE10)
         c.default_grace = 10;
+    if (mod & SIE300)
+        c.default_sie = 300;
     return c;
 }
 
@@ -659,6 +662,14 @@ START_TEST(obj_flags_and_windows)
         { "no-cache=\"Set-Cookie\", max-age=60", 0, 0, 0, 0 },
         { "max-age=60, immutable", 0, FRESH_F_IMMUTABLE, 0, 0 },
         { "max-age=60, stale-if-error=x", 0, 0, 0, 0 },
+        /* default_stale_if_error: for responses without the directive, never when forbidden */
+        { "max-age=60", SIE300, 0, 0, 300 },
+        { "max-age=60, stale-if-error=5", SIE300, 0, 0, 5 },
+        { "max-age=60, stale-if-error=0", SIE300, 0, 0, 0 },
+        { "max-age=60, must-revalidate", SIE300, FRESH_F_MUST_REVALIDATE, 0, 0 },
+        { "max-age=60, proxy-revalidate", SIE300, FRESH_F_MUST_REVALIDATE, 0, 0 },
+        { "s-maxage=60", SIE300, FRESH_F_MUST_REVALIDATE, 0, 0 },
+        { "max-age=60, no-cache", SIE300, FRESH_F_NO_CACHE, 0, 0 },
     };
     struct fresh_obj o;
 
@@ -708,6 +719,39 @@ START_TEST(obj_dump)
 }
 END_TEST
 
+/* Which response fields a stored head may keep, for the directives on the left. */
+START_TEST(field_storable)
+{
+    static const struct {
+        const char *cc;
+        const char *field;
+        bool keep;
+    } v[] = {
+        { "max-age=60", "Set-Cookie", false },
+        { "max-age=60", "set-cookie", false },
+        { "max-age=60", "Content-Type", true },
+        { "max-age=60, no-cache=\"Set-Cookie, X-User\"", "X-User", false },
+        { "max-age=60, no-cache=\"Set-Cookie, X-User\"", "x-user", false },
+        { "max-age=60, no-cache=\"Set-Cookie, X-User\"", "X-Users", true },
+        { "max-age=60, private=\"X-Session\"", "X-Session", false },
+        { "max-age=60, private=\"X-Session\"", "ETag", true },
+        { "no-cache=X-Token, max-age=60", "X-Token", false },
+    };
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        struct txt name = T(v[i].field);
+        struct cc cc;
+
+        setup();
+        fill(&resp, "Cache-Control: x");
+        resp.hdr[0].val = T(v[i].cc);
+        cc_parse_response(&resp, NULL, &cc);
+        ck_assert_msg(fresh_field_storable(&name, &cc) == v[i].keep, "%s / %s", v[i].cc,
+                      v[i].field);
+    }
+}
+END_TEST
+
 START_TEST(storable_null_is_a_bug)
 {
     struct fresh_cfg cfg = FRESH_CFG_DEFAULT;
@@ -746,6 +790,7 @@ fresh_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_loop_test(tc, storable, 0, (int)(sizeof srows / sizeof srows[0]));
     tcase_add_test(tc, names);
+    tcase_add_test(tc, field_storable);
     tcase_add_test_raise_signal(tc, storable_null_is_a_bug, SIGABRT);
     suite_add_tcase(s, tc);
 

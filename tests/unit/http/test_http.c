@@ -231,6 +231,30 @@ START_TEST(reasons)
 }
 END_TEST
 
+START_TEST(host_valid)
+{
+    static const char *const good[] = {
+        "example.com", "Example.COM:8080", "example.com.", "example.com:", "127.0.0.1",
+        "[::1]", "[::1]:80", "[2001:db8::1]:443", "a-b.c_d.example", "a%41.example",
+        "xn--bcher-kva.ch", "x:65535", "localhost", "a~b!$&'()*+,;=c",
+    };
+    static const char *const bad[] = {
+        "", "a b", "a/b", "a..b", "..", ".", ".a", "a\\b", "x:80x", "[::1", "[::1]x",
+        "[]", "[zz::1]", "[v1.x]", "x:99999", "x:65536", "a@b", "a:80:80", "a%zz", "a%4",
+        ":80", "a\tb", "exa\"mple", "host?", "host#",
+    };
+
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        struct txt t = { good[i], strlen(good[i]) };
+        ck_assert_msg(http_host_valid(&t), "%s refused", good[i]);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct txt t = { bad[i], strlen(bad[i]) };
+        ck_assert_msg(!http_host_valid(&t), "%s accepted", bad[i]);
+    }
+}
+END_TEST
+
 Suite *
 http_suite(void)
 {
@@ -248,6 +272,7 @@ http_suite(void)
     tcase_add_test(tc, strip_named_before);
     tcase_add_test(tc, idempotent);
     tcase_add_test(tc, reasons);
+    tcase_add_test(tc, host_valid);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -271,7 +271,7 @@ fake_req(void)
     req.t_mono = 10;
     req.t_first = 10.25;
     req.t_end = 11.5;
-    req.cache = "HIT";
+    req.outcome = REQ_O_HIT;
     req.be_name = "web1";
     req.restarts = 1;
     req.hooks = 1u << 0 | 1u << 3;
