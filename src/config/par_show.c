@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "surogat/defs.h"
@@ -43,17 +44,36 @@ flags_word(const struct par_def *d)
     return ((d->flags & PAR_LOAD) ? "reload" : "restart");
 }
 
-/* The value, and whether it is the default. */
-static bool
-value_text(const struct par_def *d, char *buf, size_t len, char *dbuf, size_t dlen)
+/* d's value in `par` (or its default) as text, however long a string has grown: malloc'd. */
+static char *
+text_of(const struct par_def *d, bool dflt)
 {
-    struct sb v, dv;
+    size_t cap = 256;
+    struct sb sb;
+    char *buf;
 
-    sb_init(&v, buf, len);
-    par__format(d, &par, &v);
-    sb_init(&dv, dbuf, dlen);
-    par__format_default(d, &dv);
-    return (sb_ok(&v) && sb_ok(&dv) && strcmp(buf, dbuf) == 0);
+    for (;;) {
+        buf = malloc(cap);
+        AN(buf);
+        sb_init(&sb, buf, cap);
+        if (dflt)
+            par__format_default(d, &sb);
+        else
+            par__format(d, &par, &sb);
+        if (sb_ok(&sb))
+            return (buf);
+        free(buf);
+        cap *= 4;
+    }
+}
+
+/* The value and the default (free both), and whether they are the same. */
+static bool
+value_text(const struct par_def *d, char **vp, char **dp)
+{
+    *vp = text_of(d, false);
+    *dp = text_of(d, true);
+    return (strcmp(*vp, *dp) == 0);
 }
 
 /* Words of `text` on lines of at most SHOW_WRAP columns, each after the indent. */
@@ -85,8 +105,8 @@ wrap(const char *text, struct sb *out)
 static void
 show_one(const struct par_def *d, enum par_show how, struct sb *out)
 {
-    char vbuf[1024], dbuf[1024];
-    bool dflt = value_text(d, vbuf, sizeof vbuf, dbuf, sizeof dbuf);
+    char *vbuf, *dbuf;
+    bool dflt = value_text(d, &vbuf, &dbuf);
     const char *u = unit(d), *vn;
 
     if (how == PAR_SHOW_SHORT) {
@@ -94,6 +114,8 @@ show_one(const struct par_def *d, enum par_show how, struct sb *out)
         if (u != NULL)
             sb_printf(out, " [%s]", u);
         sb_cat(out, dflt ? " (default)\n" : "\n");
+        free(vbuf);
+        free(dbuf);
         return;
     }
     sb_printf(out, "%s\n" SHOW_INDENT "Value is: %s", d->name, vbuf[0] != '\0' ? vbuf : "\"\"");
@@ -102,6 +124,8 @@ show_one(const struct par_def *d, enum par_show how, struct sb *out)
     sb_cat(out, dflt ? " (default)\n" : "\n");
     if (!dflt)
         sb_printf(out, SHOW_INDENT "Default is: %s\n", dbuf[0] != '\0' ? dbuf : "\"\"");
+    free(vbuf);
+    free(dbuf);
     if (d->min != NULL)
         sb_printf(out, SHOW_INDENT "Minimum is: %s\n", d->min);
     if (d->max != NULL)
@@ -135,11 +159,17 @@ par_show(const char *name, enum par_show how, struct sb *out)
 void
 par_show_all(enum par_show how, bool only_changed, struct sb *out)
 {
-    char vbuf[1024], dbuf[1024];
+    char *vbuf, *dbuf;
+    bool same;
 
     for (size_t i = 0; i < par__ndefs; i++) {
-        if (only_changed && value_text(&par__defs[i], vbuf, sizeof vbuf, dbuf, sizeof dbuf))
-            continue;
+        if (only_changed) {
+            same = value_text(&par__defs[i], &vbuf, &dbuf);
+            free(vbuf);
+            free(dbuf);
+            if (same)
+                continue;
+        }
         show_one(&par__defs[i], how, out);
     }
 }

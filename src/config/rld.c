@@ -99,12 +99,37 @@ stage_find(const struct stage *st, const char *name)
     return (NULL);
 }
 
+/*
+ * A parameter's value now, or its default, as text, however long a string
+ * parameter has grown (-p may set any length): malloc'd.
+ */
+static char *
+param_text(const char *name, bool dflt)
+{
+    size_t cap = 256;
+    struct sb sb;
+    char *buf;
+
+    for (;;) {
+        buf = malloc(cap);
+        AN(buf);
+        sb_init(&sb, buf, cap);
+        AZ(dflt ? par_default(name, &sb) : par_get(name, &sb));
+        if (sb_ok(&sb))
+            return (buf);
+        free(buf);
+        cap *= 4;
+    }
+}
+
 /* cfg_parse()'s callback: check the line and keep it (the last one of a name wins). */
 static int
 stage_line(const char *name, const char *value, struct sb *err, void *priv)
 {
     struct stage *st = priv;
-    char cbuf[1024];
+    /* Room for the value as par_get() prints it: "1y" is "31536000", "default" a list. */
+    size_t clen = strlen(value) + 256;
+    char *cbuf;
     struct fval *f;
     struct sb canon;
 
@@ -118,9 +143,14 @@ stage_line(const char *name, const char *value, struct sb *err, void *priv)
         st->nlisten++;
         return (st->set ? cfg_add_listen(value, err) : 0);
     }
-    sb_init(&canon, cbuf, sizeof cbuf);
-    if (par_check(name, value, &canon, err) != 0)
+    cbuf = malloc(clen);
+    AN(cbuf);
+    sb_init(&canon, cbuf, clen);
+    if (par_check(name, value, &canon, err) != 0) {
+        free(cbuf);
         return (-1);
+    }
+    AN(sb_ok(&canon));
     if (st->set)
         AZ(par_set(name, value, err));
     f = stage_find(st, par_name(name));
@@ -138,8 +168,7 @@ stage_line(const char *name, const char *value, struct sb *err, void *priv)
     }
     f->value = strdup(value);
     AN(f->value);
-    f->canon = strdup(cbuf);
-    AN(f->canon);
+    f->canon = cbuf;
     return (0);
 }
 
@@ -251,25 +280,21 @@ restart_note(struct plan *pl, const char *what)
 static void
 plan_param(struct plan *pl, const char *name, const char *canon)
 {
-    char cur[1024], dflt[1024];
-    struct sb sb;
+    char *cur, *to;
     struct change *c;
     int flags = par_flags(name);
 
     AN(flags > 0);
     if (on_cmdline(name))
         return;
-    if (canon == NULL) {
-        sb_init(&sb, dflt, sizeof dflt);
-        AZ(par_default(name, &sb));
-        canon = dflt;
-    }
-    sb_init(&sb, cur, sizeof cur);
-    AZ(par_get(name, &sb));
-    if (strcmp(cur, canon) == 0)
-        return;
-    if (!(flags & (PAR_LIVE | PAR_LOAD))) {
-        restart_note(pl, name);
+    to = canon != NULL ? strdup(canon) : param_text(name, true);
+    AN(to);
+    cur = param_text(name, false);
+    if (strcmp(cur, to) == 0 || !(flags & (PAR_LIVE | PAR_LOAD))) {
+        if (strcmp(cur, to) != 0)
+            restart_note(pl, name);
+        free(to);
+        free(cur);
         return;
     }
     if (pl->n == pl->cap) {
@@ -280,10 +305,8 @@ plan_param(struct plan *pl, const char *name, const char *canon)
     c = &pl->c[pl->n++];
     c->name = name;
     c->flags = flags;
-    c->to = strdup(canon);
-    c->from = strdup(cur);
-    AN(c->to);
-    AN(c->from);
+    c->to = to;
+    c->from = cur;
 }
 
 static bool

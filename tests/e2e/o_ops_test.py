@@ -455,6 +455,17 @@ def test_reload_parameter_rules(origin, surogat, certs, tmp_path):
                               "restart, policy boot reloaded, 1 certificate)")
 
 
+def test_reload_long_values_whole(origin, surogat, certs, tmp_path):
+    """A value longer than any fixed buffer: applied, compared and shown whole."""
+    s = Site(surogat, origin, certs, tmp_path)
+    acl = ",".join("10.%d.%d.0/24" % (i // 250, i % 250) for i in range(300))
+    assert len(acl) > 3000
+    s.conf.write_text("default_ttl = 10s\npurge_acl = %s\n" % acl)
+    assert s.reload(True).startswith("reload: ok (params 1 changed,")
+    assert show_value(s.sg, "purge_acl") == acl
+    assert s.reload(True).startswith("reload: ok (params unchanged,")
+
+
 def test_reload_module_list_applied_before_the_policy(origin, surogat, certs, tmp_path):
     s = Site(surogat, origin, certs, tmp_path)
     write(tmp_path / "util.lua", 'return { tag = "from-module" }\n')

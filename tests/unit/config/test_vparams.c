@@ -234,6 +234,28 @@ START_TEST(show_forms)
 }
 END_TEST
 
+/* A string parameter of any length is shown whole, and compared whole with its default. */
+START_TEST(show_long_values)
+{
+    static char acl[8192];
+    size_t n = 0;
+
+    for (unsigned i = 0; n + 20 < sizeof acl - 1; i++)
+        n += (size_t)snprintf(acl + n, sizeof acl - n, "%s10.%u.%u.0/24", i ? "," : "",
+                              i / 250, i % 250);
+    set_ok("purge_acl", acl);
+    ck_assert_int_eq(par_show("purge_acl", PAR_SHOW_LONG, &out), 0);
+    ck_assert_ptr_nonnull(strstr(obuf, acl));
+    ck_assert_ptr_nonnull(strstr(obuf, "        Default is: 127.0.0.1,::1\n"));
+    sb_init(&out, obuf, sizeof obuf);
+    par_show_all(PAR_SHOW_SHORT, true, &out);
+    ck_assert_ptr_nonnull(strstr(obuf, acl));
+    sb_init(&out, obuf, sizeof obuf);
+    ck_assert_int_eq(par_check("purge_acl", acl, &out, &err), 0);
+    ck_assert_str_eq(obuf, acl);
+}
+END_TEST
+
 START_TEST(doc_lists_varnish_names)
 {
     static char buf[1 << 20];
@@ -265,6 +287,7 @@ vparams_suite(void)
     tcase_add_test(tc, varnish_value_formats);
     tcase_add_test(tc, feature_values);
     tcase_add_test(tc, show_forms);
+    tcase_add_test(tc, show_long_values);
     tcase_add_test(tc, doc_lists_varnish_names);
     suite_add_tcase(s, tc);
     return s;
