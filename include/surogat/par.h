@@ -67,6 +67,11 @@ int par_check(const char *name, const char *value, struct sb *canon, struct sb *
 int par_get(const char *name, struct sb *out);
 /* The default as par_get() would print it; -1 for an unknown name. */
 int par_default(const char *name, struct sb *out);
+/*
+ * The value (dflt: the default) as par_get() prints it, however long:
+ * malloc'd, the caller frees it.  NULL for an unknown name.
+ */
+char *par_text(const char *name, bool dflt);
 /* The surogat name of a parameter or of its Varnish alias; NULL when unknown. */
 const char *par_name(const char *name);
 /* Its enum par_flags, or -1 for an unknown name. */

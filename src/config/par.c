@@ -371,6 +371,37 @@ par__format_default(const struct par_def *d, struct sb *out)
     free_strings(&scratch);
 }
 
+char *
+par__text(const struct par_def *d, bool dflt)
+{
+    size_t cap = 256;
+    struct sb sb;
+    char *buf;
+
+    /* A string parameter may be of any length (-p sets it): grow until it fits. */
+    for (;;) {
+        buf = malloc(cap);
+        AN(buf);
+        sb_init(&sb, buf, cap);
+        if (dflt)
+            par__format_default(d, &sb);
+        else
+            par__format(d, &par, &sb);
+        if (sb_ok(&sb))
+            return (buf);
+        free(buf);
+        cap *= 4;
+    }
+}
+
+char *
+par_text(const char *name, bool dflt)
+{
+    const struct par_def *d = par__find(name);
+
+    return (d != NULL ? par__text(d, dflt) : NULL);
+}
+
 int
 par_get(const char *name, struct sb *out)
 {

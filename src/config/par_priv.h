@@ -35,6 +35,8 @@ const char *par__vname(const struct par_def *d);
 void par__format(const struct par_def *d, const struct par *base, struct sb *out);
 /* d's default as par__format() prints it. */
 void par__format_default(const struct par_def *d, struct sb *out);
+/* d's value in `par`, or its default, as text however long: malloc'd (par_text()). */
+char *par__text(const struct par_def *d, bool dflt);
 
 /* par_feature.c.  0 with the bits, or -1 with the reason in err (named after `name`). */
 int par__feature_parse(const char *name, const char *value, unsigned *bits, struct sb *err);

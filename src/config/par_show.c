@@ -44,35 +44,12 @@ flags_word(const struct par_def *d)
     return ((d->flags & PAR_LOAD) ? "reload" : "restart");
 }
 
-/* d's value in `par` (or its default) as text, however long a string has grown: malloc'd. */
-static char *
-text_of(const struct par_def *d, bool dflt)
-{
-    size_t cap = 256;
-    struct sb sb;
-    char *buf;
-
-    for (;;) {
-        buf = malloc(cap);
-        AN(buf);
-        sb_init(&sb, buf, cap);
-        if (dflt)
-            par__format_default(d, &sb);
-        else
-            par__format(d, &par, &sb);
-        if (sb_ok(&sb))
-            return (buf);
-        free(buf);
-        cap *= 4;
-    }
-}
-
 /* The value and the default (free both), and whether they are the same. */
 static bool
 value_text(const struct par_def *d, char **vp, char **dp)
 {
-    *vp = text_of(d, false);
-    *dp = text_of(d, true);
+    *vp = par__text(d, false);
+    *dp = par__text(d, true);
     return (strcmp(*vp, *dp) == 0);
 }
 

@@ -99,29 +99,6 @@ stage_find(const struct stage *st, const char *name)
     return (NULL);
 }
 
-/*
- * A parameter's value now, or its default, as text, however long a string
- * parameter has grown (-p may set any length): malloc'd.
- */
-static char *
-param_text(const char *name, bool dflt)
-{
-    size_t cap = 256;
-    struct sb sb;
-    char *buf;
-
-    for (;;) {
-        buf = malloc(cap);
-        AN(buf);
-        sb_init(&sb, buf, cap);
-        AZ(dflt ? par_default(name, &sb) : par_get(name, &sb));
-        if (sb_ok(&sb))
-            return (buf);
-        free(buf);
-        cap *= 4;
-    }
-}
-
 /* cfg_parse()'s callback: check the line and keep it (the last one of a name wins). */
 static int
 stage_line(const char *name, const char *value, struct sb *err, void *priv)
@@ -287,9 +264,10 @@ plan_param(struct plan *pl, const char *name, const char *canon)
     AN(flags > 0);
     if (on_cmdline(name))
         return;
-    to = canon != NULL ? strdup(canon) : param_text(name, true);
+    to = canon != NULL ? strdup(canon) : par_text(name, true);
+    cur = par_text(name, false);
     AN(to);
-    cur = param_text(name, false);
+    AN(cur);
     if (strcmp(cur, to) == 0 || !(flags & (PAR_LIVE | PAR_LOAD))) {
         if (strcmp(cur, to) != 0)
             restart_note(pl, name);
