@@ -169,10 +169,14 @@ enum pol_act pol_backend_response(struct req *req, struct pol_beresp *br);
 /* Whether the program has a deliver hook: the response head must be editable. */
 bool pol_has_deliver(void);
 /*
- * deliver(req, resp) on a response head with room for more fields:
- * POL_DELIVER (resp possibly edited), POL_SYNTH (*syn), POL_RESTART, POL_ERROR.
+ * deliver(req, resp, obj) on a response head with room for more fields;
+ * obj.hits is `hits`: the cached object's hit count (struct cobj) on a
+ * delivery from the cache, 0 for a response straight from the backend
+ * or a static file.  POL_DELIVER (resp possibly edited), POL_SYNTH
+ * (*syn), POL_RESTART, POL_ERROR.
  */
-enum pol_act pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn);
+enum pol_act pol_deliver(struct req *req, struct http *resp, unsigned hits,
+                         struct pol_synth *syn);
 
 /*
  * A cached object as hit(req, obj) sees it, read-only: the stored head
@@ -191,6 +195,7 @@ struct pol_obj {
     double ttl;        /* seconds of freshness left: negative once stale (grace) */
     double age;        /* seconds since the response was generated */
     double grace;      /* stale-while-revalidate window, seconds after the ttl */
+    unsigned hits;     /* obj.hits: the object's hit count, this lookup included */
 };
 
 /* Whether the script itself defines hit or log: else the callers skip the hook. */

@@ -71,6 +71,7 @@ struct req {
     size_t lookup_keylen;   /* have), for the directors; NULL until known */
     unsigned restarts;   /* times the request went back to recv */
     unsigned retries;    /* fetch: backend attempts after the first */
+    bool bereq_uncacheable; /* fetch: nothing of this fetch is stored (a pass, hit-for-miss) */
     bool restart;        /* a hook said "restart": req_dispatch() starts over */
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */

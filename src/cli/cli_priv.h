@@ -1,15 +1,29 @@
 /*
- * cli_priv -- shared between cli.c (listener, connections, authentication),
- * cli_split.c (requests into arguments), cli_cmd.c (the command registry,
- * the built-in commands) and cli_admin.c (the policy, vcl, backend, purge
- * and reload commands).
+ * cli_priv -- shared between cli.c (listener, connections), cli_auth.c
+ * (the secret and the challenge), cli_split.c (requests into arguments),
+ * cli_cmd.c (the command registry, the built-in commands) and cli_admin.c
+ * (the policy, vcl, backend, purge and reload commands).
  */
 #ifndef SUROGAT_CLI_PRIV_H
 #define SUROGAT_CLI_PRIV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct sb;
+
+/*
+ * cli_auth.c.  The secret file (-S) is read once, before the CLI thread
+ * starts, and forgotten (wiped) after it stopped.
+ */
+#define CLI_CHALLENGE 32                                /* letters, as Varnish sends */
+int cli__secret_read(const char *path, struct sb *err); /* 0, or -1 with the reason in err */
+void cli__secret_forget(void);
+bool cli__secret_set(void); /* whether connections must authenticate */
+/* A fresh random challenge of CLI_CHALLENGE letters and a NUL.  -1: the RNG failed. */
+int cli__challenge_new(char *challenge);
+/* Whether `answer` is hex(SHA-256(challenge "\n" secret challenge "\n")); the secret is set. */
+bool cli__auth_ok(const char *challenge, const char *answer);
 
 /*
  * cli_split.c.  Split a request into arguments, in place: the argument

@@ -422,8 +422,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
         resp.reason = (struct txt){ http_reason(resp.status), strlen(http_reason(resp.status)) };
     }
     http_strip_hop_by_hop(&resp);
-    /* Targeted fields are addressed to this cache, not to clients (RFC 9213 section 2.1). */
-    http_unset(&resp, "CDN-Cache-Control");
+    /* Surrogate-Control is consumed here; CDN-Cache-Control goes on to other CDN layers. */
     http_unset(&resp, "Surrogate-Control");
     if (http_find(&resp, "Date") == NULL) {
         date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
@@ -493,7 +492,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     else if (req->keepalive_10)
         AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("keep-alive")));
     if (pol_active() && pol_has_deliver()) {
-        switch (pol_deliver(req, &resp, syn)) {
+        switch (pol_deliver(req, &resp, 0, syn)) {
         case POL_DELIVER:
             break;
         case POL_SYNTH:
@@ -1134,6 +1133,7 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         f.to_client = !bg;
         f.body_to_client = !req->head_only && !bg;
         req->outcome = oc != NULL ? REQ_O_MISS : REQ_O_PASS;
+        req->bereq_uncacheable = oc == NULL;
         if (be != NULL && be->sfb != NULL) {
             /* A hook routed a fetch to static files: they are served, not fetched. */
             if (f.oc != NULL)

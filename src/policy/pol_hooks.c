@@ -173,7 +173,7 @@ struct call {
         struct http *hp;
         struct pol_ex ex;
         int ro;
-    } arg[2];
+    } arg[3];
 };
 
 /*
@@ -329,14 +329,17 @@ pol_backend_response(struct req *req, struct pol_beresp *br)
     return (call_hook(req, &c));
 }
 
+/* deliver's obj carries the hit count only: no load(), so nothing else reads. */
 enum pol_act
-pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn)
+pol_deliver(struct req *req, struct http *resp, unsigned hits, struct pol_synth *syn)
 {
     static const char *const acts[] = { "deliver", "synth", "restart" };
     static const enum pol_act map[] = { POL_DELIVER, POL_SYNTH, POL_RESTART };
+    const struct pol_obj obj = { .req = req, .hits = hits };
     const struct call c = { .h = POL_H_DELIVER, .dflt = POL_DELIVER, CALL_ACTS(acts, map),
-                            .syn = syn, .nargs = 2,
-                            .arg = { ARG_REQ(req), { .kind = POL_O_RESP, .hp = resp } } };
+                            .syn = syn, .nargs = 3,
+                            .arg = { ARG_REQ(req), { .kind = POL_O_RESP, .hp = resp },
+                                     { .kind = POL_O_OBJ, .ex.obj = &obj, .ro = 1 } } };
 
     return (call_hook(req, &c));
 }

@@ -403,5 +403,6 @@ pol__lib_open(lua_State *L)
     lua_setglobal(L, "re");
     luaL_newlib(L, srg_lib);
     pol__url_open(L);
+    pol__tool_open(L);
     lua_setglobal(L, "surogat");
 }

@@ -52,13 +52,34 @@ static const char *const kind_name[] = { "req", "bereq", "beresp", "resp", "obj"
 
 /* obj's head before the script reads it: check_msg() loads it then. */
 static struct http obj_unloaded;
+/* The registry key of a state's obj of deliver: its address, no string to hash. */
+static const char deliver_obj_key;
 
 void
 pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struct pol_ex *ex,
               int ro)
 {
-    struct msg *m = lua_newuserdatauv(L, sizeof *m, 1);
+    struct msg *m;
 
+    if (kind == POL_O_OBJ && hp == NULL && ex != NULL && ex->obj->resp == NULL &&
+        ex->obj->load == NULL) {
+        /*
+         * deliver's obj, a hit count and nothing else: one per state,
+         * armed again for each call, so that a hit costs no garbage for
+         * it.  Killed after each call as any other.
+         */
+        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &deliver_obj_key) == LUA_TNIL) {
+            lua_pop(L, 1);
+            (void)lua_newuserdatauv(L, sizeof *m, 1);
+            luaL_setmetatable(L, MSG_MT);
+            lua_pushvalue(L, -1);
+            lua_rawsetp(L, LUA_REGISTRYINDEX, &deliver_obj_key);
+        }
+        m = lua_touserdata(L, -1);
+    } else {
+        m = lua_newuserdatauv(L, sizeof *m, 1);
+        luaL_setmetatable(L, MSG_MT);
+    }
     m->magic = POL_MSG_MAGIC;
     m->kind = kind;
     m->hp = hp;
@@ -68,7 +89,6 @@ pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struc
     if (kind == POL_O_OBJ && hp == NULL)
         m->hp = &obj_unloaded;
     m->ro = ro;
-    luaL_setmetatable(L, MSG_MT);
 }
 
 void
@@ -87,6 +107,8 @@ check_msg(lua_State *L, int idx)
 
     if (m->hp == NULL)
         (void)luaL_error(L, "%s used after its hook returned", kind_name[m->kind]);
+    if (m->hp == &obj_unloaded && m->ex.obj->load == NULL)
+        (void)luaL_error(L, "obj has only hits in deliver");
     if (m->hp == &obj_unloaded && (m->hp = m->ex.obj->load(m->ex.obj)) == NULL) {
         m->hp = &obj_unloaded;
         (void)luaL_error(L, "workspace_client exhausted");
@@ -383,8 +405,12 @@ push_req_fact(lua_State *L, const struct msg *m, const char *k)
         lua_pushnil(L);
     else if (strcmp(k, "restarts") == 0)
         lua_pushinteger(L, req->restarts);
+    else if (strcmp(k, "xid") == 0)
+        lua_pushinteger(L, (lua_Integer)req->pol_id); /* set before the first hook ran */
     else if (m->kind == POL_O_BEREQ && strcmp(k, "retries") == 0)
         lua_pushinteger(L, req->retries);
+    else if (m->kind == POL_O_BEREQ && strcmp(k, "uncacheable") == 0)
+        lua_pushboolean(L, req->bereq_uncacheable || pol__wrk(L)->hook == POL_H_PIPE);
     else if (strcmp(k, "backend") == 0)
         push_backend(L, m);
     else if (m->kind == POL_O_REQ && strcmp(k, "hash_always_miss") == 0)
@@ -414,6 +440,15 @@ l_msg_index(lua_State *L)
     struct msg *m = luaL_checkudata(L, 1, MSG_MT);
     const char *k = luaL_checkstring(L, 2);
 
+    if (m->ex.obj != NULL && strcmp(k, "hits") == 0) {
+        lua_pushinteger(L, m->ex.obj->hits);
+        return (1);
+    }
+    /* deliver's obj: the hit count and nothing else (no head, no way to load one). */
+    if (m->ex.obj != NULL && m->ex.obj->resp == NULL && m->ex.obj->load == NULL) {
+        lua_pushnil(L);
+        return (1);
+    }
     /* obj's timing needs no head: answered without parsing it. */
     if (m->ex.obj != NULL && (strcmp(k, "ttl") == 0 || strcmp(k, "age") == 0 ||
                               strcmp(k, "grace") == 0)) {

@@ -164,4 +164,29 @@ void pol__obj_kill(lua_State *L, int idx);
 /* The globals `client` and `server`: facts of the current request, read-only. */
 void pol__client_open(lua_State *L);
 
+/*
+ * The toolbox of `surogat`, each adding its functions to the table on
+ * top of L's stack: digests, encodings, random, healthy (pol_tool.c,
+ * which calls the other two), cookies (pol_cookie.c), shared
+ * dictionaries and the rate limiter (pol_shared.c).
+ */
+void pol__tool_open(lua_State *L);
+void pol__cookie_open(lua_State *L);
+void pol__shared_open(lua_State *L);
+/*
+ * Shared dictionaries outlive programs: _get() the one named `name` of
+ * `size` bytes, a new one unless a program declared that name and size
+ * already, with a reference for the caller; NULL with a message in err
+ * for a size out of bounds.  _release(): the last reference frees it.
+ * Any thread.
+ */
+struct pol_shd;
+struct pol_shd *pol__shd_get(const char *name, uint64_t size, struct sb *err);
+void pol__shd_release(struct pol_shd **dp); /* *dp = NULL */
+const char *pol__shd_name(const struct pol_shd *d);
+/* pol_decl.c: the program's shared dictionary `name`, or NULL. */
+struct pol_shd *pol__decl_shared(const struct pol_cfg *cfg, const char *name);
+/* Whether the top level of L's script declared `kind` `name` so far. */
+bool pol__decl_seen(lua_State *L, const char *kind, const char *name);
+
 #endif

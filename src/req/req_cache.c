@@ -137,6 +137,7 @@ struct dlv {
     char status_line[64];
     char tail[320];
     struct pol_synth syn; /* deliver_head() returned -1: answer this instead (0: restart) */
+    unsigned hits;        /* the deliver hook's obj.hits: the object's count, 0 for a miss */
 };
 
 /* The deliver hook refused the delivery: its synthetic answer, or a restart. */
@@ -185,7 +186,7 @@ deliver_policy(struct req *req, struct dlv *d, struct iovec *iov, int n)
     http_init(&h, hdrs, nhdr + POL_HDR_ROOM);
     if (h1_parse_response(buf, len, &lim, &h, &used) != H1_DONE)
         goto overflow;
-    switch (pol_deliver(req, &h, &d->syn)) {
+    switch (pol_deliver(req, &h, d->hits, &d->syn)) {
     case POL_DELIVER:
         break;
     case POL_SYNTH:
@@ -386,6 +387,7 @@ no_body(const struct req *req, const struct dlv *d)
 /* A gunzipping delivery: the decoder's output goes to the client as it comes. */
 struct gunzip {
     struct req *req;
+    struct cobj *oc;
     struct gz *z;
     bool chunked;
     uint64_t bytes; /* identity bytes sent */
@@ -416,6 +418,28 @@ gunzip_out(void *priv, const char *p, size_t len)
     return (0);
 }
 
+/*
+ * The stored body inflates past gunzip_max_ratio or gunzip_max_size: the
+ * object is corrupt for every client without gzip, so it goes (logged by
+ * whoever removes it: once), and this client's connection is cut.  A busy
+ * object cannot be removed yet: its first delivery once complete does it.
+ */
+static void
+gunzip_bomb(struct gunzip *g)
+{
+    char buf[160];
+    struct sb sb;
+
+    STAT_INC(gunzip_bombs);
+    g->req->abort = true;
+    if (!hsh_kill(g->oc, false))
+        return;
+    sb_init(&sb, buf, sizeof buf);
+    gz_explain(g->z, &sb);
+    log_msg(LOG_WARNING, "gzip: %.*s: stored body %s: object removed",
+            (int)SRG_MIN(g->req->http->url.len, 256), g->req->http->url.b, sb.buf);
+}
+
 /* Stored gzip bytes through the decoder to the client.  -1: the client or the body failed. */
 static int
 gunzip_feed(struct gunzip *g, const char *p, size_t len, bool last)
@@ -425,6 +449,10 @@ gunzip_feed(struct gunzip *g, const char *p, size_t len, bool last)
 
     if (st == GZ_OK || st == GZ_END)
         return (0);
+    if (st == GZ_E_BOMB) {
+        gunzip_bomb(g);
+        return (-1);
+    }
     if (st != GZ_E_OUTPUT) {
         /*
          * Checked when it was fetched, so only damage since (or a body
@@ -438,9 +466,10 @@ gunzip_feed(struct gunzip *g, const char *p, size_t len, bool last)
 }
 
 static void
-gunzip_begin(struct gunzip *g, struct req *req, const struct dlv *d)
+gunzip_begin(struct gunzip *g, struct req *req, struct cobj *oc, const struct dlv *d)
 {
     g->req = req;
+    g->oc = oc;
     g->z = gz_new(GZ_DECODE, 0);
     g->chunked = d->chunked;
     g->bytes = 0;
@@ -475,6 +504,8 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     int n;
 
     req->outcome = REQ_O_HIT;
+    /* A miss delivered from what it stored (fwd) is its first delivery: 0 hits. */
+    d.hits = fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0;
     n = deliver_head(req, oc, oc->body.len, now, fwd, &d, iov);
     if (n < 0) {
         deliver_refused(req, &d);
@@ -493,7 +524,7 @@ req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
             req->close = true;
             return;
         }
-        gunzip_begin(&g, req, &d);
+        gunzip_begin(&g, req, oc, &d);
         ok = true;
         for (const struct sto_seg *sg = oc->body.first; sg != NULL && ok; sg = sg->next)
             ok = gunzip_feed(&g, sg->data, sg->len, sg->next == NULL) == 0;
@@ -599,6 +630,7 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
     int n;
 
     req->outcome = REQ_O_COLLAPSED;
+    d.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED); /* joining counted as a hit */
     n = deliver_head(req, oc, len, tim_real(), "fwd=miss; collapsed", &d, iov);
     if (n < 0) {
         deliver_refused(req, &d);
@@ -611,7 +643,7 @@ req_deliver_stream(struct req *req, struct cobj *oc, double tmo)
     if (no_body(req, &d) || len == 0)
         return;
     if (d.gunzip)
-        gunzip_begin(&g, req, &d);
+        gunzip_begin(&g, req, oc, &d);
     for (pos = d.first; pos <= d.last;) {
         st = hsh_stream_wait(oc, pos, tmo, &avail);
         if (st == HSH_S_FAILED || st == HSH_S_TIMEOUT) {
@@ -869,6 +901,7 @@ policy_hit(struct req *req, const struct cobj *oc, double now, struct pol_synth 
     obj.age = SRG_MAX(0.0, now - oc->fresh.t_origin);
     obj.ttl = oc->fresh.ttl - obj.age;
     obj.grace = oc->fresh.swr;
+    obj.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED);
     return (pol_hit(req, &obj, syn));
 }
 

@@ -101,7 +101,7 @@ deliver_hook(struct req *req, char **hp, size_t *hlen)
     http_init(&h, hdrs, nhdr + POL_HDR_ROOM);
     if (h1_parse_response(*hp, *hlen, &lim, &h, &used) != H1_DONE)
         goto overflow;
-    switch (pol_deliver(req, &h, &syn)) {
+    switch (pol_deliver(req, &h, 0, &syn)) {
     case POL_DELIVER:
         break;
     case POL_SYNTH:

@@ -134,6 +134,15 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "power of two; under 500 bytes each, touched only as the worker fills them). The ring "
       "keeps the latest requests, so `log -d` shows up to this many per worker; a reader more "
       "than a ring behind reports the records it missed.")
+PARAM(cli_auth_timeout, DURATION, "10s", "10ms", "600s", PAR_LIVE,
+      "With a secret file (-S), how long a new admin connection has to authenticate: it is "
+      "closed when this has passed since it connected, whatever it sent meanwhile (nothing, "
+      "part of a line, commands refused for want of authentication). Without -S, connecting "
+      "is the credential and this does not apply (see cli_peer_max and surogatctl(1)).")
+PARAM(cli_peer_max, UINT, "4", "1", "16", PAR_LIVE,
+      "Most admin connections one client address may hold that have not authenticated yet "
+      "(without -S: that have not run a command yet); another one from that address closes "
+      "the oldest of them. All Unix-socket clients count as one address.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
       "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
       "metrics at /metrics, a live status page at / and its data at /status.json, and "
@@ -282,6 +291,18 @@ PARAM(gzip_types, STRING,
       NULL, NULL, PAR_LIVE,
       "Media types compressed, separated by spaces or commas; type/* matches a whole type. The "
       "default is mod_deflate's AddOutputFilterByType list of text types.")
+PARAM(gunzip_max_ratio, UINT, "1000", "0", NULL, PAR_LIVE,
+      "Most bytes a gzip body may decode to per byte of it, counted as it is decoded; 0: no "
+      "bound. A body past it is a decompression bomb: from a backend the fetch fails (502, or "
+      "a cut connection once the head is out) and nothing is stored; found in the cache "
+      "while gunzipping for a client, the delivery is cut and the object removed "
+      "(gunzip_bombs, logged). Deflate cannot exceed about 1032:1, so 1000 only stops runs "
+      "of one byte repeated.")
+PARAM(gunzip_max_size, BYTES, "1g", "0", NULL, PAR_LIVE,
+      "Most bytes a gzip body may decode to in all; 0: no bound. Past it the body is a "
+      "decompression bomb, refused or removed as under gunzip_max_ratio. It also bounds the "
+      "check of a backend's gzip body for the cache, so a larger legitimate one is refused: "
+      "raise it for such a backend.")
 PARAM(gzip_pass, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also compress responses that are not stored (passes, uncacheable misses) on the fly "
       "for clients that accept gzip, with the same rules as stored ones. This costs CPU on "

@@ -119,6 +119,9 @@ STAT(bans_lookup_tested, COUNTER, "Ban expressions tested against objects at loo
 STAT(bans_lurker_tested, COUNTER, "Ban expressions tested against objects by the lurker.")
 STAT(bans_lookup_killed, COUNTER, "Objects found banned at lookup.")
 STAT(bans_lurker_killed, COUNTER, "Objects found banned and removed by the lurker.")
+STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an object (match, "
+     "depth or heap limit): taken as matches, so the object was invalidated; the first for "
+     "each ban is logged.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
@@ -129,6 +132,13 @@ STAT(backend_failover, COUNTER, "Fetches that went to another backend of their d
      "connecting to one failed (idempotent requests without a body).")
 STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
 STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
+STAT(shared_bytes, GAUGE, "Bytes held by the entries of the policy's shared dictionaries.")
+STAT(shared_evicted, COUNTER, "Shared dictionary entries dropped before their time to make "
+     "room for a set(), add() or incr() (least recently used first).")
+STAT(shared_nomem, COUNTER, "Shared dictionary writes refused for want of room (safe_set(), or "
+     "an entry larger than its share of the dictionary).")
+STAT(ratelimit_denied, COUNTER, "Calls of surogat.ratelimit() that answered false: over the "
+     "rate.")
 STAT(req_time_us, COUNTER, "Sum of the request times in microseconds, each from the complete "
      "request head to the end of the response: the sum of the latency histogram.")
 /*
@@ -151,6 +161,11 @@ STAT(req_time_le_2500ms, COUNTER, "Requests that took more than 1s, at most 2.5s
 STAT(req_time_le_5s, COUNTER, "Requests that took more than 2.5s, at most 5s.")
 STAT(req_time_le_10s, COUNTER, "Requests that took more than 5s, at most 10s.")
 STAT(req_time_over_10s, COUNTER, "Requests that took more than 10s.")
+STAT(cli_unauth_closed, COUNTER, "Admin connections closed for not authenticating within "
+     "cli_auth_timeout.")
+STAT(cli_evicted, COUNTER, "Admin connections closed to make room for a new one: the oldest "
+     "unauthenticated one of an address past cli_peer_max, or, the table of 16 being full, the "
+     "oldest unauthenticated one or else the one whose last command is the oldest.")
 STAT(mon_req, COUNTER, "Requests answered by the HTTP admin listener (-M).")
 STAT(mon_req_bad, COUNTER, "Requests to the HTTP admin listener answered 404 or 405.")
 STAT(gzip_compressed, COUNTER, "Response bodies compressed by the cache while being stored.")
@@ -161,6 +176,9 @@ STAT(gunzip_delivered, COUNTER, "gzip bodies gunzipped on the fly for a client t
      "accept gzip.")
 STAT(gzip_errors, COUNTER, "Corrupt gzip bodies: from a backend (never stored; a client that "
      "already got part of the body is cut off) or found while gunzipping for a client.")
+STAT(gunzip_bombs, COUNTER, "gzip bodies that decoded past gunzip_max_ratio or "
+     "gunzip_max_size: from a backend refused and not stored, or found in the cache while "
+     "gunzipping for a client (the delivery cut and the object removed).")
 STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
 STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
 STAT(tls_handshake, COUNTER, "TLS handshakes completed.")

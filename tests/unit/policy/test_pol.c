@@ -472,6 +472,7 @@ static struct http ohttp;
 static struct pol_obj *
 mkobj(struct pol_obj *o)
 {
+    memset(o, 0, sizeof *o);
     http_init(&ohttp, ohdrs, ARRAY_LEN(ohdrs));
     ohttp.proto = 11;
     ohttp.status = 200;
