@@ -117,8 +117,8 @@ int req_synth(struct req *req, unsigned status, const char *extra_hdr);
 int req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const char *msg);
 /*
  * Send the synthetic response hp (status, reason and fields; Date,
- * Server, Content-Length and Connection are added) with body.  0, or -1
- * when the client is gone.
+ * Server, Content-Length and Connection are added) with body, or
+ * without one for a 204 or a 304.  0, or -1 when the client is gone.
  */
 int req_send_synth(struct req *req, const struct http *hp, struct txt body);
 /*

@@ -11,6 +11,16 @@
  * an underscore stands for a dash, while :get("x_foo") takes the name as
  * written.
  *
+ * The framing of a message is surogat's, computed after the hooks: the
+ * fields that carry it (Content-Length, Transfer-Encoding, Connection,
+ * Keep-Alive, Upgrade; TE and Trailer on a backend request) may be read
+ * but not set, appended or removed, and a status may not move between
+ * one that has a body and one that has none (204, 304) where the body is
+ * already framed (deliver, backend_response).  Otherwise a script could
+ * send a client, or a backend, a head whose framing disagrees with the
+ * bytes that follow: the next message would be read from the middle of
+ * this one.
+ *
  * obj (in hit) is a read-only view of the cached object's stored head
  * and timing; `client` and `server` are global userdata
  * reading the current request's session (or the host), so they need no
@@ -21,6 +31,7 @@
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -173,6 +184,39 @@ check_value(lua_State *L, int idx, size_t *len)
 
 /* ---- headers: req.http ---- */
 
+/* Whether name (len bytes, any case) frames messages of this kind: read-only for scripts. */
+static bool
+framing_field(enum pol_obj_kind kind, const char *name, size_t len)
+{
+    static const struct {
+        const char *name;
+        size_t len;
+        bool bereq; /* on a backend request only */
+    } f[] = {
+        { "Content-Length", 14, false }, { "Transfer-Encoding", 17, false },
+        { "Connection", 10, false },     { "Keep-Alive", 10, false },
+        { "Upgrade", 7, false },         { "TE", 2, true },
+        { "Trailer", 7, true },
+    };
+
+    /* The length first: a deliver hook setting a field runs this on every hit. */
+    for (size_t i = 0; i < ARRAY_LEN(f); i++)
+        if (len == f[i].len && (!f[i].bereq || kind == POL_O_BEREQ) &&
+            strcasecmp(name, f[i].name) == 0)
+            return (true);
+    return (false);
+}
+
+/* A change of field `name` (NUL-terminated): a writable message, a field that is not framing. */
+static void
+check_field_writable(lua_State *L, const struct msg *m, const char *name, size_t len)
+{
+    check_writable(L, m, "http");
+    if (framing_field(m->kind, name, len))
+        (void)luaL_error(L, "%s.http: %s is read-only: surogat frames the message",
+                         kind_name[m->kind], name);
+}
+
 static struct msg *
 hdrs_msg(lua_State *L, int idx)
 {
@@ -211,7 +255,7 @@ hdr_add(lua_State *L, struct msg *m, const char *name, size_t nlen, int vidx)
 static void
 hdr_set(lua_State *L, struct msg *m, const char *name, size_t nlen, int vidx)
 {
-    check_writable(L, m, "http");
+    check_field_writable(L, m, name, nlen);
     if (!lua_isnil(L, vidx))
         (void)check_value(L, vidx, &(size_t){ 0 });
     (void)http_unset(m->hp, name);
@@ -274,7 +318,7 @@ l_hdrs_append(lua_State *L)
     struct msg *m = hdrs_msg(L, 1);
     const char *name = check_name(L, 2, &len, false);
 
-    check_writable(L, m, "http");
+    check_field_writable(L, m, name, len);
     hdr_add(L, m, name, len, 3);
     return (0);
 }
@@ -286,7 +330,7 @@ l_hdrs_unset(lua_State *L)
     struct msg *m = hdrs_msg(L, 1);
     const char *name = check_name(L, 2, &len, false);
 
-    check_writable(L, m, "http");
+    check_field_writable(L, m, name, len);
     lua_pushinteger(L, http_unset(m->hp, name));
     return (1);
 }
@@ -511,6 +555,13 @@ l_msg_index(lua_State *L)
     return (1);
 }
 
+/* A response with this status has no body, whatever its fields say (RFC 9112 section 6.3). */
+static bool
+bodyless(unsigned status)
+{
+    return (status == 204 || status == 304);
+}
+
 static double
 check_duration(lua_State *L, int idx, const char *what)
 {
@@ -547,6 +598,11 @@ l_msg_newindex(lua_State *L)
         lua_Integer st = luaL_checkinteger(L, 3);
         if (st < 200 || st > 999)
             return (luaL_error(L, "%s.status: %d is not 200..999", kind_name[m->kind], (int)st));
+        /* A synthetic body (ex.body) is framed after the hook: there any status goes. */
+        if (m->ex.body == NULL && bodyless((unsigned)st) != bodyless(m->hp->status))
+            return (luaL_error(L, "%s.status: %d to %d would %s the body surogat frames",
+                               kind_name[m->kind], (int)m->hp->status, (int)st,
+                               bodyless((unsigned)st) ? "drop" : "add"));
         m->hp->status = (unsigned)st;
         m->hp->reason = (struct txt){ http_reason(m->hp->status),
                                       strlen(http_reason(m->hp->status)) };

@@ -105,6 +105,8 @@ int
 req_send_synth(struct req *req, const struct http *hp, struct txt body)
 {
     char date[TIM_HTTP_DATE_LEN + 1], *buf;
+    /* A hook may have set 204 or 304: no body then, whatever it gave as one (RFC 9112 6.3). */
+    bool bodyless = hp->status == 204 || hp->status == 304;
     struct iovec iov[2];
     struct sb sb;
     size_t room;
@@ -128,7 +130,9 @@ req_send_synth(struct req *req, const struct http *hp, struct txt body)
         sb_printf(&sb, "%.*s: %.*s\r\n", (int)h->name.len, h->name.b, (int)h->val.len,
                   h->val.b != NULL ? h->val.b : "");
     }
-    sb_printf(&sb, "Content-Length: %zu\r\n%s\r\n", body.len,
+    if (!bodyless)
+        sb_printf(&sb, "Content-Length: %zu\r\n", body.len);
+    sb_printf(&sb, "%s\r\n",
               req->close || req->want_close ? "Connection: close\r\n"
               : req->keepalive_10           ? "Connection: keep-alive\r\n"
                                             : "");
@@ -142,7 +146,7 @@ req_send_synth(struct req *req, const struct http *hp, struct txt body)
     iov[0].iov_base = buf;
     iov[0].iov_len = sb.len;
     iov[1].iov_base = (void *)(uintptr_t)body.b;
-    iov[1].iov_len = req->head_only ? 0 : body.len;
+    iov[1].iov_len = req->head_only || bodyless ? 0 : body.len;
     req->status = hp->status;
     req->t_first = tim_mono();
     rv = sess_writev(req->sp, iov, 2, req_send_deadline(req));

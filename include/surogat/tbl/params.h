@@ -251,7 +251,14 @@ PARAM(ban_dups, BOOL, "on", NULL, NULL, PAR_LIVE,
 PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
       "Lua VM instructions one policy hook call may run (and the top level of the script when "
       "it is loaded). Past it the call fails: the error is logged with file and line and the "
-      "request is answered 503. Cuts endless loops.")
+      "request is answered 503. Cuts endless loops; pcall cannot catch it.")
+PARAM(policy_max_time, DURATION, "50ms", "10ms", "60s", PAR_LIVE,
+      "Wall-clock time one policy hook call may take (and the top level of the script), "
+      "checked every 1000 instructions, in the pattern functions, re.* and the other "
+      "string, table and utf8 functions, and on large allocations. Past it, and a quarter "
+      "of it more on the CPU (waiting for a CPU does not count), the call fails as past "
+      "policy_max_instructions: a backtracking pattern on a URL an attacker chose cannot "
+      "pin a worker.")
 PARAM(policy_modules, STRING, "", NULL, NULL, PAR_LIVE | PAR_LOAD,
       "Pure-Lua modules a policy script may require(), by name, separated by commas or spaces "
       "(e.g. \"util, sites.blog\"). require(\"sites.blog\") loads sites/blog.lua from "

@@ -124,6 +124,8 @@ STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an objec
      "each ban is logged.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
+STAT(policy_limit, COUNTER, "Policy hook calls (and script top levels) stopped by "
+     "policy_max_instructions or policy_max_time, caught or not: among policy_error.")
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
