@@ -49,6 +49,7 @@ void acc_spec_clear(struct acc_spec *as);
 int acc_listen(const char *spec, const char *base, struct sb *err);
 int acc_start(void); /* start the acceptor thread */
 void acc_stop(void); /* close the listen sockets, join the thread */
-void acc_dump(struct sb *out); /* one "addr port" line per listen socket */
+/* One line per listen socket: "127.0.0.1:6081", "[::1]:6081", " (tls)" after a TLS one. */
+void acc_dump(struct sb *out);
 
 #endif

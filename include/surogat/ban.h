@@ -81,7 +81,10 @@ void ban_fini(void); /* after hsh_fini(): no object may point at a ban */
  * bans_added.
  */
 int ban_add(const char *expr, struct sb *err);
-/* ban.list: "time refs [C] expression" per ban, newest first. */
+/*
+ * ban.list: "time refs C|- expression" per ban, newest first; the time in
+ * ISO 8601, UTC, to the microsecond (2026-11-26T13:36:24.119988Z).
+ */
 void ban_list(struct sb *out);
 unsigned ban_count(void); /* bans on the list, the completed ones included */
 

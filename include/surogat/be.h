@@ -146,6 +146,14 @@ struct be *be_find(const char *name); /* the newest live backend by name, or NUL
  */
 void be_list(struct sb *out);
 /*
+ * Its pieces: the header line, and one backend's line, named
+ * "prefix.name" (prefix NULL: the name alone).  be_list_row() takes no
+ * lock: the caller keeps be referenced (a program naming it, or inside
+ * be_foreach()).
+ */
+void be_list_head(struct sb *out);
+void be_list_row(const struct be *be, const char *prefix, struct sb *out);
+/*
  * fn for each live backend, under the registry lock: fn must not call
  * back into be_ (be_healthy() excepted, which takes no lock).
  */

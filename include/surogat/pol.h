@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct be;
 struct cobj;
 struct dir;
 struct http;
@@ -54,12 +55,25 @@ enum pol_act {
  * Main thread only.
  */
 int pol_check(const char *path, struct sb *err);
+/* vcl/builtin.lua as compiled into the binary (vcl.show -v). */
+const char *pol_builtin_source(size_t *lenp);
 int pol_load(const char *path, struct sb *err);
 /*
  * SIGHUP: load the current program's file again, as a new program under
  * the same name, and use it; on failure the running program stays.
+ * pol_reload_prepare() and _commit() are its two halves, so that a reload
+ * can go all or nothing with others: _prepare() compiles the file again
+ * (0 with *rp NULL when there is nothing to reload: no policy, or a
+ * program given inline), or -1 with "file:line: message"; then exactly
+ * one of _commit(), which makes it current under the same name and says
+ * so in `what` ("policy NAME reloaded"), or _abort().  No program may be
+ * loaded, used or discarded in between (they wait).  Main thread.
  */
 int pol_reload(struct sb *err);
+struct pol_reload;
+int pol_reload_prepare(struct pol_reload **rp, struct sb *err);
+void pol_reload_commit(struct pol_reload **rp, struct sb *what);
+void pol_reload_abort(struct pol_reload **rp);
 /*
  * Named programs, as Varnish's vcl.load, vcl.use, vcl.list and
  * vcl.discard (the admin commands policy.*; pol_admin.c).  Several may
@@ -75,10 +89,34 @@ int pol_reload(struct sb *err);
  * still built from it keep it alive until they move on.
  */
 int pol_prog_load(const char *name, const char *path, struct sb *err);
+/* _load() of a script given as text (vcl.inline); messages name it "<inline:NAME>". */
+int pol_prog_inline(const char *name, const char *src, size_t len, struct sb *err);
 int pol_prog_use(const char *name, struct sb *err);
 int pol_prog_discard(const char *name, struct sb *err);
 /* One line per program, oldest first: state, worker states built from it, name, file. */
 void pol_prog_list(struct sb *out);
+/* What the admin commands show of a program (vcl.list, vcl.show, backend.list). */
+struct pol_prog_info {
+    const char *name;
+    const char *path; /* its file, or "<inline:NAME>" */
+    bool active;      /* the current program */
+    bool is_inline;
+    unsigned workers; /* worker states built from it now: a count, not a promise */
+    const char *src;  /* the source as compiled */
+    size_t len;
+    /* Its declarations: the backends, then the directors (leaves for the backends first). */
+    struct be *const *be;
+    unsigned nbe;
+    struct dir *const *dir;
+    unsigned ndir;
+};
+typedef void pol_prog_visit_f(const struct pol_prog_info *pi, void *priv);
+/*
+ * fn for each loaded program, oldest first, under the registry lock: fn
+ * must not call back into pol_; the pointers are valid during the call.
+ * The number of programs.
+ */
+unsigned pol_prog_foreach(pol_prog_visit_f *fn, void *priv);
 /* Before pool_init(): the workers' Lua states are freed when they exit. */
 void pol_init(void);
 void pol_fini(void);

@@ -389,6 +389,6 @@ void
 acc_dump(struct sb *out)
 {
     for (unsigned i = 0; i < nlsocks; i++)
-        sb_printf(out, "%s %s%s\n", lsocks[i]->addr, lsocks[i]->port,
-                  lsocks[i]->tls != NULL ? " tls" : "");
+        sb_printf(out, strchr(lsocks[i]->addr, ':') != NULL ? "[%s]:%s%s\n" : "%s:%s%s\n",
+                  lsocks[i]->addr, lsocks[i]->port, lsocks[i]->tls != NULL ? " (tls)" : "");
 }

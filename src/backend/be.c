@@ -577,31 +577,44 @@ be_foreach(be_visit_f *fn, void *priv)
 }
 
 void
-be_list(struct sb *out)
+be_list_head(struct sb *out)
 {
-    struct be *be;
-    int admin;
-
     sb_printf(out, "%-24s %-28s %-8s %-8s %-6s %s\n", "Backend", "Address", "Health", "Admin",
               "Conns", "Probe");
-    AZ(pthread_mutex_lock(&be_mtx));
-    for (be = be_all; be != NULL; be = be->priv->next) {
-        if (be->priv->refcnt == 0)
-            continue;
-        admin = __atomic_load_n(&be->priv->admin, __ATOMIC_RELAXED);
-        sb_printf(out, "%-24s %-28s %-8s %-8s %-6u ", be->name,
-                  be->hostport != NULL ? be->hostport : "(static)",
-                  be_healthy(be) ? "healthy" : "sick", admin_names[admin],
-                  be->pool != NULL ? bcp_conn_count(be->pool) : 0);
-        if (be->priv->has_probe) {
-            uint64_t bits = be_probe_bits(be);
-            sb_printf(out, "%u/%u ", prb_good(bits, be->priv->pc.window), be->priv->pc.window);
-            prb_history(bits, be->priv->pc.window, out);
-        } else {
-            sb_cat(out, "-");
-        }
-        sb_cat(out, "\n");
+}
+
+/* No lock: what it reads is immutable or atomic, and the caller keeps be alive. */
+void
+be_list_row(const struct be *be, const char *prefix, struct sb *out)
+{
+    char name[256];
+    int admin;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    snprintf(name, sizeof name, "%s%s%s", prefix != NULL ? prefix : "", prefix != NULL ? "." : "",
+             be->name);
+    admin = __atomic_load_n(&be->priv->admin, __ATOMIC_RELAXED);
+    sb_printf(out, "%-24s %-28s %-8s %-8s %-6u ", name,
+              be->hostport != NULL ? be->hostport : "(static)", be_healthy(be) ? "healthy" : "sick",
+              admin_names[admin], be->pool != NULL ? bcp_conn_count(be->pool) : 0);
+    if (be->priv->has_probe) {
+        uint64_t bits = be_probe_bits(be);
+        sb_printf(out, "%u/%u ", prb_good(bits, be->priv->pc.window), be->priv->pc.window);
+        prb_history(bits, be->priv->pc.window, out);
+    } else {
+        sb_cat(out, "-");
     }
+    sb_cat(out, "\n");
+}
+
+void
+be_list(struct sb *out)
+{
+    be_list_head(out);
+    AZ(pthread_mutex_lock(&be_mtx));
+    for (struct be *be = be_all; be != NULL; be = be->priv->next)
+        if (be->priv->refcnt > 0)
+            be_list_row(be, NULL, out);
     AZ(pthread_mutex_unlock(&be_mtx));
 }
 

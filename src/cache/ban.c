@@ -218,7 +218,15 @@ ban_list(struct sb *out)
     for (const struct ban *b = head; b != NULL; b = b->older) {
         /* C: completed -- no object needs testing against it (the tail), or superseded. */
         bool done = b == tail || (b->flags & BAN_F_DUP);
-        sb_printf(out, "%.6f %10u %s %s\n", b->t_added, b->refcnt, done ? "C" : "-", b->text);
+        time_t sec = (time_t)b->t_added;
+        struct tm tm;
+        char when[32];
+        /* ISO 8601 in UTC, to the microsecond: bans added in one second stay apart. */
+        AN(gmtime_r(&sec, &tm));
+        AN(strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm));
+        sb_printf(out, "%s.%06uZ %10u %s %s\n", when,
+                  (unsigned)((b->t_added - (double)sec) * 1e6) % 1000000, b->refcnt,
+                  done ? "C" : "-", b->text);
     }
     AZ(pthread_mutex_unlock(&ban_mtx));
 }

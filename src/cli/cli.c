@@ -242,11 +242,11 @@ handle_input(struct cli_conn *cp)
     size_t n;
 
     while (!cp->closing && cp->olen == 0 && cp->stream == NULL) {
-        nl = memchr(cp->ibuf, '\n', cp->ilen);
-        if (nl == NULL)
+        n = cli__request_len(cp->ibuf, cp->ilen);
+        if (n == 0)
             break;
+        nl = cp->ibuf + n - 1;
         *nl = '\0';
-        n = (size_t)(nl - cp->ibuf) + 1;
         if (nl > cp->ibuf && nl[-1] == '\r')
             nl[-1] = '\0';
         handle_line(cp, cp->ibuf);
@@ -254,7 +254,7 @@ handle_input(struct cli_conn *cp)
         cp->ilen -= n;
     }
     /* A partial line at EOF is dropped: a request needs its newline. */
-    if (cp->eof && !cp->closing && memchr(cp->ibuf, '\n', cp->ilen) == NULL)
+    if (cp->eof && !cp->closing && cli__request_len(cp->ibuf, cp->ilen) == 0)
         cp->closing = true;
 }
 
@@ -277,7 +277,7 @@ read_in(struct cli_conn *cp)
     }
     cp->t_last = tim_mono();
     cp->ilen += (size_t)n;
-    if (cp->ilen == CLI_LINE_MAX + 1 && memchr(cp->ibuf, '\n', cp->ilen) == NULL) {
+    if (cp->ilen == CLI_LINE_MAX + 1 && cli__request_len(cp->ibuf, cp->ilen) == 0) {
         log_msg(LOG_WARNING, "cli: %s: request line over %d bytes, closing", cp->peer,
                 CLI_LINE_MAX);
         return (-1);

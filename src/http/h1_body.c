@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "surogat/defs.h"
+#include "surogat/num.h"
 #include "surogat/h1.h"
 #include "surogat/http.h"
 
@@ -261,18 +262,6 @@ h1_chunk_init(struct h1_chunk *c, size_t ext_max)
     c->ext_max = ext_max;
 }
 
-static int
-hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return (ch - '0');
-    if (ch >= 'a' && ch <= 'f')
-        return (ch - 'a' + 10);
-    if (ch >= 'A' && ch <= 'F')
-        return (ch - 'A' + 10);
-    return (-1);
-}
-
 /* Bytes allowed in trailer lines and quoted strings: HTAB, SP, VCHAR, obs-text. */
 static inline bool
 line_byte_ok(unsigned char ch)
@@ -389,7 +378,7 @@ h1_chunk_decode(struct h1_chunk *c, const char *in, size_t len, size_t *consumed
         switch (c->state) {
         case CS_SIZE_FIRST:
         case CS_SIZE:
-            h = hexval((char)ch);
+            h = num_hexdigit((char)ch);
             if (h >= 0) {
                 if (++c->ndigits > CHUNK_DIGITS_MAX ||
                     (c->remain >> (4 * (CHUNK_SIGNIFICANT_MAX - 1))) != 0)

@@ -44,17 +44,19 @@
 #include "pol_priv.h"
 #include "src/pol_builtin.h" /* generated from vcl/builtin.lua: pol_builtin_lua[] */
 
-#define POL_SRC_MAX (16 << 20) /* bytes of a script: anything larger is a mistake */
+#define POL_SRC_MAX          (16 << 20) /* bytes of a script: anything larger is a mistake */
+#define POL_INLINE_LABEL_MAX 80         /* "<inline:NAME>", NAME at most 64 (pol_admin.c) */
 
 struct pol_prog {
     unsigned magic;
 #define POL_PROG_MAGIC 0x6a0f2d4b
     unsigned refcnt; /* atomic */
     unsigned gen;
-    char *path;
+    char *path;      /* the script's file, or "<inline:NAME>" for vcl.inline */
     char *chunkname; /* "@path": Lua's messages then say path:line */
     char *src;
     size_t len;
+    bool is_inline;      /* no file: a reload keeps it as it is */
     unsigned hooks;      /* bit per enum pol_hook defined by the script or builtin.lua */
     unsigned user_hooks; /* those the script defines */
     struct pol_cfg *cfg; /* its backends, directors and routes (pol_decl.c) */
@@ -407,13 +409,32 @@ fail:
 
 /* ---- programs ---- */
 
+/* A program of src (taken over, src[len] a NUL), named path in messages. */
+static struct pol_prog *
+prog_new(const char *path, char *src, size_t len, bool is_inline)
+{
+    struct pol_prog *p;
+
+    OBJ_NEW(p, POL_PROG_MAGIC);
+    AN(p);
+    p->refcnt = 1;
+    p->path = strdup(path);
+    AN(p->path);
+    AN(asprintf(&p->chunkname, "@%s", path) > 0);
+    p->src = src;
+    p->len = len;
+    p->is_inline = is_inline;
+    return (p);
+}
+
 static struct pol_prog *
 prog_read(const char *path, struct sb *err)
 {
-    struct pol_prog *p;
     FILE *f = fopen(path, "r");
     const char *why = NULL;
     struct stat st;
+    size_t len;
+    char *src;
     long sz;
 
     if (f == NULL) {
@@ -432,28 +453,22 @@ prog_read(const char *path, struct sb *err)
         fclose(f);
         return (NULL);
     }
-    OBJ_NEW(p, POL_PROG_MAGIC);
-    AN(p);
-    p->refcnt = 1;
-    p->path = strdup(path);
-    AN(p->path);
-    AN(asprintf(&p->chunkname, "@%s", path) > 0);
     if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         sb_printf(err, "%s: %s", path, strerror(errno));
         fclose(f);
-        pol__prog_unref(&p);
         return (NULL);
     }
-    p->src = malloc((size_t)sz + 1);
-    AN(p->src);
-    p->len = fread(p->src, 1, (size_t)sz, f);
+    src = malloc((size_t)sz + 1);
+    AN(src);
+    len = fread(src, 1, (size_t)sz, f);
     fclose(f);
-    if (p->len != (size_t)sz) {
+    if (len != (size_t)sz) {
         sb_printf(err, "%s: short read", path);
-        pol__prog_unref(&p);
+        free(src);
         return (NULL);
     }
-    return (p);
+    src[len] = '\0';
+    return (prog_new(path, src, len, false));
 }
 
 /*
@@ -504,12 +519,11 @@ check_konst(struct pol_wrk *pw, struct sb *err)
     return (0);
 }
 
-/* Read and compile in a scratch state; the program on success. */
-struct pol_prog *
-pol__prog_check(const char *path, struct sb *err)
+/* Compile p in a scratch state: p, or NULL (p unreferenced) with the reason in err. */
+static struct pol_prog *
+prog_compile(struct pol_prog *p, struct sb *err)
 {
     struct pol_wrk pw;
-    struct pol_prog *p = prog_read(path, err);
 
     if (p == NULL)
         return (NULL);
@@ -532,6 +546,37 @@ pol__prog_check(const char *path, struct sb *err)
         return (NULL);
     }
     return (p);
+}
+
+/* Read and compile in a scratch state; the program on success. */
+struct pol_prog *
+pol__prog_check(const char *path, struct sb *err)
+{
+    return (prog_compile(prog_read(path, err), err));
+}
+
+struct pol_prog *
+pol__prog_check_src(const char *name, const char *src, size_t len, struct sb *err)
+{
+    char label[POL_INLINE_LABEL_MAX], *copy;
+
+    if (len > POL_SRC_MAX) {
+        sb_printf(err, "vcl.inline %s: larger than 16 MB", name);
+        return (NULL);
+    }
+    snprintf(label, sizeof label, "<inline:%s>", name);
+    copy = malloc(len + 1);
+    AN(copy);
+    memcpy(copy, src, len);
+    copy[len] = '\0';
+    return (prog_compile(prog_new(label, copy, len, true), err));
+}
+
+const char *
+pol_builtin_source(size_t *lenp)
+{
+    *lenp = sizeof pol_builtin_lua - 1;
+    return (pol_builtin_lua);
 }
 
 int
@@ -674,6 +719,21 @@ pol__prog_path(const struct pol_prog *p)
 {
     OBJ_CHECK(p, POL_PROG_MAGIC);
     return (p->path);
+}
+
+const char *
+pol__prog_src(const struct pol_prog *p, size_t *lenp)
+{
+    OBJ_CHECK(p, POL_PROG_MAGIC);
+    *lenp = p->len;
+    return (p->src);
+}
+
+bool
+pol__prog_is_inline(const struct pol_prog *p)
+{
+    OBJ_CHECK(p, POL_PROG_MAGIC);
+    return (p->is_inline);
 }
 
 struct pol_cfg *

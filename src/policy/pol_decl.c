@@ -747,3 +747,17 @@ pol__decl_empty(const struct pol_cfg *cfg)
 {
     return (cfg == NULL || cfg->ndir == 0);
 }
+
+void
+pol__decl_info(const struct pol_cfg *cfg, struct pol_prog_info *pi)
+{
+    if (cfg == NULL) {
+        pi->nbe = pi->ndir = 0;
+        return;
+    }
+    OBJ_CHECK(cfg, POL_CFG_MAGIC);
+    pi->be = cfg->be;
+    pi->nbe = cfg->nbe;
+    pi->dir = cfg->dir;
+    pi->ndir = cfg->ndir;
+}

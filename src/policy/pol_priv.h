@@ -109,8 +109,10 @@ extern const char *const pol__hook_name[POL_H_MAX]; /* the script's global of ea
  */
 struct wrk;
 struct pol_wrk *pol__state(struct wrk *wrk, bool in_request);
-bool pol__user_has(enum pol_hook h); /* the current script defines hook h */
+bool pol__user_has(enum pol_hook h);                  /* the current script defines hook h */
 const char *pol__prog_path(const struct pol_prog *p); /* the script's file name */
+const char *pol__prog_src(const struct pol_prog *p, size_t *lenp); /* its source, as compiled */
+bool pol__prog_is_inline(const struct pol_prog *p); /* given as text (vcl.inline), no file */
 struct pol_cfg *pol__prog_cfg(const struct pol_prog *p);
 /*
  * Programs for pol_admin.c.  _check(): read and compile `path` in a
@@ -122,6 +124,8 @@ struct pol_cfg *pol__prog_cfg(const struct pol_prog *p);
  * except _unref() and _refs(): any thread.
  */
 struct pol_prog *pol__prog_check(const char *path, struct sb *err);
+/* The same for a script given as text: known as "<inline:NAME>" in messages. */
+struct pol_prog *pol__prog_check_src(const char *name, const char *src, size_t len, struct sb *err);
 void pol__prog_install(struct pol_prog *p);
 void pol__prog_unref(struct pol_prog **pp); /* *pp = NULL; NULL is fine */
 unsigned pol__prog_refs(const struct pol_prog *p);
@@ -147,6 +151,9 @@ struct dir *pol__decl_find(const struct pol_cfg *cfg, const char *name);
 struct dir *pol__decl_route(const struct pol_cfg *cfg, const struct req *req);
 bool pol__decl_empty(const struct pol_cfg *cfg);
 bool pol__decl_has_static(const struct pol_cfg *cfg);
+/* Fill pi's backends and directors from cfg (pol_prog_foreach). */
+struct pol_prog_info;
+void pol__decl_info(const struct pol_cfg *cfg, struct pol_prog_info *pi);
 
 /*
  * pol_limit.c: the budget of one call -- policy_max_instructions VM

@@ -4,10 +4,13 @@
  * PARAM(name, type, default, min, max, flags, doc)
  *
  * Every parameter is settable with -p name=value, in the -c config file
- * and, when flagged PAR_LIVE, at runtime through the admin interface.
+ * and, when flagged PAR_LIVE, at runtime through the admin interface; a
+ * reload (SIGHUP) applies the PAR_LIVE and PAR_LOAD ones (see par.h).
  * `surogatd -x params` prints this table; the man page is built from it.
  * Types: UINT (a count), BYTES (a size: 64k, 1m, 2g), DURATION (seconds
- * with an optional unit: 250ms, 5s, 2m, 1h, 1d), BOOL (on/off), STRING.
+ * with an optional unit: 250ms, 5s, 2m, 1h, 1d), BOOL (on/off), STRING,
+ * FEATURE (Varnish's +name,-name flags, tbl/features.h).  Varnish's names
+ * for these parameters are in tbl/vparams.h.
  */
 PARAM(thread_pools, UINT, "2", "1", "64", PAR_RESTART,
       "Number of worker pools. Sessions are spread over the pools round-robin; each pool has "
@@ -30,6 +33,13 @@ PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
       "refresh is skipped (cache_bgfetch_skipped) and a later request tries again.")
 PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
       "Backlog of each listen socket: connections the kernel queues before accept().")
+PARAM(feature, FEATURE, "+https_scheme,+wait_silo,+validate_headers,+busy_stats_rate", NULL, NULL,
+      PAR_LIVE,
+      "Varnish's feature flags, so that command lines and scripts written for varnishd work: "
+      "+NAME or -NAME separated by commas, after an optional \"default\" or \"none\". "
+      "Each of Varnish's behaviours is fixed in surogat, on or off (surogat.conf(5) lists "
+      "them); a value asking for the other state is refused with the reason, as is a name "
+      "Varnish does not have. Setting it changes nothing.")
 PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
       "How long an idle keep-alive client connection is kept open between requests, and how "
       "long a client may take to send a complete request head.")
@@ -82,12 +92,12 @@ PARAM(tls_handshake_timeout, DURATION, "10s", "10ms", NULL, PAR_LIVE,
 PARAM(tls_ciphers, STRING,
       "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
       "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305",
-      NULL, NULL, PAR_RESTART,
+      NULL, NULL, PAR_RESTART | PAR_LOAD,
       "TLS 1.2 cipher list (OpenSSL syntax): forward secrecy and AEAD only. Read when "
       "certificates are loaded, at startup and on SIGHUP.")
 PARAM(tls_ciphersuites, STRING,
       "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256", NULL, NULL,
-      PAR_RESTART,
+      PAR_RESTART | PAR_LOAD,
       "TLS 1.3 cipher suites (OpenSSL syntax). Read when certificates are loaded, at startup "
       "and on SIGHUP.")
 PARAM(tls_ticket_rotate, DURATION, "1h", "1s", "7d", PAR_LIVE,
@@ -97,7 +107,7 @@ PARAM(tls_ticket_rotate, DURATION, "1h", "1s", "7d", PAR_LIVE,
       "ticket.")
 PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Access log file, relative to the working directory, in access_log_format. Empty: no "
-      "access log file. Reopened on SIGHUP.")
+      "access log file. Reopened on SIGUSR1 (log.reopen).")
 PARAM(access_log_format, STRING, "combined", NULL, NULL, PAR_RESTART,
       "Format of access log lines: \"combined\" (NCSA combined followed by the total time and "
       "the time to the first byte in microseconds, the backend and the cache status), "
@@ -111,7 +121,7 @@ PARAM(error_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Daemon log file (errors, policy errors with file:line, warnings). Empty: standard "
       "error in the foreground (-F), else surogatd.log in the working directory (-n); "
       "\"syslog\": syslog (syslog_socket, facility syslog_facility, the message's level as its "
-      "severity). Reopened on SIGHUP.")
+      "severity). Reopened on SIGUSR1 (log.reopen).")
 PARAM(syslog_facility, STRING, "daemon", NULL, NULL, PAR_RESTART,
       "Syslog facility of the messages surogatd sends: daemon, user, local0 .. local7, auth, "
       "authpriv, cron, ftp, kern, lpr, mail, news, syslog or uucp.")
@@ -249,12 +259,12 @@ PARAM(policy_max_time, DURATION, "50ms", "10ms", "60s", PAR_LIVE,
       "of it more on the CPU (waiting for a CPU does not count), the call fails as past "
       "policy_max_instructions: a backtracking pattern on a URL an attacker chose cannot "
       "pin a worker.")
-PARAM(policy_modules, STRING, "", NULL, NULL, PAR_LIVE,
+PARAM(policy_modules, STRING, "", NULL, NULL, PAR_LIVE | PAR_LOAD,
       "Pure-Lua modules a policy script may require(), by name, separated by commas or spaces "
       "(e.g. \"util, sites.blog\"). require(\"sites.blog\") loads sites/blog.lua from "
       "policy_module_path, in the script's sandbox. Any other require() is an error. Read when "
       "a script is loaded or reloaded.")
-PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE,
+PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE | PAR_LOAD,
       "Directory of the modules of policy_modules; empty: the directory of the policy script.")
 PARAM(pipe_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
       "A piped connection (recv returned \"pipe\") is closed when no byte moved either way "
