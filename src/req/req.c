@@ -27,6 +27,7 @@
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/pool.h"
+#include "surogat/realip.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -479,6 +480,7 @@ check_request(struct req *req)
     const struct http_hdr *h;
     unsigned nhost = http_count(hp, "Host");
 
+    realip_apply(req->sp, hp); /* the client behind trusted_proxies, before anyone reads it */
     if (nhost > 1 || (hp->proto == 11 && nhost == 0))
         return (reject(req, 400));
     /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
