@@ -10,6 +10,13 @@
  * the connect timeout: a connection is only handed out once the backend's
  * certificate has been checked.  The I/O functions below pick plain or
  * TLS per connection, so the fetch and the pipe never look at conn->fd.
+ *
+ * A pool whose backend takes a PROXY header keeps connections tagged
+ * with the header they were opened with (bcp_get_tagged()): the header
+ * describes the connection, so a connection only carries requests of the
+ * client it names.  Untagged pools behave as before.  The pool also
+ * works over a Unix socket: connect(2) there fails at once (EAGAIN when
+ * the backlog is full) rather than in progress.
  */
 #include "config.h"
 
@@ -180,10 +187,36 @@ fail:
     return (-1);
 }
 
+/* Close the oldest idle connection to make room; false when none is idle. */
+static bool
+evict_oldest_locked(struct bcp *bp, struct bcp_conn **stale)
+{
+    struct bcp_conn **cp, *c;
+
+    if (bp->idle == NULL)
+        return (false);
+    for (cp = &bp->idle; (*cp)->next != NULL; cp = &(*cp)->next)
+        continue;
+    c = *cp;
+    *cp = NULL;
+    bp->nidle--;
+    bp->nconn--;
+    c->next = *stale;
+    *stale = c;
+    return (true);
+}
+
 enum bcp_err
 bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
 {
-    struct bcp_conn *c, *stale = NULL;
+    return (bcp_get_tagged(bp, tmo, fresh, NULL, 0, out));
+}
+
+enum bcp_err
+bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t taglen,
+               struct bcp_conn **out)
+{
+    struct bcp_conn *c, *stale = NULL, **cp;
     double now = tim_mono();
     struct ssl_st *ssl = NULL;
     unsigned max;
@@ -191,12 +224,19 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
 
     OBJ_CHECK(bp, BCP_MAGIC);
     AN(out);
+    SRG_ASSERT(taglen <= sizeof c->tag);
     *out = NULL;
     AZ(pthread_mutex_lock(&bp->mtx));
-    while (!fresh && (c = bp->idle) != NULL) {
-        bp->idle = c->next;
+    /* Untagged pools take the head: all their connections are alike. */
+    for (cp = &bp->idle; !fresh && (c = *cp) != NULL;) {
+        bool mine = c->taglen == taglen && (taglen == 0 || memcmp(c->tag, tag, taglen) == 0);
+        if (!mine && now - c->t_idle <= par.backend_idle_timeout) {
+            cp = &c->next;
+            continue;
+        }
+        *cp = c->next;
         bp->nidle--;
-        if (idle_conn_usable(c, now)) {
+        if (mine && idle_conn_usable(c, now)) {
             AZ(pthread_mutex_unlock(&bp->mtx));
             c->next = NULL;
             c->reused = true;
@@ -208,7 +248,7 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
         stale = c;
     }
     max = bp->max > 0 ? bp->max : par.backend_max_connections;
-    if (max > 0 && bp->nconn >= max) {
+    if (max > 0 && bp->nconn >= max && (taglen == 0 || !evict_oldest_locked(bp, &stale))) {
         AZ(pthread_mutex_unlock(&bp->mtx));
         while ((c = stale) != NULL) {
             stale = c->next;
@@ -223,6 +263,11 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
         conn_free(c);
     }
     fd = connect_tmo(bp, tmo);
+    /* The PROXY header goes first, in clear, as the backend reads it before any TLS. */
+    if (fd >= 0 && taglen > 0 && vio_write(fd, tag, taglen, now + tmo) != 0) {
+        close(fd);
+        fd = -1;
+    }
     if (fd >= 0 && bp->tls != NULL && bcp_tls_connect(bp->tls, fd, &ssl, now + tmo) != 0) {
         close(fd);
         fd = -1;
@@ -237,6 +282,9 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
     c->fd = fd;
     c->ssl = ssl;
     c->pool = bp;
+    c->taglen = (unsigned char)taglen;
+    if (taglen > 0)
+        memcpy(c->tag, tag, taglen);
     STAT_INC(backend_conn);
     STAT_INC(backend_conn_open);
     *out = c;
