@@ -22,7 +22,7 @@ import time
 import pytest
 
 from conftest import free_port, wait_until
-from edge import ECHO_POLICY, HITCH, Proc, get, haproxy, https_get, need, raw
+from edge import ECHO_POLICY, HITCH, TCP_DEFAULTS, Proc, get, haproxy, https_get, need, raw
 from origins import Origin
 from t_tls_test import Pki
 
@@ -162,18 +162,13 @@ def test_haproxy_send_proxy_v1_v2_and_purge_acl(origin, pp, tmp_path):
     sg = pp(params={"purge_acl": "127.0.0.5"})
     f1, f2 = free_port(), free_port()
     hp = haproxy(tmp_path, """
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-listen v1
+%slisten v1
     bind 127.0.0.1:%d
     server s 127.0.0.1:%d send-proxy
 listen v2
     bind 127.0.0.1:%d
     server s 127.0.0.1:%d send-proxy-v2
-""" % (f1, sg.pp_port, f2, sg.pp_port), ports=(f1, f2))
+""" % (TCP_DEFAULTS, f1, sg.pp_port, f2, sg.pp_port), ports=(f1, f2))
     try:
         for port, ver in ((f1, "1"), (f2, "2")):
             r, myport = get(port, "/h" + ver)

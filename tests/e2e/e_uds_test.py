@@ -20,7 +20,7 @@ import subprocess
 import time
 
 from conftest import free_port, run_surogatd, wait_until
-from edge import ECHO_POLICY, Proc, get, haproxy, nginx
+from edge import ECHO_POLICY, TCP_DEFAULTS, Proc, get, haproxy, nginx
 from origins import Origin
 
 PHP_FPM = shutil.which("php-fpm8.2") or "/usr/sbin/php-fpm8.2"
@@ -86,15 +86,10 @@ def test_unix_listener_behind_haproxy_with_proxy_v2(origin, surogat, tmp_path):
     surogat(conf="listen = %s,PROXY,mode=0600\n" % path, args=["-f", str(pol)])
     front = free_port()
     hp = haproxy(tmp_path, """
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-listen f
+%slisten f
     bind 127.0.0.1:%d
     server s unix@%s send-proxy-v2
-""" % (front, path), ports=(front,))
+""" % (TCP_DEFAULTS, front, path), ports=(front,))
     try:
         r, myport = get(front, "/hp")
         assert r.status == 200, r

@@ -14,6 +14,14 @@ HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 HITCH = shutil.which("hitch") or "/usr/sbin/hitch"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
+# HAProxy in TCP mode, for a `listen` section after it.
+TCP_DEFAULTS = """defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+"""
+
 # What the policy knows of the client, echoed into the response.
 ECHO_POLICY = """
 function recv(req)
