@@ -74,7 +74,9 @@ def wait_port(port, timeout=20):
 
 
 def wrk(port, secs, conns, close):
-    argv = ["taskset", "-c", "1", "wrk", "-t", "1", "-c", str(conns), "-d", "%ds" % secs]
+    # One Host for every route: one object, so that every route serves the same hit.
+    argv = ["taskset", "-c", "1", "wrk", "-t", "1", "-c", str(conns), "-d", "%ds" % secs,
+            "-H", "Host: bench"]
     if close:
         argv += ["-H", "Connection: close"]
     out = subprocess.run(argv + ["http://127.0.0.1:%d/1k" % port], capture_output=True,
