@@ -416,6 +416,21 @@ pp_parse(const uint8_t *buf, size_t len, struct pp_hdr *out, size_t *used)
  * Writing a header, for backends.
  */
 
+/*
+ * An IPv6 address as eight hexadecimal groups: inet_ntop() writes
+ * IPv4-mapped ones as "::ffff:192.0.2.1", which the v1 grammar does not
+ * allow.  At most 39 characters.
+ */
+static void
+v6_groups(const struct in6_addr *in, char out[INET6_ADDRSTRLEN])
+{
+    const uint8_t *b = in->s6_addr;
+
+    snprintf(out, INET6_ADDRSTRLEN, "%x:%x:%x:%x:%x:%x:%x:%x", b[0] << 8 | b[1], b[2] << 8 | b[3],
+             b[4] << 8 | b[5], b[6] << 8 | b[7], b[8] << 8 | b[9], b[10] << 8 | b[11],
+             b[12] << 8 | b[13], b[14] << 8 | b[15]);
+}
+
 size_t
 pp_build(unsigned version, const struct sockaddr *src, const struct sockaddr *dst,
          uint8_t buf[PP_BUILD_MAX])
@@ -439,8 +454,8 @@ pp_build(unsigned version, const struct sockaddr *src, const struct sockaddr *ds
             n = snprintf((char *)buf, PP_BUILD_MAX, "PROXY TCP4 %s %s %u %u\r\n", a, b,
                          ntohs(s4->sin_port), ntohs(d4->sin_port));
         } else {
-            AN(inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a));
-            AN(inet_ntop(AF_INET6, &d6->sin6_addr, b, sizeof b));
+            v6_groups(&s6->sin6_addr, a);
+            v6_groups(&d6->sin6_addr, b);
             n = snprintf((char *)buf, PP_BUILD_MAX, "PROXY TCP6 %s %s %u %u\r\n", a, b,
                          ntohs(s6->sin6_port), ntohs(d6->sin6_port));
         }

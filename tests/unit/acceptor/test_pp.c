@@ -403,6 +403,11 @@ START_TEST(build_round_trip)
         ck_assert_int_eq(parse(buf, n, &h, &used), PP_DONE);
         ck_assert(h.local);
     }
+    /* IPv4-mapped IPv6 is written as hex groups, as the v1 grammar wants (found by fuzzing) */
+    inet_pton(AF_INET6, "::ffff:192.0.2.1", &s6.sin6_addr);
+    n = pp_build(1, (struct sockaddr *)&s6, (struct sockaddr *)&d6, buf);
+    ck_assert(memcmp(buf, "PROXY TCP6 0:0:0:0:0:ffff:c000:201 2001:db8:0:0:0:0:0:1 1 2\r\n", n) == 0);
+    ck_assert_int_eq(parse(buf, n, &h, &used), PP_DONE);
     ck_assert_uint_eq(pp_build(2, (struct sockaddr *)&s4, (struct sockaddr *)&d4, buf), 28);
     ck_assert_uint_eq(buf[12], 0x21);
     ck_assert_uint_eq(buf[13], 0x11);
