@@ -39,7 +39,7 @@ struct acc_spec {
     char port[32];
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* a Unix socket; then no host */
     bool tls;
-    bool proxy;                   /* "PROXY": the header is required on every connection */
+    bool proxy;                      /* "PROXY": the header is required on every connection */
     bool has_mode, has_uid, has_gid; /* Unix socket: mode=, user=, group= given */
     mode_t mode;
     uid_t uid;

@@ -28,7 +28,7 @@ struct bcp_conn {
     int fd;
     struct ssl_st *ssl; /* NULL: plain TCP */
     bool reused;        /* came from the idle list: may have been closed by the peer */
-    unsigned char taglen;  /* bytes of tag; 0: none */
+    unsigned char taglen;   /* bytes of tag; 0: none */
     unsigned char tag[108]; /* bcp_get_tagged(): what it was opened with (a PROXY header) */
     double t_idle;      /* tim_mono() when it went idle */
     struct bcp *pool;
@@ -62,8 +62,8 @@ enum bcp_err bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **o
  * the pool's limit an idle connection of another tag is closed to make
  * room.  taglen at most sizeof conn->tag; 0 is bcp_get().
  */
-enum bcp_err bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag,
-                            size_t taglen, struct bcp_conn **out);
+enum bcp_err bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t taglen,
+                            struct bcp_conn **out);
 void bcp_recycle(struct bcp_conn **connp); /* back to the idle list */
 void bcp_close(struct bcp_conn **connp);
 unsigned bcp_idle_count(const struct bcp *bp);

@@ -136,8 +136,7 @@ void be_release(struct be **bep);
  * whole connection.  May block: workers only.
  */
 struct sess;
-enum bcp_err be_conn_get(struct be *be, const struct sess *sp, bool fresh,
-                         struct bcp_conn **out);
+enum bcp_err be_conn_get(struct be *be, const struct sess *sp, bool fresh, struct bcp_conn **out);
 /* Any thread, lock-free: the admin state, else the probe's verdict. */
 bool be_healthy(const struct be *be);
 /*

@@ -23,8 +23,8 @@
 struct sess;
 struct wrk;
 
-#define PP_V1_MAX 107 /* "PROXY UNKNOWN <v6> <v6> 65535 65535\r\n", the spec's worst case */
-#define PP_V2_HEAD 16 /* signature, version/command, family, length */
+#define PP_V1_MAX  107 /* "PROXY UNKNOWN <v6> <v6> 65535 65535\r\n", the spec's worst case */
+#define PP_V2_HEAD 16  /* signature, version/command, family, length */
 /*
  * The longest v2 header taken: the 216 address bytes of AF_UNIX plus
  * room for TLVs far beyond what HAProxy, hitch or an AWS NLB send (a few
@@ -131,9 +131,9 @@ struct pp_sess {
     bool local;                       /* LOCAL/UNKNOWN: the socket's own addresses stand */
     char server_ip[INET6_ADDRSTRLEN]; /* the destination the client reached; "" when local */
     char server_port[8];
-    bool tls;            /* PP2_CLIENT_SSL */
-    bool tls_cert;       /* the client presented a certificate (CERT_CONN or CERT_SESS) */
-    bool tls_verified;   /* ... and it verified (verify == 0) */
+    bool tls;          /* PP2_CLIENT_SSL */
+    bool tls_cert;     /* the client presented a certificate (CERT_CONN or CERT_SESS) */
+    bool tls_verified; /* ... and it verified (verify == 0) */
     char tls_version[16];
     char tls_cipher[64];
     char tls_cn[128];

@@ -66,8 +66,7 @@ void prb_fini(void); /* stop the thread if running; frees every probe */
  */
 struct prb *prb_start(const char *name, const struct sockaddr *sa, socklen_t salen,
                       const char *host, struct bcp_tls *tls, unsigned proxy_protocol,
-                      const struct be_probe_conf *c, prb_result_f *cb, void *priv,
-                      uint64_t *bits0);
+                      const struct be_probe_conf *c, prb_result_f *cb, void *priv, uint64_t *bits0);
 /*
  * Stop and free it at the probe thread's next turn; *pp = NULL.  A result
  * being delivered meanwhile may still reach the callback, so priv must

@@ -146,8 +146,7 @@ owner_id(const char *spec, const char *opt, const char *val, struct acc_spec *as
 
 /* An option of a Unix socket; 1 when opt is none of them. */
 static int
-unix_option(const char *spec, const char *opt, const char *val, struct acc_spec *as,
-            struct sb *err)
+unix_option(const char *spec, const char *opt, const char *val, struct acc_spec *as, struct sb *err)
 {
     char *end;
     unsigned long m;

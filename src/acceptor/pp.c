@@ -169,8 +169,7 @@ parse_v1(const uint8_t *buf, size_t len, struct pp_hdr *out, size_t *used)
     p = line + 6;
     memset(out, 0, sizeof *out);
     out->version = 1;
-    if ((size_t)(end - p) >= 7 && memcmp(p, "UNKNOWN", 7) == 0 &&
-        (end - p == 7 || p[7] == ' ')) {
+    if ((size_t)(end - p) >= 7 && memcmp(p, "UNKNOWN", 7) == 0 && (end - p == 7 || p[7] == ' ')) {
         /* "the receiver must ignore anything presented before the CRLF" */
         out->local = true;
         out->family = AF_UNSPEC;

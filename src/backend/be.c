@@ -342,8 +342,8 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
                                                 pc->window, pc->threshold);
         be->priv->up_once |= be->priv->probe_ok; /* before the probe thread may change it */
         be->priv->probe =
-            prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport, tls,
-                      c->proxy_protocol, &be->priv->pc, probe_result, be, &be->priv->bits);
+            prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport, tls, c->proxy_protocol,
+                      &be->priv->pc, probe_result, be, &be->priv->bits);
     } else {
         be->priv->up_once = true; /* healthy from the start */
     }
@@ -372,8 +372,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
     }
     if (c->path != NULL) {
         if (c->host != NULL || c->port != NULL || c->sfb != NULL) {
-            sb_printf(err, "backend %s: path (a Unix socket) or host and port, not both",
-                      c->name);
+            sb_printf(err, "backend %s: path (a Unix socket) or host and port, not both", c->name);
             return (-1);
         }
         if (c->path[0] != '/' || strlen(c->path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {

@@ -102,8 +102,10 @@ START_TEST(bad_specs)
         { "/run/x.sock,group=no-such-group-here", "no group" },
         { "/run/x.sock,user=", "user= needs a name" },
         { "run/x.sock", "expected HOST:PORT" },
-        { "/run/a-path-longer-than-a-sockaddr_un-can-hold/.........................................."
-          "......................................sock", "at most 107 bytes" },
+        { "/run/a-path-longer-than-a-sockaddr_un-can-hold/"
+          ".........................................."
+          "......................................sock",
+          "at most 107 bytes" },
     };
     struct acc_spec as;
 

@@ -187,8 +187,8 @@ END_TEST
 
 START_TEST(v2_tcp6)
 {
-    uint8_t body[36] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 1, [16] = 0x20, 0x01, 0x0d, 0xb8,
-                         [31] = 2, [32] = 0x30, 0x39, 0x00, 0x50 };
+    uint8_t body[36] = { 0x20, 0x01, 0x0d,     0xb8,        [15] = 1, [16] = 0x20, 0x01,
+                         0x0d, 0xb8, [31] = 2, [32] = 0x30, 0x39,     0x00,        0x50 };
     uint8_t buf[64];
     struct pp_hdr h;
     size_t used;
@@ -284,14 +284,14 @@ START_TEST(v2_ssl_tlvs)
      * PP2_TYPE_AUTHORITY.
      */
     static const uint8_t tlv[] = {
-        0x02, 0x00, 0x0b, 'e', 'x', 'a', 'm', 'p', 'l', 'e', '.', 'c', 'o', 'm', /* AUTHORITY */
-        0x01, 0x00, 0x02, 'h', '2',                                             /* ALPN */
-        0x20, 0x00, 0x21,                                                       /* SSL */
-        0x01, 0x00, 0x00, 0x00, 0x00,                                           /* client, verify */
-        0x21, 0x00, 0x07, 'T', 'L', 'S', 'v', '1', '.', '3',                    /* VERSION */
-        0x23, 0x00, 0x0b, 'T', 'L', 'S', '_', 'A', 'E', 'S', '_', '1', '2', '8', /* CIPHER */
-        0x04, 0x00, 0x01, 0x00,                                                 /* NOOP */
-        0x7f, 0x00, 0x00,                                                       /* unknown */
+        0x02, 0x00, 0x0b, 'e',  'x',  'a', 'm', 'p', 'l', 'e', '.', 'c', 'o', 'm', /* AUTHORITY */
+        0x01, 0x00, 0x02, 'h',  '2',                                               /* ALPN */
+        0x20, 0x00, 0x21,                                                          /* SSL */
+        0x01, 0x00, 0x00, 0x00, 0x00,                          /* client, verify */
+        0x21, 0x00, 0x07, 'T',  'L',  'S', 'v', '1', '.', '3', /* VERSION */
+        0x23, 0x00, 0x0b, 'T',  'L',  'S', '_', 'A', 'E', 'S', '_', '1', '2', '8', /* CIPHER */
+        0x04, 0x00, 0x01, 0x00,                                                    /* NOOP */
+        0x7f, 0x00, 0x00,                                                          /* unknown */
     };
     uint8_t buf[256];
     struct pp_hdr h;
@@ -321,12 +321,12 @@ START_TEST(v2_tlv_bad)
         uint8_t b[16];
         size_t n;
     } bad[] = {
-        { { 0x02, 0x00, 0x05, 'a' }, 4 },                     /* value past the header */
-        { { 0x02, 0x00 }, 2 },                                /* TLV head cut */
-        { { 0x20, 0x00, 0x04, 1, 0, 0, 0 }, 7 },              /* SSL shorter than 5 */
-        { { 0x20, 0x00, 0x07, 1, 0, 0, 0, 0, 0x21, 0 }, 10 }, /* sub-TLV head cut */
+        { { 0x02, 0x00, 0x05, 'a' }, 4 },                        /* value past the header */
+        { { 0x02, 0x00 }, 2 },                                   /* TLV head cut */
+        { { 0x20, 0x00, 0x04, 1, 0, 0, 0 }, 7 },                 /* SSL shorter than 5 */
+        { { 0x20, 0x00, 0x07, 1, 0, 0, 0, 0, 0x21, 0 }, 10 },    /* sub-TLV head cut */
         { { 0x20, 0x00, 0x08, 1, 0, 0, 0, 0, 0x21, 0, 9 }, 11 }, /* sub-TLV past SSL */
-        { { 0x03, 0x00, 0x02, 0, 0 }, 5 },                    /* CRC32C not 4 bytes */
+        { { 0x03, 0x00, 0x02, 0, 0 }, 5 },                       /* CRC32C not 4 bytes */
     };
     uint8_t buf[256];
     struct pp_hdr h;
@@ -406,7 +406,8 @@ START_TEST(build_round_trip)
     /* IPv4-mapped IPv6 is written as hex groups, as the v1 grammar wants (found by fuzzing) */
     inet_pton(AF_INET6, "::ffff:192.0.2.1", &s6.sin6_addr);
     n = pp_build(1, (struct sockaddr *)&s6, (struct sockaddr *)&d6, buf);
-    ck_assert(memcmp(buf, "PROXY TCP6 0:0:0:0:0:ffff:c000:201 2001:db8:0:0:0:0:0:1 1 2\r\n", n) == 0);
+    ck_assert(memcmp(buf, "PROXY TCP6 0:0:0:0:0:ffff:c000:201 2001:db8:0:0:0:0:0:1 1 2\r\n", n) ==
+              0);
     ck_assert_int_eq(parse(buf, n, &h, &used), PP_DONE);
     ck_assert_uint_eq(pp_build(2, (struct sockaddr *)&s4, (struct sockaddr *)&d4, buf), 28);
     ck_assert_uint_eq(buf[12], 0x21);
