@@ -236,8 +236,12 @@ deliver(struct req *req, struct busyobj *bo)
     rv = fetch_body(bo, df.body ? &df.sink : NULL);
     if (bo->client_failed)
         req->close = true;
-    dlv_fetch_end(&df, rv);
+    /*
+     * A busy object the fetch did not publish goes before the client
+     * hears of it: a client told at once might ask again and find it.
+     */
     fetch_done(bo);
+    dlv_fetch_end(&df, rv);
 }
 
 void
