@@ -54,7 +54,8 @@ void dlv_static(struct req *req, struct sfb *sfb);
  * 416 for a miss, which fetched the whole object; Cache-Status with fwd
  * (NULL: a pass, "bypass") -- runs the deliver hook and gives the head to
  * the transport; df->sink then takes the body from fetch_body() (df->body
- * false: nothing of it goes to the client); dlv_fetch_end() ends the
+ * false: nothing of it goes to the client, who was answered in full at
+ * once -- the fetch goes on for the cache); dlv_fetch_end() ends the
  * response as fetch_body() ended (0 complete, -1 the backend failed: a
  * 502 if nothing went out yet, else a cut connection; -2 the client
  * failed).  begin returns 0, or -1 when the request was answered
