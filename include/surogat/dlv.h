@@ -42,12 +42,12 @@ void dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
  */
 void dlv_stream(struct req *req, struct cobj *oc, double tmo);
 /*
- * Answer from the static-file backend sfb (sfb_answer()): its status and
- * fields through the deliver hook, its body from memory or with
- * sendfile(2).  Sets req->outcome STATIC.
+ * Answer from a backend that answers in place (be_local(be): the static
+ * files): its status and fields through the deliver hook, its body from
+ * memory or with sendfile(2).  Sets req->be_name, req->outcome STATIC.
  */
-struct sfb;
-void dlv_static(struct req *req, struct sfb *sfb);
+struct be;
+void dlv_local(struct req *req, struct be *be);
 /*
  * Delivering a fetch to the client that asked (req_fetch.c joins the
  * two): dlv_fetch_begin() plans the head from bo's response -- 304, 206 or

@@ -93,6 +93,9 @@ struct ws;
 void sfb_answer(struct sfb *sfb, const struct http *req, struct ws *ws, struct sfb_resp *r);
 /* The response was sent (or not): release its file and page. */
 void sfb_resp_done(struct sfb *sfb, struct sfb_resp *r);
+/* The static files as a backend kind ("static", be.h): sfb_answer(), sfb_resp_done(). */
+struct be_ops;
+extern const struct be_ops sfb_be_ops;
 
 enum sfb_path {
     SFB_PATH_OK,

@@ -72,7 +72,7 @@ static_route(struct req *req)
     if (d == NULL || dir_type(d) != DIR_BACKEND)
         return (NULL);
     be = dir_pick(d, &(struct dir_ctx){ .req = req->http });
-    return (be != NULL && be->sfb != NULL ? be : NULL);
+    return (be != NULL && be_local(be) ? be : NULL);
 }
 
 /* A hook said neither fetch nor deliver: the step its action leads to. */
@@ -104,8 +104,9 @@ step_recv(struct req *req)
     req->lookup_key = NULL; /* a restart's recv may pass */
     req->st->refresh = false;
     if (!pol_active()) {
-        if (be_default()->sfb != NULL) {
-            req->st->be = be_default();
+        struct be *dflt = be_default(); /* NULL: set sick */
+        if (dflt != NULL && be_local(dflt)) {
+            req->st->be = dflt;
             return (REQ_S_STATIC);
         }
         if (req__is_method(req, "PURGE"))
@@ -386,8 +387,7 @@ step_synth(struct req *req)
 static enum req_step
 step_static(struct req *req)
 {
-    req->be_name = req->st->be->name;
-    dlv_static(req, req->st->be->sfb);
+    dlv_local(req, req->st->be);
     return (REQ_S_DONE);
 }
 

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/http.h"
 #include "surogat/sb.h"
@@ -427,3 +428,17 @@ sfb_resp_done(struct sfb *sfb, struct sfb_resp *r)
     free(r->page);
     r->page = NULL;
 }
+
+static void
+be_answer(void *priv, const struct http *req, struct ws *ws, struct sfb_resp *r)
+{
+    sfb_answer(priv, req, ws, r);
+}
+
+static void
+be_done(void *priv, struct sfb_resp *r)
+{
+    sfb_resp_done(priv, r);
+}
+
+const struct be_ops sfb_be_ops = { "static", be_answer, be_done };

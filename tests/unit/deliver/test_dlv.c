@@ -20,6 +20,7 @@
 #include "surogat/par.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
+#include "surogat/be.h"
 #include "surogat/sfb.h"
 #include "surogat/stat.h"
 #include "surogat/tp.h"
@@ -334,6 +335,7 @@ START_TEST(static_file)
     char dir[] = "/tmp/dlv-static-XXXXXX", path[256], ebuf[256];
     struct sb err;
     struct sfb *sfb;
+    struct be be = { .magic = BE_MAGIC, .name = (char *)"files", .ops = &sfb_be_ops };
     int fd;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -345,18 +347,20 @@ START_TEST(static_file)
     sb_init(&err, ebuf, sizeof ebuf);
     sfb = sfb_new_params(dir, &err);
     ck_assert_msg(sfb != NULL, "%s", ebuf);
+    be.ops_priv = sfb;
     req.http->url = TXT_LIT("/a.txt");
-    dlv_static(&req, sfb);
+    dlv_local(&req, &be);
     ck_assert_uint_eq(seen.status, 200);
     ck_assert_uint_eq(seen.len, 13);
     ck_assert_uint_eq(seen.blen, 13);
     ck_assert(memcmp(seen.body, "static bytes\n", 13) == 0);
     ck_assert_int_eq(req.outcome, REQ_O_STATIC);
+    ck_assert_str_eq(req.be_name, "files");
     /* A range of it. */
     setup();
     req.http->url = TXT_LIT("/a.txt");
     add(req.http, "Range", "bytes=-6");
-    dlv_static(&req, sfb);
+    dlv_local(&req, &be);
     ck_assert_uint_eq(seen.status, 206);
     ck_assert_uint_eq(seen.blen, 6);
     ck_assert(memcmp(seen.body, "bytes\n", 6) == 0);
@@ -364,7 +368,7 @@ START_TEST(static_file)
     setup();
     req.http->method = TXT_LIT("POST");
     req.http->url = TXT_LIT("/a.txt");
-    dlv_static(&req, sfb);
+    dlv_local(&req, &be);
     ck_assert_uint_eq(seen.status, 405);
     ck_assert_ptr_nonnull(strstr(seen.fields, "Allow: GET, HEAD\r\n"));
     sfb_free(&sfb);
