@@ -174,7 +174,7 @@ step_lookup(struct req *req)
                              req->st->t_lookup,
                              (req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0) |
                                  (req->st->refresh ? HSH_L_FORCE_REVALIDATE : 0),
-                             &req->st->oc, &req->st->stale);
+                             &req->st->oc, &req->st->stale, NULL);
     switch (req->st->lookup) {
     case HSH_PASS:
         if (req->st->qcc.flags & CC_ONLY_IF_CACHED)
@@ -195,6 +195,8 @@ step_lookup(struct req *req)
         if (req->st->stale.oc != NULL && !hsh_verify(req->st->stale.oc))
             hsh_deref(&req->st->stale.oc);
         return (REQ_S_MISS);
+    case HSH_BUSY:
+        break;
     }
     SRG_WRONG("hsh_result");
 }
@@ -321,6 +323,7 @@ step_hit(struct req *req)
         return (REQ_S_DELIVER);
     case HSH_MISS:
     case HSH_PASS:
+    case HSH_BUSY:
         break;
     }
     SRG_WRONG("a hit without an object");

@@ -78,6 +78,13 @@ STAT(cache_hitmiss, COUNTER, "Lookups that found a hit-for-miss marker (uncachea
 STAT(cache_coalesced, COUNTER, "Requests that waited for another request's fetch.")
 STAT(coalesce_timeout, COUNTER, "Waits for another fetch that gave up after coalesce_timeout.")
 STAT(coalesce_overflow, COUNTER, "Requests not coalesced because coalesce_max_waiters waited.")
+STAT(coalesce_parked, GAUGE, "Requests parked on a busy object's waiting list, holding no "
+     "worker thread.")
+STAT(coalesce_rushed, COUNTER, "Parked requests woken to look their object up again "
+     "(coalesce_rush at a time).")
+STAT(coalesce_on_thread, COUNTER, "Requests that waited for another request's fetch on a worker "
+     "thread, because they could not be parked (a background fetch, a subrequest, a policy "
+     "whose per-request state cannot be carried).")
 STAT(cache_stored, COUNTER, "Responses stored in the cache.")
 STAT(cache_uncacheable, COUNTER, "Fetched responses that could not be stored.")
 STAT(cache_set_cookie_stripped, COUNTER, "Set-Cookie fields left out of a stored object "
