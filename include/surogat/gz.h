@@ -192,6 +192,8 @@ const char *gz_coding_name(enum gz_coding c);
 /* The encoder and decoder kinds of a coding other than identity. */
 enum gz_kind gz_coding_encoder(enum gz_coding c);
 enum gz_kind gz_coding_decoder(enum gz_coding c);
+/* The level configured for coding c: gzip_level, brotli_level, zstd_level. */
+int gz_coding_level(enum gz_coding c);
 /* The coding a Content-Encoding value names (x-gzip is gzip); -1 for any other. */
 int gz_coding_of(const struct txt *v);
 /*

@@ -14,6 +14,7 @@
 #include "surogat/defs.h"
 #include "surogat/gz.h"
 #include "surogat/http.h"
+#include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/ws.h"
 
@@ -230,6 +231,23 @@ int
 gz_coding_of(const struct txt *v)
 {
     return (coding_of(v->b, v->len));
+}
+
+int
+gz_coding_level(enum gz_coding c)
+{
+    switch (c) {
+    case GZ_C_GZIP:
+        return ((int)par.gzip_level);
+    case GZ_C_BR:
+        return ((int)par.brotli_level);
+    case GZ_C_ZSTD:
+        return ((int)par.zstd_level);
+    case GZ_C_IDENTITY:
+    case GZ_C__N:
+        break;
+    }
+    return (0);
 }
 
 enum gz_kind
