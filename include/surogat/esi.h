@@ -96,6 +96,14 @@ struct esi_stats {
 int esi_finish(struct esi_parser *p, unsigned char **prog, size_t *plen);
 void esi_parser_stats(const struct esi_parser *p, struct esi_stats *st);
 
+/*
+ * Whether a backend response asks for ESI processing itself: a
+ * Surrogate-Control field (W3C Edge Architecture 1.0) with a content=
+ * directive listing ESI/1.0, untargeted or targeted ";surogat".  The
+ * policy's beresp.do_esi is the other way.  Pure.
+ */
+bool esi_wanted(const struct http *resp);
+
 /* ---- programs ---- */
 
 enum esi_kind {

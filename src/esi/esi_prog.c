@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <zlib.h>
 
@@ -157,6 +158,93 @@ esi__build_finish(struct esi_build *b, uint64_t len, unsigned char **prog, size_
     *prog = out.buf;
     *plen = out.len;
     return (0);
+}
+
+/* ---- Surrogate-Control ---- */
+
+static bool
+sc_ws(char c)
+{
+    return (c == ' ' || c == '\t');
+}
+
+/* content="..." in one directive [p, e): its value lists the token ESI/1.0. */
+static bool
+directive_esi(const char *p, const char *e)
+{
+    const char *semi = memchr(p, ';', (size_t)(e - p)), *v, *ve;
+
+    while (p < e && sc_ws(*p))
+        p++;
+    if (e - p < 8 || strncasecmp(p, "content", 7) != 0)
+        return (false);
+    for (p += 7; p < e && sc_ws(*p); p++)
+        continue;
+    if (p == e || *p != '=')
+        return (false);
+    for (p++; p < e && sc_ws(*p); p++)
+        continue;
+    v = p;
+    if (p < e && *p == '"') {
+        v = ++p;
+        ve = memchr(v, '"', (size_t)(e - v));
+        if (ve == NULL)
+            return (false);
+        /* A quoted value may hold ';': the target, if any, is after the closing quote. */
+        semi = memchr(ve, ';', (size_t)(e - ve));
+    } else {
+        for (ve = v; ve < e && *ve != ';' && !sc_ws(*ve); ve++)
+            continue;
+    }
+    if (semi != NULL) {
+        const char *t = semi + 1, *te = e;
+
+        while (t < te && sc_ws(*t))
+            t++;
+        while (te > t && sc_ws(te[-1]))
+            te--;
+        if (te - t != 7 || strncasecmp(t, "surogat", 7) != 0)
+            return (false); /* meant for another surrogate */
+    }
+    for (const char *t = v; t < ve;) {
+        const char *te;
+
+        while (t < ve && sc_ws(*t))
+            t++;
+        for (te = t; te < ve && !sc_ws(*te); te++)
+            continue;
+        if (te - t == 7 && strncasecmp(t, "ESI/1.0", 7) == 0)
+            return (true);
+        t = te;
+    }
+    return (false);
+}
+
+bool
+esi_wanted(const struct http *resp)
+{
+    OBJ_CHECK(resp, HTTP_MAGIC);
+    for (unsigned i = 0; i < resp->nhdr; i++) {
+        const struct txt *v = &resp->hdr[i].val;
+        const char *p = v->b, *e = v->b + v->len;
+
+        if (!http_name_eq(&resp->hdr[i].name, "Surrogate-Control"))
+            continue;
+        /* Directives are separated by commas outside quotes. */
+        while (p < e) {
+            const char *d = p;
+            bool q = false;
+
+            for (; p < e && (q || *p != ','); p++)
+                if (*p == '"')
+                    q = !q;
+            if (directive_esi(d, p))
+                return (true);
+            if (p < e)
+                p++;
+        }
+    }
+    return (false);
 }
 
 /* ---- reading ---- */

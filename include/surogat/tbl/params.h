@@ -319,11 +319,12 @@ PARAM(compress_formats, STRING, "br,gzip", NULL, NULL, PAR_LIVE,
       "(commas or spaces). Each client gets the one its Accept-Encoding weighs highest, ties "
       "going to the first listed, else identity. The static-file backend (-b /DIR) makes and "
       "keeps copies in these; cached objects keep gzip (http_gzip_support) for now. br is "
-      "listed first: 6-10% smaller than gzip on HTML and CSS for the same CPU at brotli_level "
-      "5, and every browser that sends zstd also sends br; zstd is the cheapest to make.")
+      "listed first: at brotli_level 5 it is 4-11% smaller than gzip_level 6 on real HTML, "
+      "CSS and JavaScript for less CPU (bench/RESULTS.md), and every browser that sends zstd "
+      "also sends br; zstd is the cheapest to make and to decode.")
 PARAM(brotli_level, UINT, "5", "0", "11", PAR_LIVE,
-      "brotli quality for bodies compressed by surogat: 0 fastest, 11 smallest. 5 costs about "
-      "what gzip_level 6 does; 10 and 11 are 15-60 times slower for 5-12% less.")
+      "brotli quality for bodies compressed by surogat: 0 fastest, 11 smallest. 5 costs a "
+      "little less than gzip_level 6; 11 is about 100 times slower than 5 for 9-13% less.")
 PARAM(zstd_level, UINT, "6", "1", "19", PAR_LIVE,
       "zstd level for bodies compressed by surogat: 1 fastest, 19 smallest (higher levels "
       "would need a window past the 8 MiB that RFC 9659 allows the zstd coding).")

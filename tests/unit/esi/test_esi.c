@@ -480,6 +480,42 @@ START_TEST(forged_programs)
 }
 END_TEST
 
+START_TEST(surrogate_control)
+{
+    static const struct {
+        const char *v;
+        bool want;
+    } v[] = {
+        { "content=\"ESI/1.0\"", true },
+        { "max-age=300, content=\"ESI/1.0\"", true },
+        { "content=\"ESI/1.0 ESI-Inline/1.0\", max-age=60", true },
+        { "CONTENT=\"esi/1.0\"", true },
+        { "content=ESI/1.0", true },
+        { "content = \"ESI/1.0\"", true },
+        { "content=\"ESI/1.0\";surogat", true },
+        { "content=\"ESI/1.0\";other", false },
+        { "content=\"ESI-Inline/1.0\"", false },
+        { "content=\"ESI/1.01\"", false },
+        { "max-age=300", false },
+        { "no-store", false },
+        { "x=\"a, content=ESI/1.0\"", false }, /* inside another directive's quotes */
+        { "content=\"ESI/1.0", false },         /* unterminated */
+        { "", false },
+    };
+
+    for (size_t i = 0; i < ARRAY_LEN(v); i++) {
+        struct http_hdr hdr[4];
+        struct http h;
+
+        http_init(&h, hdr, 4);
+        ck_assert_int_eq(http_add(&h, TXT_LIT("Surrogate-Control"),
+                                  (struct txt){ v[i].v, strlen(v[i].v) }),
+                         0);
+        ck_assert_msg(esi_wanted(&h) == v[i].want, "%s", v[i].v);
+    }
+}
+END_TEST
+
 /* ---- stored gzip ---- */
 
 static void
@@ -599,6 +635,7 @@ esi_suite(void)
     tcase_add_test(tc, random_pages_any_cut);
     tcase_add_test(tc, damaged_programs);
     tcase_add_test(tc, forged_programs);
+    tcase_add_test(tc, surrogate_control);
     suite_add_tcase(s, tc);
     tcase_set_timeout(tg, 120);
     tcase_add_test(tg, gzip_pages);
