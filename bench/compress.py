@@ -55,28 +55,12 @@ import zstandard
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 import passthrough as pt  # noqa: E402 -- process handling, /proc readers, wrk parsing
+from esi_gzip import page_bytes  # noqa: E402 -- bench/gzip.py's page
 
 REPO = pt.REPO
 log = pt.log
 FILES = {"/page.html": "text/html", "/style.css": "text/css"}
 CODINGS = ["br", "zstd", "gzip", "identity"]
-
-
-def page_bytes(size):
-    """HTML with the redundancy of a real page (markup repeats, text varies),
-    the page bench/gzip.py measures."""
-    rnd = random.Random(100)
-    words = ["surogat", "cache", "proxy", "origin", "varnish", "object", "header", "client",
-             "stale", "fresh", "vary", "range", "gzip", "store", "lorem", "ipsum"]
-    out = ["<!DOCTYPE html>\n<html><head><title>bench</title>"
-           "<link rel=\"stylesheet\" href=\"/s.css\"></head><body>\n"]
-    n = len(out[0])
-    while n < size:
-        para = " ".join(rnd.choice(words) for _ in range(rnd.randrange(8, 40)))
-        s = f"<div class=\"item\"><a href=\"/p/{rnd.randrange(10000)}\">{para}</a></div>\n"
-        out.append(s)
-        n += len(s)
-    return "".join(out).encode()[:size - 15] + b"</body></html>\n"
 
 
 def css_bytes(size):

@@ -12,45 +12,17 @@
 #include <zlib.h>
 
 #include "unit.h"
+#include "tbuf.h"
 #include "surogat/defs.h"
 #include "surogat/esi.h"
 #include "surogat/gz.h"
-
-struct buf {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static void
-buf_add(struct buf *b, const void *p, size_t len)
-{
-    if (b->len + len + 1 > b->cap) {
-        b->cap = (b->len + len) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        ck_assert_ptr_nonnull(b->p);
-    }
-    if (len > 0)
-        memcpy(b->p + b->len, p, len);
-    b->len += len;
-    b->p[b->len] = '\0';
-}
-
-static int
-collect(void *priv, const char *p, size_t len)
-{
-    buf_add(priv, p, len);
-    return (0);
-}
 
 static uint32_t rs = 362436069u;
 
 static uint32_t
 rnd(void)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 17;
-    rs ^= rs << 5;
-    return (rs);
+    return (xrnd(&rs));
 }
 
 /* The page as a delivery would make it, includes shown as {host|src|alt|c}. */

@@ -14,42 +14,19 @@
 #include <zstd.h>
 
 #include "unit.h"
+#include "tbuf.h"
 #include "surogat/gz.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/ws.h"
 
-struct buf {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static int
-collect(void *priv, const char *p, size_t len)
-{
-    struct buf *b = priv;
-
-    ck_assert_uint_gt(len, 0);
-    if (b->len + len > b->cap) {
-        b->cap = (b->len + len) * 2;
-        b->p = realloc(b->p, b->cap);
-        ck_assert_ptr_nonnull(b->p);
-    }
-    memcpy(b->p + b->len, p, len);
-    b->len += len;
-    return (0);
-}
-
 static uint32_t rs = 2463534242u;
 
 static uint32_t
 rnd(void)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 17;
-    rs ^= rs << 5;
-    return (rs);
+    return (xrnd(&rs));
 }
 
 static unsigned char *

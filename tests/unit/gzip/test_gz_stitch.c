@@ -13,43 +13,15 @@
 #include <zlib.h>
 
 #include "unit.h"
+#include "tbuf.h"
 #include "surogat/gz.h"
-
-struct buf {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static void
-buf_add(struct buf *b, const void *p, size_t len)
-{
-    if (b->len + len > b->cap) {
-        b->cap = (b->len + len) * 2 + 16;
-        b->p = realloc(b->p, b->cap);
-        ck_assert_ptr_nonnull(b->p);
-    }
-    if (len > 0)
-        memcpy(b->p + b->len, p, len);
-    b->len += len;
-}
-
-static int
-collect(void *priv, const char *p, size_t len)
-{
-    ck_assert_uint_gt(len, 0);
-    buf_add(priv, p, len);
-    return (0);
-}
 
 static uint32_t rs = 88172645u;
 
 static uint32_t
 rnd(void)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 17;
-    rs ^= rs << 5;
-    return (rs);
+    return (xrnd(&rs));
 }
 
 static unsigned char *
