@@ -46,14 +46,14 @@ struct sb;
 typedef void esi_log_f(void *priv, uint64_t off, bool error, const char *msg);
 
 struct esi_conf {
-    size_t max_tag;       /* longest ESI tag, '<' to '>'; 0: ESI_MAX_TAG */
-    unsigned max_items;   /* ESI elements in a page; 0: ESI_MAX_ITEMS */
-    bool no_xml_check;    /* parse whatever the first byte (Varnish's esi_disable_xml_check) */
-    bool remove_bom;      /* drop a leading UTF-8 BOM, then check (esi_remove_bom) */
-    bool https_as_http;   /* fetch https:// includes as http:// (esi_ignore_https); else
-                           * they are ignored with a warning */
-    const char *url;      /* the page's URL: relative src= are resolved against it; NULL: "/" */
-    esi_log_f *log;       /* NULL: errors are only counted */
+    size_t max_tag;     /* longest ESI tag, '<' to '>'; 0: ESI_MAX_TAG */
+    unsigned max_items; /* ESI elements in a page; 0: ESI_MAX_ITEMS */
+    bool no_xml_check;  /* parse whatever the first byte (Varnish's esi_disable_xml_check) */
+    bool remove_bom;    /* drop a leading UTF-8 BOM, then check (esi_remove_bom) */
+    bool https_as_http; /* fetch https:// includes as http:// (esi_ignore_https); else
+                         * they are ignored with a warning */
+    const char *url;    /* the page's URL: relative src= are resolved against it; NULL: "/" */
+    esi_log_f *log;     /* NULL: errors are only counted */
     void *log_priv;
 };
 #define ESI_MAX_TAG   8192  /* an <esi:include> with a long URL and alt fits */
@@ -113,7 +113,7 @@ enum esi_kind {
 struct esi_item {
     enum esi_kind kind;
     /* ESI_LITERAL */
-    uint64_t off, len;  /* in the identity body */
+    uint64_t off, len;   /* in the identity body */
     uint64_t zoff, zlen; /* gzip page: the segment's deflate bytes in the stored stream */
     uint32_t crc;        /* gzip page: CRC-32 of the len bytes */
     /* ESI_INCLUDE: pointers into the program, not NUL-terminated */
@@ -139,7 +139,7 @@ struct esi_iter {
 #define ESI_ITER_MAGIC 0x4be5a1c7
     const unsigned char *p, *e;
     bool gzip;
-    uint64_t len;      /* of the page */
+    uint64_t len;       /* of the page */
     uint64_t off, zoff; /* ends of the previous literal */
 };
 /*

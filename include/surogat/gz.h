@@ -179,13 +179,7 @@ bool gz_coding_is_gzip(const struct txt *v);
 /* ---- codings and negotiation ---- */
 
 /* The content codings the cache can store, send and make. */
-enum gz_coding {
-    GZ_C_IDENTITY,
-    GZ_C_GZIP,
-    GZ_C_BR,
-    GZ_C_ZSTD,
-    GZ_C__N
-};
+enum gz_coding { GZ_C_IDENTITY, GZ_C_GZIP, GZ_C_BR, GZ_C_ZSTD, GZ_C__N };
 #define GZ_SET(c) (1u << (c)) /* a set of codings is a mask of these bits */
 /* "identity", "gzip", "br", "zstd": the Content-Encoding token. */
 const char *gz_coding_name(enum gz_coding c);
@@ -209,9 +203,9 @@ int gz_formats(const char *list, enum gz_coding *out, unsigned *n, struct sb *er
  * gz_ae_add() for each field value, or gz_ae_req().
  */
 struct gz_ae {
-    bool present;      /* the request had the field at all */
-    int q[GZ_C__N];    /* gzip is gzip or x-gzip, the better weight */
-    int star;          /* `*`: any coding not named */
+    bool present;   /* the request had the field at all */
+    int q[GZ_C__N]; /* gzip is gzip or x-gzip, the better weight */
+    int star;       /* `*`: any coding not named */
 };
 void gz_ae_init(struct gz_ae *ae);
 void gz_ae_add(struct gz_ae *ae, const char *v, size_t len);

@@ -193,8 +193,9 @@ decode_entities(struct sb *out, const char *s, size_t n)
     static const struct {
         const char *ent;
         char c;
-    } ents[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&apos;", '\'' },
-                 { "&quot;", '"' } };
+    } ents[] = {
+        { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&apos;", '\'' }, { "&quot;", '"' }
+    };
 
     for (size_t i = 0; i < n;) {
         bool done = false;
@@ -229,8 +230,9 @@ resolve(struct esi_parser *p, const struct val *v, struct sb *host, struct sb *p
         skip = 7;
     } else if (v->len > 8 && memcmp(s, "https://", 8) == 0) {
         if (!p->c.https_as_http) {
-            report(p, false, alt ? "ESI 1.0 <esi:include> alt= with https:// ignored"
-                                 : "ESI 1.0 <esi:include> with https:// ignored");
+            report(p, false,
+                   alt ? "ESI 1.0 <esi:include> alt= with https:// ignored"
+                       : "ESI 1.0 <esi:include> with https:// ignored");
             return (-1);
         }
         report(p, false, "ESI 1.0 <esi:include> https:// treated as http://");
@@ -284,8 +286,8 @@ do_include(struct esi_parser *p)
             AN(fb);
             sb_init(&full, fb, 2 * cap);
             sb_printf(&full, "http://%s%s", ahost.buf, alt.buf);
-            esi__build_include(&p->b, host.buf, host.len, path.buf, path.len, full.buf,
-                               full.len, p->cont);
+            esi__build_include(&p->b, host.buf, host.len, path.buf, path.len, full.buf, full.len,
+                               p->cont);
             free(fb);
         } else {
             if (!p->alt.set || !sb_ok(&alt) || ahost.len > 0)

@@ -119,8 +119,8 @@ esi__build_range(struct esi_build *b, bool literal, uint64_t end)
 }
 
 void
-esi__build_include(struct esi_build *b, const char *host, size_t hlen, const char *src,
-                   size_t slen, const char *alt, size_t alen, bool cont)
+esi__build_include(struct esi_build *b, const char *host, size_t hlen, const char *src, size_t slen,
+                   const char *alt, size_t alen, bool cont)
 {
     unsigned char fl = cont ? 1 : 0;
 

@@ -93,7 +93,7 @@ gz__lib_free(struct gz *z)
 static enum gz_status
 br_encode(struct gz *z, enum gz_flush fl, gz_out_f *out, void *priv)
 {
-    BrotliEncoderOperation op = fl == GZ_FLUSH_FINISH  ? BROTLI_OPERATION_FINISH
+    BrotliEncoderOperation op = fl == GZ_FLUSH_FINISH ? BROTLI_OPERATION_FINISH
                                 : fl == GZ_FLUSH_SYNC ? BROTLI_OPERATION_FLUSH
                                                       : BROTLI_OPERATION_PROCESS;
     enum gz_status st;

@@ -521,10 +521,7 @@ gz_head_coding(struct http *h, struct ws *ws, enum gz_coding from, enum gz_codin
         http_add(h, TXT_LIT("Content-Encoding"),
                  (struct txt){ coding_names[send], strlen(coding_names[send]) }) != 0)
         return (-1);
-    return (weaken_etags(h, ws,
-                         send == GZ_C_BR     ? "br"
-                         : send == GZ_C_ZSTD ? "zstd"
-                                             : NULL));
+    return (weaken_etags(h, ws, send == GZ_C_BR ? "br" : send == GZ_C_ZSTD ? "zstd" : NULL));
 }
 
 int

@@ -56,7 +56,7 @@ struct sfb {
     struct sfb_file *lru_tail;
     /* The compressed copies (sfb_zcache.c), under zmtx. */
     pthread_mutex_t zmtx;
-    struct sfb_zcopy **zbucket; /* hash chains, SFB_ZBUCKETS */
+    struct sfb_zcopy **zbucket;  /* hash chains, SFB_ZBUCKETS */
     struct sfb_zcopy *zlru_head; /* most recently used first */
     struct sfb_zcopy *zlru_tail;
     uint64_t zbytes; /* data of the copies in the table */

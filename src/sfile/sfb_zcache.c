@@ -273,8 +273,8 @@ compress_file(const struct sfb_file *f, enum gz_coding c, struct zout *o)
         rb = malloc(SFB_ZREAD);
         AN(rb);
         while (off < f->size && st == GZ_OK) {
-            ssize_t n = pread(f->fd, rb, (size_t)SRG_MIN(f->size - off, (uint64_t)SFB_ZREAD),
-                              (off_t)off);
+            ssize_t n =
+                pread(f->fd, rb, (size_t)SRG_MIN(f->size - off, (uint64_t)SFB_ZREAD), (off_t)off);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0)

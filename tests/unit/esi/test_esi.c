@@ -140,13 +140,12 @@ START_TEST(constructs)
         { "<p><esi:include\n\tsrc=\"/x\"\n/></p>", "<p>{|/x}</p>", 0, 0, true },
         { "<p><esi:include src=\"/x\" foo=\"bar\" data-y='z'/></p>", "<p>{|/x}</p>", 0, 0, true },
         { "<p><esi:include src=\"/x\"></p>", "<p>{|/x}</p>", 0, 1, true }, /* lacks '/' */
-        { "<p><esi:include src=\"/x\" onerror=\"continue\"/></p>", "<p>{|/x||c}</p>", 0, 0,
-          true },
+        { "<p><esi:include src=\"/x\" onerror=\"continue\"/></p>", "<p>{|/x||c}</p>", 0, 0, true },
         { "<p><esi:include src=\"/x\" onerror=\"abort\"/></p>", "<p>{|/x}</p>", 0, 0, true },
         { "<p><esi:include src=\"/x\" alt=\"/y\"/></p>", "<p>{|/x|/y}</p>", 0, 0, true },
         { "<p><esi:include alt=\"z\" src=\"/x\"/></p>", "<p>{|/x|/dir/z}</p>", 0, 0, true },
-        { "<p><esi:include src=\"/x\" alt=\"http://h2/y\"/></p>", "<p>{|/x|http://h2/y}</p>", 0,
-          0, true },
+        { "<p><esi:include src=\"/x\" alt=\"http://h2/y\"/></p>", "<p>{|/x|http://h2/y}</p>", 0, 0,
+          true },
         /* entities in src, relative and absolute URLs */
         { "<p><esi:include src=\"/a?b=1&amp;c=2\"/></p>", "<p>{|/a?b=1&c=2}</p>", 0, 0, true },
         { "<p><esi:include src=\"/&lt;&gt;&quot;&apos;&foo;&amp\"/></p>",
@@ -196,8 +195,8 @@ START_TEST(constructs)
           0, 0, false },
         { "<p><!----><esi:include src=\"/a\"/></p>", "<p><!---->{|/a}</p>", 0, 0, true },
         { "<p><!---- x ---></p>", "<p><!---- x ---></p>", 0, 0, false },
-        { "<p><![CDATA[<esi:include src=\"/a\"/>]]></p>", "<p><![CDATA[<esi:include src=\"/a\"/>]]></p>",
-          0, 0, false },
+        { "<p><![CDATA[<esi:include src=\"/a\"/>]]></p>",
+          "<p><![CDATA[<esi:include src=\"/a\"/>]]></p>", 0, 0, false },
         { "<p><![CDATA[x]]]></p><esi:include src=\"/a\"/>", "<p><![CDATA[x]]]></p>{|/a}", 0, 0,
           true },
         /* <esi:comment> */
@@ -205,8 +204,8 @@ START_TEST(constructs)
         { "<p>a<esi:comment text=\"note\">b</p>", "<p>ab</p>", 1, 0, true },
         { "<p>a</esi:comment>b</p>", "<p>ab</p>", 1, 0, true },
         /* other tags are literal to their '>', ESI inside them not processed */
-        { "<p title=\"<esi:include src='/a'/>\">t</p>", "<p title=\"<esi:include src='/a'/>\">t</p>",
-          0, 0, false },
+        { "<p title=\"<esi:include src='/a'/>\">t</p>",
+          "<p title=\"<esi:include src='/a'/>\">t</p>", 0, 0, false },
         { "<e><es><esi>", "<e><es><esi>", 0, 0, false },
         { "<!DOCTYPE html><esi:include src=\"/a\"/>", "<!DOCTYPE html>{|/a}", 0, 0, true },
         /* the end of the page inside a tag: literal */
@@ -215,8 +214,8 @@ START_TEST(constructs)
         { "<p>a<!--es", "<p>a<!--es", 0, 0, false },
         { "<p>a<!--esi b --", "<p>a b --", 0, 1, true },
         /* the XML check */
-        { "{\"a\": \"<esi:include src=\\\"/x\\\"/>\"}", "{\"a\": \"<esi:include src=\\\"/x\\\"/>\"}",
-          0, 1, false },
+        { "{\"a\": \"<esi:include src=\\\"/x\\\"/>\"}",
+          "{\"a\": \"<esi:include src=\\\"/x\\\"/>\"}", 0, 1, false },
         { " \n\t<esi:include src=\"/x\"/>", " \n\t{|/x}", 0, 0, true },
         { "\xef\xbb\xbf<esi:include src=\"/x\"/>", "\xef\xbb\xbf<esi:include src=\"/x\"/>", 0, 1,
           false },
@@ -230,12 +229,13 @@ END_TEST
 START_TEST(options)
 {
     struct esi_conf c = { .remove_bom = true };
-    static const struct ecase bom = { "\xef\xbb\xbf<p><esi:include src=\"/x\"/></p>", "<p>{|/x}</p>",
-                                      0, 0, true };
+    static const struct ecase bom = { "\xef\xbb\xbf<p><esi:include src=\"/x\"/></p>",
+                                      "<p>{|/x}</p>", 0, 0, true };
     static const struct ecase notbom = { "\xef\xbb<p>", "\xef\xbb<p>", 0, 1, false };
-    static const struct ecase json = { "{\"a\": \"<esi:include src='x'/>\"}",
-                                       "{\"a\": \"{|/x}\"}", 0, 0, true };
-    static const struct ecase https = { "<esi:include src=\"https://h/f\"/>", "{h|/f}", 0, 1, true };
+    static const struct ecase json = { "{\"a\": \"<esi:include src='x'/>\"}", "{\"a\": \"{|/x}\"}",
+                                       0, 0, true };
+    static const struct ecase https = { "<esi:include src=\"https://h/f\"/>", "{h|/f}", 0, 1,
+                                        true };
     static const struct ecase longtag = {
         "<p><esi:include src=\"/0123456789abcdef\"/></p><esi:include src=\"/a\"/>",
         "<p><esi:include src=\"/0123456789abcdef\"/></p>{|/a}", 1, 0, true
@@ -306,10 +306,27 @@ static char *
 random_page(size_t *len)
 {
     static const char *const bits[] = {
-        "text ", "<p>", "</p>\n", "<esi:include src=\"/f\"/>", "<esi:include src='/g' alt=\"/h\"/>",
-        "<esi:remove>", "</esi:remove>", "<!--esi ", "-->", "<!-- c -->", "<![CDATA[x]]>",
-        "<esi:comment text=\"x\"/>", "<esi:bogus>", "<esi:include ", "\"", ">", "<", "-", "&amp;",
-        "<ESI:include src=\"/u\"/>", "<a href=\"/\">",
+        "text ",
+        "<p>",
+        "</p>\n",
+        "<esi:include src=\"/f\"/>",
+        "<esi:include src='/g' alt=\"/h\"/>",
+        "<esi:remove>",
+        "</esi:remove>",
+        "<!--esi ",
+        "-->",
+        "<!-- c -->",
+        "<![CDATA[x]]>",
+        "<esi:comment text=\"x\"/>",
+        "<esi:bogus>",
+        "<esi:include ",
+        "\"",
+        ">",
+        "<",
+        "-",
+        "&amp;",
+        "<ESI:include src=\"/u\"/>",
+        "<a href=\"/\">",
     };
     size_t n = rnd() % 200, cap = 64 + n * 40;
     char *p = malloc(cap);
@@ -421,13 +438,13 @@ END_TEST
 START_TEST(forged_programs)
 {
     static const unsigned char bodies[][16] = {
-        { 'L', 0, 5 },          /* past the page (len 4) */
-        { 'L', 0, 0 },          /* empty literal */
+        { 'L', 0, 5 },            /* past the page (len 4) */
+        { 'L', 0, 0 },            /* empty literal */
         { 'L', 2, 2, 'L', 0, 1 }, /* the second past the end */
-        { 'I', 0, 0, 0, 0 },    /* include without src */
+        { 'I', 0, 0, 0, 0 },      /* include without src */
         { 'I', 2, 0, 1, '/', 0 }, /* bad flags */
-        { 'X' },                /* unknown item */
-        { 'I', 0, 0, 9, '/' },  /* string past the program */
+        { 'X' },                  /* unknown item */
+        { 'I', 0, 0, 9, '/' },    /* string past the program */
     };
     static const size_t blen[] = { 3, 3, 6, 5, 6, 1, 5 };
 
@@ -471,7 +488,7 @@ START_TEST(surrogate_control)
         { "max-age=300", false },
         { "no-store", false },
         { "x=\"a, content=ESI/1.0\"", false }, /* inside another directive's quotes */
-        { "content=\"ESI/1.0", false },         /* unterminated */
+        { "content=\"ESI/1.0", false },        /* unterminated */
         { "", false },
     };
 
@@ -480,9 +497,8 @@ START_TEST(surrogate_control)
         struct http h;
 
         http_init(&h, hdr, 4);
-        ck_assert_int_eq(http_add(&h, TXT_LIT("Surrogate-Control"),
-                                  (struct txt){ v[i].v, strlen(v[i].v) }),
-                         0);
+        ck_assert_int_eq(
+            http_add(&h, TXT_LIT("Surrogate-Control"), (struct txt){ v[i].v, strlen(v[i].v) }), 0);
         ck_assert_msg(esi_wanted(&h) == v[i].want, "%s", v[i].v);
     }
 }
@@ -570,8 +586,8 @@ START_TEST(gzip_pages)
             ck_assert_uint_eq(item.off, iitem.off);
             ck_assert_uint_eq(item.len, iitem.len);
             ck_assert_uint_le(item.zoff + item.zlen, gz.len);
-            ck_assert_uint_eq(item.crc, (uint32_t)crc32(0, (unsigned char *)page + item.off,
-                                                        (uInt)item.len));
+            ck_assert_uint_eq(item.crc,
+                              (uint32_t)crc32(0, (unsigned char *)page + item.off, (uInt)item.len));
             ck_assert_int_eq(gz_stitch_deflate(&sti, gz.p + item.zoff, (size_t)item.zlen), 0);
             gz_stitch_account(&sti, item.crc, item.len);
             buf_add(&lits, page + item.off, (size_t)item.len);

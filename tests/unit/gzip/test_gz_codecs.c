@@ -33,7 +33,7 @@ static unsigned char *
 make_data(size_t n, bool is_text)
 {
     static const char *const words[] = { "<div class=\"x\">", "surogat ", "cache ", "</p>\n",
-                                         "brotli ", "zstd " };
+                                         "brotli ",           "zstd " };
     unsigned char *d = malloc(n ? n : 1);
 
     ck_assert_ptr_nonnull(d);
@@ -334,8 +334,7 @@ START_TEST(output_failure)
     for (size_t i = 0; i < 2; i++) {
         struct gz *z = gz_new(k[i], 1);
 
-        ck_assert_int_eq(gz_feed(z, data, 200000, GZ_FLUSH_FINISH, out_fails, NULL),
-                         GZ_E_OUTPUT);
+        ck_assert_int_eq(gz_feed(z, data, 200000, GZ_FLUSH_FINISH, out_fails, NULL), GZ_E_OUTPUT);
         gz_free(&z);
     }
     free(data);
@@ -366,7 +365,7 @@ START_TEST(negotiate_table)
         { "gzip, deflate, br, zstd", SG, G, G },
         { "gzip, deflate, br, zstd", SZ | SG, Z, Z },
         { "gzip, deflate, br", SZ | SG, G, G },
-        { "gzip, deflate", SB, I, B }, /* br not taken: decoded */
+        { "gzip, deflate", SB, I, B },      /* br not taken: decoded */
         { "gzip, deflate", SB | SZ, I, Z }, /* decoded from the quicker one */
         { "gzip, deflate", SI | SB, I, I },
         /* q-values rule over the server's order */
@@ -413,8 +412,8 @@ START_TEST(negotiate_table)
         }
         pk = gz_negotiate(&ae, v[i].stored, pref, 3);
         ck_assert_msg(pk.send == v[i].send && pk.from == v[i].from,
-                      "'%s' stored %#x: got %s from %s", v[i].ae ? v[i].ae : "(none)",
-                      v[i].stored, gz_coding_name(pk.send), gz_coding_name(pk.from));
+                      "'%s' stored %#x: got %s from %s", v[i].ae ? v[i].ae : "(none)", v[i].stored,
+                      gz_coding_name(pk.send), gz_coding_name(pk.from));
     }
 }
 END_TEST
@@ -474,11 +473,16 @@ START_TEST(formats_list)
         unsigned n;
         enum gz_coding first;
     } v[] = {
-        { "br,zstd,gzip", 0, 3, GZ_C_BR }, { "gzip", 0, 1, GZ_C_GZIP },
-        { " zstd , br ", 0, 2, GZ_C_ZSTD }, { "br gzip", 0, 2, GZ_C_BR },
-        { "", 0, 0, GZ_C_IDENTITY },       { "x-gzip", 0, 1, GZ_C_GZIP },
-        { "deflate", -1, 0, 0 },           { "identity", -1, 0, 0 },
-        { "br,br", -1, 0, 0 },             { "gzip,x-gzip", -1, 0, 0 },
+        { "br,zstd,gzip", 0, 3, GZ_C_BR },
+        { "gzip", 0, 1, GZ_C_GZIP },
+        { " zstd , br ", 0, 2, GZ_C_ZSTD },
+        { "br gzip", 0, 2, GZ_C_BR },
+        { "", 0, 0, GZ_C_IDENTITY },
+        { "x-gzip", 0, 1, GZ_C_GZIP },
+        { "deflate", -1, 0, 0 },
+        { "identity", -1, 0, 0 },
+        { "br,br", -1, 0, 0 },
+        { "gzip,x-gzip", -1, 0, 0 },
     };
 
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -537,13 +541,13 @@ START_TEST(head_per_coding)
 
         ws_init(&ws, wsbuf, sizeof wsbuf);
         http_init(&h, hdr, 8);
-        ck_assert_int_eq(http_add(&h, TXT_LIT("ETag"), (struct txt){ v[i].etag, strlen(v[i].etag) }),
-                         0);
+        ck_assert_int_eq(
+            http_add(&h, TXT_LIT("ETag"), (struct txt){ v[i].etag, strlen(v[i].etag) }), 0);
         ck_assert_int_eq(http_add(&h, TXT_LIT("Content-Length"), TXT_LIT("100")), 0);
         if (v[i].from != I) {
             const char *n = gz_coding_name(v[i].from);
-            ck_assert_int_eq(http_add(&h, TXT_LIT("Content-Encoding"), (struct txt){ n, strlen(n) }),
-                             0);
+            ck_assert_int_eq(
+                http_add(&h, TXT_LIT("Content-Encoding"), (struct txt){ n, strlen(n) }), 0);
         }
         ck_assert_int_eq(gz_head_coding(&h, &ws, v[i].from, v[i].send), 0);
         t = http_value(&h, "ETag");

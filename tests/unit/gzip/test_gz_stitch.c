@@ -28,7 +28,8 @@ static unsigned char *
 make_page(size_t n)
 {
     static const char *const words[] = { "<div class=\"menu\">", "<esi:include src=\"/f\"/>",
-                                         "Lorem ipsum ", "</div>\n", "dolor sit amet ", "\xc3\xa9" };
+                                         "Lorem ipsum ",         "</div>\n",
+                                         "dolor sit amet ",      "\xc3\xa9" };
     unsigned char *d = malloc(n ? n : 1);
 
     for (size_t i = 0; i < n;) {
@@ -127,8 +128,7 @@ START_TEST(segments_describe_the_stream)
             /* Each ends with the full flush's empty stored block; an empty one may be nothing. */
             if (segs[i].len > 0 || segs[i].zlen > 0) {
                 ck_assert_uint_ge(segs[i].zlen, 5);
-                ck_assert(memcmp(gz.p + segs[i].zoff + segs[i].zlen - 4, "\0\0\xff\xff", 4) ==
-                          0);
+                ck_assert(memcmp(gz.p + segs[i].zoff + segs[i].zlen - 4, "\0\0\xff\xff", 4) == 0);
             }
             ck_assert_uint_eq(segs[i].crc, (uint32_t)crc32(0, page + pos, (uInt)segs[i].len));
             at += segs[i].zlen;
