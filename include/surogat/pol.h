@@ -264,6 +264,15 @@ struct dir *pol_dir(struct req *req);
 bool pol_routes_static(struct req *req);
 /* Whether the current program has somewhere to send requests (a default director). */
 bool pol_has_backend(void);
+/*
+ * The request is about to wait without its worker (a waiting list) and
+ * resume on any: what its hooks kept on this worker's Lua state -- req.ctx
+ * and the globals they set -- goes into its workspace, and the next hook
+ * for it, wherever it runs, finds them again.  0, or -1 when they cannot
+ * be carried (a function, a userdata, a cycle, more than 4 KiB: see
+ * pol_park.c); the request must then wait on its worker.
+ */
+int pol_park(struct req *req);
 
 /* Header slots a response head built for pol_deliver() keeps free for the hook. */
 #define POL_HDR_ROOM 32

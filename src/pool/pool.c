@@ -454,8 +454,11 @@ pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
         AZ(pthread_mutex_unlock(&pp->mtx));
         return (0);
     }
-    /* Client requests and background work shed load; fetches others wait on never do. */
-    if (prio != POOL_PRIO_FETCH && pp->nqueued[prio] >= par.thread_queue_limit) {
+    /*
+     * Client requests and background work shed load; fetches others wait
+     * on and requests already admitted (resumed from a waiting list) never do.
+     */
+    if (prio >= POOL_PRIO_REQ && pp->nqueued[prio] >= par.thread_queue_limit) {
         AZ(pthread_mutex_unlock(&pp->mtx));
         return (-1);
     }
