@@ -41,6 +41,7 @@
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/pool.h"
+#include "surogat/realip.h"
 #include "surogat/req.h"
 #include "surogat/rld.h"
 #include "surogat/sb.h"
@@ -582,6 +583,7 @@ drain_and_stop(const struct opts *o)
     xkey_fini();
     ban_fini();
     req_purge_fini();
+    realip_fini();
     sto_fini();
     alog_fini();
     rlog_fini();

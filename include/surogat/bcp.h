@@ -28,6 +28,8 @@ struct bcp_conn {
     int fd;
     struct ssl_st *ssl; /* NULL: plain TCP */
     bool reused;        /* came from the idle list: may have been closed by the peer */
+    unsigned char taglen;   /* bytes of tag; 0: none */
+    unsigned char tag[108]; /* bcp_get_tagged(): what it was opened with (a PROXY header) */
     double t_idle;      /* tim_mono() when it went idle */
     struct bcp *pool;
     struct bcp_conn *next; /* idle list, under the pool lock */
@@ -65,6 +67,16 @@ void bcp_free(struct bcp **bpp); /* closes idle connections; none may be busy */
  * May block: workers only.
  */
 enum bcp_err bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out);
+/*
+ * bcp_get() for connections that say who they are for: a new one sends
+ * the taglen bytes of tag first (a PROXY header, before any TLS), and an
+ * idle one is reused only if it was opened with the same tag, so that a
+ * request never rides on a connection that names another client.  At
+ * the pool's limit an idle connection of another tag is closed to make
+ * room.  taglen at most sizeof conn->tag; 0 is bcp_get().
+ */
+enum bcp_err bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t taglen,
+                            struct bcp_conn **out);
 void bcp_recycle(struct bcp_conn **connp); /* back to the idle list */
 void bcp_close(struct bcp_conn **connp);
 unsigned bcp_idle_count(const struct bcp *bp);

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "surogat/bcp.h"
+
 struct sb;
 struct bcp;
 struct bcp_tls;
@@ -31,6 +33,8 @@ struct be_probe_conf {
 
 struct be_conf {
     const char *name, *host, *port; /* port default "80", "443" with tls */
+    const char *path;               /* a Unix socket instead of host and port, or NULL */
+    unsigned proxy_protocol;        /* 1 or 2: a PROXY header on each connection; 0: none */
     double connect_timeout, first_byte_timeout, between_bytes_timeout; /* <0: params */
     unsigned max_connections;                                          /* 0: the param */
     unsigned weight;                                                   /* 0 means 1 */
@@ -69,7 +73,9 @@ struct be {
     char *name;
     char *host;          /* as configured: for the Host header; NULL for sfb */
     char *port;          /* NULL for sfb */
-    char *hostport;      /* "host:port", "[v6]:port"; NULL for sfb */
+    char *hostport;      /* "host:port", "[v6]:port"; "localhost" for a Unix socket; NULL for sfb */
+    char *path;          /* a Unix socket, else NULL */
+    unsigned proxy_protocol; /* PROXY header version sent on each connection, 0: none */
     struct bcp *pool;    /* NULL for sfb */
     struct sfb *sfb;     /* the static-file backend, or NULL */
     struct bcp_tls *tls; /* NULL: plain HTTP; freed with the backend */
@@ -121,6 +127,16 @@ int be_get(const struct be_conf *c, struct be **bep, struct sb *err);
  * be_fini(), since requests in flight may still use it.
  */
 void be_release(struct be **bep);
+/*
+ * A connection to be for a request of the client session sp (NULL: a
+ * background refresh, which has none): bcp_get() on its pool with the
+ * connect timeout.  With proxy_protocol, a new connection first sends a
+ * PROXY header naming the client (LOCAL without one), and an idle one is
+ * reused only for the same client connection: the header describes the
+ * whole connection.  May block: workers only.
+ */
+struct sess;
+enum bcp_err be_conn_get(struct be *be, const struct sess *sp, bool fresh, struct bcp_conn **out);
 /* Any thread, lock-free: the admin state, else the probe's verdict. */
 bool be_healthy(const struct be *be);
 /*

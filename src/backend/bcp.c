@@ -13,6 +13,13 @@
  *
  * A pool also speaks for its backend in the daemon log: refused responses
  * and out-of-step connections, rate-limited per reason (bcp_refused).
+ *
+ * A pool whose backend takes a PROXY header keeps connections tagged
+ * with the header they were opened with (bcp_get_tagged()): the header
+ * describes the connection, so a connection only carries requests of the
+ * client it names.  Untagged pools behave as before.  The pool also
+ * works over a Unix socket: connect(2) there fails at once (EAGAIN when
+ * the backlog is full) rather than in progress.
  */
 #include "config.h"
 
@@ -235,10 +242,36 @@ fail:
     return (-1);
 }
 
+/* Close the oldest idle connection to make room; false when none is idle. */
+static bool
+evict_oldest_locked(struct bcp *bp, struct bcp_conn **stale)
+{
+    struct bcp_conn **cp, *c;
+
+    if (bp->idle == NULL)
+        return (false);
+    for (cp = &bp->idle; (*cp)->next != NULL; cp = &(*cp)->next)
+        continue;
+    c = *cp;
+    *cp = NULL;
+    bp->nidle--;
+    bp->nconn--;
+    c->next = *stale;
+    *stale = c;
+    return (true);
+}
+
 enum bcp_err
 bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
 {
-    struct bcp_conn *c;
+    return (bcp_get_tagged(bp, tmo, fresh, NULL, 0, out));
+}
+
+enum bcp_err
+bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t taglen,
+               struct bcp_conn **out)
+{
+    struct bcp_conn *c, *stale = NULL, **cp;
     double now = tim_mono();
     struct ssl_st *ssl = NULL;
     unsigned max;
@@ -246,16 +279,40 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
 
     OBJ_CHECK(bp, BCP_MAGIC);
     AN(out);
+    SRG_ASSERT(taglen <= sizeof c->tag);
     *out = NULL;
     while (!fresh) {
         AZ(pthread_mutex_lock(&bp->mtx));
-        if ((c = bp->idle) == NULL) {
-            AZ(pthread_mutex_unlock(&bp->mtx));
-            break;
+        /*
+         * The first idle connection opened with our tag (untagged pools:
+         * the head, all their connections are alike); others' connections
+         * past backend_idle_timeout go on the way.
+         */
+        for (cp = &bp->idle; (c = *cp) != NULL;) {
+            if (c->taglen == taglen && (taglen == 0 || memcmp(c->tag, tag, taglen) == 0))
+                break;
+            if (now - c->t_idle <= par.backend_idle_timeout) {
+                cp = &c->next;
+                continue;
+            }
+            *cp = c->next;
+            bp->nidle--;
+            c->next = stale;
+            stale = c;
         }
-        bp->idle = c->next;
-        bp->nidle--;
+        if (c != NULL) {
+            *cp = c->next;
+            bp->nidle--;
+        }
         AZ(pthread_mutex_unlock(&bp->mtx));
+        while (stale != NULL) {
+            struct bcp_conn *old = stale;
+            stale = old->next;
+            old->next = NULL;
+            bcp_close(&old);
+        }
+        if (c == NULL)
+            break;
         /* Checked without the lock: the connection is ours now, and the check is a syscall. */
         c->next = NULL;
         switch (idle_check(c, now)) {
@@ -274,13 +331,22 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
     }
     AZ(pthread_mutex_lock(&bp->mtx));
     max = bp->max > 0 ? bp->max : par.backend_max_connections;
-    if (max > 0 && bp->nconn >= max) {
+    if (max > 0 && bp->nconn >= max && (taglen == 0 || !evict_oldest_locked(bp, &stale))) {
         AZ(pthread_mutex_unlock(&bp->mtx));
         return (BCP_E_BUSY);
     }
     bp->nconn++;
     AZ(pthread_mutex_unlock(&bp->mtx));
+    while ((c = stale) != NULL) {
+        stale = c->next;
+        conn_free(c);
+    }
     fd = connect_tmo(bp, tmo);
+    /* The PROXY header goes first, in clear, as the backend reads it before any TLS. */
+    if (fd >= 0 && taglen > 0 && vio_write(fd, tag, taglen, now + tmo) != 0) {
+        close(fd);
+        fd = -1;
+    }
     if (fd >= 0 && bp->tls != NULL && bcp_tls_connect(bp->tls, fd, &ssl, now + tmo) != 0) {
         close(fd);
         fd = -1;
@@ -295,6 +361,9 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
     c->fd = fd;
     c->ssl = ssl;
     c->pool = bp;
+    c->taglen = (unsigned char)taglen;
+    if (taglen > 0)
+        memcpy(c->tag, tag, taglen);
     STAT_INC(backend_conn);
     STAT_INC(backend_conn_open);
     *out = c;

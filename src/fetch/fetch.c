@@ -1035,7 +1035,7 @@ exchange(struct fetch *f, struct txt head)
     int rv;
 
     for (;;) {
-        switch (bcp_get(be->pool, be_connect_timeout(be), retries > 0, &f->conn)) {
+        switch (be_conn_get(be, req->sp, retries > 0, &f->conn)) {
         case BCP_OK:
             break;
         case BCP_E_BUSY:

@@ -375,7 +375,7 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
         "host", "port", "connect_timeout", "first_byte_timeout", "between_bytes_timeout",
         "max_connections", "weight", "probe", "root", "index", "listing", "follow_symlinks",
         "deny", "mime_file", "mime", "expires", "tls", "ca_file", "sni", "verify", "verify_host",
-        "cert", "key",
+        "cert", "key", "path", "proxy_protocol",
     };
     static const char *const probe_fields[] = {
         "url", "request", "interval", "timeout", "window", "threshold", "initial",
@@ -393,6 +393,13 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     c.name = d->name;
     c.host = field_str(d, idx, "host");
     c.port = field_str(d, idx, "port");
+    c.path = field_str(d, idx, "path");
+    {
+        double pv = field_num(d, idx, "proxy_protocol", 0, 0, 2);
+        if (pv != 0 && pv != 1 && pv != 2)
+            (void)decl_fail(d, "proxy_protocol must be 1 or 2");
+        c.proxy_protocol = (unsigned)pv;
+    }
     c.connect_timeout = field_num(d, idx, "connect_timeout", -1, 0.001, 3600);
     c.first_byte_timeout = field_num(d, idx, "first_byte_timeout", -1, 0.001, 86400);
     c.between_bytes_timeout = field_num(d, idx, "between_bytes_timeout", -1, 0.001, 86400);
@@ -408,10 +415,14 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     c.tls_noverify = lua_getfield(d->L, idx, "verify") != LUA_TNIL && !field_bool(d, idx, "verify");
     lua_pop(d->L, 1);
     root = field_str(d, idx, "root");
-    if (root != NULL && c.host != NULL)
-        return (decl_fail(d, "either host (an HTTP server) or root (static files)"));
-    if (root == NULL && c.host == NULL)
-        return (decl_fail(d, "host (an HTTP server) or root (static files) is missing"));
+    if (root != NULL && (c.host != NULL || c.path != NULL))
+        return (decl_fail(d, "either host or path (an HTTP server) or root (static files)"));
+    if (c.path != NULL && (c.host != NULL || c.port != NULL))
+        return (decl_fail(d, "either path (a Unix socket) or host and port"));
+    if (c.path != NULL && c.tls)
+        return (decl_fail(d, "tls is not spoken over a Unix socket (path)"));
+    if (root == NULL && c.host == NULL && c.path == NULL)
+        return (decl_fail(d, "host or path (an HTTP server) or root (static files) is missing"));
     if (lua_getfield(d->L, idx, "probe") == LUA_TTABLE) {
         int pidx = lua_gettop(d->L);
         memset(&pc, 0, sizeof pc);

@@ -43,6 +43,7 @@
 #include "surogat/dlv.h"
 #include "surogat/h1.h"
 #include "surogat/par.h"
+#include "surogat/realip.h"
 #include "surogat/req.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
@@ -95,6 +96,8 @@ count_error(unsigned status)
 static enum head_result
 reject(struct req *req, unsigned status)
 {
+    /* Its log line names this request's client, not the last one behind trusted_proxies. */
+    realip_apply(req->sp, req->http);
     count_error(status);
     req->close = true;
     if (req->t_mono == 0) {

@@ -20,6 +20,7 @@
 #include "surogat/mon.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
+#include "surogat/realip.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -147,6 +148,7 @@ req_check(struct req *req)
     struct http *hp = req->http;
     const struct http_hdr *h = http_find(hp, "Host");
 
+    realip_apply(req->sp, hp); /* the client behind trusted_proxies, before anyone reads it */
     /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
     if (h != NULL && (h->val.len > 0 || hp->proto == 11) && !http_host_valid(&h->val)) {
         STAT_INC(client_req_400);

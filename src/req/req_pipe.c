@@ -166,7 +166,7 @@ req_pipe(struct req *req, struct be *be)
     }
     ws_release(&req->wrk->ws, sb.len + 1);
     req->be_name = be->name;
-    if (bcp_get(be->pool, be_connect_timeout(be), true, &conn) != BCP_OK) {
+    if (be_conn_get(be, req->sp, true, &conn) != BCP_OK) {
         STAT_INC(backend_fail);
         (void)dlv_error(req, 503, NULL, NULL);
         return;

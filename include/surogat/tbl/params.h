@@ -109,6 +109,18 @@ PARAM(backend_max_retries, UINT, "1", "0", "10", PAR_LIVE,
 PARAM(tls_handshake_timeout, DURATION, "10s", "10ms", NULL, PAR_LIVE,
       "Longest time a client may take to complete the TLS handshake on a tls listen address. "
       "The handshake holds a worker, so this bounds what a slow or silent client costs.")
+PARAM(proxy_header_timeout, DURATION, "5s", "100ms", NULL, PAR_LIVE,
+      "Longest time, from the accept, in which a connection to a PROXY listen address must "
+      "deliver its whole PROXY protocol header; past it the connection is closed "
+      "(proxy_timeout). One that has sent nothing yet waits without a thread, one that has "
+      "sent part of the header holds a worker, so this bounds what a slow sender costs.")
+PARAM(trusted_proxies, STRING, "", NULL, NULL, PAR_LIVE,
+      "Proxies in front whose X-Forwarded-For is believed, as purge_acl: comma-separated "
+      "addresses and prefixes, '!' to exclude. For a request from such a peer, the client "
+      "(client.ip, ACLs, purge_acl, logs, the X-Forwarded-For sent on) is the right-most "
+      "address of X-Forwarded-For that is not itself trusted, its port 0. From any other "
+      "peer X-Forwarded-For is never believed. Empty: nobody. A value that does not parse "
+      "trusts nobody and is logged.")
 PARAM(tls_ciphers, STRING,
       "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
       "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305",

@@ -208,6 +208,14 @@ STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
 STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
 STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "
      "garbage, timeout (tls_handshake_timeout), or the client leaving mid-handshake.")
+STAT(proxy_hdr, COUNTER, "PROXY protocol headers accepted on PROXY listen addresses.")
+STAT(proxy_local, COUNTER, "... of which LOCAL or UNKNOWN (a balancer's health check): the "
+     "connection's own addresses stand.")
+STAT(proxy_fail, COUNTER, "Connections to a PROXY listen address closed for a missing, "
+     "malformed or late PROXY header; never read as HTTP.")
+STAT(proxy_timeout, COUNTER, "... of which the header was not whole within proxy_header_timeout.")
+STAT(realip_xff, COUNTER, "Requests from a trusted_proxies peer whose client address was "
+     "taken from X-Forwarded-For.")
 STAT(tls_reload, COUNTER, "TLS listen addresses whose certificates were reloaded by SIGHUP.")
 STAT(tls_reload_fail, COUNTER, "TLS certificate reloads that failed (the old ones stay).")
 STAT(sfb_req, COUNTER, "Requests answered by a static-file backend.")
