@@ -189,6 +189,7 @@ def measure(args, srv):
         row["probe_load"] = probe(args, srv.port)
         row["wrk_load"] = wrk(args, srv.port)
         row["rss_end"] = rss_kib(srv.pid)
+        row["threads_end"] = pt.threads(srv.pid)
         row["slow_end"] = load.check()
     finally:
         load.stop()
@@ -204,7 +205,7 @@ def measure(args, srv):
 def report(rows):
     head = ["proxy", "slow clients connected at the end", "probe p50", "probe p99",
             "probe max", "probe failures", "wrk req/s", "wrk p50", "wrk p99", "wrk max",
-            "RSS idle", "RSS under load", "threads"]
+            "RSS idle (MiB)", "RSS loaded (MiB)", "threads (load / end)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
@@ -220,7 +221,7 @@ def report(rows):
                  pt.fmt_num(w["rps"]) + (f" ({errs} errors)" if errs else ""),
                  pt.fmt_ms(w["p50"]), pt.fmt_ms(w["p99"]), pt.fmt_ms(w["max"]),
                  pt.fmt_mib(r["rss_idle"]), pt.fmt_mib(max(r["rss_load"], r["rss_end"])),
-                 str(r["threads_load"])]
+                 f"{r['threads_load']} / {r['threads_end']}"]
         print("| " + " | ".join(cells) + " |")
 
 

@@ -68,6 +68,7 @@
 #define WTR_BATCH     64
 #define WTR_SWEEP_MAX 1.0   /* seconds between sweeps at most: timeout_idle may change */
 #define WTR_DEFER     0.001 /* how long the waiter leaves ready sessions to the workers */
+#define WTR_DEFER_PARTIAL 0.05 /* the same for a partial request's next bytes (see schedule()) */
 
 static struct event_base *wtr_base;
 static struct event *set_ev, *sweep_ev, *stop_ev, *defer_ev;
@@ -294,19 +295,30 @@ takers_active(void)
 }
 
 /*
- * Hand a ready session to its pool; false when the pool refused it and it
- * is still ours.  A session whose request is arriving in part goes at
- * background priority, with a quota of its own, and is never refused with
- * a 503: its next bytes are cheap to take but may come from thousands of
- * clients in the same millisecond, and they must neither take the place
- * of a complete request in the queue nor be shed as one.  A refused one
- * waits in the ready queue instead, for a worker to take it.
+ * Hand a ready session to its pool; false when it stays in the ready
+ * queue.  A session whose request is arriving in part is cheap to serve
+ * (a non-blocking read and a parse) but may turn ready with thousands of
+ * others in the same millisecond, so it is treated apart.  While workers
+ * take sessions themselves (*takers) it is left to them for up to
+ * WTR_DEFER_PARTIAL: queued tasks would have the pool start threads for
+ * work the running ones finish in microseconds.  With no taker about,
+ * one such session goes to the pool and wakes a worker, which then takes
+ * the others.  It goes at background priority, with a quota of its own,
+ * so as not to take the place of a complete request in the queue, and is
+ * never refused with a 503 like one: when that quota is full it waits in
+ * the ready queue.
  */
 static bool
-schedule(struct sess *sp)
+schedule(struct sess *sp, double now, bool *takers)
 {
-    if (sp->wdeadline > 0)
-        return (pool_submit(sp->pool, &sp->task, POOL_PRIO_BG) == 0);
+    if (sp->wdeadline > 0) {
+        if (*takers && now - sp->t_ready < WTR_DEFER_PARTIAL)
+            return (false);
+        if (pool_submit(sp->pool, &sp->task, POOL_PRIO_BG) != 0)
+            return (false);
+        *takers = true;
+        return (true);
+    }
     sess_schedule(&sp);
     return (true);
 }
@@ -314,14 +326,16 @@ schedule(struct sess *sp)
 /*
  * Hand sessions to the pools: from one scan of the set and the ready
  * queue, those ready since `before` or earlier (all of them for +inf).
- * True when a pool refused some, which are back at the front of the ready
- * queue: the caller retries after WTR_DEFER rather than spin.
+ * True when some stay, back at the front of the ready queue: the caller
+ * looks again after WTR_DEFER rather than spin.
  */
 static bool
 dispatch(double before)
 {
     struct epoll_event evs[WTR_BATCH];
     struct sess *sp, *list = NULL, **tail = &list, *expired, *back = NULL, *blast = NULL;
+    bool takers = takers_active();
+    double now = tim_mono();
     int n;
 
     do {
@@ -346,9 +360,9 @@ dispatch(double before)
          * finds out.  Peeking here would cost a syscall on every request
          * to spare a worker wake-up once per connection.
          */
-        if (back == NULL && schedule(sp))
+        if (back == NULL && schedule(sp, now, &takers))
             continue;
-        /* Refused, or after a refusal: back in order, in front of the queue. */
+        /* Kept, or after one kept: back in order, in front of the queue. */
         if (back == NULL)
             back = sp;
         else
