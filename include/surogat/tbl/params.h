@@ -58,11 +58,11 @@ PARAM(req_body_buffer, BYTES, "16k", "0", "64k", PAR_LIVE,
       "http_req_size plus this per slow connection. At most 64k: the body shares the "
       "worker's receive buffer with the head. 0 streams every body.")
 PARAM(req_body_min_rate, BYTES, "500", "0", NULL, PAR_LIVE,
-      "Slowest request body accepted, in bytes per second: after its head a body must have "
-      "sent rate x (time - timeout_req) bytes, or it is answered 408. The same bound holds "
-      "whether the body waits in the waiter or a worker streams it, so that holding a worker "
-      "costs a client at least this bandwidth. 0: no minimum (each pause is still bounded "
-      "by timeout_idle).")
+      "Slowest request body accepted, in bytes per second: a body must be complete "
+      "timeout_req after its head plus one second per this many bytes received, or it is "
+      "answered 408. The same bound holds whether the body waits in the waiter or a worker "
+      "streams it, so that holding a worker costs a client at least this bandwidth. 0: no "
+      "minimum (each pause is still bounded by timeout_idle).")
 PARAM(timeout_linger, DURATION, "50ms", "0s", NULL, PAR_LIVE,
       "A worker holding a taker slot (one per CPU) that finds no work waits this long for "
       "a parked keep-alive session to turn ready (the next request on any idle connection) "
