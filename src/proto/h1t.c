@@ -86,7 +86,8 @@ send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
         k = r->nhead;
     }
     SRG_ASSERT(n <= H1T_IOV);
-    memcpy(all + k, iov, (size_t)n * sizeof *all);
+    if (n > 0) /* iov may be NULL then: memcpy() wants a pointer even for 0 bytes */
+        memcpy(all + k, iov, (size_t)n * sizeof *all);
     k += n;
     if (k == 0)
         return (0);
