@@ -37,7 +37,6 @@ import os
 import platform
 import re
 import resource
-import select
 import shutil
 import signal
 import socket
@@ -52,7 +51,8 @@ import passthrough as pt  # noqa: E402 -- process handling, nginx start, wrk par
 
 REPO = pt.REPO
 log = pt.log
-SLOWLOAD = os.path.join(REPO, "tests", "e2e", "slowload.py")
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+import slowload  # noqa: E402 -- the slow clients, in a child process
 FILE = ("/1k", 1024)
 
 
@@ -136,51 +136,14 @@ def wrk(args, port):
     return r
 
 
-class SlowLoad:
-    """tests/e2e/slowload.py in a child process on the client core."""
-
-    def __init__(self, args, port):
-        argv = ["taskset", "-c", str(args.client_cpu), sys.executable, SLOWLOAD,
-                "--port", str(port), "--heads", str(args.heads), "--bodies", str(args.bodies),
-                "--body-len", str(args.body_len)]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, start_new_session=True)
-        pt.STARTED.append(self.proc)
-        self.opened = self.line(180)
-
-    def line(self, timeout):
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
-            raise RuntimeError(f"slowload said nothing within {timeout}s")
-        text = self.proc.stdout.readline()
-        if not text:
-            raise RuntimeError(f"slowload exited {self.proc.poll()}")
-        return json.loads(text)
-
-    def check(self):
-        self.proc.stdin.write("check\n")
-        self.proc.stdin.flush()
-        return self.line(60)
-
-    def stop(self):
-        try:
-            self.proc.stdin.write("stop\n")
-            self.proc.stdin.close()
-            self.proc.wait(30)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        pt.stop(self.proc)
-        if self.proc in pt.STARTED:
-            pt.STARTED.remove(self.proc)
-
-
 def measure(args, srv):
     row = {"proxy": srv.name}
     row["rss_idle"] = rss_kib(srv.pid)
     row["probe_idle"] = probe(args, srv.port)
     log(f"{srv.name}: without slow clients, probe p99 {row['probe_idle']['p99']:.2f} ms; "
         f"opening {args.heads} slow heads and {args.bodies} slow bodies")
-    load = SlowLoad(args, srv.port)
+    load = slowload.Child(srv.port, args.heads, args.bodies, args.body_len,
+                          argv_prefix=["taskset", "-c", str(args.client_cpu)])
     try:
         row["opened"] = load.opened
         time.sleep(args.settle)

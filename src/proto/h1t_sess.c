@@ -128,6 +128,27 @@ h1_error_status(enum h1_status st)
 }
 
 /*
+ * One non-blocking read of at most `room` bytes into wrk->rx after
+ * rx_len: HEAD_OK when bytes came (*got of them), HEAD_PARTIAL when none
+ * are there yet, HEAD_CLOSED when the client closed or failed.
+ */
+static enum head_result
+read_more(struct req *req, size_t room, size_t *got)
+{
+    ssize_t n;
+
+    do {
+        n = sess_read_nb(req->sp, req->wrk->rx + req->rx_len, room);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+        req->rx_len += (size_t)n;
+        *got = (size_t)n;
+        return (HEAD_OK);
+    }
+    return (n < 0 && errno == EAGAIN ? HEAD_PARTIAL : HEAD_CLOSED);
+}
+
+/*
  * Read and parse a request head, never waiting: HEAD_IDLE when no byte of
  * it is there, HEAD_PARTIAL when some are and the rest is not yet.
  * `expect_wait`: a response just went out, so the next head is rarely in.
@@ -142,9 +163,9 @@ read_head(struct req *req, bool expect_wait)
         .max_line = par.http_req_hdr_len,
         .max_hdr = par.http_max_hdr,
     };
+    enum head_result hr;
     enum h1_status st;
-    size_t room;
-    ssize_t n;
+    size_t room, got;
 
     /*
      * Right after a response the next request is rarely in yet: park the
@@ -165,18 +186,9 @@ read_head(struct req *req, bool expect_wait)
         }
         room = par.http_req_size + 1 > wrk->rx_size ? wrk->rx_size : par.http_req_size + 1;
         SRG_ASSERT(req->rx_len < room);
-        n = sess_read_nb(sp, wrk->rx + req->rx_len, room - req->rx_len);
-        if (n > 0) {
-            req->rx_len += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            return (HEAD_CLOSED);
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN)
-            return (HEAD_CLOSED);
-        return (req->rx_len == 0 ? HEAD_IDLE : HEAD_PARTIAL);
+        hr = read_more(req, room - req->rx_len, &got);
+        if (hr != HEAD_OK)
+            return (hr == HEAD_PARTIAL && req->rx_len == 0 ? HEAD_IDLE : hr);
     }
 }
 
@@ -342,9 +354,9 @@ read_body(struct req *req)
     struct h1t_in *in = h1t_in_of(req);
     struct wrk *wrk = req->wrk;
     struct sess *sp = req->sp;
+    size_t limit, want, scanned = req->rx_head, used, got;
+    enum head_result hr;
     struct h1_chunk ck;
-    size_t limit, want, scanned = req->rx_head, used;
-    ssize_t n;
 
     in->t_body = sp->t_body;
     in->body_raw = req->rx_len - req->rx_head;
@@ -386,17 +398,10 @@ read_body(struct req *req)
             return (HEAD_OK); /* the rest is streamed */
         if (h1t_continue(req) != 0)
             return (HEAD_CLOSED);
-        n = sess_read_nb(sp, wrk->rx + req->rx_len, req->rx_head + want - req->rx_len);
-        if (n > 0) {
-            req->rx_len += (size_t)n;
-            in->body_raw += (uint64_t)n;
-            continue;
-        }
-        if (n == 0)
-            return (HEAD_CLOSED);
-        if (errno == EINTR)
-            continue;
-        return (errno == EAGAIN ? HEAD_PARTIAL : HEAD_CLOSED);
+        hr = read_more(req, req->rx_head + want - req->rx_len, &got);
+        if (hr != HEAD_OK)
+            return (hr);
+        in->body_raw += got;
     }
 }
 

@@ -4,20 +4,14 @@ timeout_req and req_body_min_rate; normal clients are answered meanwhile,
 with memory bounded."""
 
 import hashlib
-import json
 import os
-import select
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpc
+import slowload
 from conftest import wait_until
 from t_tls_test import pki, tls  # noqa: F401  (fixtures)
-
-SLOWLOAD = Path(__file__).resolve().parent / "slowload.py"
-
 
 def rss_kb(pid):
     for line in Path("/proc/%d/status" % pid).read_text().splitlines():
@@ -26,41 +20,13 @@ def rss_kb(pid):
     raise AssertionError("no VmRSS for %d" % pid)
 
 
-class SlowLoad:
-    """tests/e2e/slowload.py in a child process: its work does not disturb our timing."""
-
-    def __init__(self, port, heads, bodies, body_len=1000, timeout=120):
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SLOWLOAD), "--port", str(port), "--heads", str(heads),
-             "--bodies", str(bodies), "--body-len", str(body_len)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.opened = self._line(timeout)
-        assert self.opened["phase"] == "open", self.opened
-
-    def _line(self, timeout):
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert r, "slowload said nothing within %ss" % timeout
-        line = self.proc.stdout.readline()
-        assert line, "slowload exited: %s" % self.proc.poll()
-        return json.loads(line)
-
-    def check(self):
-        self.proc.stdin.write("check\n")
-        self.proc.stdin.flush()
-        return self._line(30)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("stop\n")
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+def send_pieces(c, *pieces, gap=0.3):
+    """Send each piece, pausing after each but the last: long enough for the
+    session to go back to the waiter with what it has."""
+    for i, piece in enumerate(pieces):
+        if i:
+            time.sleep(gap)
+        c.send(piece)
 
 
 def timed(port, i):
@@ -94,7 +60,7 @@ def test_slow_clients_hold_no_worker(origin, surogat):
     for i in range(3):
         assert timed(sg.port, i)[1] == 200
     rss0 = rss_kb(sg.pid)
-    load = SlowLoad(sg.port, HEADS, BODIES)
+    load = slowload.Child(sg.port, HEADS, BODIES)
     try:
         assert load.opened["failed"] == 0, load.opened
         assert load.opened["heads"] == HEADS and load.opened["bodies"] == BODIES, load.opened
@@ -134,9 +100,7 @@ def test_slow_clients_hold_no_worker(origin, surogat):
 def test_head_in_pieces_waits_in_the_waiter(origin, surogat):
     sg = surogat()
     with sg.conn() as c:
-        for piece in (b"GET /p HTTP/1.1\r\nHo", b"st: a\r\nX-A: ", b"1\r\n", b"\r\n"):
-            c.send(piece)
-            time.sleep(0.2)
+        send_pieces(c, b"GET /p HTTP/1.1\r\nHo", b"st: a\r\nX-A: ", b"1\r\n", b"\r\n")
         r = c.read_response()
         assert r.status == 200
         c.request("GET", "/again")
@@ -169,20 +133,6 @@ def test_head_deadline_counts_from_first_byte(origin, surogat):
     assert origin.hits() == 0
 
 
-def test_head_that_never_completes(origin, surogat):
-    sg = surogat(params={"timeout_req": "1s", "timeout_idle": "30s"})
-    with sg.conn() as c:
-        c.send(b"GET / HTTP/1.1\r\nHost: a\r\n")
-        t0 = time.monotonic()
-        closed, extra = c.wait_closed(6)
-        dt = time.monotonic() - t0
-    assert closed and 0.9 <= dt <= 3.5, "closed=%s after %.2fs with timeout_req=1s" % (closed, dt)
-    assert extra.startswith(b"HTTP/1.1 408 "), extra[:100]
-    st = sg.stats()
-    assert st["sess_timeout_req"] == 1 and st["sess_kept_bytes"] == 0, st
-    assert origin.hits() == 0
-
-
 # -- bodies ------------------------------------------------------------------
 
 
@@ -192,9 +142,8 @@ def test_small_body_read_before_dispatch(origin, surogat):
     sg = surogat()
     body = os.urandom(5000)
     with sg.conn() as c:
-        c.send(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n" + body[:1000])
-        time.sleep(0.3)
-        c.send(body[1000:3000])
+        send_pieces(c, b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n" +
+                    body[:1000], body[1000:3000])
         time.sleep(0.3)
         assert origin.hits() == 0, "the request went out before its body was in"
         c.send(body[3000:])
@@ -211,9 +160,8 @@ def test_pipelined_request_after_parked_body(origin, surogat):
     origin.route("/up", echo=True)
     sg = surogat()
     with sg.conn() as c:
-        c.send(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhel")
-        time.sleep(0.3)
-        c.send(b"lo" + b"GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+        send_pieces(c, b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhel",
+                    b"lo" + b"GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
         r1 = c.read_response()
         r2 = c.read_response()
     assert r1.status == 200 and r1.body == b"hello"
@@ -228,9 +176,7 @@ def test_expect_100_sent_before_waiting_for_the_body(origin, surogat):
         c.send(b"POST /e HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
                b"Content-Length: 10\r\n\r\n")
         assert c.read_response(timeout=3).status == 100
-        c.send(b"01234")
-        time.sleep(0.3)
-        c.send(b"56789")
+        send_pieces(c, b"01234", b"56789")
         r = c.read_response()
         assert r.status == 200 and r.body == b"0123456789", r
         # one 100 only, though the request was parsed again after its wait
@@ -319,9 +265,8 @@ def test_chunked_body_buffered_then_forwarded(origin, surogat):
     origin.route("/up", echo=True)
     sg = surogat()
     with sg.conn() as c:
-        c.send(b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfir")
-        time.sleep(0.3)
-        c.send(b"st\r\n6\r\nsecond\r\n0\r")
+        send_pieces(c, b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"5\r\nfir", b"st\r\n6\r\nsecond\r\n0\r")
         time.sleep(0.3)
         assert origin.hits() == 0
         c.send(b"\n\r\nGET /next HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -362,9 +307,7 @@ def test_http10_body_in_pieces(origin, surogat):
     origin.route("/up", echo=True)
     sg = surogat()
     with sg.conn() as c:
-        c.send(b"POST /up HTTP/1.0\r\nContent-Length: 6\r\n\r\nabc")
-        time.sleep(0.3)
-        c.send(b"def")
+        send_pieces(c, b"POST /up HTTP/1.0\r\nContent-Length: 6\r\n\r\nabc", b"def")
         raw = c.read_until_close(5)
     assert raw.startswith(b"HTTP/1.1 200 "), raw[:100]
     assert raw.endswith(b"\r\n\r\nabcdef")
@@ -377,10 +320,8 @@ def test_tls_head_and_body_in_pieces(origin, tls):
     origin.route("/up", echo=True)
     t = tls()
     with t.conn() as c:
-        for piece in (b"POST /up HTTP/1.1\r\nHo", b"st: a.test\r\nContent-Length: 6\r\n\r\n",
-                      b"abc", b"def"):
-            c.send(piece)
-            time.sleep(0.2)
+        send_pieces(c, b"POST /up HTTP/1.1\r\nHo", b"st: a.test\r\nContent-Length: 6\r\n\r\n",
+                    b"abc", b"def")
         r = c.read_response()
         assert r.status == 200 and r.body == b"abcdef"
         c.request("GET", "/next")

@@ -15,6 +15,8 @@ Protocol with the caller, one JSON object a line:
            "statuses": {"408": N, ...}, "sent": N}
   stdin   EOF or "stop": close everything (with RST: no TIME_WAIT) and exit
 
+Child, below, is that caller's side.
+
 Every interval (1 s) each live connection sends one more byte, so each
 sends 1 byte/s.  A head is "GET /slow/<i> HTTP/1.1", a Host and one long
 padding field: at 1 byte/s it never completes within a run.  A body
@@ -27,14 +29,60 @@ Python stdlib only; loopback only.
 
 import argparse
 import json
+import os
 import resource
+import select
 import selectors
 import socket
 import struct
+import subprocess
 import sys
 import time
 
 LINGER_RST = struct.pack("ii", 1, 0)
+
+
+class Child:
+    """The caller's side: this script in a child process (argv_prefix, e.g. taskset),
+    opened and ready when the constructor returns; .opened is its "open" report."""
+
+    def __init__(self, port, heads, bodies, body_len=1000, argv_prefix=(), timeout=180):
+        argv = list(argv_prefix) + [sys.executable, os.path.abspath(__file__),
+                                    "--port", str(port), "--heads", str(heads),
+                                    "--bodies", str(bodies), "--body-len", str(body_len)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        self.opened = self.line(timeout)
+        if self.opened.get("phase") != "open":
+            raise RuntimeError("slowload: %r" % self.opened)
+
+    def line(self, timeout):
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not r:
+            raise RuntimeError("slowload said nothing within %ss" % timeout)
+        text = self.proc.stdout.readline()
+        if not text:
+            raise RuntimeError("slowload exited: %s" % self.proc.poll())
+        return json.loads(text)
+
+    def check(self):
+        self.proc.stdin.write("check\n")
+        self.proc.stdin.flush()
+        return self.line(60)
+
+    def stop(self):
+        """Close every connection and wait for the child; kill it if it hangs."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("stop\n")
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
 
 
 def raise_nofile(want):
