@@ -24,6 +24,7 @@
 
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "surogat/defs.h"
@@ -73,7 +74,7 @@ put_tag(struct buf *o, enum tag t)
     return (put(o, &c, 1));
 }
 
-static int put_table(lua_State *L, int idx, struct buf *o, unsigned depth);
+static int put_fields(lua_State *L, int idx, struct buf *o, unsigned depth, bool env);
 
 /* The value at idx, or -1 when it cannot be carried. */
 static int
@@ -101,20 +102,26 @@ put_value(lua_State *L, int idx, struct buf *o, unsigned depth)
         return (put(o, s, n));
     }
     case LUA_TTABLE:
-        return (put_table(L, idx, o, depth + 1));
+        return (put_fields(L, idx, o, depth + 1, false));
     default:
         return (-1);
     }
 }
 
+/*
+ * A table's own fields.  Its metatable would not come along: refused,
+ * except for _ENV's (depth 0 with env), whose metatable is the view of
+ * the script's globals that every state has.
+ */
 static int
-put_table(lua_State *L, int idx, struct buf *o, unsigned depth)
+put_fields(lua_State *L, int idx, struct buf *o, unsigned depth, bool env)
 {
     idx = lua_absindex(L, idx);
     /* A cycle always ends here too: it nests without end. */
-    if (depth > PARK_DEPTH || lua_getmetatable(L, idx)) {
-        if (depth <= PARK_DEPTH)
-            lua_pop(L, 1);
+    if (depth > PARK_DEPTH)
+        return (-1);
+    if (!env && lua_getmetatable(L, idx)) {
+        lua_pop(L, 1);
         return (-1);
     }
     if (!lua_checkstack(L, 4) || put_tag(o, T_TABLE) != 0)
@@ -134,14 +141,14 @@ put_table(lua_State *L, int idx, struct buf *o, unsigned depth)
 
 /* The registry table ref, or T_NONE. */
 static int
-put_ref(lua_State *L, int ref, struct buf *o)
+put_ref(lua_State *L, int ref, struct buf *o, bool env)
 {
     int rv;
 
     if (ref == LUA_NOREF)
         return (put_tag(o, T_NONE));
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    rv = put_table(L, -1, o, 0);
+    rv = put_fields(L, -1, o, 0, env);
     lua_pop(L, 1);
     return (rv);
 }
@@ -165,8 +172,8 @@ pol_park(struct req *req)
         return (0);
     L = pw->L;
     o.len = 0;
-    if (put_ref(L, pw->ctx_ref, &o) != 0 ||
-        put_ref(L, pw->env_dirty ? pw->env_ref : LUA_NOREF, &o) != 0)
+    if (put_ref(L, pw->ctx_ref, &o, false) != 0 ||
+        put_ref(L, pw->env_dirty ? pw->env_ref : LUA_NOREF, &o, true) != 0)
         return (-1);
     if ((blob = ws_alloc(req->ws, o.len)) == NULL)
         return (-1);
