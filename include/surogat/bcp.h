@@ -20,6 +20,7 @@
 struct bcp;
 struct bcp_tls;
 struct sb;
+struct stat_be;
 struct ssl_st; /* OpenSSL's SSL */
 
 struct bcp_conn {
@@ -28,7 +29,10 @@ struct bcp_conn {
     int fd;
     struct ssl_st *ssl; /* NULL: plain TCP */
     bool reused;        /* came from the idle list: may have been closed by the peer */
+    bool piped;         /* read with bcp_read_nb(): a pipe, whose length is the client's */
     double t_idle;      /* tim_mono() when it went idle */
+    /* tim_mono() of the first write since handed out and of the first byte read after it; 0: none */
+    double t_sent, t_first;
     struct bcp *pool;
     struct bcp_conn *next; /* idle list, under the pool lock */
 };
@@ -42,8 +46,15 @@ enum bcp_err {
 /*
  * max: most open connections, busy or idle; 0 means backend_max_connections.
  * tls: NULL for plain HTTP; else borrowed, and must outlive the pool.
+ * st: the backend's counters (tbl/be_stats.h), or NULL; borrowed likewise.
+ * The pool counts into st what it sees: requests (connections handed
+ * out), new and reused connections, failures to connect, busy refusals,
+ * bytes both ways, timeouts of reads (before the first byte of an answer:
+ * first byte, after it: between bytes), and at bcp_recycle()/bcp_close()
+ * the times to first byte and to the end of a connection that got one.
  */
-struct bcp *bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls);
+struct bcp *bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls,
+                    struct stat_be *st);
 void bcp_free(struct bcp **bpp); /* closes idle connections; none may be busy */
 /*
  * A recycled connection unless `fresh`, else a new one within tmo seconds,

@@ -26,6 +26,8 @@ struct cobj;
 struct dir;
 struct http;
 struct req;
+struct be;
+struct be_snap;
 struct sb;
 struct txt;
 struct wrk;
@@ -79,6 +81,16 @@ int pol_prog_use(const char *name, struct sb *err);
 int pol_prog_discard(const char *name, struct sb *err);
 /* One line per program, oldest first: state, worker states built from it, name, file. */
 void pol_prog_list(struct sb *out);
+/*
+ * fn(program name, backend) for each backend each named program declares,
+ * oldest program first, under the registry's lock (held while a program
+ * compiles): fn must not call back into pol_.  For labelling a backend's
+ * counters with the programs that name it.
+ */
+typedef void pol_backend_f(const char *prog, const struct be *be, void *priv);
+void pol_prog_backends(pol_backend_f *fn, void *priv);
+/* Fill in v[i].progs (be.h) from the registry: which named programs declare each backend. */
+void pol_prog_label(struct be_snap *v, unsigned n);
 /* Before pool_init(): the workers' Lua states are freed when they exit. */
 void pol_init(void);
 void pol_fini(void);

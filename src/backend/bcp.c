@@ -10,6 +10,10 @@
  * the connect timeout: a connection is only handed out once the backend's
  * certificate has been checked.  The I/O functions below pick plain or
  * TLS per connection, so the fetch and the pipe never look at conn->fd.
+ *
+ * Since every byte to and from a backend passes here, so does most of
+ * what the backend's counters say (bcp.h lists it); a read's timeout is
+ * told apart by whether the answer had begun.
  */
 #include "config.h"
 
@@ -46,10 +50,19 @@ struct bcp {
     unsigned nconn;        /* under mtx: open connections, busy or idle */
     unsigned max;          /* 0: par.backend_max_connections */
     struct bcp_tls *tls;   /* NULL: plain TCP; the backend's */
+    struct stat_be *st;    /* NULL: not counted; the backend's */
 };
 
+static void
+count(const struct bcp *bp, enum stat_be_id id, uint64_t n)
+{
+    if (bp->st != NULL && n > 0)
+        stat_be_add(bp->st, id, n);
+}
+
 struct bcp *
-bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls)
+bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls,
+        struct stat_be *st)
 {
     struct bcp *bp;
 
@@ -60,6 +73,7 @@ bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls
     bp->salen = salen;
     bp->max = max;
     bp->tls = tls;
+    bp->st = st;
     return (bp);
 }
 
@@ -200,6 +214,9 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
             AZ(pthread_mutex_unlock(&bp->mtx));
             c->next = NULL;
             c->reused = true;
+            c->t_sent = c->t_first = 0;
+            count(bp, STAT_BE_requests, 1);
+            count(bp, STAT_BE_reused, 1);
             *out = c;
             return (BCP_OK);
         }
@@ -214,6 +231,7 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
             stale = c->next;
             conn_free(c);
         }
+        count(bp, STAT_BE_fail_busy, 1);
         return (BCP_E_BUSY);
     }
     bp->nconn++;
@@ -228,9 +246,12 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
         fd = -1;
     }
     if (fd < 0) {
+        /* A handshake that ran out of time fails with EPROTO: the clock tells. */
+        bool timeout = errno == ETIMEDOUT || tim_mono() >= now + tmo;
         AZ(pthread_mutex_lock(&bp->mtx));
         bp->nconn--;
         AZ(pthread_mutex_unlock(&bp->mtx));
+        count(bp, timeout ? STAT_BE_fail_connect_timeout : STAT_BE_fail_connect, 1);
         return (BCP_E_CONNECT);
     }
     OBJ_NEW(c, BCP_CONN_MAGIC);
@@ -239,8 +260,20 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
     c->pool = bp;
     STAT_INC(backend_conn);
     STAT_INC(backend_conn_open);
+    count(bp, STAT_BE_requests, 1);
+    count(bp, STAT_BE_connections, 1);
     *out = c;
     return (BCP_OK);
+}
+
+/* The connection's use ends: time it if an answer began (a pipe's length is the client's). */
+static void
+timed(struct bcp_conn *c, double now)
+{
+    if (c->pool->st != NULL && c->t_first > 0 && !c->piped)
+        stat_be_time(c->pool->st, c->t_first - c->t_sent, now - c->t_sent);
+    c->t_sent = c->t_first = 0;
+    c->piped = false;
 }
 
 void
@@ -253,6 +286,7 @@ bcp_recycle(struct bcp_conn **connp)
     bp = c->pool;
     OBJ_CHECK(bp, BCP_MAGIC);
     c->t_idle = tim_mono();
+    timed(c, c->t_idle);
     AZ(pthread_mutex_lock(&bp->mtx));
     c->next = bp->idle;
     bp->idle = c;
@@ -270,6 +304,7 @@ bcp_close(struct bcp_conn **connp)
     OBJ_TAKE(c, connp, BCP_CONN_MAGIC);
     bp = c->pool;
     OBJ_CHECK(bp, BCP_MAGIC);
+    timed(c, tim_mono());
     AZ(pthread_mutex_lock(&bp->mtx));
     bp->nconn--;
     AZ(pthread_mutex_unlock(&bp->mtx));
@@ -303,16 +338,42 @@ bcp_busy_count(const struct bcp *bp)
 }
 
 /*--------------------------------------------------------------------
- * I/O on a connection, plain or TLS.
+ * I/O on a connection, plain or TLS, counted.
  */
+
+/* After a read: its bytes, the first byte of an answer, or which timeout it was. */
+static ssize_t
+got(struct bcp_conn *c, ssize_t n)
+{
+    int e = errno;
+
+    if (n > 0) {
+        count(c->pool, STAT_BE_bytes_in, (uint64_t)n);
+        if (c->t_first == 0 && c->t_sent > 0)
+            c->t_first = tim_mono();
+    } else if (n < 0 && e == ETIMEDOUT) {
+        count(c->pool, c->t_first == 0 ? STAT_BE_fail_first_byte_timeout
+                                       : STAT_BE_fail_between_bytes_timeout, 1);
+    }
+    errno = e;
+    return (n);
+}
+
+/* Before a write: the start of the request, for the times. */
+static void
+sending(struct bcp_conn *c)
+{
+    if (c->t_sent == 0)
+        c->t_sent = tim_mono();
+}
 
 ssize_t
 bcp_read(struct bcp_conn *c, void *buf, size_t len, double deadline)
 {
     OBJ_CHECK(c, BCP_CONN_MAGIC);
     if (c->ssl != NULL)
-        return (tls_read(c->ssl, c->fd, buf, len, deadline));
-    return (vio_read(c->fd, buf, len, deadline));
+        return (got(c, tls_read(c->ssl, c->fd, buf, len, deadline)));
+    return (got(c, vio_read(c->fd, buf, len, deadline)));
 }
 
 ssize_t
@@ -321,17 +382,18 @@ bcp_read_wait(struct bcp_conn *c, void *buf, size_t len, double deadline)
     OBJ_CHECK(c, BCP_CONN_MAGIC);
     /* tls_read() waits on its own when OpenSSL holds nothing decrypted. */
     if (c->ssl != NULL)
-        return (tls_read(c->ssl, c->fd, buf, len, deadline));
-    return (vio_read_wait(c->fd, buf, len, deadline));
+        return (got(c, tls_read(c->ssl, c->fd, buf, len, deadline)));
+    return (got(c, vio_read_wait(c->fd, buf, len, deadline)));
 }
 
 ssize_t
 bcp_read_nb(struct bcp_conn *c, void *buf, size_t len)
 {
     OBJ_CHECK(c, BCP_CONN_MAGIC);
+    c->piped = true;
     if (c->ssl != NULL)
-        return (tls_read_nb(c->ssl, buf, len));
-    return (read(c->fd, buf, len));
+        return (got(c, tls_read_nb(c->ssl, buf, len)));
+    return (got(c, read(c->fd, buf, len)));
 }
 
 bool
@@ -344,17 +406,35 @@ bcp_pending(const struct bcp_conn *c)
 int
 bcp_writev(struct bcp_conn *c, struct iovec *iov, int iovcnt, double deadline)
 {
+    uint64_t n = 0;
+    int rv;
+
     OBJ_CHECK(c, BCP_CONN_MAGIC);
+    sending(c);
+    /* Counted before: the writers may consume iov as they go. */
+    for (int i = 0; i < iovcnt; i++)
+        n += iov[i].iov_len;
     if (c->ssl != NULL)
-        return (tls_writev(c->ssl, c->fd, iov, iovcnt, deadline));
-    return (vio_writev(c->fd, iov, iovcnt, deadline));
+        rv = tls_writev(c->ssl, c->fd, iov, iovcnt, deadline);
+    else
+        rv = vio_writev(c->fd, iov, iovcnt, deadline);
+    if (rv == 0)
+        count(c->pool, STAT_BE_bytes_out, n);
+    return (rv);
 }
 
 int
 bcp_write(struct bcp_conn *c, const void *buf, size_t len, double deadline)
 {
+    int rv;
+
     OBJ_CHECK(c, BCP_CONN_MAGIC);
+    sending(c);
     if (c->ssl != NULL)
-        return (tls_write(c->ssl, c->fd, buf, len, deadline));
-    return (vio_write(c->fd, buf, len, deadline));
+        rv = tls_write(c->ssl, c->fd, buf, len, deadline);
+    else
+        rv = vio_write(c->fd, buf, len, deadline);
+    if (rv == 0)
+        count(c->pool, STAT_BE_bytes_out, len);
+    return (rv);
 }

@@ -565,6 +565,7 @@ deliver_body(struct fetch *f, struct out *o)
                 f->be_pos += used;
                 if (cs == H1_CHUNK_ERROR) {
                     STAT_INC(backend_bad_resp);
+                    be_count(f->be, STAT_BE_fail_bad_resp);
                     return (-1);
                 }
                 if (cs == H1_CHUNK_DATA && (rv = out_body(f, o, data, len)) != 0)
@@ -905,12 +906,14 @@ exchange(struct fetch *f, struct txt head)
                 continue;
             }
             STAT_INC(backend_bad_resp);
+            be_count(f->be, STAT_BE_fail_bad_resp);
             return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BEH_TIMEOUT:
             STAT_INC(backend_timeout);
             return (fail(f, 504) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BEH_BAD:
             STAT_INC(backend_bad_resp);
+            be_count(f->be, STAT_BE_fail_bad_resp);
             return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         }
     }
@@ -986,6 +989,7 @@ attempt(struct fetch *f, struct out *o)
     if ((a = exchange(f, head)) != ATTEMPT_HEAD)
         return (a);
     f->t_resp = tim_real();
+    be_count_status(f->be, f->resp->status);
     if (f->stale.oc != NULL && f->oc != NULL && f->resp->status == 304) {
         f->be_keepalive = f->resp->proto == 11 ? !http_has_token(f->resp, "Connection", "close")
                                                : http_has_token(f->resp, "Connection", "keep-alive");
@@ -1007,6 +1011,7 @@ attempt(struct fetch *f, struct out *o)
     f->body = h1_resp_body(f->resp, req->head_only && f->oc == NULL, &f->clen);
     if (f->body == H1_BODY_E_AMBIGUOUS || f->body == H1_BODY_E_CODING) {
         STAT_INC(backend_bad_resp);
+        be_count(f->be, STAT_BE_fail_bad_resp);
         return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
     }
     f->be_keepalive = f->resp->proto == 11 ? !http_has_token(f->resp, "Connection", "close")

@@ -21,9 +21,11 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/log.h"
 #include "surogat/pol.h"
@@ -288,6 +290,49 @@ pol_prog_list(struct sb *out)
                   pol__prog_path(np->prog));
     }
     AZ(pthread_mutex_unlock(&adm_mtx));
+}
+
+void
+pol_prog_backends(pol_backend_f *fn, void *priv)
+{
+    AN(fn);
+    AZ(pthread_mutex_lock(&adm_mtx));
+    for (struct pol_named *np = named; np != NULL; np = np->next)
+        pol__decl_backends(pol__prog_cfg(np->prog), np->name, fn, priv);
+    AZ(pthread_mutex_unlock(&adm_mtx));
+}
+
+struct label {
+    struct be_snap *v;
+    unsigned n;
+};
+
+static void
+label_one(const char *prog, const struct be *be, void *priv)
+{
+    struct label *l = priv;
+    size_t len, pl = strlen(prog);
+
+    for (unsigned i = 0; i < l->n; i++) {
+        if (l->v[i].be != be)
+            continue;
+        len = strlen(l->v[i].progs);
+        /* Names are at most POL_NAME_MAX: two always fit; more than fit keep the oldest. */
+        if (len + pl + 2 > sizeof l->v[i].progs)
+            continue;
+        snprintf(l->v[i].progs + len, sizeof l->v[i].progs - len, "%s%s", len > 0 ? "," : "",
+                 prog);
+    }
+}
+
+void
+pol_prog_label(struct be_snap *v, unsigned n)
+{
+    struct label l = { v, n };
+
+    for (unsigned i = 0; i < n; i++)
+        v[i].progs[0] = '\0';
+    pol_prog_backends(label_one, &l);
 }
 
 void

@@ -680,3 +680,13 @@ pol__decl_empty(const struct pol_cfg *cfg)
 {
     return (cfg == NULL || cfg->ndir == 0);
 }
+
+void
+pol__decl_backends(const struct pol_cfg *cfg, const char *prog, pol_backend_f *fn, void *priv)
+{
+    if (cfg == NULL)
+        return;
+    OBJ_CHECK(cfg, POL_CFG_MAGIC);
+    for (unsigned i = 0; i < cfg->nbe; i++)
+        fn(prog, cfg->be[i], priv);
+}

@@ -124,6 +124,8 @@ void pol__decl_fini(void); /* at exit, after the programs: the static backends' 
 struct dir *pol__decl_find(const struct pol_cfg *cfg, const char *name);
 struct dir *pol__decl_route(const struct pol_cfg *cfg, const struct req *req);
 bool pol__decl_empty(const struct pol_cfg *cfg);
+/* fn(prog, be, priv) for each backend cfg declares (cfg may be NULL). */
+void pol__decl_backends(const struct pol_cfg *cfg, const char *prog, pol_backend_f *fn, void *priv);
 bool pol__decl_has_static(const struct pol_cfg *cfg);
 
 /* pol_lib.c: the global tables `re` and `surogat`. */

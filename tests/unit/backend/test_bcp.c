@@ -125,7 +125,7 @@ START_TEST(plain_io)
     int fd;
 
     peer_start(&p, NULL);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, NULL);
     ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_OK);
     ck_assert_ptr_null(c->ssl);
     fd = accept(p.lfd, NULL, NULL);
@@ -165,7 +165,7 @@ tls_fails(const char *answer)
     peer_start(&p, answer);
     t = bcp_tls_new(&tc, &err);
     ck_assert_msg(t != NULL, "%s", ebuf);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t, NULL);
     ck_assert_int_eq(bcp_get(bp, 0.3, true, &c), BCP_E_CONNECT);
     ck_assert_ptr_null(c);
     ck_assert_uint_eq(stat_get(STAT_backend_tls_fail), 1);
