@@ -31,7 +31,7 @@ struct bcp_conn {
     bool reused;        /* came from the idle list: may have been closed by the peer */
     bool piped;         /* read with bcp_read_nb(): a pipe, whose length is the client's */
     double t_idle;      /* tim_mono() when it went idle */
-    /* tim_mono() of the first write since handed out and of the first byte read after it; 0: none */
+    /* tim_mono() of the first write since handed out, of the first byte after it; 0: none */
     double t_sent, t_first;
     struct bcp *pool;
     struct bcp_conn *next; /* idle list, under the pool lock */

@@ -81,12 +81,12 @@ enum stat_be_id {
     STAT_BE__N
 };
 /* The COUNTER rows come first: these are counted, the GAUGE rows read from the backend. */
-#define STAT_BE__NCTR STAT_BE_healthy
+#define STAT_BE__NCTR   STAT_BE_healthy
 #define STAT_BE_STRIPES 16
 
 struct stat_be; /* opaque: the stripes */
 
-struct stat_be *stat_be_new(void);   /* zeroed; never NULL */
+struct stat_be *stat_be_new(void);      /* zeroed; never NULL */
 void stat_be_free(struct stat_be **sp); /* *sp = NULL */
 /* Any thread, lock-free: a relaxed add to this thread's stripe.  id is a COUNTER row. */
 void stat_be_add(struct stat_be *s, enum stat_be_id id, uint64_t n);

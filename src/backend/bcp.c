@@ -352,8 +352,10 @@ got(struct bcp_conn *c, ssize_t n)
         if (c->t_first == 0 && c->t_sent > 0)
             c->t_first = tim_mono();
     } else if (n < 0 && e == ETIMEDOUT) {
-        count(c->pool, c->t_first == 0 ? STAT_BE_fail_first_byte_timeout
-                                       : STAT_BE_fail_between_bytes_timeout, 1);
+        count(c->pool,
+              c->t_first == 0 ? STAT_BE_fail_first_byte_timeout
+                              : STAT_BE_fail_between_bytes_timeout,
+              1);
     }
     errno = e;
     return (n);

@@ -46,7 +46,6 @@ typedef int ctl_ask_f(void *priv, int argc, char **argv, unsigned *status, char 
  * (default 1), each counter with its value and its change per second.
  * Returns the exit status (0, 1 refused, 2 usage or connection).
  */
-int ctl_stats_rates(int argc, char **argv, bool json, const char *prog, ctl_ask_f *ask,
-                    void *priv);
+int ctl_stats_rates(int argc, char **argv, bool json, const char *prog, ctl_ask_f *ask, void *priv);
 
 #endif

@@ -738,8 +738,8 @@ top(int fd, int argc, char **argv, const char *addr)
                 continue;
         }
         fprintf(stderr,
-                "%s: top: bad argument '%s'\nusage: %s top [-1] [-d SECONDS] [PATTERN...]\n",
-                prog, argv[i], prog);
+                "%s: top: bad argument '%s'\nusage: %s top [-1] [-d SECONDS] [PATTERN...]\n", prog,
+                argv[i], prog);
         return (2);
     }
     tp = top_new();

@@ -31,7 +31,8 @@
 
 #include "mon_priv.h"
 
-#define LABELS_MAX 512 /* backend="64 bytes",program="128 bytes", escaped at worst twice as long */
+#define LABELS_MAX 512 /* backend="64 bytes",program="128 bytes", escaped at worst twice as long \
+                        */
 
 enum fam {
     FAM_ROW,     /* surogat_backend_ROW */
@@ -98,6 +99,18 @@ labels_of(const struct be_snap *v, unsigned n)
     return (labels);
 }
 
+static const struct {
+    const char *name, *help;
+    enum stat_be_id first, sum; /* the first bucket's row, the sum's */
+} hists[] = {
+    { "surogat_backend_first_byte_seconds",
+      "Time from the start of a backend request to the first byte of its response.",
+      STAT_BE_fb_time_le_500us, STAT_BE_fb_time_us },
+    { "surogat_backend_duration_seconds",
+      "Time from the start of a backend request to the end of its response body.",
+      STAT_BE_time_le_500us, STAT_BE_time_us },
+};
+
 void
 mon__metrics_backends(struct evbuffer *out)
 {
@@ -145,20 +158,17 @@ mon__metrics_backends(struct evbuffer *out)
               "Backend responses by status class (the resp_* rows of backend.NAME).");
     for (unsigned i = 0; i < n; i++)
         for (unsigned k = STAT_BE_resp_1xx; k <= STAT_BE_resp_5xx; k++)
-            evbuffer_add_printf(out, "surogat_backend_responses_total{%s,class=\"%s\"} %" PRIu64 "\n",
+            evbuffer_add_printf(out,
+                                "surogat_backend_responses_total{%s,class=\"%s\"} %" PRIu64 "\n",
                                 labels + i * LABELS_MAX,
                                 stat_be_name((enum stat_be_id)k) + strlen("resp_"), v[i].v[k]);
 
-    mon__head(out, "surogat_backend_first_byte_seconds", "histogram",
-              "Time from the start of a backend request to the first byte of its response.");
-    for (unsigned i = 0; i < n; i++)
-        mon__histogram(out, "surogat_backend_first_byte_seconds", labels + i * LABELS_MAX,
-                       &v[i].v[STAT_BE_fb_time_le_500us], v[i].v[STAT_BE_fb_time_us]);
-    mon__head(out, "surogat_backend_duration_seconds", "histogram",
-              "Time from the start of a backend request to the end of its response body.");
-    for (unsigned i = 0; i < n; i++)
-        mon__histogram(out, "surogat_backend_duration_seconds", labels + i * LABELS_MAX,
-                       &v[i].v[STAT_BE_time_le_500us], v[i].v[STAT_BE_time_us]);
+    for (unsigned h = 0; h < ARRAY_LEN(hists); h++) {
+        mon__head(out, hists[h].name, "histogram", hists[h].help);
+        for (unsigned i = 0; i < n; i++)
+            mon__histogram(out, hists[h].name, labels + i * LABELS_MAX, &v[i].v[hists[h].first],
+                           v[i].v[hists[h].sum]);
+    }
     free(labels);
     free(v);
 }
@@ -188,10 +198,9 @@ mon__json_backends(struct evbuffer *out)
         if (b->window > 0) {
             sb_init(&sb, hbuf, sizeof hbuf);
             prb_history(b->v[STAT_BE_happy], b->window, &sb);
-            evbuffer_add_printf(out,
-                                "{\"window\":%u,\"good\":%" PRIu64 ",\"bits\":%" PRIu64
-                                ",\"history\":\"%s\"}",
-                                b->window, b->v[STAT_BE_probe_good], b->v[STAT_BE_happy], hbuf);
+            evbuffer_add_printf(
+                out, "{\"window\":%u,\"good\":%" PRIu64 ",\"bits\":%" PRIu64 ",\"history\":\"%s\"}",
+                b->window, b->v[STAT_BE_probe_good], b->v[STAT_BE_happy], hbuf);
         } else {
             evbuffer_add(out, "null", 4);
         }

@@ -172,7 +172,8 @@ mon__metrics(struct evbuffer *out)
             continue;
         snprintf(name, sizeof name, "surogat_%s%s", stat_tbl[i].name,
                  stat_tbl[i].kind == KIND_COUNTER ? "_total" : "");
-        mon__head(out, name, stat_tbl[i].kind == KIND_COUNTER ? "counter" : "gauge", stat_tbl[i].doc);
+        mon__head(out, name, stat_tbl[i].kind == KIND_COUNTER ? "counter" : "gauge",
+                  stat_tbl[i].doc);
         evbuffer_add_printf(out, "%s %" PRIu64 "\n", name, b.v[i]);
     }
 
@@ -187,10 +188,10 @@ mon__metrics(struct evbuffer *out)
                             b.v[STAT_client_resp_1xx + i]);
 
     mon__head(out, "surogat_cache_hit_ratio", "gauge",
-         "cache_hit / (cache_hit + cache_miss) since start; 0 before the first lookup.");
+              "cache_hit / (cache_hit + cache_miss) since start; 0 before the first lookup.");
     evbuffer_add_printf(out, "surogat_cache_hit_ratio %.6f\n", hit_ratio(&b));
     mon__head(out, "surogat_client_requests_per_second", "gauge",
-         "Client requests per second over the last 10 seconds.");
+              "Client requests per second over the last 10 seconds.");
     evbuffer_add_printf(out, "surogat_client_requests_per_second %.3f\n",
                         mon__rate(STAT_client_req, RATE_WINDOW));
     mon__head(out, "surogat_uptime_seconds", "gauge", "Seconds since surogatd started.");

@@ -320,8 +320,7 @@ label_one(const char *prog, const struct be *be, void *priv)
         /* Names are at most POL_NAME_MAX: two always fit; more than fit keep the oldest. */
         if (len + pl + 2 > sizeof l->v[i].progs)
             continue;
-        snprintf(l->v[i].progs + len, sizeof l->v[i].progs - len, "%s%s", len > 0 ? "," : "",
-                 prog);
+        snprintf(l->v[i].progs + len, sizeof l->v[i].progs - len, "%s%s", len > 0 ? "," : "", prog);
     }
 }
 

@@ -38,8 +38,8 @@ static const struct {
     const char *doc;
 } stat_tbl[] = {
 #define STAT(name, kind, doc) { #name, STAT_KIND_##kind, doc },
-#define STAT_KIND_COUNTER false
-#define STAT_KIND_GAUGE   true
+#define STAT_KIND_COUNTER     false
+#define STAT_KIND_GAUGE       true
 #include "surogat/tbl/stats.h"
 }, stat_be_tbl[] = {
 #define BESTAT(name, kind, doc) { #name, STAT_KIND_##kind, doc },

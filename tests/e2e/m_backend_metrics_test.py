@@ -51,14 +51,6 @@ POLICY = """
 """
 
 
-def dead_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Blackhole:
     """A listener that never accepts, its queue filled: Linux drops further
     SYNs, so a connect to it times out instead of being refused."""
@@ -121,7 +113,7 @@ def rig(origins, surogat, tmp_path):
     garbage.route("/garbage/x", garbage=b"this is not HTTP at all\r\n\r\n")
     err.route("/err/x", status=500, body=b"boom")
     hole = Blackhole()
-    text = textwrap.dedent(POLICY % {"good": good.port, "dead": dead_port(), "hole": hole.port,
+    text = textwrap.dedent(POLICY % {"good": good.port, "dead": free_port(), "hole": hole.port,
                                      "slow": slow.port, "garbage": garbage.port,
                                      "err": err.port})
     pol = tmp_path / "backends.lua"

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import textwrap
@@ -250,10 +249,7 @@ def test_backend_and_error_panels(origins, surogat, tmp_path):
     err.route("/err/x", status=500, body=b"boom")
     err.route("/health", status=500, body=b"down")
     garbage.route("/garbage/x", garbage=b"nonsense\r\n\r\n")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    dead = s.getsockname()[1]
-    s.close()
+    dead = free_port()  # nothing listens there
     pol = tmp_path / "panels.lua"
     pol.write_text(textwrap.dedent("""
         backend "web" { host = "127.0.0.1", port = %d,
