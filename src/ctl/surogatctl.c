@@ -786,8 +786,9 @@ top(int fd, int argc, char **argv, const char *addr)
                 fputs("\033[H\033[2J", stdout);
             else if (!once && top_has_rates(tp))
                 fputc('\n', stdout);
-            /* A terminal that says no width gets 80 columns: no room for descriptions. */
-            top_render(tp, stdout, addr, interval, ansi ? term_size(false) : 0,
+            /* A terminal that says no size is taken for 80x24: no room for descriptions. */
+            top_render(tp, stdout, addr, interval,
+                       ansi ? (term_size(false) > 0 ? term_size(false) : 24) : 0,
                        ansi ? (term_size(true) > 0 ? term_size(true) : 80) : 0);
             fflush(stdout);
             if (once)
