@@ -9,7 +9,8 @@ it with -x params, one paragraph per parameter:
     <TAB>Default: 2
     <TAB>Minimum: 1            (optional)
     <TAB>Maximum: 64           (optional)
-    <TAB>Flags: restart        (or runtime)
+    <TAB>Flags: restart        (or runtime, or reload)
+    <TAB>Varnish: first_byte_timeout   (optional: Varnish's name for it)
 
     <TAB>The documentation, on one line.
 
@@ -53,7 +54,10 @@ CONF_HEADER = """\
 # the syntax of -a, TLS included:
 #   listen = :443,tls,cert=/etc/ssl/site.pem,key=/etc/ssl/site.key
 # Parameters marked "runtime" can also be changed in a running daemon with
-# `surogatctl param.set NAME VALUE`; the others are read at startup only.
+# `surogatctl param.set NAME VALUE`, and a reload (SIGHUP, `surogatctl
+# reload`) applies this file's "runtime" and "reload" ones; the others are
+# read at startup only.  Varnish's names for parameters (first_byte_timeout
+# ...) are taken too, here, with -p and by param.set.
 # See surogat-params(7) for the full reference.
 #
 # In the source tree this file is generated from include/surogat/tbl/params.h
@@ -68,6 +72,8 @@ class Param:
         self.minimum = None
         self.maximum = None
         self.live = None
+        self.reload = False
+        self.varnish = None
         self.doc = ""
 
 
@@ -113,9 +119,12 @@ def parse(text):
         elif key == "Maximum":
             cur.maximum = val
         elif key == "Flags":
-            if val not in ("runtime", "restart"):
+            if val not in ("runtime", "restart", "reload"):
                 fail("line %d: unknown flags %r" % (lineno, val))
             cur.live = val == "runtime"
+            cur.reload = val == "reload"
+        elif key == "Varnish":
+            cur.varnish = val
         else:
             fail("line %d: unknown key %r" % (lineno, key))
     if not params:
@@ -150,11 +159,13 @@ def gen_conf(params):
         b = bounds(p)
         if b:
             what.append(b)
-        what.append("runtime" if p.live else "restart")
+        what.append("runtime" if p.live else "reload" if p.reload else "restart")
         out.append("")
         out.append("# %s (%s)" % (p.name, ", ".join(what)))
         for ln in textwrap.wrap(p.doc, CONF_WIDTH - 4, break_on_hyphens=False):
             out.append("#   " + ln)
+        if p.varnish is not None and p.varnish != p.name:
+            out.append("#   Varnish's name for it: %s." % p.varnish)
         out.append("#%s = %s" % (p.name, conf_value(p.default)))
     return "\n".join(out) + "\n"
 
@@ -218,11 +229,31 @@ can also be changed while the daemon runs, through the admin interface:
 .B surogatctl param.set
 .IR "name value" ;
 they take effect at once, and the change is lost at restart.
+A reload
+.RB ( SIGHUP ,
+.BR "surogatctl reload" )
+applies the configuration file's values of the
+.I runtime
+parameters and of those marked
+.IR reload ,
+which are read when the certificates or the policy are loaded.
 Parameters marked
 .I restart
 are read at startup only, and
 .B param.set
 refuses them.
+.PP
+Varnish's names are taken wherever a name is: a parameter whose
+.B Varnish:
+line gives another name can be set under that name too
+.RB ( "\-p first_byte_timeout=30" ),
+with Varnish's value formats; \(lqthe same name\(rq marks a parameter
+that is Varnish's under its own name.
+See
+.BR surogat.conf (5)
+for the list and for the
+.B feature
+parameter.
 .B surogatctl param.show
 lists the values in use.
 .PP
@@ -258,7 +289,16 @@ A duration: a number of seconds, or a number followed by one of
 also
 .BR true / false ,
 .BR yes / no ,
+.BR enable / disable ,
 .BR 1 / 0 .
+.TP
+.B feature
+Varnish's feature flags:
+.BI + name
+and
+.BI \- name
+separated by commas (see
+.BR surogat.conf (5)).
 .TP
 .B string
 Text.
@@ -270,7 +310,8 @@ or contains
 
 MAN_TAIL = r""".SH SEE ALSO
 .BR surogatd (8),
-.BR surogatctl (1)
+.BR surogatctl (1),
+.BR surogat.conf (5)
 """
 
 
@@ -301,7 +342,14 @@ def gen_man(params, version):
             out.append(roff(p.maximum))
         out.append(".TP")
         out.append("Changes:")
-        out.append("runtime (param.set)" if p.live else "restart (startup only)")
+        out.append("runtime (param.set, reload)" if p.live
+                   else "reload (SIGHUP, not param.set)" if p.reload
+                   else "restart (startup only)")
+        if p.varnish is not None:
+            out.append(".TP")
+            out.append("Varnish:")
+            out.append("the same name" if p.varnish == p.name
+                       else "%s (an alias)" % roff(p.varnish))
         out.append(".PD")
         out.append(".PP")
         out.append(roff_text(p.doc))

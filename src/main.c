@@ -2,9 +2,10 @@
  * surogatd: the command line, the order of init and fini, and the signal
  * loop.  Nothing else lives here.
  *
- * Every thread is started with SIGTERM, SIGINT and SIGHUP blocked; the
- * main thread takes them with sigwait(), so signal handling is ordinary
- * code and never runs inside a worker.
+ * Every thread is started with SIGTERM, SIGINT, SIGHUP and SIGUSR1
+ * blocked; the main thread takes them with sigwait(), so signal handling
+ * is ordinary code and never runs inside a worker.  SIGHUP reloads the
+ * configuration, SIGUSR1 reopens the logs (rld.h).
  */
 #include "config.h"
 
@@ -40,7 +41,9 @@
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/pool.h"
+#include "surogat/realip.h"
 #include "surogat/req.h"
+#include "surogat/rld.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/sfb.h"
@@ -48,6 +51,7 @@
 #include "surogat/sto.h"
 #include "surogat/tim.h"
 #include "surogat/tls.h"
+#include "surogat/tp.h"
 #include "surogat/wtr.h"
 #include "surogat/xkey.h"
 
@@ -70,13 +74,16 @@ struct opts {
     const char *pidfile;
     const char *jail; /* -j as given; NULL: stay as started */
     bool jail_none;   /* -j none: stay as started, on purpose */
+    bool jail_auto;   /* no -j, started as root: SUROGAT_USER, which exists */
     uid_t uid;        /* -j USER: whom to become, resolved at parse time */
     gid_t gid;
     char *user;
     bool foreground;
     bool check; /* -C: compile the -f script and exit */
-    char *owned[3]; /* absolute -S, -P and -f paths we made, freed at exit */
-    char startdir[4096]; /* the directory we were started in, before -n */
+    bool test;  /* -t: check the config file, the policy and the certificates, and exit */
+    struct rld_conf rconf; /* -c, -p and -M, for rld_init() and the reloads */
+    char *owned[4];        /* absolute -S, -P, -f and -c paths we made, freed at exit */
+    char startdir[4096];   /* the directory we were started in, before -n */
     /* -b /DIR: the static-file backend's files, freed after be_fini(). */
     struct sfb *sfb;
 };
@@ -94,6 +101,7 @@ usage(FILE *f)
             "  -b /DIR            serve the files under DIR instead (static-file backend)\n"
             "  -f FILE            policy script (Lua, see surogat-lua(7))\n"
             "  -C                 with -f: check the script and exit (2 on error)\n"
+            "  -t                 check -c, -f and the -a certificates, and exit (1 on error)\n"
             "  -s malloc,SIZE     storage (repeatable); also file,PATH,SIZE\n"
             "  -T ADDR:PORT       admin interface (or a Unix socket path)\n"
             "  -S FILE            admin secret file\n"
@@ -105,6 +113,7 @@ usage(FILE *f)
             "  -j USER            after binding and opening files, run as USER\n"
             "  -j unix,user=USER[,group=GROUP]   the same, Varnish's syntax\n"
             "  -j none            keep running as the starting user (root: on purpose)\n"
+            "                     (root without -j: as the " SUROGAT_USER " user if it exists)\n"
             "  -F                 stay in the foreground\n"
             "  -x params          print the parameter reference and exit\n"
             "  -V                 print the version and exit\n"
@@ -164,7 +173,7 @@ parse_args(int argc, char **argv, struct opts *o)
     int c;
 
     opterr = 0;
-    while ((c = getopt(argc, argv, ":a:b:c:Cf:hj:M:n:p:s:FP:S:T:Vx:")) != -1) {
+    while ((c = getopt(argc, argv, ":a:b:c:Cf:hj:M:n:p:s:FP:S:tT:Vx:")) != -1) {
         switch (c) {
         case 'a':
             push(o->listen, &o->nlisten, optarg, 'a');
@@ -209,6 +218,9 @@ parse_args(int argc, char **argv, struct opts *o)
         case 'S':
             o->secret = optarg;
             break;
+        case 't':
+            o->test = true;
+            break;
         case 'T':
             o->admin = optarg;
             break;
@@ -238,26 +250,27 @@ parse_args(int argc, char **argv, struct opts *o)
 }
 
 static void
-apply_params(const struct opts *o)
+apply_params(struct opts *o)
 {
-    char ebuf[512], name[128];
+    char ebuf[512];
     struct sb err;
-    const char *eq;
 
-    sb_init(&err, ebuf, sizeof ebuf);
-    if (o->config != NULL && cfg_load(o->config, &err) != 0)
-        die("%s", ebuf);
-    for (unsigned i = 0; i < o->nparams; i++) {
-        eq = strchr(o->params[i], '=');
-        if (eq == NULL || eq == o->params[i] || (size_t)(eq - o->params[i]) >= sizeof name)
-            die("-p %s: expected NAME=VALUE", o->params[i]);
-        memcpy(name, o->params[i], (size_t)(eq - o->params[i]));
-        name[eq - o->params[i]] = '\0';
-        if (par_set(name, eq + 1, &err) != 0)
-            die("-p %s", ebuf);
+    /* A reload reads -c again from -n: it must not depend on where we were started. */
+    if (o->config != NULL && *o->config != '/' && !o->test) {
+        o->owned[3] = realpath(o->config, NULL);
+        if (o->owned[3] == NULL)
+            die("-c %s: %s", o->config, strerror(errno));
+        o->config = o->owned[3];
     }
-    if (o->admin_http != NULL && par_set("admin_http", o->admin_http, &err) != 0)
-        die("-M %s", ebuf);
+    o->rconf.config = o->config;
+    o->rconf.params = o->params;
+    o->rconf.nparams = o->nparams;
+    o->rconf.admin_http = o->admin_http;
+    if (o->test)
+        exit(rld_test(&o->rconf, o->policy, o->listen, o->nlisten, NULL));
+    sb_init(&err, ebuf, sizeof ebuf);
+    if (rld_init(&o->rconf, &err) != 0)
+        die("%s", ebuf);
 }
 
 static void
@@ -300,6 +313,11 @@ jail_parse(struct opts *o)
     struct passwd *pw;
     struct group *gr;
 
+    if (o->jail == NULL && geteuid() == 0 && getpwnam(SUROGAT_USER) != NULL) {
+        /* Root without -j: the user made for surogatd, as Varnish drops to its own. */
+        o->jail = SUROGAT_USER;
+        o->jail_auto = true;
+    }
     if (o->jail == NULL)
         return;
     if (strcmp(o->jail, "none") == 0) {
@@ -347,7 +365,7 @@ jail_parse(struct opts *o)
 
 /*
  * Give a file or directory made as root to the -j user, so that it can
- * reopen a log on SIGHUP or create a socket in -n.  Only what the starting
+ * reopen a log on SIGUSR1 or create a socket in -n.  Only what the starting
  * user owns, never through a symbolic link, never a shared directory such
  * as /tmp (sticky or writable by all).
  */
@@ -416,8 +434,8 @@ static void
 jail_say(const struct opts *o)
 {
     if (o->jail != NULL && !o->jail_none)
-        log_msg(LOG_INFO, "running as %s (uid %u, gid %u)", o->user, (unsigned)getuid(),
-                (unsigned)getgid());
+        log_msg(LOG_INFO, "running as %s (uid %u, gid %u)%s", o->user, (unsigned)getuid(),
+                (unsigned)getgid(), o->jail_auto ? ", started as root without -j" : "");
     else if (geteuid() == 0 && o->jail_none)
         log_msg(LOG_NOTICE, "running as root (-j none)");
 }
@@ -535,6 +553,7 @@ drain_and_stop(const struct opts *o)
     double deadline = tim_mono() + par.shutdown_timeout;
     unsigned busy;
 
+    rld_fini(); /* a reload asked for by the admin interface is answered: none will run */
     /* From here /health says "draining" (mon), and keep-alive sessions close after a response. */
     sess_drain();
     if (par.shutdown_delay > 0)
@@ -564,6 +583,7 @@ drain_and_stop(const struct opts *o)
     xkey_fini();
     ban_fini();
     req_purge_fini();
+    realip_fini();
     sto_fini();
     alog_fini();
     rlog_fini();
@@ -578,6 +598,7 @@ drain_and_stop(const struct opts *o)
     free(o->owned[0]);
     free(o->owned[1]);
     free(o->owned[2]);
+    free(o->owned[3]);
     free(o->user);
 }
 
@@ -689,8 +710,8 @@ main(int argc, char **argv)
      * a bad option still gets its own message.
      */
     if (geteuid() == 0 && o.jail == NULL)
-        die("running as root: give -j USER to drop root's rights once the sockets are bound, "
-            "or -j none to run as root on purpose");
+        die("running as root: give -j USER to drop root's rights once the sockets are bound "
+            "(or create the user " SUROGAT_USER "), or -j none to run as root on purpose");
     if (!o.foreground)
         daemonize();
     write_pidfile(o.pidfile);
@@ -701,6 +722,7 @@ main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);
     AZ(pthread_sigmask(SIG_BLOCK, &sigs, NULL));
 
     if (wtr_init() != 0)
@@ -708,7 +730,7 @@ main(int argc, char **argv)
     if (be_start() != 0)
         die("cannot start the probe thread: %s", strerror(errno));
     pool_set_idle_source(wtr_take);
-    sess_set_task(req_sess_task);
+    sess_set_task(h1t_sess_task);
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));
@@ -726,27 +748,26 @@ main(int argc, char **argv)
         nl = strchr(l, '\n');
         AN(nl);
         *nl = '\0';
-        log_msg(LOG_INFO, "listening on %s, backend %s", l, o.backend);
+        log_msg(LOG_INFO, "listening on %s, backend %s", l,
+                o.backend != NULL ? o.backend : "from the policy");
     }
     ntf_ready("serving, backend %s", o.backend != NULL ? o.backend : o.policy);
     for (;;) {
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
+            char line[1024];
+            struct sb out;
+
             ntf_reloading();
-            if (log_reopen() != 0 || alog_reopen() != 0)
-                log_msg(LOG_ERR, "SIGHUP: cannot reopen logs: %s", strerror(errno));
-            else
-                log_msg(LOG_INFO, "SIGHUP: logs reopened");
-            if (pol_active()) {
-                sb_init(&err, ebuf, sizeof ebuf);
-                if (pol_reload(&err) != 0)
-                    log_msg(LOG_ERR, "SIGHUP: policy not reloaded, the old one runs: %s", ebuf);
-                else
-                    log_msg(LOG_INFO, "SIGHUP: policy reloaded");
-            }
-            (void)tls_reload(); /* logs each listener's outcome */
-            ntf_ready("serving, reloaded on SIGHUP (see the log)");
+            sb_init(&out, line, sizeof line);
+            (void)rld_run(&out); /* logs its outcome */
+            ntf_ready("serving, %s", line);
+            continue;
+        }
+        if (sig == SIGUSR1) {
+            sb_init(&err, ebuf, sizeof ebuf);
+            log_msg(rld_reopen_logs(&err) == 0 ? LOG_INFO : LOG_ERR, "SIGUSR1: %s", ebuf);
             continue;
         }
         break;

@@ -28,7 +28,8 @@
  * against the newer ones (ban_check_obj), and the lurker thread walks the
  * index in batches doing the same, so that bans no object still needs are
  * freed.  A match marks the object COBJ_BANNED: lookups skip it and it is
- * unlinked.
+ * unlinked.  A regex that cannot be evaluated counts as a match
+ * (bans_regex_errors; logged once per ban).
  *
  * Locks: ban_mtx guards the list and each ban's object count.  It ranks
  * below the shard locks of hsh.c: it may be taken while a shard lock is
@@ -59,9 +60,17 @@ void ban_expr_print(const struct ban_expr *expr, struct sb *out);
 /*
  * Whether an object with cache key `key` ("host NUL url") and oc's status
  * and stored head matches.  oc needs only status, head and head_len.
+ * A regex that PCRE2 cannot finish on the value (its match, depth or heap
+ * limit -- a pattern that backtracks catastrophically -- or any other
+ * matching error) makes its condition true, for ~ and !~ alike: a ban
+ * errs on the side of invalidating, never on keeping what was meant to
+ * go.  *re_err gets the PCRE2 error code of the first such condition, 0
+ * when there was none.
  */
 bool ban_expr_match(const struct ban_expr *expr, const char *key, size_t keylen,
-                    const struct cobj *oc);
+                    const struct cobj *oc, int *re_err);
+/* PCRE2's message for an error code from ban_expr_match(). */
+void ban_expr_re_error(int re_err, struct sb *out);
 
 /* ---- the ban list (ban.c) ---- */
 
@@ -72,7 +81,10 @@ void ban_fini(void); /* after hsh_fini(): no object may point at a ban */
  * bans_added.
  */
 int ban_add(const char *expr, struct sb *err);
-/* ban.list: "time refs [C] expression" per ban, newest first. */
+/*
+ * ban.list: "time refs C|- expression" per ban, newest first; the time in
+ * ISO 8601, UTC, to the microsecond (2026-11-26T13:36:24.119988Z).
+ */
 void ban_list(struct sb *out);
 unsigned ban_count(void); /* bans on the list, the completed ones included */
 

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "surogat/bcp.h"
 #include "surogat/stat.h"
 
 struct sb;
@@ -33,6 +34,8 @@ struct be_probe_conf {
 
 struct be_conf {
     const char *name, *host, *port; /* port default "80", "443" with tls */
+    const char *path;               /* a Unix socket instead of host and port, or NULL */
+    unsigned proxy_protocol;        /* 1 or 2: a PROXY header on each connection; 0: none */
     double connect_timeout, first_byte_timeout, between_bytes_timeout; /* <0: params */
     unsigned max_connections;                                          /* 0: the param */
     unsigned weight;                                                   /* 0 means 1 */
@@ -71,7 +74,9 @@ struct be {
     char *name;
     char *host;          /* as configured: for the Host header; NULL for sfb */
     char *port;          /* NULL for sfb */
-    char *hostport;      /* "host:port", "[v6]:port"; NULL for sfb */
+    char *hostport;      /* "host:port", "[v6]:port"; "localhost" for a Unix socket; NULL for sfb */
+    char *path;          /* a Unix socket, else NULL */
+    unsigned proxy_protocol; /* PROXY header version sent on each connection, 0: none */
     struct bcp *pool;    /* NULL for sfb */
     struct sfb *sfb;     /* the static-file backend, or NULL */
     struct bcp_tls *tls; /* NULL: plain HTTP; freed with the backend */
@@ -124,6 +129,16 @@ int be_get(const struct be_conf *c, struct be **bep, struct sb *err);
  * be_fini(), since requests in flight may still use it.
  */
 void be_release(struct be **bep);
+/*
+ * A connection to be for a request of the client session sp (NULL: a
+ * background refresh, which has none): bcp_get() on its pool with the
+ * connect timeout.  With proxy_protocol, a new connection first sends a
+ * PROXY header naming the client (LOCAL without one), and an idle one is
+ * reused only for the same client connection: the header describes the
+ * whole connection.  May block: workers only.
+ */
+struct sess;
+enum bcp_err be_conn_get(struct be *be, const struct sess *sp, bool fresh, struct bcp_conn **out);
 /* Any thread, lock-free: the admin state, else the probe's verdict. */
 bool be_healthy(const struct be *be);
 /*
@@ -149,6 +164,14 @@ struct be *be_find(const char *name); /* the newest live backend by name, or NUL
  */
 void be_list(struct sb *out);
 /*
+ * Its pieces: the header line, and one backend's line, named
+ * "prefix.name" (prefix NULL: the name alone).  be_list_row() takes no
+ * lock: the caller keeps be referenced (a program naming it, or inside
+ * be_foreach()).
+ */
+void be_list_head(struct sb *out);
+void be_list_row(const struct be *be, const char *prefix, struct sb *out);
+/*
  * fn for each live backend, under the registry lock: fn must not call
  * back into be_ (be_healthy() excepted, which takes no lock).
  */
@@ -157,9 +180,11 @@ void be_foreach(be_visit_f *fn, void *priv);
 /* The probe window of `be` as a bitmap (bit 0 the newest); 0 without a probe. */
 uint64_t be_probe_bits(const struct be *be);
 /*
- * Counting what the pool cannot see (a bad response, the status of an
- * answer): any thread, lock-free, one relaxed atomic add.  id is a
- * COUNTER row of tbl/be_stats.h.
+ * Counting what the pool cannot see (the status of an answer, a first
+ * byte deadline that passed between interim answers, no read timing
+ * out); bad responses are counted by bcp_refused().  Any thread,
+ * lock-free, one relaxed atomic add.  id is a COUNTER row of
+ * tbl/be_stats.h.
  */
 void be_count(const struct be *be, enum stat_be_id id);
 void be_count_status(const struct be *be, unsigned status); /* its resp_Nxx row */
@@ -172,7 +197,7 @@ double be_changed(const struct be *be);
 struct be_snap {
     const struct be *be; /* valid until be_fini() */
     const char *name;    /* be's own */
-    const char *addr;    /* "host:port", or "static" */
+    const char *addr;    /* "host:port", a Unix socket's path, or "static" */
     uint64_t v[STAT_BE__N];
     unsigned window; /* of the probe; 0 without one */
     bool dup;        /* another live backend has this name (two programs declare it apart) */

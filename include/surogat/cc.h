@@ -7,7 +7,15 @@
  * the header values of the struct http it was parsed from (the two field
  * lists), so it lives no longer than those bytes.
  *
- * Parsing is lenient where RFC 9111 asks recipients to be (quoted
+ * Two syntaxes.  CDN-Cache-Control, like every targeted field of RFC 9213,
+ * is an RFC 8941 Dictionary, read strictly (cc_parse_targeted): a field
+ * that does not parse, or a known directive with a value of the wrong
+ * type, is ignored whole.  Cache-Control and Surrogate-Control use the
+ * list syntax of RFC 9111 (cc_parse) -- Surrogate-Control because the Edge
+ * Architecture's own forms, max-age=N+M and directives targeted with
+ * ";device", are not Structured Fields, and RFC 9213 does not cover it.
+ *
+ * The list syntax is lenient where RFC 9111 asks recipients to be (quoted
  * delta-seconds, upper case names, odd spacing, unknown directives with any
  * value) and conservative where input is contradictory.  The rules, in one
  * place, because every caller depends on them:
@@ -96,7 +104,9 @@ struct cc {
 enum cc_status {
     CC_NONE,     /* no such field, or only empty list elements: *out is cc_init() */
     CC_OK,       /* at least one element, all well-formed */
-    CC_E_SYNTAX, /* some element malformed (CC_MALFORMED); the others were applied */
+    CC_E_SYNTAX, /* cc_parse: some element malformed (CC_MALFORMED); the others were applied.
+                    cc_parse_targeted: not a Dictionary, ignored: *out is cc_init() */
+    CC_E_TYPE,   /* cc_parse_targeted: a known directive of the wrong type, ignored likewise */
 };
 
 /* Every value CC_ABSENT, no flags. */
@@ -109,6 +119,24 @@ void cc_init(struct cc *out);
  */
 enum cc_status cc_parse(const struct http *hp, const char *name, struct cc *out);
 /*
+ * Parse every field named `name` as a targeted field (RFC 9213 section
+ * 2.1): one RFC 8941 Dictionary over all its field lines (sf.h), whose
+ * members are cache directives.  The types RFC 9213 infers are required
+ * of the known directives: max-age, s-maxage, stale-while-revalidate,
+ * stale-if-error and min-fresh an Integer >= 0 (clamped to CC_DELTA_MAX);
+ * max-stale that or Boolean true; no-cache and private Boolean true or a
+ * String listing field names; every other known directive Boolean true
+ * (no-store=?0 is an error, not "store").  Unknown directives may have
+ * any value; parameters are ignored.  A repeated directive takes its last
+ * value, as Dictionary keys do.
+ * CC_OK: *out holds the directives; CC_NONE: no such field, or an empty
+ * Dictionary; CC_E_SYNTAX: not a Dictionary (or more than 16 field lines
+ * or 64 members); CC_E_TYPE: a known directive of the wrong type.  On
+ * anything but CC_OK *out is cc_init()'s: the field is to be ignored as a
+ * whole, as if absent (RFC 9213 section 2.1).
+ */
+enum cc_status cc_parse_targeted(const struct http *hp, const char *name, struct cc *out);
+/*
  * Directives of a client request: Cache-Control, or when there is no
  * Cache-Control field at all, "Pragma: no-cache" as request no-cache
  * (RFC 9111 section 5.4) with CC_PRAGMA set.
@@ -117,10 +145,12 @@ void cc_parse_request(const struct http *req, struct cc *out);
 /*
  * Directives of a backend response as this cache must apply them.  The
  * first field of `targets` (NULL-terminated, in precedence order; NULL for
- * cc_targets_default) that is present, non-empty and well-formed wins,
- * with CC_TARGETED set: RFC 9213 section 2.1 then has the cache ignore
- * Cache-Control and Expires.  A malformed or empty targeted field is
- * skipped as if absent (section 2.2).  Otherwise Cache-Control.
+ * cc_targets_default) that is present, non-empty and valid wins, with
+ * CC_TARGETED set: RFC 9213 section 2.1 then has the cache ignore
+ * Cache-Control and Expires.  Surrogate-Control is read with cc_parse()
+ * (valid: CC_OK), every other target with cc_parse_targeted().  An
+ * invalid or empty targeted field is skipped as if absent (section 2.1).
+ * Otherwise Cache-Control.
  */
 void cc_parse_response(const struct http *resp, const char *const *targets, struct cc *out);
 /*

@@ -6,7 +6,10 @@
  * Wire format, both directions:
  *   request:  one line of at most CLI_LINE_MAX bytes; arguments are split
  *             on spaces and tabs; a double-quoted argument may contain
- *             spaces and the escapes \" \\ \n \r \t.
+ *             spaces and the escapes \" \\ \n \r \t \xHH \NNN (octal).
+ *             A line ending with the arguments "<<" WORD goes on to the
+ *             line that is WORD alone; the lines between are its last
+ *             argument (Varnish's here document), CLI_LINE_MAX in all.
  *   response: "%-3u %-8zu\n" (status, body length: CLI_HDR_LEN bytes),
  *             the body, then one "\n" not counted in the length.
  *

@@ -73,6 +73,10 @@ struct dir *dir_new(const struct dir_conf *c, struct sb *err);
 void dir_free(struct dir **dp); /* this director only, not its members; *dp = NULL */
 const char *dir_name(const struct dir *d);
 enum dir_type dir_type(const struct dir *d);
+const char *dir_type_name(enum dir_type t); /* "round_robin", as the policy declares it */
+/* The members of a director (0 for a leaf), in declaration order. */
+unsigned dir_nmembers(const struct dir *d);
+const struct dir *dir_member(const struct dir *d, unsigned i);
 bool dir_healthy(const struct dir *d); /* some backend under it is healthy */
 
 struct dir_ctx {

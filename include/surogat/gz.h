@@ -8,6 +8,12 @@
  *
  * A filter belongs to one thread at a time; it allocates only when made
  * (zlib's state and one output buffer).
+ *
+ * A decoder's output is bounded (gz_limit), so that a small body that
+ * inflates to gigabytes -- a decompression bomb -- fails as GZ_E_BOMB
+ * instead of costing CPU, bandwidth and the client's patience.  gz_new()
+ * takes the bound from gunzip_max_ratio and gunzip_max_size, so every
+ * gunzip path has it.
  */
 #ifndef SUROGAT_GZ_H
 #define SUROGAT_GZ_H
@@ -17,13 +23,16 @@
 #include <stdint.h>
 
 struct http;
+struct sb;
 struct txt;
 struct ws;
 struct gz; /* opaque */
 
 enum gz_kind {
-    GZ_ENCODE, /* identity in, gzip out */
-    GZ_DECODE, /* gzip in, identity out; the trailer's CRC-32 and length are checked */
+    GZ_ENCODE,  /* identity in, gzip out */
+    GZ_DECODE,  /* gzip in, identity out; the trailer's CRC-32 and length are checked */
+    GZ_INFLATE, /* zlib (RFC 1950) in, identity out, its Adler-32 checked: the deflate
+                 * transfer coding; one stream, nothing may follow it */
 };
 
 enum gz_flush {
@@ -38,6 +47,7 @@ enum gz_status {
     GZ_E_DATA,      /* decoder: not gzip, corrupt, bad CRC or length, or junk after the end */
     GZ_E_TRUNCATED, /* decoder: GZ_FLUSH_FINISH before the stream ended */
     GZ_E_OUTPUT,    /* the output callback failed; the filter is unusable */
+    GZ_E_BOMB,      /* decoder: the output passed its bound (gz_limit); gz_explain() says how */
 };
 
 /*
@@ -46,9 +56,27 @@ enum gz_status {
  */
 typedef int gz_out_f(void *priv, const char *p, size_t len);
 
-/* level: 1 (fast) .. 9 (small), ignored for GZ_DECODE.  Never NULL. */
+/*
+ * level: 1 (fast) .. 9 (small), ignored for the decoders.  Never NULL.  A
+ * decoder is bounded by gunzip_max_size and gunzip_max_ratio as they are
+ * now (gz_limit).
+ */
 struct gz *gz_new(enum gz_kind kind, int level);
 void gz_free(struct gz **zp); /* *zp = NULL; NULL is fine */
+/*
+ * Bound a decoder: at most max_out bytes of output in all, and at most
+ * ratio times the input it has consumed so far (0: no such bound).  The
+ * output is checked before each hand-out to the callback (every 16 KiB at
+ * most), and the piece that would pass a bound is not handed out:
+ * gz_feed() returns GZ_E_BOMB instead.  Deflate cannot exceed about
+ * 1032:1, so a ratio of 1000 lets through all but runs of one byte.
+ */
+void gz_limit(struct gz *z, uint64_t max_out, unsigned ratio);
+/*
+ * After GZ_E_BOMB: the bound passed and the counts, for logs ("over
+ * gunzip_max_ratio (1000:1): 329728 bytes from 320").
+ */
+void gz_explain(const struct gz *z, struct sb *out);
 /*
  * Run len bytes of input through the filter, handing every output byte
  * to out.  After an error or GZ_END further input is an error for a

@@ -53,15 +53,68 @@ enum h1_body {
     H1_BODY_LENGTH,  /* *clen bytes */
     H1_BODY_CHUNKED,
     H1_BODY_EOF,     /* responses only: until the connection closes */
-    H1_BODY_E_AMBIGUOUS, /* 400/502: CL with TE, differing or invalid CL, chunked not last */
-    H1_BODY_E_CODING,    /* a transfer coding other than chunked: 501 for a request; a
-                          * response is refused (502) rather than forwarded with a coding
-                          * we cannot label once Transfer-Encoding is stripped */
+    H1_BODY_E_AMBIGUOUS, /* 400/502: CL with TE, differing or invalid CL, chunked twice (or
+                          * not last in a request) */
+    H1_BODY_E_CODING,    /* a transfer coding other than chunked: 501 for a request; for a
+                          * response, one surogat cannot undo (see h1_resp_body) */
 };
 
 enum h1_body h1_req_body(const struct http *req, uint64_t *clen);
-/* `head`: the request was HEAD, so no body follows whatever the head says. */
-enum h1_body h1_resp_body(const struct http *resp, bool head, uint64_t *clen);
+
+/*
+ * A transfer coding left on a response body once its framing is undone
+ * (RFC 9112 section 7): "gzip, chunked" is chunked-framed with gzip
+ * under it, "chunked, gzip" is read until close with gzip over chunked.
+ */
+enum h1_coding {
+    H1_CODING_CHUNKED, /* under another coding: decoded like a chunked body */
+    H1_CODING_GZIP,    /* gzip or x-gzip (RFC 9110 section 8.4.1.3) */
+    H1_CODING_DEFLATE, /* deflate: the zlib format, RFC 1950 (RFC 9110 section 8.4.1.2) */
+};
+/*
+ * Codings one response may stack under its framing.  Real servers apply
+ * one; the bound keeps a decoding chain small and fixed.
+ */
+#define H1_CODINGS_MAX 4
+
+/* Why a response's framing was refused, for the log. */
+enum h1_frame_err {
+    H1_FE_NONE,
+    H1_FE_CL_TE,     /* Content-Length together with Transfer-Encoding */
+    H1_FE_BAD_CL,    /* Content-Length not 1*DIGIT, too large, or two different values */
+    H1_FE_TE_HTTP10, /* Transfer-Encoding in an HTTP/1.0 response (RFC 9112 section 6.1) */
+    H1_FE_BAD_TE,    /* an empty Transfer-Encoding, or chunked applied twice */
+    H1_FE_CODING,    /* a coding other than chunked, gzip, x-gzip, deflate and identity */
+    H1_FE_CODINGS,   /* more than H1_CODINGS_MAX codings */
+};
+
+/* A response's framing, filled by h1_resp_body(). */
+struct h1_framing {
+    uint64_t clen;    /* H1_BODY_LENGTH: the body's length; else 0 */
+    unsigned ncoding; /* codings left once the framing is undone (identity is none) */
+    enum h1_coding coding[H1_CODINGS_MAX]; /* in the order applied: undo the last first */
+    /*
+     * The response carries no body (HEAD, 1xx, 204, 304) although its head
+     * announces one (a Content-Length other than 0, or Transfer-Encoding):
+     * a backend that gets this wrong may still write that body, so the
+     * connection must not carry another request.
+     */
+    bool unread;
+    enum h1_frame_err err; /* with H1_BODY_E_*: why */
+};
+
+/*
+ * `head`: the request was HEAD, so no body follows whatever the head says.
+ * A response is framed as RFC 9112 section 6.3 says: Transfer-Encoding
+ * with chunked last is chunked, without chunked last it is read until
+ * close, either way with the codings under it in fr->coding, for the
+ * caller to undo (identity is taken as no coding, as RFC 2616 defined
+ * it).  A coding surogat cannot undo is H1_BODY_E_CODING: the bytes could
+ * not be labelled once Transfer-Encoding is gone.  Content-Length with
+ * Transfer-Encoding stays an error, not the override the RFC allows: it
+ * is what a response-splitting attempt looks like.
+ */
+enum h1_body h1_resp_body(const struct http *resp, bool head, struct h1_framing *fr);
 
 /*
  * Incremental chunked-body decoder.  Feed it the bytes as they arrive;

@@ -40,8 +40,14 @@ struct cobj {
     unsigned magic;
 #define COBJ_MAGIC 0x5e0c41a7
     unsigned refcnt;          /* atomic: the index holds one while linked */
-    unsigned flags;           /* enum cobj_flag, under the shard lock */
-    unsigned status;
+    uint16_t flags;           /* enum cobj_flag, under the shard lock */
+    uint16_t status;
+    /*
+     * Lookups that found it usable (hits, grace hits, requests joining
+     * its fetch): the policy's obj.hits.  Bumped at lookup with a relaxed
+     * atomic add, read without a lock: a count, nothing depends on it.
+     */
+    uint32_t hits;
     unsigned nreaders;        /* requests streaming from it, under the shard lock */
     bool visited;             /* SIEVE: hit since the hand last passed; racy by design */
     uint8_t shard;            /* immutable: its shard, usable once the objhead is gone */

@@ -98,6 +98,14 @@ enum http_range {
  */
 enum http_range http_range(const struct http *req, const struct txt *etag, const struct txt *lm,
                            uint64_t len, uint64_t *first, uint64_t *last);
+/*
+ * Append hp's fields to sb as field lines, "Name: value\r\n" each, in
+ * order: the form of a transport's head blocks (tp.h).  Without the
+ * fields a transport owns: framing (Content-Length, Transfer-Encoding) and
+ * connection management (Connection, Keep-Alive).
+ */
+struct sb;
+void http_write_fields(struct sb *sb, const struct http *hp);
 /* The standard reason phrase for a status, "Unknown" if none. */
 const char *http_reason(unsigned status);
 

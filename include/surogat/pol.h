@@ -22,11 +22,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct be;
 struct cobj;
 struct dir;
 struct http;
 struct req;
-struct be;
 struct be_snap;
 struct sb;
 struct txt;
@@ -56,12 +56,25 @@ enum pol_act {
  * Main thread only.
  */
 int pol_check(const char *path, struct sb *err);
+/* vcl/builtin.lua as compiled into the binary (vcl.show -v). */
+const char *pol_builtin_source(size_t *lenp);
 int pol_load(const char *path, struct sb *err);
 /*
  * SIGHUP: load the current program's file again, as a new program under
  * the same name, and use it; on failure the running program stays.
+ * pol_reload_prepare() and _commit() are its two halves, so that a reload
+ * can go all or nothing with others: _prepare() compiles the file again
+ * (0 with *rp NULL when there is nothing to reload: no policy, or a
+ * program given inline), or -1 with "file:line: message"; then exactly
+ * one of _commit(), which makes it current under the same name and says
+ * so in `what` ("policy NAME reloaded"), or _abort().  No program may be
+ * loaded, used or discarded in between (they wait).  Main thread.
  */
 int pol_reload(struct sb *err);
+struct pol_reload;
+int pol_reload_prepare(struct pol_reload **rp, struct sb *err);
+void pol_reload_commit(struct pol_reload **rp, struct sb *what);
+void pol_reload_abort(struct pol_reload **rp);
 /*
  * Named programs, as Varnish's vcl.load, vcl.use, vcl.list and
  * vcl.discard (the admin commands policy.*; pol_admin.c).  Several may
@@ -77,19 +90,38 @@ int pol_reload(struct sb *err);
  * still built from it keep it alive until they move on.
  */
 int pol_prog_load(const char *name, const char *path, struct sb *err);
+/* _load() of a script given as text (vcl.inline); messages name it "<inline:NAME>". */
+int pol_prog_inline(const char *name, const char *src, size_t len, struct sb *err);
 int pol_prog_use(const char *name, struct sb *err);
 int pol_prog_discard(const char *name, struct sb *err);
 /* One line per program, oldest first: state, worker states built from it, name, file. */
 void pol_prog_list(struct sb *out);
+/* What the admin commands show of a program (vcl.list, vcl.show, backend.list). */
+struct pol_prog_info {
+    const char *name;
+    const char *path; /* its file, or "<inline:NAME>" */
+    bool active;      /* the current program */
+    bool is_inline;
+    unsigned workers; /* worker states built from it now: a count, not a promise */
+    const char *src;  /* the source as compiled */
+    size_t len;
+    /* Its declarations: the backends, then the directors (leaves for the backends first). */
+    struct be *const *be;
+    unsigned nbe;
+    struct dir *const *dir;
+    unsigned ndir;
+};
+typedef void pol_prog_visit_f(const struct pol_prog_info *pi, void *priv);
 /*
- * fn(program name, backend) for each backend each named program declares,
- * oldest program first, under the registry's lock (held while a program
- * compiles): fn must not call back into pol_.  For labelling a backend's
- * counters with the programs that name it.
+ * fn for each loaded program, oldest first, under the registry lock: fn
+ * must not call back into pol_; the pointers are valid during the call.
+ * The number of programs.
  */
-typedef void pol_backend_f(const char *prog, const struct be *be, void *priv);
-void pol_prog_backends(pol_backend_f *fn, void *priv);
-/* Fill in v[i].progs (be.h) from the registry: which named programs declare each backend. */
+unsigned pol_prog_foreach(pol_prog_visit_f *fn, void *priv);
+/*
+ * Fill in v[i].progs (be.h) from the registry: which named programs
+ * declare each backend, oldest first.  Takes the registry lock.
+ */
 void pol_prog_label(struct be_snap *v, unsigned n);
 /* Before pool_init(): the workers' Lua states are freed when they exit. */
 void pol_init(void);
@@ -143,10 +175,14 @@ enum pol_act pol_backend_response(struct req *req, struct pol_beresp *br);
 /* Whether the program has a deliver hook: the response head must be editable. */
 bool pol_has_deliver(void);
 /*
- * deliver(req, resp) on a response head with room for more fields:
- * POL_DELIVER (resp possibly edited), POL_SYNTH (*syn), POL_RESTART, POL_ERROR.
+ * deliver(req, resp, obj) on a response head with room for more fields;
+ * obj.hits is `hits`: the cached object's hit count (struct cobj) on a
+ * delivery from the cache, 0 for a response straight from the backend
+ * or a static file.  POL_DELIVER (resp possibly edited), POL_SYNTH
+ * (*syn), POL_RESTART, POL_ERROR.
  */
-enum pol_act pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn);
+enum pol_act pol_deliver(struct req *req, struct http *resp, unsigned hits,
+                         struct pol_synth *syn);
 
 /*
  * A cached object as hit(req, obj) sees it, read-only: the stored head
@@ -165,6 +201,7 @@ struct pol_obj {
     double ttl;        /* seconds of freshness left: negative once stale (grace) */
     double age;        /* seconds since the response was generated */
     double grace;      /* stale-while-revalidate window, seconds after the ttl */
+    unsigned hits;     /* obj.hits: the object's hit count, this lookup included */
 };
 
 /* Whether the script itself defines hit or log: else the callers skip the hook. */

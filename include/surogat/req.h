@@ -16,7 +16,9 @@
 #include "surogat/h1.h"
 
 struct sess;
+struct tp_ops;
 struct wrk;
+struct ws;
 struct be;
 struct dir;
 
@@ -36,6 +38,9 @@ struct req {
 #define REQ_MAGIC 0x58a3c6f1
     struct sess *sp;
     struct wrk *wrk;
+    struct ws *ws;            /* the request's arena */
+    const struct tp_ops *tp;  /* its transport: the only way to its client */
+    void *tp_priv;            /* the transport's, for this request's response */
     /* req: the parsed request; points into wrk->rx */
     struct http http[1];
     enum h1_body body;   /* how the request body is framed */
@@ -71,6 +76,7 @@ struct req {
     size_t lookup_keylen;   /* have), for the directors; NULL until known */
     unsigned restarts;   /* times the request went back to recv */
     unsigned retries;    /* fetch: backend attempts after the first */
+    bool bereq_uncacheable; /* fetch: nothing of this fetch is stored (a pass, hit-for-miss) */
     bool restart;        /* a hook said "restart": req_dispatch() starts over */
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
@@ -79,20 +85,6 @@ struct req {
 /* After the backend answered an unsafe method, before the client sees it: invalidate. */
 struct http;
 void req_invalidate(struct req *req, const struct http *resp);
-/*
- * Deliver a cached object: 304, 206 or 416 as the request's conditions
- * and range say.  fwd NULL for a hit; else the Cache-Status forward
- * detail of RFC 9211 ("fwd=stale; fwd-status=304" for a revalidation).
- */
-struct cobj;
-void req_deliver_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
-/*
- * Deliver a busy object (HSH_STREAM) as its fetch stores it: the head at
- * once, then body bytes as they are appended, waiting at most tmo seconds
- * for each piece.  A fetch that fails after the head went out aborts the
- * connection (req->abort).  Cache-Status: fwd=miss; collapsed.
- */
-void req_deliver_stream(struct req *req, struct cobj *oc, double tmo);
 /* Answer a checked request: from the cache, or through a fetch. */
 void req_dispatch(struct req *req);
 /*
@@ -105,31 +97,21 @@ void req_pipe(struct req *req, struct be *be);
 /* req_purge.c: answer a PURGE request (see there); req_purge_fini() at exit. */
 void req_purge(struct req *req);
 void req_purge_fini(void);
-/* The pool task of a session: read, serve and log requests until idle. */
-void req_sess_task(struct wrk *wrk, void *priv);
 /*
- * Send a complete generated response (status, reason, small HTML body).
- * Sets req->status, req->cache = "SYNTH".  0, or -1 when the client is gone.
+ * Serve one request that its transport has read and checked for its own
+ * protocol: the checks every protocol shares (a valid Host, TRACE, the
+ * unkeyed fields), the request's steps, then its log lines.  On return the
+ * response is complete, or the connection must close (req->close,
+ * req->abort).
  */
-int req_synth(struct req *req, unsigned status, const char *extra_hdr);
-/* The same with `msg` (plain text, a few hundred bytes at most) as the page's paragraph. */
-int req_synth_msg(struct req *req, unsigned status, const char *extra_hdr, const char *msg);
+void req_serve(struct req *req);
+/* Log a request answered without req_serve() (the transport refused its head). */
+void req_log(struct req *req);
 /*
- * Send the synthetic response hp (status, reason and fields; Date,
- * Server, Content-Length and Connection are added) with body.  0, or -1
- * when the client is gone.
- */
-int req_send_synth(struct req *req, const struct http *hp, struct txt body);
-/*
- * An answer the policy decided (surogat.synth(), a failed hook): status
- * and reason in the status line and the page, through the synth hook,
- * which may edit both or restart the request (req->restart).
- */
-void req_synth_pol(struct req *req, unsigned status, const char *reason);
-/*
- * The next piece of the (decoded) request body, pointing into wrk->rx.
- * >0 its length, 0 at the end of the body, -1 when the client failed
- * (gone, too slow, or malformed chunking: req->close is then set).
+ * The next piece of the (decoded) request body, from its transport
+ * (tp_ops.body_next).  >0 its length, 0 at the end of the body, -1 when
+ * the client failed (gone, too slow, or malformed chunking: req->close is
+ * then set).
  */
 ssize_t req_body_next(struct req *req, const char **data);
 /* Deadline for the next write to the client. */

@@ -17,6 +17,8 @@
 #include "surogat/vio.h"
 
 struct lsock;
+struct pp_sess;
+struct wrk;
 
 struct sess {
     unsigned magic;
@@ -35,8 +37,19 @@ struct sess {
     bool wregistered;       /* its descriptor is in the waiter's epoll set */
     double t_ready;         /* tim_mono() when the set reported it ready */
     struct ssl_st *ssl; /* after the TLS handshake on a tls listen socket, else NULL */
+    /*
+     * The client: the peer's address, or on a PROXY listen socket the one
+     * its header carries ("0.0.0.0" and "0" for a Unix-socket peer without
+     * one); for a request from a trusted_proxies peer, realip_apply()
+     * replaces it with the X-Forwarded-For client, request by request.
+     */
     char client_ip[INET6_ADDRSTRLEN];
     char client_port[8];
+    /* What a PROXY header said beyond the client (pp.h), else NULL; freed with the session. */
+    struct pp_sess *pp;
+    bool tls_front; /* TLS terminated in front: a PROXY v2 header said so (PP2_CLIENT_SSL) */
+    char peer_ip[INET6_ADDRSTRLEN]; /* realip_apply(): client_ip before any X-Forwarded-For */
+    char peer_port[8];
 };
 
 /*
@@ -50,10 +63,15 @@ struct sess {
  * TLS (no kernel TLS here): under TLS a file body goes through
  * tls_sendfile(), which reads it into full records.
  */
+/*
+ * Whether the client's connection is TLS: ours, or one a terminator in
+ * front ended and said so in its PROXY header (scheme of the cache key,
+ * client.tls, X-Forwarded-Proto).  I/O decisions look at sp->ssl.
+ */
 static inline bool
 sess_is_tls(const struct sess *sp)
 {
-    return (sp->ssl != NULL);
+    return (sp->ssl != NULL || sp->tls_front);
 }
 static inline ssize_t
 sess_read(struct sess *sp, void *buf, size_t len, double deadline)
@@ -104,6 +122,13 @@ void sess_cork(struct sess *sp, bool on);
  * depends on no layer above it.
  */
 void sess_set_task(pool_task_f *serve);
+/*
+ * The steps a new session runs on a worker before its first request, in
+ * order: the PROXY header on a PROXY listen socket (pp_sess_task()), the
+ * TLS handshake on a tls one, then the request loop.  The PROXY step
+ * calls sess_after_proxy() to run the rest.
+ */
+void sess_after_proxy(struct wrk *wrk, struct sess *sp);
 /* Takes ownership of fd, which is already non-blocking. */
 struct sess *sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa);
 /* Close the connection and free the session. */

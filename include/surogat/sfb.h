@@ -18,8 +18,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
-struct req;
+#include "surogat/http.h"
+
 struct sb;
 
 struct sfb_conf {
@@ -60,14 +63,36 @@ struct sfb *sfb_new(const struct sfb_conf *c, struct sb *err);
 struct sfb *sfb_new_params(const char *root, struct sb *err);
 void sfb_free(struct sfb **sfbp); /* *sfbp = NULL; no request may be using it */
 /*
- * Answer the request from the files, head and body: GET and HEAD (else 405
- * with Allow), conditional (304), Range (206, 416; several ranges get the
- * whole body), index files, listing.  Runs the policy's deliver hook on
- * the head.  Keeps the connection unless the client or a failure says
- * otherwise.  Sets req->status, req->resp_bytes and req->cache = "STATIC".
- * Blocks on the client: workers only.
+ * What a static-file backend answers: a response for the request core to
+ * deliver.  fields are field lines ("Name: value\r\n", no framing) in the
+ * workspace given to sfb_answer().  With `error`, the status is a refusal
+ * the core answers with its own error page (fields: extra lines, such as
+ * Allow for a 405).  Otherwise a body of len bytes follows when `body`
+ * (not for a 304): from mem, else from the file fd at off.
  */
-void sfb_deliver(struct req *req, struct sfb *sfb);
+struct sfb_file;
+struct sfb_resp {
+    unsigned status;
+    bool error;
+    struct txt fields;
+    bool body;
+    uint64_t len;
+    const char *mem;
+    int fd;
+    off_t off;
+    struct sfb_file *file; /* held for the body until sfb_resp_done() */
+    char *page;            /* a listing, malloc'd */
+};
+/*
+ * Answer request req from the files: GET and HEAD (else 405), conditional
+ * (304), Range (206, 416; several ranges get the whole body), index files,
+ * listing, redirects of a directory without its slash.  Never blocks on a
+ * client; opens files (the open-file cache mostly spares it).
+ */
+struct ws;
+void sfb_answer(struct sfb *sfb, const struct http *req, struct ws *ws, struct sfb_resp *r);
+/* The response was sent (or not): release its file and page. */
+void sfb_resp_done(struct sfb *sfb, struct sfb_resp *r);
 
 enum sfb_path {
     SFB_PATH_OK,

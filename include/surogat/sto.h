@@ -99,7 +99,11 @@ void sto_recover(sto_recover_f *cb);
 
 uint64_t sto_size(void); /* all stores */
 uint64_t sto_used(void);
-/* One line per store: kind, where, size, used, free extents, fragmentation. */
+/*
+ * One line per store: "sN KIND size=BYTES used=BYTES (256.0 MiB, 1.2 MiB
+ * used)", then for a file store path, free extents, largest free extent
+ * (and in KiB, MiB ...) and fragmentation.
+ */
 void sto_list(struct sb *out);
 
 #endif

@@ -46,11 +46,21 @@ void tls_fini(void);
 struct tls_lsn *tls_lsn_new(const char *spec, const struct tls_conf *conf, struct sb *err);
 void tls_lsn_free(struct tls_lsn **lnp); /* *lnp = NULL */
 /*
- * SIGHUP: reload every listener's files.  A listener whose files fail to
- * load keeps its running certificates; the error, naming the file, is
- * logged.  The number of listeners that failed.
+ * A reload (SIGHUP) in two steps, so that it can go all or nothing with
+ * the rest of the configuration.  _prepare() loads every listener's files
+ * again, with the cipher parameters as they are now: 0 (*rp NULL when
+ * there is no TLS listener), or -1 with "file: reason (-a SPEC)" in err
+ * and nothing kept.  Then exactly one of _commit(), which puts the new
+ * certificates in place for the handshakes that start from then on (those
+ * under way finish with the old) and returns how many certificates it
+ * loaded, or _abort().  Main thread.
  */
-unsigned tls_reload(void);
+struct tls_reload;
+int tls_reload_prepare(struct tls_reload **rp, struct sb *err);
+unsigned tls_reload_commit(struct tls_reload **rp);
+void tls_reload_abort(struct tls_reload **rp);
+/* surogatd -t: whether conf's files load.  0, or -1 with "file: reason" in err. */
+int tls_check(const struct tls_conf *conf, struct sb *err);
 void tls_conf_clear(struct tls_conf *conf); /* free the paths */
 
 /*

@@ -8,7 +8,8 @@
  *
  * A session from a tls listen socket first runs sess_tls_task() on a
  * worker: the handshake, bounded by tls_handshake_timeout, then the
- * ordinary request loop on the same worker.
+ * ordinary request loop on the same worker.  On a PROXY listen socket
+ * pp_sess_task() (pp_sess.c) reads the PROXY header before either.
  */
 #include "config.h"
 
@@ -29,6 +30,7 @@
 #include "surogat/acc.h"
 #include "surogat/defs.h"
 #include "surogat/par.h"
+#include "surogat/pp.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
@@ -71,6 +73,19 @@ sess_tls_task(struct wrk *wrk, void *priv)
     sess_serve(wrk, sp);
 }
 
+void
+sess_after_proxy(struct wrk *wrk, struct sess *sp)
+{
+    OBJ_CHECK(sp, SESS_MAGIC);
+    if (sp->ls->tls != NULL) {
+        sess_tls_task(wrk, sp);
+        return;
+    }
+    sp->task.func = sess_serve;
+    sp->t_idle = tim_mono();
+    sess_serve(wrk, sp);
+}
+
 struct sess *
 sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
 {
@@ -81,7 +96,7 @@ sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
     sp->ls = ls;
     sp->pool = pool_pick();
     AN(sess_serve);
-    sp->task.func = ls->tls != NULL ? sess_tls_task : sess_serve;
+    sp->task.func = ls->proxy ? pp_sess_task : ls->tls != NULL ? sess_tls_task : sess_serve;
     sp->task.priv = sp;
     sp->t_open = tim_real();
     sp->t_idle = tim_mono();
@@ -111,6 +126,8 @@ sess_close(struct sess **spp)
         tls_close(&sp->ssl); /* close_notify first: the client knows the response is whole */
     if (sp->fd >= 0)
         close(sp->fd);
+    if (sp->pp != NULL)
+        OBJ_FREE(&sp->pp);
     STAT_INC(sess_closed);
     OBJ_FREE(&sp);
 }

@@ -11,6 +11,16 @@
  * certificate has been checked.  The I/O functions below pick plain or
  * TLS per connection, so the fetch and the pipe never look at conn->fd.
  *
+ * A pool also speaks for its backend in the daemon log: refused responses
+ * and out-of-step connections, rate-limited per reason (bcp_refused).
+ *
+ * A pool whose backend takes a PROXY header keeps connections tagged
+ * with the header they were opened with (bcp_get_tagged()): the header
+ * describes the connection, so a connection only carries requests of the
+ * client it names.  Untagged pools behave as before.  The pool also
+ * works over a Unix socket: connect(2) there fails at once (EAGAIN when
+ * the backlog is full) rather than in progress.
+ *
  * Since every byte to and from a backend passes here, so does most of
  * what the backend's counters say (bcp.h lists it); a read's timeout is
  * told apart by whether the answer had begun.
@@ -33,6 +43,7 @@
 
 #include "surogat/bcp.h"
 #include "surogat/defs.h"
+#include "surogat/log.h"
 #include "surogat/par.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
@@ -45,12 +56,23 @@ struct bcp {
     pthread_mutex_t mtx;
     struct sockaddr_storage sa;
     socklen_t salen;
-    struct bcp_conn *idle; /* under mtx, most recently used first */
-    unsigned nidle;        /* under mtx */
-    unsigned nconn;        /* under mtx: open connections, busy or idle */
-    unsigned max;          /* 0: par.backend_max_connections */
-    struct bcp_tls *tls;   /* NULL: plain TCP; the backend's */
-    struct stat_be *st;    /* NULL: not counted; the backend's */
+    struct bcp_conn *idle;              /* under mtx, most recently used first */
+    unsigned nidle;                     /* under mtx */
+    unsigned nconn;                     /* under mtx: open connections, busy or idle */
+    unsigned max;                       /* 0: par.backend_max_connections */
+    struct bcp_tls *tls;                /* NULL: plain TCP; the backend's */
+    const char *name;                   /* the backend's, for the log */
+    struct stat_be *st;                 /* NULL: not counted; the backend's */
+    struct log_limit refused[BCP_R__N]; /* one line a second per reason */
+};
+
+static const struct {
+    enum stat_id counter;
+    const char *counter_name;
+    const char *text;
+} refuse_tbl[BCP_R__N] = {
+#define REFUSE(name, counter, text) [BCP_R_##name] = { STAT_##counter, #counter, text },
+#include "surogat/tbl/be_refuse.h"
 };
 
 static void
@@ -62,18 +84,22 @@ count(const struct bcp *bp, enum stat_be_id id, uint64_t n)
 
 struct bcp *
 bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls,
-        struct stat_be *st)
+        const char *name, struct stat_be *st)
 {
     struct bcp *bp;
 
     SRG_ASSERT(salen <= sizeof bp->sa);
+    AN(name);
     OBJ_NEW(bp, BCP_MAGIC);
     AZ(pthread_mutex_init(&bp->mtx, NULL));
     memcpy(&bp->sa, sa, salen);
     bp->salen = salen;
     bp->max = max;
     bp->tls = tls;
+    bp->name = name;
     bp->st = st;
+    for (unsigned i = 0; i < BCP_R__N; i++)
+        AZ(pthread_mutex_init(&bp->refused[i].mtx, NULL));
     return (bp);
 }
 
@@ -98,18 +124,51 @@ bcp_free(struct bcp **bpp)
         bp->idle = c->next;
         conn_free(c);
     }
+    for (unsigned i = 0; i < BCP_R__N; i++)
+        AZ(pthread_mutex_destroy(&bp->refused[i].mtx));
     AZ(pthread_mutex_destroy(&bp->mtx));
     OBJ_FREE(&bp);
 }
+
+const char *
+bcp_refuse_text(enum bcp_refuse why)
+{
+    SRG_ASSERT(why < BCP_R__N);
+    return (refuse_tbl[why].text);
+}
+
+void
+bcp_refused(struct bcp *bp, enum bcp_refuse why, const char *what)
+{
+    OBJ_CHECK(bp, BCP_MAGIC);
+    SRG_ASSERT(why < BCP_R__N);
+    stat_add_id(refuse_tbl[why].counter, 1);
+    /* The backend's own count of what the global backend_bad_resp counts, by the same rows. */
+    if (refuse_tbl[why].counter == STAT_backend_bad_resp)
+        count(bp, STAT_BE_fail_bad_resp, 1);
+    /* A URL is request bytes: bounded here, and the parser let no control byte through. */
+    log_limited(&bp->refused[why], refuse_tbl[why].counter_name, LOG_WARNING,
+                "backend %s: %s%s%.256s%s", bp->name, refuse_tbl[why].text,
+                what != NULL ? " (" : "", what != NULL ? what : "", what != NULL ? ")" : "");
+}
+
+/* What taking an idle connection finds on it. */
+enum idle {
+    IDLE_OK,
+    IDLE_OLD,    /* idle longer than backend_idle_timeout */
+    IDLE_CLOSED, /* the backend closed it (EOF, reset, close_notify or an alert) */
+    IDLE_BYTES,  /* data the backend sent unasked: out of step with us */
+};
 
 /*
  * Bytes on an idle TLS connection may be a record that carries no data:
  * a session ticket that came after the response, or a key update.  Let
  * OpenSSL consume them (the socket is non-blocking): usable if nothing
- * else was there.  A close_notify, an alert or data means it is not.
+ * else was there.  A close_notify or an alert closes it; data is out of
+ * step.
  */
-static bool
-tls_idle_usable(SSL *ssl)
+static enum idle
+tls_idle(SSL *ssl)
 {
     size_t got;
     char ch;
@@ -120,32 +179,37 @@ tls_idle_usable(SSL *ssl)
     e = rv == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, rv);
     ERR_clear_error();
     if (e == SSL_ERROR_WANT_READ)
-        return (true);
-    if (e != SSL_ERROR_NONE)
-        SSL_set_quiet_shutdown(ssl, 1);
-    return (false);
+        return (IDLE_OK);
+    if (e == SSL_ERROR_NONE)
+        return (IDLE_BYTES);
+    SSL_set_quiet_shutdown(ssl, 1);
+    return (IDLE_CLOSED);
 }
 
 /*
- * An idle connection is usable if the backend has neither closed it nor
- * sent anything unsolicited (which would desynchronise the next response).
+ * Whether an idle connection may carry a request: neither closed by the
+ * backend nor holding anything it sent unasked (which would be read as
+ * the next response).  One recv(2) with MSG_PEEK, non-blocking; OpenSSL
+ * only when bytes are there.
  */
-static bool
-idle_conn_usable(const struct bcp_conn *c, double now)
+static enum idle
+idle_check(const struct bcp_conn *c, double now)
 {
     char ch;
     ssize_t n;
 
     if (now - c->t_idle > par.backend_idle_timeout)
-        return (false);
+        return (IDLE_OLD);
     if (c->ssl != NULL && SSL_pending(c->ssl) > 0)
-        return (false);
+        return (IDLE_BYTES);
     n = recv(c->fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return (true);
-    if (n <= 0 || c->ssl == NULL)
-        return (false);
-    return (tls_idle_usable(c->ssl));
+        return (IDLE_OK);
+    if (n <= 0)
+        return (IDLE_CLOSED);
+    if (c->ssl == NULL)
+        return (IDLE_BYTES);
+    return (tls_idle(c->ssl));
 }
 
 static int
@@ -194,10 +258,36 @@ fail:
     return (-1);
 }
 
+/* Close the oldest idle connection to make room; false when none is idle. */
+static bool
+evict_oldest_locked(struct bcp *bp, struct bcp_conn **stale)
+{
+    struct bcp_conn **cp, *c;
+
+    if (bp->idle == NULL)
+        return (false);
+    for (cp = &bp->idle; (*cp)->next != NULL; cp = &(*cp)->next)
+        continue;
+    c = *cp;
+    *cp = NULL;
+    bp->nidle--;
+    bp->nconn--;
+    c->next = *stale;
+    *stale = c;
+    return (true);
+}
+
 enum bcp_err
 bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
 {
-    struct bcp_conn *c, *stale = NULL;
+    return (bcp_get_tagged(bp, tmo, fresh, NULL, 0, out));
+}
+
+enum bcp_err
+bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t taglen,
+               struct bcp_conn **out)
+{
+    struct bcp_conn *c, *stale = NULL, **cp;
     double now = tim_mono();
     struct ssl_st *ssl = NULL;
     unsigned max;
@@ -205,32 +295,63 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
 
     OBJ_CHECK(bp, BCP_MAGIC);
     AN(out);
+    SRG_ASSERT(taglen <= sizeof c->tag);
     *out = NULL;
-    AZ(pthread_mutex_lock(&bp->mtx));
-    while (!fresh && (c = bp->idle) != NULL) {
-        bp->idle = c->next;
-        bp->nidle--;
-        if (idle_conn_usable(c, now)) {
-            AZ(pthread_mutex_unlock(&bp->mtx));
-            c->next = NULL;
+    while (!fresh) {
+        AZ(pthread_mutex_lock(&bp->mtx));
+        /*
+         * The first idle connection opened with our tag (untagged pools:
+         * the head, all their connections are alike); others' connections
+         * past backend_idle_timeout go on the way.
+         */
+        for (cp = &bp->idle; (c = *cp) != NULL;) {
+            if (c->taglen == taglen && (taglen == 0 || memcmp(c->tag, tag, taglen) == 0))
+                break;
+            if (now - c->t_idle <= par.backend_idle_timeout) {
+                cp = &c->next;
+                continue;
+            }
+            *cp = c->next;
+            bp->nidle--;
+            c->next = stale;
+            stale = c;
+        }
+        if (c != NULL) {
+            *cp = c->next;
+            bp->nidle--;
+        }
+        AZ(pthread_mutex_unlock(&bp->mtx));
+        while (stale != NULL) {
+            struct bcp_conn *old = stale;
+            stale = old->next;
+            old->next = NULL;
+            bcp_close(&old);
+        }
+        if (c == NULL)
+            break;
+        /* Checked without the lock: the connection is ours now, and the check is a syscall. */
+        c->next = NULL;
+        switch (idle_check(c, now)) {
+        case IDLE_OK:
             c->reused = true;
             c->t_sent = c->t_first = 0;
             count(bp, STAT_BE_requests, 1);
             count(bp, STAT_BE_reused, 1);
             *out = c;
             return (BCP_OK);
+        case IDLE_BYTES:
+            bcp_refused(bp, BCP_R_LATE_BYTES, NULL);
+            break;
+        case IDLE_OLD:
+        case IDLE_CLOSED:
+            break;
         }
-        bp->nconn--;
-        c->next = stale;
-        stale = c;
+        bcp_close(&c);
     }
+    AZ(pthread_mutex_lock(&bp->mtx));
     max = bp->max > 0 ? bp->max : par.backend_max_connections;
-    if (max > 0 && bp->nconn >= max) {
+    if (max > 0 && bp->nconn >= max && (taglen == 0 || !evict_oldest_locked(bp, &stale))) {
         AZ(pthread_mutex_unlock(&bp->mtx));
-        while ((c = stale) != NULL) {
-            stale = c->next;
-            conn_free(c);
-        }
         count(bp, STAT_BE_fail_busy, 1);
         return (BCP_E_BUSY);
     }
@@ -241,6 +362,11 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
         conn_free(c);
     }
     fd = connect_tmo(bp, tmo);
+    /* The PROXY header goes first, in clear, as the backend reads it before any TLS. */
+    if (fd >= 0 && taglen > 0 && vio_write(fd, tag, taglen, now + tmo) != 0) {
+        close(fd);
+        fd = -1;
+    }
     if (fd >= 0 && bp->tls != NULL && bcp_tls_connect(bp->tls, fd, &ssl, now + tmo) != 0) {
         close(fd);
         fd = -1;
@@ -258,6 +384,9 @@ bcp_get(struct bcp *bp, double tmo, bool fresh, struct bcp_conn **out)
     c->fd = fd;
     c->ssl = ssl;
     c->pool = bp;
+    c->taglen = (unsigned char)taglen;
+    if (taglen > 0)
+        memcpy(c->tag, tag, taglen);
     STAT_INC(backend_conn);
     STAT_INC(backend_conn_open);
     count(bp, STAT_BE_requests, 1);
@@ -396,6 +525,13 @@ bcp_read_nb(struct bcp_conn *c, void *buf, size_t len)
     if (c->ssl != NULL)
         return (got(c, tls_read_nb(c->ssl, buf, len)));
     return (got(c, read(c->fd, buf, len)));
+}
+
+void
+bcp_interim(struct bcp_conn *c)
+{
+    OBJ_CHECK(c, BCP_CONN_MAGIC);
+    c->t_first = 0;
 }
 
 bool

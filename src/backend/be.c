@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "surogat/bcp.h"
 #include "surogat/be.h"
@@ -30,6 +31,7 @@
 #include "surogat/log.h"
 #include "surogat/num.h"
 #include "surogat/par.h"
+#include "surogat/pp.h"
 #include "surogat/prb.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
@@ -46,13 +48,13 @@ struct be_priv {
     bool tls, tls_noverify;
     char *ca_file, *sni, *verify_host, *cert, *key;
     /* Atomics: read by workers and the CLI. */
-    int admin;       /* enum be_admin */
-    bool probe_ok;   /* the window's verdict; true without a probe */
-    uint64_t bits;   /* probe history, bit 0 newest */
-    double t_up;     /* be_healthy_since() */
+    int admin;        /* enum be_admin */
+    bool probe_ok;    /* the window's verdict; true without a probe */
+    uint64_t bits;    /* probe history, bit 0 newest */
+    double t_up;      /* be_healthy_since() */
     double t_changed; /* tim_real() of the last change of health, else of creation */
-    bool up_once;    /* healthy before (or a reload's): its next coming up is a return */
-    struct be *next; /* every backend, newest first; under be_mtx */
+    bool up_once;     /* healthy before (or a reload's): its next coming up is a return */
+    struct be *next;  /* every backend, newest first; under be_mtx */
 };
 
 static pthread_mutex_t be_mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -92,6 +94,7 @@ be_free(struct be *be)
     free(be->host);
     free(be->port);
     free(be->hostport);
+    free(be->path);
     free((char *)(uintptr_t)bp->pc.url);
     free((char *)(uintptr_t)bp->pc.request);
     free(bp);
@@ -199,7 +202,8 @@ same_conf(const struct be *be, const struct be_conf *c, const struct be_probe_co
     const struct be_probe_conf *bpc = &be->priv->pc;
 
     if (strcmp(be->name, c->name) != 0 || be->sfb != c->sfb || !str_eq(be->host, c->host) ||
-        !str_eq(be->port, c->sfb != NULL ? NULL : port))
+        !str_eq(be->port, c->sfb != NULL || c->path != NULL ? NULL : port) ||
+        !str_eq(be->path, c->path) || be->proxy_protocol != c->proxy_protocol)
         return (false);
     if (be->connect_timeout != c->connect_timeout ||
         be->first_byte_timeout != c->first_byte_timeout ||
@@ -272,7 +276,18 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     bool v6;
     int rv;
 
-    if (c->sfb == NULL) {
+    if (c->path != NULL) {
+        struct sockaddr_un *sun;
+        /* One address, as getaddrinfo() would give it: the rest of the code cannot tell. */
+        res = calloc(1, sizeof *res + sizeof *sun);
+        AN(res);
+        sun = (struct sockaddr_un *)(void *)(res + 1);
+        sun->sun_family = AF_UNIX;
+        strcpy(sun->sun_path, c->path); /* be_get() checked the length */
+        res->ai_family = AF_UNIX;
+        res->ai_addr = (struct sockaddr *)sun;
+        res->ai_addrlen = sizeof *sun;
+    } else if (c->sfb == NULL) {
         memset(&hints, 0, sizeof hints);
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
@@ -313,13 +328,21 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->priv->verify_host = xstrdup(c->verify_host);
     be->priv->cert = xstrdup(c->cert);
     be->priv->key = xstrdup(c->key);
-    if (res != NULL) {
+    be->proxy_protocol = c->proxy_protocol;
+    if (c->path != NULL) {
+        be->path = xstrdup(c->path);
+        /* The Host of a request that has none (HTTP/1.0) and of the probe. */
+        be->hostport = xstrdup("localhost");
+        be->pool =
+            bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, NULL, be->name, be->stats);
+    } else if (res != NULL) {
         be->host = xstrdup(c->host);
         be->port = xstrdup(port);
         v6 = strchr(c->host, ':') != NULL;
         rv = asprintf(&be->hostport, "%s%s%s:%s", v6 ? "[" : "", c->host, v6 ? "]" : "", port);
         SRG_ASSERT(rv > 0);
-        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls, be->stats);
+        be->pool =
+            bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls, be->name, be->stats);
     }
     if (pc != NULL) {
         be->priv->has_probe = true;
@@ -329,12 +352,15 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         be->priv->probe_ok = prb_window_healthy(prb_initial_bits((unsigned)pc->initial, pc->window),
                                                 pc->window, pc->threshold);
         be->priv->up_once |= be->priv->probe_ok; /* before the probe thread may change it */
-        be->priv->probe = prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport, tls,
-                                    &be->priv->pc, probe_result, be, &be->priv->bits);
+        be->priv->probe =
+            prb_start(be->name, res->ai_addr, res->ai_addrlen, be->hostport, tls, c->proxy_protocol,
+                      &be->priv->pc, probe_result, be, &be->priv->bits);
     } else {
         be->priv->up_once = true; /* healthy from the start */
     }
-    if (res != NULL)
+    if (c->path != NULL)
+        free(res);
+    else if (res != NULL)
         freeaddrinfo(res);
     return (be);
 }
@@ -355,8 +381,30 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
                   c->name != NULL ? c->name : "");
         return (-1);
     }
-    if (c->sfb == NULL && (c->host == NULL || *c->host == '\0')) {
+    if (c->path != NULL) {
+        if (c->host != NULL || c->port != NULL || c->sfb != NULL) {
+            sb_printf(err, "backend %s: path (a Unix socket) or host and port, not both", c->name);
+            return (-1);
+        }
+        if (c->path[0] != '/' || strlen(c->path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+            sb_printf(err, "backend %s: path must be an absolute path of at most %zu bytes",
+                      c->name, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+            return (-1);
+        }
+        if (c->tls) {
+            sb_printf(err, "backend %s: no tls over a Unix socket (path)", c->name);
+            return (-1);
+        }
+    } else if (c->sfb == NULL && (c->host == NULL || *c->host == '\0')) {
         sb_printf(err, "backend %s: no host", c->name);
+        return (-1);
+    }
+    if (c->proxy_protocol > 2) {
+        sb_printf(err, "backend %s: proxy_protocol is 1 or 2", c->name);
+        return (-1);
+    }
+    if (c->proxy_protocol > 0 && c->sfb != NULL) {
+        sb_printf(err, "backend %s: a static backend (root) takes no proxy_protocol", c->name);
         return (-1);
     }
     if (!c->tls && (c->tls_noverify || c->ca_file != NULL || c->sni != NULL ||
@@ -380,7 +428,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         return (-1);
     }
     port = c->port != NULL ? c->port : c->tls ? "443" : "80";
-    if (c->sfb == NULL && (num_port(port, &portnum) != 0 || portnum == 0)) {
+    if (c->sfb == NULL && c->path == NULL && (num_port(port, &portnum) != 0 || portnum == 0)) {
         sb_printf(err, "backend %s: '%.32s' is not a port number (1-65535)", c->name, port);
         return (-1);
     }
@@ -645,7 +693,7 @@ be_snapshot(unsigned *np)
             continue;
         v[n].be = be;
         v[n].name = be->name;
-        v[n].addr = be->hostport != NULL ? be->hostport : "static";
+        v[n].addr = be->path != NULL ? be->path : be->hostport != NULL ? be->hostport : "static";
         be_stats(be, v[n].v);
         v[n].window = be->priv->has_probe ? be->priv->pc.window : 0;
         n++;
@@ -660,32 +708,67 @@ be_snapshot(unsigned *np)
 }
 
 void
-be_list(struct sb *out)
+be_list_head(struct sb *out)
 {
-    struct be *be;
-    int admin;
-
     sb_printf(out, "%-24s %-28s %-8s %-8s %-6s %s\n", "Backend", "Address", "Health", "Admin",
               "Conns", "Probe");
-    AZ(pthread_mutex_lock(&be_mtx));
-    for (be = be_all; be != NULL; be = be->priv->next) {
-        if (be->priv->refcnt == 0)
-            continue;
-        admin = __atomic_load_n(&be->priv->admin, __ATOMIC_RELAXED);
-        sb_printf(out, "%-24s %-28s %-8s %-8s %-6u ", be->name,
-                  be->hostport != NULL ? be->hostport : "(static)",
-                  be_healthy(be) ? "healthy" : "sick", admin_names[admin],
-                  be->pool != NULL ? bcp_conn_count(be->pool) : 0);
-        if (be->priv->has_probe) {
-            uint64_t bits = be_probe_bits(be);
-            sb_printf(out, "%u/%u ", prb_good(bits, be->priv->pc.window), be->priv->pc.window);
-            prb_history(bits, be->priv->pc.window, out);
-        } else {
-            sb_cat(out, "-");
-        }
-        sb_cat(out, "\n");
+}
+
+/* No lock: what it reads is immutable or atomic, and the caller keeps be alive. */
+void
+be_list_row(const struct be *be, const char *prefix, struct sb *out)
+{
+    char name[256];
+    int admin;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    snprintf(name, sizeof name, "%s%s%s", prefix != NULL ? prefix : "", prefix != NULL ? "." : "",
+             be->name);
+    admin = __atomic_load_n(&be->priv->admin, __ATOMIC_RELAXED);
+    sb_printf(out, "%-24s %-28s %-8s %-8s %-6u ", name,
+              be->path != NULL       ? be->path
+              : be->hostport != NULL ? be->hostport
+                                     : "(static)",
+              be_healthy(be) ? "healthy" : "sick", admin_names[admin],
+              be->pool != NULL ? bcp_conn_count(be->pool) : 0);
+    if (be->priv->has_probe) {
+        uint64_t bits = be_probe_bits(be);
+        sb_printf(out, "%u/%u ", prb_good(bits, be->priv->pc.window), be->priv->pc.window);
+        prb_history(bits, be->priv->pc.window, out);
+    } else {
+        sb_cat(out, "-");
     }
+    sb_cat(out, "\n");
+}
+
+void
+be_list(struct sb *out)
+{
+    be_list_head(out);
+    AZ(pthread_mutex_lock(&be_mtx));
+    for (struct be *be = be_all; be != NULL; be = be->priv->next)
+        if (be->priv->refcnt > 0)
+            be_list_row(be, NULL, out);
     AZ(pthread_mutex_unlock(&be_mtx));
+}
+
+enum bcp_err
+be_conn_get(struct be *be, const struct sess *sp, bool fresh, struct bcp_conn **out)
+{
+    uint8_t hdr[PP_BUILD_MAX];
+    size_t n;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    AN(be->pool);
+    if (be->proxy_protocol == 0)
+        return (bcp_get(be->pool, be_connect_timeout(be), fresh, out));
+    /*
+     * The header is built per request, but it only goes on the wire with
+     * a new connection; it is also the tag that keeps connections opened
+     * for one client from carrying another's requests.
+     */
+    n = pp_backend_header(be->proxy_protocol, sp, hdr);
+    return (bcp_get_tagged(be->pool, be_connect_timeout(be), fresh, hdr, n, out));
 }
 
 double

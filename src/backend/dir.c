@@ -238,6 +238,41 @@ dir_type(const struct dir *d)
     return (d->type);
 }
 
+unsigned
+dir_nmembers(const struct dir *d)
+{
+    OBJ_CHECK(d, DIR_MAGIC);
+    return (d->type == DIR_BACKEND ? 0 : d->n);
+}
+
+const struct dir *
+dir_member(const struct dir *d, unsigned i)
+{
+    OBJ_CHECK(d, DIR_MAGIC);
+    SRG_ASSERT(d->type != DIR_BACKEND && i < d->n);
+    return (d->member[i]);
+}
+
+const char *
+dir_type_name(enum dir_type t)
+{
+    switch (t) {
+    case DIR_BACKEND:
+        return ("backend");
+    case DIR_ROUND_ROBIN:
+        return ("round_robin");
+    case DIR_RANDOM:
+        return ("random");
+    case DIR_HASH:
+        return ("hash");
+    case DIR_FALLBACK:
+        return ("fallback");
+    case DIR_SHARD:
+        return ("shard");
+    }
+    SRG_WRONG("bad director type");
+}
+
 bool
 dir_healthy(const struct dir *d)
 {

@@ -50,7 +50,8 @@
 #include "surogat/tim.h"
 
 enum ban_flag {
-    BAN_F_DUP = 1u << 0, /* an identical newer ban supersedes it: skip */
+    BAN_F_DUP = 1u << 0,       /* an identical newer ban supersedes it: skip */
+    BAN_F_RE_LOGGED = 1u << 1, /* a regex of it failed to evaluate, and that was logged */
 };
 
 struct ban {
@@ -220,7 +221,15 @@ ban_list(struct sb *out)
     for (const struct ban *b = head; b != NULL; b = b->older) {
         /* C: completed -- no object needs testing against it (the tail), or superseded. */
         bool done = b == tail || (b->flags & BAN_F_DUP);
-        sb_printf(out, "%.6f %10u %s %s\n", b->t_added, b->refcnt, done ? "C" : "-", b->text);
+        time_t sec = (time_t)b->t_added;
+        struct tm tm;
+        char when[32];
+        /* ISO 8601 in UTC, to the microsecond: bans added in one second stay apart. */
+        AN(gmtime_r(&sec, &tm));
+        AN(strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm));
+        sb_printf(out, "%s.%06uZ %10u %s %s\n", when,
+                  (unsigned)((b->t_added - (double)sec) * 1e6) % 1000000, b->refcnt,
+                  done ? "C" : "-", b->text);
     }
     AZ(pthread_mutex_unlock(&ban_mtx));
 }
@@ -263,19 +272,51 @@ obj_move(struct cobj *oc, struct ban *to)
 }
 
 /*
+ * A regex of ban b could not be evaluated on the object at key (it counts
+ * as a match): counted every time, logged the first time for each ban, so
+ * that a pattern that backtracks catastrophically is seen without a line
+ * per object.
+ */
+static void
+re_failed(struct ban *b, const char *key, size_t keylen, int re_err)
+{
+    const char *nul = memchr(key, '\0', keylen);
+    char buf[160];
+    struct sb sb;
+
+    STAT_INC(bans_regex_errors);
+    if (__atomic_fetch_or(&b->flags, BAN_F_RE_LOGGED, __ATOMIC_RELAXED) & BAN_F_RE_LOGGED)
+        return;
+    AN(nul);
+    sb_init(&sb, buf, sizeof buf);
+    ban_expr_re_error(re_err, &sb);
+    log_msg(LOG_WARNING,
+            "ban: %s: regex not evaluated on %.*s%.*s (%s): taken as a match, the object is "
+            "invalidated; further failures of this ban are only counted (bans_regex_errors)",
+            b->text, (int)SRG_MIN((size_t)(nul - key), 256), key,
+            (int)SRG_MIN(keylen - (size_t)(nul + 1 - key), 512), nul + 1, sb.buf);
+}
+
+/*
  * Test oc against the bans from `from` down to its own (excluded); no ban
  * lock needed (see the top of the file).  Returns whether one matched;
  * *ntested counts the expressions evaluated.
  */
 static bool
-test_obj(struct cobj *oc, const struct ban *from, const char *key, size_t keylen, unsigned *ntested)
+test_obj(struct cobj *oc, struct ban *from, const char *key, size_t keylen, unsigned *ntested)
 {
-    for (const struct ban *b = from; b != oc->ban; b = b->older) {
+    int re_err;
+    bool m;
+
+    for (struct ban *b = from; b != oc->ban; b = b->older) {
         AN(b);
         if (b->expr == NULL || (__atomic_load_n(&b->flags, __ATOMIC_RELAXED) & BAN_F_DUP))
             continue;
         ++*ntested;
-        if (ban_expr_match(b->expr, key, keylen, oc))
+        m = ban_expr_match(b->expr, key, keylen, oc, &re_err);
+        if (re_err != 0)
+            re_failed(b, key, keylen, re_err);
+        if (m)
             return (true);
     }
     return (false);

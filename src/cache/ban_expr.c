@@ -315,20 +315,28 @@ ban_expr_print(const struct ban_expr *e, struct sb *out)
 
 /* ---- matching ---- */
 
-static bool
+/*
+ * pcre2_match()'s verdict: > 0 a match (0 would only say the ovector was
+ * short), PCRE2_ERROR_NOMATCH none, anything else a failure to decide --
+ * PCRE2_ERROR_MATCHLIMIT, DEPTHLIMIT, HEAPLIMIT, JIT_STACKLIMIT, NOMEMORY.
+ * PCRE2's default limits apply (a match limit of 10 million steps).
+ */
+static int
 re_match(const pcre2_code *re, const char *s, size_t len, pcre2_match_data **mdp)
 {
     if (*mdp == NULL) {
         *mdp = pcre2_match_data_create(1, NULL);
         AN(*mdp);
     }
-    return (pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, *mdp, NULL) >= 0);
+    return (pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, *mdp, NULL));
 }
 
 static bool
 cond_match(const struct ban_cond *c, const char *key, size_t keylen, const struct cobj *oc,
-           pcre2_match_data **mdp)
+           pcre2_match_data **mdp, int *re_err)
 {
+    int rc;
+
     const char *nul = memchr(key, '\0', keylen);
     struct txt v = { NULL, 0 };
     bool eq;
@@ -367,15 +375,24 @@ cond_match(const struct ban_cond *c, const char *key, size_t keylen, const struc
             return (c->op == BO_NE || c->op == BO_NMATCH);
         break;
     }
-    if (c->op == BO_MATCH || c->op == BO_NMATCH)
-        return (re_match(c->re, v.b, v.len, mdp) == (c->op == BO_MATCH));
+    if (c->op == BO_MATCH || c->op == BO_NMATCH) {
+        rc = re_match(c->re, v.b, v.len, mdp);
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+            /* Undecided: the ban is meant to invalidate, so the condition holds. */
+            if (*re_err == 0)
+                *re_err = rc;
+            return (true);
+        }
+        return ((rc >= 0) == (c->op == BO_MATCH));
+    }
     eq = v.len == c->arglen && (c->field == BF_HOST ? strncasecmp(v.b, c->arg, v.len) == 0
                                                     : memcmp(v.b, c->arg, v.len) == 0);
     return (eq == (c->op == BO_EQ));
 }
 
 bool
-ban_expr_match(const struct ban_expr *e, const char *key, size_t keylen, const struct cobj *oc)
+ban_expr_match(const struct ban_expr *e, const char *key, size_t keylen, const struct cobj *oc,
+               int *re_err)
 {
     pcre2_match_data *md = NULL;
     bool m = true;
@@ -383,9 +400,22 @@ ban_expr_match(const struct ban_expr *e, const char *key, size_t keylen, const s
     OBJ_CHECK(e, BAN_EXPR_MAGIC);
     AN(key);
     AN(oc);
+    AN(re_err);
+    *re_err = 0;
     for (unsigned i = 0; i < e->n && m; i++)
-        m = cond_match(&e->c[i], key, keylen, oc, &md);
+        m = cond_match(&e->c[i], key, keylen, oc, &md, re_err);
     if (md != NULL)
         pcre2_match_data_free(md);
     return (m);
+}
+
+void
+ban_expr_re_error(int re_err, struct sb *out)
+{
+    PCRE2_UCHAR msg[160];
+
+    if (pcre2_get_error_message(re_err, msg, sizeof msg) < 0)
+        sb_printf(out, "PCRE2 error %d", re_err);
+    else
+        sb_cat(out, (const char *)msg);
 }

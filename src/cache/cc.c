@@ -7,6 +7,10 @@
  * splits elements, quote-aware, so an unknown directive's quoted value may
  * hold commas; a table maps each known name to how its value is read.
  * cc.h states the rules for invalid and repeated directives.
+ *
+ * Targeted fields other than Surrogate-Control are RFC 8941 Dictionaries:
+ * sf.c parses them, and the same table says which type each known
+ * directive must have (RFC 9213 section 2.1).
  */
 #include "config.h"
 
@@ -17,6 +21,7 @@
 #include "surogat/defs.h"
 #include "surogat/sb.h"
 #include "surogat/cc.h"
+#include "surogat/sf.h"
 
 const char *const cc_targets_default[] = { "CDN-Cache-Control", "Surrogate-Control", NULL };
 
@@ -361,6 +366,109 @@ cc_parse(const struct http *hp, const char *name, struct cc *out)
     return CC_OK;
 }
 
+/* Bounds of a targeted field we read: more is not a cache directive list, and is ignored. */
+#define SF_LINES   16
+#define SF_MEMBERS 64
+
+/* Whether member m has the type RFC 9213 infers for directive d. */
+static bool
+sf_typed(const struct dir *d, const struct sf_member *m)
+{
+    bool is_true = m->type == SF_BOOLEAN && m->num == 1;
+
+    switch (d->kind) {
+    case K_STRICT:
+    case K_LOOSE:
+        return (is_true);
+    case K_DELTA:
+        return (m->type == SF_INTEGER && m->num >= 0);
+    case K_STALE:
+        return (is_true || (m->type == SF_INTEGER && m->num >= 0));
+    case K_LIST:
+        return (is_true || m->type == SF_STRING);
+    }
+    SRG_WRONG("cc kind");
+}
+
+/* A well-typed member of a targeted field: the Dictionary already dropped repeated keys. */
+static void
+sf_apply(struct pstate *ps, const struct dir *d, const struct sf_member *m)
+{
+    struct elem el;
+
+    switch (d->kind) {
+    case K_STRICT:
+    case K_LOOSE:
+        ps->cc->flags |= d->flag;
+        return;
+    case K_DELTA:
+    case K_STALE:
+        if (m->type == SF_BOOLEAN) {
+            ps->cc->flags |= d->flag;
+            *i64_at(ps->cc, d->off) = CC_DELTA_MAX;
+        } else {
+            *i64_at(ps->cc, d->off) = SRG_MIN(m->num, CC_DELTA_MAX);
+        }
+        return;
+    case K_LIST:
+        /* As the list syntax would give it: a String is the quoted form. */
+        memset(&el, 0, sizeof el);
+        el.name = m->key;
+        el.ok = true;
+        if (m->type == SF_STRING) {
+            el.has_val = el.quoted = true;
+            el.val = m->str;
+            el.escaped = m->escaped;
+        }
+        apply_list(ps, d, &el);
+        return;
+    }
+    SRG_WRONG("cc kind");
+}
+
+enum cc_status
+cc_parse_targeted(const struct http *hp, const char *name, struct cc *out)
+{
+    struct sf_member m[SF_MEMBERS];
+    struct txt lines[SF_LINES];
+    struct pstate ps = { out, 0, 0, false };
+    unsigned nl = 0, nm;
+
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    AN(name);
+    cc_init(out);
+    for (unsigned h = 0; h < hp->nhdr; h++) {
+        if (!http_name_eq(&hp->hdr[h].name, name))
+            continue;
+        if (nl == SF_LINES)
+            return CC_E_SYNTAX;
+        lines[nl++] = hp->hdr[h].val;
+    }
+    if (nl == 0)
+        return CC_NONE;
+    if (sf_dict_parse(lines, nl, m, SF_MEMBERS, &nm) != SF_OK)
+        return CC_E_SYNTAX;
+    if (nm == 0)
+        return CC_NONE;
+    for (unsigned i = 0; i < nm; i++) {
+        for (unsigned j = 0; j < ARRAY_LEN(dirs); j++) {
+            const struct dir *d = &dirs[j];
+
+            /* Dictionary keys are lower case, as the table's names are. */
+            if (strlen(d->name) != m[i].key.len || memcmp(d->name, m[i].key.b, m[i].key.len))
+                continue;
+            if (!sf_typed(d, &m[i])) {
+                cc_init(out);
+                return CC_E_TYPE;
+            }
+            sf_apply(&ps, d, &m[i]);
+            break;
+        }
+    }
+    out->src = name;
+    return CC_OK;
+}
+
 void
 cc_parse_request(const struct http *req, struct cc *out)
 {
@@ -383,7 +491,10 @@ cc_parse_response(const struct http *resp, const char *const *targets, struct cc
     if (targets == NULL)
         targets = cc_targets_default;
     for (; *targets != NULL; targets++) {
-        if (cc_parse(resp, *targets, out) == CC_OK) {
+        enum cc_status st = strcasecmp(*targets, "Surrogate-Control") == 0
+                                ? cc_parse(resp, *targets, out)
+                                : cc_parse_targeted(resp, *targets, out);
+        if (st == CC_OK) {
             out->flags |= CC_TARGETED;
             return;
         }

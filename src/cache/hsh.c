@@ -385,6 +385,13 @@ take_ref(struct cobj *oc)
     __atomic_add_fetch(&oc->refcnt, 1, __ATOMIC_RELAXED);
 }
 
+/* A lookup found oc usable: obj.hits.  Relaxed: deliveries read it without the lock. */
+static void
+count_hit(struct cobj *oc)
+{
+    __atomic_add_fetch(&oc->hits, 1, __ATOMIC_RELAXED);
+}
+
 enum hsh_result
 hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
            unsigned lflags, struct cobj **ocp, struct hsh_stale *stale)
@@ -437,6 +444,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             if (v == FRESH_V_FRESH || v == FRESH_V_STALE_OK) {
                 take_ref(oc);
                 oc->visited = true;
+                count_hit(oc);
                 AZ(pthread_mutex_unlock(&sh->mtx));
                 *ocp = oc;
                 return (HSH_HIT);
@@ -456,6 +464,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             /* Grace: someone is already refreshing it; serve the stale copy now. */
             take_ref(swr);
             swr->visited = true;
+            count_hit(swr);
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(cache_hit_grace);
             *ocp = swr;
@@ -464,6 +473,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (stream != NULL) {
             /* The fetch stores what we want: deliver it as it arrives. */
             take_ref(stream);
+            count_hit(stream);
             stream->nreaders++;
             oh->nstream++;
             AZ(pthread_mutex_unlock(&sh->mtx));
@@ -508,6 +518,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         old = swr;
         old_v = FRESH_V_STALE_WHILE_REVALIDATE;
         swr->visited = true;
+        count_hit(swr);
     }
     stale->fwd = "uri-miss";
     for (oc = oh->objs; oc != NULL && ndead < ARRAY_LEN(dead);) {

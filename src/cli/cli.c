@@ -8,16 +8,25 @@
  * wait.  A connection reads no further request while an answer is still
  * unsent, which bounds its output buffer by one answer.
  *
- * Authentication is Varnish's, so that varnishadm can talk to us: the
- * server sends a random 32-letter challenge C, and the client proves it
- * can read the secret file S by answering
+ * Authentication (cli_auth.c) is Varnish's challenge-response.  Until a
+ * connection has proven it is an operator's -- authenticated with -S, or
+ * without -S (where being able to connect is the credential) sent a
+ * command -- it is "new", and new connections can never lock an operator
+ * out, however many come and however they behave (silent, sending half a
+ * line a byte at a time, failing to authenticate):
+ *   - with -S, a new connection is closed cli_auth_timeout after it
+ *     connected, whatever it sent;
+ *   - one address (all Unix-socket clients are one) holds at most
+ *     cli_peer_max new connections: another closes its oldest;
+ *   - a full table takes every newcomer, closing the oldest new
+ *     connection, or when there is none the one whose last command is the
+ *     oldest.
+ * So a flood only ever pushes out itself -- or, when every slot holds an
+ * operator's connection, the idlest of them -- and an operator connecting
+ * gets in at once.
  *
- *     auth hex(SHA-256(C "\n" S C "\n"))
- *
- * The secret is read once by cli_init(), lives only in `secret` and is
- * never logged.  The connection table and the listener belong to the
- * CLI thread; cli_init() and cli_fini() touch them only while it is not
- * running.
+ * The connection table and the listener belong to the CLI thread;
+ * cli_init() and cli_fini() touch them only while it is not running.
  */
 #include "config.h"
 
@@ -40,12 +49,11 @@
 #include <sys/un.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include "surogat/defs.h"
 #include "surogat/cli.h"
 #include "surogat/log.h"
+#include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
@@ -54,19 +62,21 @@
 
 #define CLI_MAXCONN     16
 #define CLI_IDLE        600.0 /* seconds an admin connection may stay silent */
-#define CLI_CHALLENGE   32    /* letters, as Varnish sends */
-#define CLI_SECRET_MAX  65536 /* Varnish's are 37 bytes; anything this big is a mistake */
 #define CLI_ACCEPT_REST 0.1   /* seconds without accept() after EMFILE and friends */
 
 struct cli_conn {
     unsigned magic;
 #define CLI_CONN_MAGIC 0x6a0f3dc2
     int fd;
-    bool authed;
+    bool authed;   /* may run commands: authenticated, or no secret is set */
+    bool proven;   /* authenticated with -S; without, has run a command (see the top) */
     bool eof;      /* the client sent no more: answer what was read, then close */
     bool closing;  /* close once the output is sent */
     double t_last; /* tim_mono() of the last byte read or written */
+    double t_open; /* tim_mono() of the accept */
+    double t_cmd;  /* tim_mono() of the last command run (t_open before any) */
     char peer[INET6_ADDRSTRLEN + 8];
+    char host[INET6_ADDRSTRLEN]; /* the peer's address without the port, "unix" for a socket */
     char challenge[CLI_CHALLENGE + 1];
     char *ibuf; /* CLI_LINE_MAX + 1 bytes: a line and its newline */
     size_t ilen;
@@ -80,8 +90,6 @@ struct cli_conn {
 static int listen_fd = -1;
 static int wake_fd = -1;
 static char *unix_path; /* to unlink at cli_fini(), or NULL */
-static char *secret;    /* the secret file's bytes, or NULL: no authentication */
-static size_t secret_len;
 static pthread_t cli_thr;
 static bool running;
 static struct cli_conn *conns[CLI_MAXCONN];
@@ -147,57 +155,8 @@ flush_out(struct cli_conn *cp)
 }
 
 /*--------------------------------------------------------------------
- * Authentication.
+ * Greetings.
  */
-
-/* 0, or -1 when the RNG fails (then the connection must not be served). */
-static int
-new_challenge(struct cli_conn *cp)
-{
-    unsigned char rnd[CLI_CHALLENGE];
-
-    if (RAND_bytes(rnd, sizeof rnd) != 1)
-        return (-1);
-    /* The modulo bias (256 % 26) does not matter: the challenge needs only uniqueness. */
-    for (size_t i = 0; i < CLI_CHALLENGE; i++)
-        cp->challenge[i] = (char)('a' + rnd[i] % 26);
-    cp->challenge[CLI_CHALLENGE] = '\0';
-    OPENSSL_cleanse(rnd, sizeof rnd);
-    return (0);
-}
-
-static bool
-auth_ok(const struct cli_conn *cp, const char *answer)
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    char want[2 * 32 + 1], got[2 * 32];
-    unsigned mdlen = 0;
-    EVP_MD_CTX *ctx;
-    bool ok;
-
-    if (strlen(answer) != sizeof got)
-        return (false);
-    ctx = EVP_MD_CTX_new();
-    AN(ctx);
-    AN(EVP_DigestInit_ex(ctx, EVP_sha256(), NULL));
-    AN(EVP_DigestUpdate(ctx, cp->challenge, CLI_CHALLENGE));
-    AN(EVP_DigestUpdate(ctx, "\n", 1));
-    AN(EVP_DigestUpdate(ctx, secret, secret_len));
-    AN(EVP_DigestUpdate(ctx, cp->challenge, CLI_CHALLENGE));
-    AN(EVP_DigestUpdate(ctx, "\n", 1));
-    AN(EVP_DigestFinal_ex(ctx, md, &mdlen));
-    EVP_MD_CTX_free(ctx);
-    SRG_ASSERT(mdlen == 32);
-    for (unsigned i = 0; i < mdlen; i++)
-        snprintf(want + 2 * i, 3, "%02x", md[i]);
-    /* varnishadm sends lowercase; take uppercase hex too. */
-    for (size_t i = 0; i < sizeof got; i++)
-        got[i] = (answer[i] >= 'A' && answer[i] <= 'F') ? (char)(answer[i] - 'A' + 'a') : answer[i];
-    ok = CRYPTO_memcmp(want, got, sizeof got) == 0;
-    OPENSSL_cleanse(md, sizeof md);
-    OPENSSL_cleanse(want, sizeof want);
-    return (ok);
-}
 
 static void
 send_challenge(struct cli_conn *cp)
@@ -243,9 +202,10 @@ handle_line(struct cli_conn *cp, char *line)
     }
     if (argc == 0) {
         /* Blank lines get no answer, as in Varnish: telnet users press enter. */
-    } else if (strcmp(argv[0], "auth") == 0 && secret != NULL) {
-        if (argc == 2 && auth_ok(cp, argv[1])) {
-            cp->authed = true;
+    } else if (strcmp(argv[0], "auth") == 0 && cli__secret_set()) {
+        if (argc == 2 && cli__auth_ok(cp->challenge, argv[1])) {
+            cp->authed = cp->proven = true;
+            cp->t_cmd = tim_mono();
             log_msg(LOG_INFO, "cli: %s authenticated", cp->peer);
             send_banner(cp);
         } else {
@@ -262,6 +222,8 @@ handle_line(struct cli_conn *cp, char *line)
         }
     } else {
         log_msg(LOG_DEBUG, "cli: %s: %s", cp->peer, argv[0]);
+        cp->proven = true;
+        cp->t_cmd = tim_mono();
         cur_conn = cp;
         status = cli__dispatch(argc, argv, &out);
         cur_conn = NULL;
@@ -280,11 +242,11 @@ handle_input(struct cli_conn *cp)
     size_t n;
 
     while (!cp->closing && cp->olen == 0 && cp->stream == NULL) {
-        nl = memchr(cp->ibuf, '\n', cp->ilen);
-        if (nl == NULL)
+        n = cli__request_len(cp->ibuf, cp->ilen);
+        if (n == 0)
             break;
+        nl = cp->ibuf + n - 1;
         *nl = '\0';
-        n = (size_t)(nl - cp->ibuf) + 1;
         if (nl > cp->ibuf && nl[-1] == '\r')
             nl[-1] = '\0';
         handle_line(cp, cp->ibuf);
@@ -292,7 +254,7 @@ handle_input(struct cli_conn *cp)
         cp->ilen -= n;
     }
     /* A partial line at EOF is dropped: a request needs its newline. */
-    if (cp->eof && !cp->closing && memchr(cp->ibuf, '\n', cp->ilen) == NULL)
+    if (cp->eof && !cp->closing && cli__request_len(cp->ibuf, cp->ilen) == 0)
         cp->closing = true;
 }
 
@@ -315,7 +277,7 @@ read_in(struct cli_conn *cp)
     }
     cp->t_last = tim_mono();
     cp->ilen += (size_t)n;
-    if (cp->ilen == CLI_LINE_MAX + 1 && memchr(cp->ibuf, '\n', cp->ilen) == NULL) {
+    if (cp->ilen == CLI_LINE_MAX + 1 && cli__request_len(cp->ibuf, cp->ilen) == 0) {
         log_msg(LOG_WARNING, "cli: %s: request line over %d bytes, closing", cp->peer,
                 CLI_LINE_MAX);
         return (-1);
@@ -344,18 +306,78 @@ conn_close(struct cli_conn **cpp)
     OBJ_FREE(&cp);
 }
 
+/* The peer as "host:port" (peer) and as its address alone (host), "unix" for a socket. */
 static void
-peer_name(const struct sockaddr_storage *ss, socklen_t sslen, char *buf, size_t len)
+peer_name(const struct sockaddr_storage *ss, socklen_t sslen, struct cli_conn *cp)
 {
-    char host[INET6_ADDRSTRLEN], port[8];
+    char port[8];
 
     if (ss->ss_family == AF_UNIX ||
-        getnameinfo((const struct sockaddr *)ss, sslen, host, sizeof host, port, sizeof port,
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-        snprintf(buf, len, "unix");
+        getnameinfo((const struct sockaddr *)ss, sslen, cp->host, sizeof cp->host, port,
+                    sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        snprintf(cp->host, sizeof cp->host, "unix");
+        snprintf(cp->peer, sizeof cp->peer, "unix");
         return;
     }
-    snprintf(buf, len, ss->ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+    snprintf(cp->peer, sizeof cp->peer, ss->ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", cp->host,
+             port);
+}
+
+/* Close conns[slot] to make room for a newcomer; `why` is for the log. */
+static void
+evict(size_t slot, const char *why)
+{
+    struct cli_conn *cp = conns[slot];
+
+    log_msg(LOG_INFO, "cli: %s %s %.1f s ago, closed: %s", cp->peer,
+            cp->proven ? "last ran a command" : "connected", tim_mono() - cp->t_cmd, why);
+    STAT_INC(cli_evicted);
+    conn_close(&conns[slot]);
+}
+
+/*
+ * Make room for a connection from `host` (see the top of the file): its
+ * address's oldest new connection goes when it has cli_peer_max of them,
+ * then a full table loses its oldest new connection, or when all are
+ * proven the one whose last command is the oldest.  Returns a free slot.
+ */
+static size_t
+admit(const char *host)
+{
+    size_t oldest_host = CLI_MAXCONN, oldest_new = CLI_MAXCONN, idlest = CLI_MAXCONN, slot;
+    unsigned nhost = 0;
+
+    for (size_t i = 0; i < CLI_MAXCONN; i++) {
+        const struct cli_conn *cp = conns[i];
+
+        if (cp == NULL)
+            continue;
+        if (cp->proven) {
+            if (idlest == CLI_MAXCONN || cp->t_cmd < conns[idlest]->t_cmd)
+                idlest = i;
+            continue;
+        }
+        if (oldest_new == CLI_MAXCONN || cp->t_open < conns[oldest_new]->t_open)
+            oldest_new = i;
+        if (strcmp(cp->host, host) != 0)
+            continue;
+        nhost++;
+        if (oldest_host == CLI_MAXCONN || cp->t_open < conns[oldest_host]->t_open)
+            oldest_host = i;
+    }
+    if (nhost >= par.cli_peer_max && oldest_host < CLI_MAXCONN) {
+        evict(oldest_host, "too many unauthenticated admin connections from its address "
+                           "(cli_peer_max)");
+        return (oldest_host);
+    }
+    for (slot = 0; slot < CLI_MAXCONN && conns[slot] != NULL; slot++)
+        continue;
+    if (slot < CLI_MAXCONN)
+        return (slot);
+    slot = oldest_new < CLI_MAXCONN ? oldest_new : idlest;
+    AN(slot < CLI_MAXCONN);
+    evict(slot, "the admin connection table is full");
+    return (slot);
 }
 
 static void
@@ -365,8 +387,7 @@ accept_conns(void)
     struct cli_conn *cp;
     socklen_t sslen;
     size_t slot;
-    char who[INET6_ADDRSTRLEN + 8], full[64];
-    int fd, n;
+    int fd;
 
     for (;;) {
         sslen = sizeof ss;
@@ -381,35 +402,25 @@ accept_conns(void)
             }
             return;
         }
-        peer_name(&ss, sslen, who, sizeof who);
-        for (slot = 0; slot < CLI_MAXCONN && conns[slot] != NULL; slot++)
-            continue;
-        if (slot == CLI_MAXCONN) {
-            /* Best effort: the socket buffer is empty, so this fits unless the peer is gone. */
-            n = snprintf(full, sizeof full, "%-3u %-8zu\n%s\n", CLI_FAILED,
-                         sizeof "Too many admin connections." - 1, "Too many admin connections.");
-            (void)!send(fd, full, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-            (void)close(fd);
-            log_msg(LOG_WARNING, "cli: %s refused: %d admin connections open", who, CLI_MAXCONN);
-            continue;
-        }
         OBJ_NEW(cp, CLI_CONN_MAGIC);
         cp->fd = fd;
-        cp->t_last = tim_mono();
-        snprintf(cp->peer, sizeof cp->peer, "%s", who);
+        cp->t_last = cp->t_open = cp->t_cmd = tim_mono();
+        peer_name(&ss, sslen, cp);
         cp->ibuf = malloc(CLI_LINE_MAX + 1);
         AN(cp->ibuf);
+        slot = admit(cp->host);
         log_msg(LOG_DEBUG, "cli: %s connected", cp->peer);
-        if (secret == NULL) {
+        if (!cli__secret_set()) {
             cp->authed = true;
             send_banner(cp);
-        } else if (new_challenge(cp) == 0) {
+        } else if (cli__challenge_new(cp->challenge) == 0) {
             send_challenge(cp);
         } else {
             log_msg(LOG_ERR, "cli: RAND_bytes failed, refusing %s", cp->peer);
             respond_str(cp, CLI_FAILED, "No randomness for a challenge.");
             cp->closing = true;
         }
+        AZ(conns[slot]);
         conns[slot] = cp;
         if (flush_out(cp) != 0 || (cp->closing && cp->olen == 0))
             conn_close(&conns[slot]);
@@ -500,6 +511,18 @@ cli_thread(void *arg)
                 continue;
             }
             next = SRG_MIN(next, conns[i]->t_last + CLI_IDLE);
+            if (!conns[i]->proven && cli__secret_set()) {
+                /* Counted from the connect: bytes trickling in do not extend it. */
+                double deadline = conns[i]->t_open + par.cli_auth_timeout;
+                if (now >= deadline) {
+                    log_msg(LOG_INFO, "cli: %s did not authenticate within %.1f s, closing",
+                            conns[i]->peer, par.cli_auth_timeout);
+                    STAT_INC(cli_unauth_closed);
+                    conn_close(&conns[i]);
+                    continue;
+                }
+                next = SRG_MIN(next, deadline);
+            }
             idx[i] = n;
             pfd[n++] = (struct pollfd){
                 .fd = conns[i]->fd,
@@ -517,14 +540,15 @@ cli_thread(void *arg)
         }
         if (pfd[0].revents != 0)
             break;
-        if (pfd[1].revents != 0)
-            accept_conns();
         for (int i = 0; i < CLI_MAXCONN; i++) {
             if (idx[i] < 0 || conns[i] == NULL || pfd[idx[i]].revents == 0)
                 continue;
             if (conn_event(conns[i], pfd[idx[i]].revents) != 0)
                 conn_close(&conns[i]);
         }
+        /* After the events: a slot accept_conns() refills must not get its old tenant's. */
+        if (pfd[1].revents != 0)
+            accept_conns();
     }
     for (int i = 0; i < CLI_MAXCONN; i++)
         if (conns[i] != NULL)
@@ -538,60 +562,6 @@ cli_thread(void *arg)
 /*--------------------------------------------------------------------
  * Setup.
  */
-
-static int
-read_secret(const char *path, struct sb *err)
-{
-    char *buf;
-    ssize_t n;
-    size_t len = 0;
-    int fd;
-
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        sb_printf(err, "secret file '%s': %s", path, strerror(errno));
-        return (-1);
-    }
-    buf = malloc(CLI_SECRET_MAX + 1);
-    AN(buf);
-    /* Read to EOF rather than trust st_size: the file may be a pipe or /proc. */
-    while (len <= CLI_SECRET_MAX) {
-        n = read(fd, buf + len, CLI_SECRET_MAX + 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            sb_printf(err, "secret file '%s': %s", path, strerror(errno));
-            break;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    (void)close(fd);
-    if (sb_ok(err) && err->len == 0 && len > CLI_SECRET_MAX)
-        sb_printf(err, "secret file '%s': larger than %d bytes", path, CLI_SECRET_MAX);
-    else if (sb_ok(err) && err->len == 0 && len == 0)
-        sb_printf(err, "secret file '%s' is empty", path);
-    if (err->len != 0 || !sb_ok(err)) {
-        OPENSSL_cleanse(buf, CLI_SECRET_MAX + 1);
-        free(buf);
-        return (-1);
-    }
-    secret = buf;
-    secret_len = len;
-    return (0);
-}
-
-static void
-forget_secret(void)
-{
-    if (secret == NULL)
-        return;
-    OPENSSL_cleanse(secret, secret_len);
-    free(secret);
-    secret = NULL;
-    secret_len = 0;
-}
 
 /* Whether a process accepts connections on the Unix socket at sun. */
 static bool
@@ -728,11 +698,11 @@ cli_init(const char *addr, const char *secret_file, struct sb *err)
     AN(addr);
     AN(err);
     SRG_ASSERT(!running && listen_fd < 0);
-    if (secret_file != NULL && secret_file[0] != '\0' && read_secret(secret_file, err) != 0)
+    if (secret_file != NULL && secret_file[0] != '\0' && cli__secret_read(secret_file, err) != 0)
         return (-1);
     listen_fd = addr[0] == '/' ? listen_unix(addr, err) : listen_tcp(addr, err);
     if (listen_fd < 0) {
-        forget_secret();
+        cli__secret_forget();
         return (-1);
     }
     wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -751,7 +721,7 @@ cli_init(const char *addr, const char *secret_file, struct sb *err)
     }
     running = true;
     log_msg(LOG_INFO, "cli: listening on %s%s", addr,
-            secret != NULL ? " (authentication required)" : "");
+            cli__secret_set() ? " (authentication required)" : "");
     return (0);
 }
 
@@ -777,6 +747,6 @@ cli_fini(void)
         free(unix_path);
         unix_path = NULL;
     }
-    forget_secret();
+    cli__secret_forget();
     cli__cmds_fini();
 }

@@ -1,7 +1,9 @@
 /*
- * The admin commands: request-line splitting, the command registry and
- * the built-in commands (ping, help, param.*, backend.*, status, banner,
- * auth, quit; policy.* and purge are in cli_admin.c, stats in cli_stats.c).
+ * The admin commands: the command registry and the built-in commands
+ * (ping, help, param.*, backend.set_health, ban, storage.list, status,
+ * banner, auth, quit; policy.*, vcl.*, backend.list, purge, reload and
+ * log.reopen are in cli_admin.c, stats in cli_stats.c; requests are
+ * split into arguments in cli_split.c).
  *
  * Built-ins live in a constant table; other modules add commands with
  * cli_register() into a list sorted by name.  Locks: reg_mtx guards the
@@ -49,95 +51,6 @@ struct cli_cmd {
 static pthread_mutex_t reg_mtx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t exec_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct cli_cmd *cmd_list; /* under reg_mtx */
-
-/*--------------------------------------------------------------------
- * Splitting a request line.  The rules are varnishadm's as far as it
- * writes them: spaces separate arguments, and inside double quotes
- * \" \\ \n \r \t are escapes.  An unknown escape keeps its backslash, so a
- * quoted regex like "req.url ~ \.png$" means what its author meant.
- * Outside quotes a backslash is an ordinary byte.
- */
-
-int
-cli__split(char *line, char ***argvp, int *argcp, struct sb *err)
-{
-    char **argv;
-    char *r = line, *w;
-    size_t max;
-    int argc = 0;
-
-    AN(line);
-    AN(argvp);
-    AN(argcp);
-    /* Each argument takes at least one byte and one separator. */
-    max = strlen(line) / 2 + 2;
-    argv = calloc(max, sizeof *argv);
-    AN(argv);
-    for (;;) {
-        while (*r == ' ' || *r == '\t')
-            r++;
-        if (*r == '\0')
-            break;
-        /* Unescaping only shrinks, so w never overtakes r. */
-        w = r;
-        argv[argc++] = w;
-        SRG_ASSERT((size_t)argc < max);
-        if (*r != '"') {
-            while (*r != '\0' && *r != ' ' && *r != '\t')
-                *w++ = *r++;
-            if (*r != '\0')
-                r++;
-            *w = '\0';
-            continue;
-        }
-        for (r++; *r != '"'; r++) {
-            if (*r == '\0') {
-                sb_cat(err, "Unterminated quoted argument");
-                free(argv);
-                return (-1);
-            }
-            if (*r != '\\') {
-                *w++ = *r;
-                continue;
-            }
-            switch (r[1]) {
-            case 'n':
-                *w++ = '\n';
-                break;
-            case 'r':
-                *w++ = '\r';
-                break;
-            case 't':
-                *w++ = '\t';
-                break;
-            case '"':
-            case '\\':
-                *w++ = r[1];
-                break;
-            case '\0':
-                sb_cat(err, "Unterminated quoted argument");
-                free(argv);
-                return (-1);
-            default:
-                *w++ = '\\';
-                *w++ = r[1];
-                break;
-            }
-            r++;
-        }
-        r++;
-        if (*r != '\0' && *r != ' ' && *r != '\t') {
-            sb_cat(err, "Missing space after quoted argument");
-            free(argv);
-            return (-1);
-        }
-        *w = '\0';
-    }
-    argv[argc] = NULL;
-    *argvp = argv;
-    *argcp = argc;
-    return (0);
-}
 
 /*--------------------------------------------------------------------
  * Built-in commands.
@@ -208,48 +121,81 @@ sb_rewind(struct sb *out, size_t len)
     out->buf[len] = '\0';
 }
 
+/* `param.show [-l] [<name>|changed]`, as varnishadm's (without -j). */
 static unsigned
 cmd_param_show(int argc, char *const *argv, struct sb *out, void *priv)
 {
-    size_t mark = out->len;
+    enum par_show how = PAR_SHOW_SHORT;
+    const char *what = NULL;
 
-    if (argc == 1) {
-        par_dump_values(out);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-l") == 0) {
+            how = PAR_SHOW_LONG;
+        } else if (argv[i][0] != '-' && what == NULL) {
+            what = argv[i];
+        } else {
+            sb_printf(out, "Unexpected '%.64s'.\nUsage: param.show [-l] [<param>|changed]",
+                      argv[i]);
+            return (CLI_USAGE);
+        }
+    }
+    if (what == NULL || strcmp(what, "changed") == 0) {
+        par_show_all(how, what != NULL, out);
         return (CLI_OK);
     }
-    /* The same "name value" layout as the full listing, so one parser reads both. */
-    sb_printf(out, "%-32s ", argv[1]);
-    if (par_get(argv[1], out) != 0) {
-        sb_rewind(out, mark);
-        sb_printf(out, "Unknown parameter '%s'.", argv[1]);
+    /* One parameter: always the long form, as varnishadm shows it. */
+    if (par_show(what, PAR_SHOW_LONG, out) != 0) {
+        sb_printf(out, "Unknown parameter \"%.64s\".", what);
         return (CLI_PARAM);
     }
-    sb_cat(out, "\n");
     return (CLI_OK);
+}
+
+/* What param.set and param.reset may change: a known parameter that takes effect at once. */
+static bool
+param_settable(const char *name, struct sb *out)
+{
+    int flags = par_flags(name);
+
+    if (flags < 0) {
+        sb_printf(out, "Unknown parameter \"%.64s\".", name);
+        return (false);
+    }
+    if (!(flags & PAR_LIVE)) {
+        sb_printf(out,
+                  "Parameter '%s' is read at startup only: it needs a restart "
+                  "(set it with -p or in the config file%s).",
+                  name, (flags & PAR_LOAD) ? ", which a reload applies" : "");
+        return (false);
+    }
+    return (true);
+}
+
+/* After a change: the parameters that are copied out of `par` when set. */
+static void
+param_applied(const char *name)
+{
+    if (strcmp(par_name(name), "log_level") == 0)
+        log_set_level((int)par.log_level);
 }
 
 static unsigned
 cmd_param_set(int argc, char *const *argv, struct sb *out, void *priv)
 {
-    char buf[64];
-    struct sb probe;
-
-    /* par_get() fails only for an unknown name; an overflowing value is still found. */
-    sb_init(&probe, buf, sizeof buf);
-    if (par_get(argv[1], &probe) != 0) {
-        sb_printf(out, "Unknown parameter '%s'.", argv[1]);
+    if (!param_settable(argv[1], out) || par_set(argv[1], argv[2], out) != 0)
         return (CLI_PARAM);
-    }
-    if (!par_is_live(argv[1])) {
-        sb_printf(out,
-                  "Parameter '%s' is read at startup only: it needs a restart "
-                  "(set it with -p or in the config file).",
-                  argv[1]);
-        return (CLI_PARAM);
-    }
-    if (par_set(argv[1], argv[2], out) != 0)
-        return (CLI_PARAM);
+    param_applied(argv[1]);
     log_msg(LOG_NOTICE, "cli: param.set %s %s", argv[1], argv[2]);
+    return (CLI_OK);
+}
+
+static unsigned
+cmd_param_reset(int argc, char *const *argv, struct sb *out, void *priv)
+{
+    if (!param_settable(argv[1], out) || par_reset(argv[1], out) != 0)
+        return (CLI_PARAM);
+    param_applied(argv[1]);
+    log_msg(LOG_NOTICE, "cli: param.reset %s", argv[1]);
     return (CLI_OK);
 }
 
@@ -311,13 +257,6 @@ cmd_ban_list(int argc, char *const *argv, struct sb *out, void *priv)
 }
 
 static unsigned
-cmd_backend_list(int argc, char *const *argv, struct sb *out, void *priv)
-{
-    be_list(out);
-    return (CLI_OK);
-}
-
-static unsigned
 cmd_backend_set_health(int argc, char *const *argv, struct sb *out, void *priv)
 {
     static const struct {
@@ -348,10 +287,11 @@ static const struct cli_cmd builtins[] = {
     { CLI_CMD_MAGIC, "auth", "<response>", "Authenticate: answer the challenge sent on connect.", 1,
       1, cmd_auth, NULL, NULL },
     { CLI_CMD_MAGIC, "backend.list", NULL,
-      "One line per backend: name, address, health, admin state (auto, healthy, sick), open "
-      "connections, and the probe window as good/window and its history, oldest first "
-      "(H good, - bad).",
-      0, 0, cmd_backend_list, NULL, NULL },
+      "One line per backend: name (program.backend when several policy programs are loaded), "
+      "address, health, admin state (auto, healthy, sick), open connections, and the probe "
+      "window as good/window and its history, oldest first (H good, - bad); then the "
+      "directors, with their type and members.",
+      0, 0, cli__cmd_backend_list, NULL, NULL },
     { CLI_CMD_MAGIC, "backend.set_health", "<backend> auto|healthy|sick",
       "Force a backend healthy or sick, or give the decision back to its probe (auto).", 2, 2,
       cmd_backend_set_health, NULL, NULL },
@@ -360,18 +300,26 @@ static const struct cli_cmd builtins[] = {
       "req.http.host, obj.status, obj.http.NAME; operators == != ~ !~ (see surogatd(8)).",
       1, -1, cmd_ban, NULL, NULL },
     { CLI_CMD_MAGIC, "ban.list", NULL,
-      "List the bans, newest first: time added, objects pointing at it, C when completed, "
-      "expression.",
+      "List the bans, newest first: time added (UTC), objects pointing at it, C when "
+      "completed, expression.",
       0, 0, cmd_ban_list, NULL, NULL },
     { CLI_CMD_MAGIC, "banner", NULL, "Print the welcome banner.", 0, 0, cmd_banner, NULL, NULL },
     { CLI_CMD_MAGIC, "help", "[<command>]", "List the commands, or show what one does.", 0, 1,
       cmd_help, NULL, NULL },
+    { CLI_CMD_MAGIC, "log.reopen", NULL,
+      "Reopen the access log and the error log, as SIGUSR1 does (after logrotate moved them).", 0,
+      0, cli__cmd_log_reopen, NULL, NULL },
+    { CLI_CMD_MAGIC, "param.reset", "<name>", "Set a runtime parameter back to its default.", 1, 1,
+      cmd_param_reset, NULL, NULL },
     { CLI_CMD_MAGIC, "param.set", "<name> <value>",
       "Change a runtime parameter.  Only parameters that take effect at once may be set; "
-      "the others need a restart.",
+      "the others need a restart.  Varnish's parameter names are taken too.",
       2, 2, cmd_param_set, NULL, NULL },
-    { CLI_CMD_MAGIC, "param.show", "[<name>]",
-      "Show every parameter, or one, as \"name value\" lines.", 0, 1, cmd_param_show, NULL, NULL },
+    { CLI_CMD_MAGIC, "param.show", "[-l] [<name>|changed]",
+      "Show every parameter as \"name value [unit]\" lines, \"(default)\" after those at their "
+      "default; with -l, or for one <name>, the long form: value, default, bounds, flags, "
+      "Varnish name and documentation; \"changed\": only those not at their default.",
+      0, 2, cmd_param_show, NULL, NULL },
     { CLI_CMD_MAGIC, "ping", "[<timestamp>]", "Keep the connection alive; answers PONG.", 0, 1,
       cmd_ping, NULL, NULL },
     { CLI_CMD_MAGIC, "policy.discard", "<name>",
@@ -394,6 +342,10 @@ static const struct cli_cmd builtins[] = {
       "every host.",
       1, 2, cli__cmd_purge, NULL, NULL },
     { CLI_CMD_MAGIC, "quit", NULL, "Close the connection.", 0, 0, cmd_quit, NULL, NULL },
+    { CLI_CMD_MAGIC, "reload", NULL,
+      "Reload as SIGHUP does: the configuration file's parameters, the policy in use and the "
+      "TLS certificates, all or nothing; answers the outcome (300 when nothing changed).",
+      0, 0, cli__cmd_reload, NULL, NULL },
     { CLI_CMD_MAGIC, "stats", "[-j] [-l] [PATTERN...]",
       "Print every counter, then each backend's as backend.NAME.COUNTER, as \"name value\" "
       "lines, or with -j as one JSON object; -l adds each one's description; PATTERNs (globs) "
@@ -402,9 +354,27 @@ static const struct cli_cmd builtins[] = {
     { CLI_CMD_MAGIC, "status", NULL, "Check the state of the cache process.", 0, 0, cmd_status,
       NULL, NULL },
     { CLI_CMD_MAGIC, "storage.list", NULL,
-      "One line per store: kind, size and bytes used; for a file store its path, free extents, "
-      "largest free extent and fragmentation.",
+      "One line per store: kind, size and bytes used, each also in KiB, MiB or GiB; for a file "
+      "store its path, free extents, largest free extent and fragmentation.",
       0, 0, cmd_storage_list, NULL, NULL },
+    { CLI_CMD_MAGIC, "vcl.discard", "<name>...", "policy.discard, by Varnish's name.", 1, -1,
+      cli__cmd_vcl_discard, NULL, NULL },
+    { CLI_CMD_MAGIC, "vcl.inline", "<name> <quoted Lua source> [auto|warm]",
+      "Compile a policy script given inline (quoted, or as a << here document) as program "
+      "<name>, as vcl.inline does with VCL.",
+      2, 3, cli__cmd_vcl_inline, NULL, NULL },
+    { CLI_CMD_MAGIC, "vcl.list", NULL,
+      "policy.list in Varnish's columns: status, state/temperature, busy (worker states built "
+      "from it), name.",
+      0, 0, cli__cmd_vcl_list, NULL, NULL },
+    { CLI_CMD_MAGIC, "vcl.load", "<name> <file> [auto|warm]", "policy.load, by Varnish's name.", 2,
+      3, cli__cmd_vcl_load, NULL, NULL },
+    { CLI_CMD_MAGIC, "vcl.show", "[-v] [<name>]",
+      "The source of a policy program (the one in use without <name>); -v adds builtin.lua, "
+      "each after a \"// VCL.SHOW N SIZE FILE\" line as Varnish writes it.",
+      0, 2, cli__cmd_vcl_show, NULL, NULL },
+    { CLI_CMD_MAGIC, "vcl.use", "<name>", "policy.use, by Varnish's name.", 1, 1, cli__cmd_vcl_use,
+      NULL, NULL },
 };
 
 static const struct cli_cmd *

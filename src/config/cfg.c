@@ -1,6 +1,7 @@
 /*
  * The daemon configuration file: `name = value` lines setting parameters.
- * Read once at startup on the main thread, before any other thread runs.
+ * Loaded at startup on the main thread, before any other thread runs;
+ * read again, without acting, by a reload (rld.c), which decides itself.
  * `listen = SPEC` lines, repeatable, add listen addresses as -a does.
  */
 #include "config.h"
@@ -16,36 +17,49 @@
 #include "surogat/par.h"
 #include "surogat/sb.h"
 
-#define CFG_LINE_MAX   4096
-#define CFG_LISTEN_MAX 32
+#define CFG_LINE_MAX 4096
 
 static char *listens[CFG_LISTEN_MAX]; /* `listen = SPEC` values, in file order */
 static unsigned nlistens;
 
-/* A listen line is checked now, so that its error names the file and line. */
+/* A listen line is checked as it is read, so that its error names the file and line. */
 static int
-add_listen(const char *path, unsigned lineno, const char *value, struct sb *err)
+check_listen(const char *value, struct sb *err)
 {
     char ebuf[512];
     struct acc_spec as;
     struct sb perr;
     int rv;
 
-    if (nlistens == CFG_LISTEN_MAX) {
-        sb_printf(err, "%s:%u: more than %d listen lines", path, lineno, CFG_LISTEN_MAX);
-        return (-1);
-    }
     sb_init(&perr, ebuf, sizeof ebuf);
     rv = acc_spec_parse(value, NULL, &as, &perr);
     acc_spec_clear(&as);
-    if (rv != 0) {
-        sb_printf(err, "%s:%u: listen: %s", path, lineno, ebuf);
+    if (rv != 0)
+        sb_printf(err, "listen: %s", ebuf);
+    return (rv);
+}
+
+int
+cfg_add_listen(const char *value, struct sb *err)
+{
+    if (nlistens == CFG_LISTEN_MAX) {
+        sb_printf(err, "more than %d listen lines", CFG_LISTEN_MAX);
         return (-1);
     }
     listens[nlistens] = strdup(value);
     AN(listens[nlistens]);
     nlistens++;
     return (0);
+}
+
+/* cfg_load()'s action for each line: set the parameter, or keep the listen address. */
+static int
+load_one(const char *name, const char *value, struct sb *err, void *priv)
+{
+    (void)priv;
+    if (strcmp(name, "listen") == 0)
+        return (cfg_add_listen(value, err));
+    return (par_set(name, value, err));
 }
 
 const char *
@@ -104,10 +118,11 @@ parse_value(char *v)
 }
 
 static int
-load_line(const char *path, unsigned lineno, char *line, struct sb *err)
+parse_line(const char *path, unsigned lineno, char *line, cfg_line_f *fn, void *priv,
+           struct sb *err)
 {
     char *p, *eq, *name, *value;
-    char ebuf[256];
+    char ebuf[512];
     struct sb perr;
 
     p = trim(line);
@@ -129,10 +144,9 @@ load_line(const char *path, unsigned lineno, char *line, struct sb *err)
         sb_printf(err, "%s:%u: unterminated or malformed quoted value", path, lineno);
         return (-1);
     }
-    if (strcmp(name, "listen") == 0)
-        return (add_listen(path, lineno, value, err));
     sb_init(&perr, ebuf, sizeof ebuf);
-    if (par_set(name, value, &perr) != 0) {
+    if ((strcmp(name, "listen") == 0 && check_listen(value, &perr) != 0) ||
+        fn(name, value, &perr, priv) != 0) {
         sb_printf(err, "%s:%u: %s", path, lineno, perr.buf);
         return (-1);
     }
@@ -140,7 +154,7 @@ load_line(const char *path, unsigned lineno, char *line, struct sb *err)
 }
 
 int
-cfg_load(const char *path, struct sb *err)
+cfg_parse(const char *path, cfg_line_f *fn, void *priv, struct sb *err)
 {
     char *line = NULL;
     size_t cap = 0;
@@ -150,6 +164,7 @@ cfg_load(const char *path, struct sb *err)
     int rv = 0;
 
     AN(path);
+    AN(fn);
     f = fopen(path, "r");
     if (f == NULL) {
         sb_printf(err, "%s: %s", path, strerror(errno));
@@ -167,7 +182,7 @@ cfg_load(const char *path, struct sb *err)
             rv = -1;
             break;
         }
-        if (load_line(path, lineno, line, err) != 0) {
+        if (parse_line(path, lineno, line, fn, priv, err) != 0) {
             rv = -1;
             break;
         }
@@ -179,4 +194,10 @@ cfg_load(const char *path, struct sb *err)
     free(line);
     fclose(f);
     return (rv);
+}
+
+int
+cfg_load(const char *path, struct sb *err)
+{
+    return (cfg_parse(path, load_one, NULL, err));
 }

@@ -46,6 +46,12 @@
 #define CHALLENGE_LEN   32
 #define SECRET_MAX      65536
 
+/*
+ * `reload` without -t: the daemon answers once the reload is done, within
+ * its own bound of 30 s (cli_admin.c), so wait a little longer than that.
+ */
+#define RELOAD_TIMEOUT 35.0
+
 struct resp {
     unsigned status;
     char *body; /* NUL-terminated, malloc'd */
@@ -54,6 +60,7 @@ struct resp {
 
 static const char *prog = "surogatctl";
 static double timeout = DEFAULT_TIMEOUT;
+static bool timeout_given; /* -t: the user's bound holds for every command */
 
 static void
 usage(FILE *f)
@@ -78,7 +85,9 @@ usage(FILE *f)
             "  -h            this text\n"
             "\n"
             "'%s log [-d] [-j] [-u REGEX] [-s STATUS] [-c CACHE] [-i ACL]' streams one\n"
-            "line per request until Ctrl-C (see surogatctl(1)).\n"
+            "line per request until Ctrl-C (see surogatctl(1)).  'reload' reloads the\n"
+            "configuration file, the policy and the certificates, all or nothing, and\n"
+            "prints the outcome; 'log.reopen' reopens the logs.\n"
             "\n"
             "Exit status: 0 success, 1 command failed, 2 usage or connection error.\n"
             "Try '%s help' for the daemon's commands.\n",
@@ -589,6 +598,8 @@ one_shot(int fd, int argc, char **argv, bool json)
     line = build_line(argc, argv, json);
     if (line == NULL)
         return (2);
+    if (strcmp(argv[0], "reload") == 0 && !timeout_given)
+        timeout = RELOAD_TIMEOUT;
     rc = exchange(fd, line, &r);
     free(line);
     if (rc != 0)
@@ -840,6 +851,7 @@ main(int argc, char **argv)
                 fprintf(stderr, "%s: -t %s: expected a positive number of seconds\n", prog, optarg);
                 return (2);
             }
+            timeout_given = true;
             break;
         case 'j':
             json = true;

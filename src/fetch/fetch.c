@@ -16,6 +16,7 @@
 #include "surogat/bcp.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
+#include "surogat/dlv.h"
 #include "surogat/dir.h"
 #include "surogat/fetch.h"
 #include "surogat/cc.h"
@@ -137,7 +138,8 @@ gz_client_out(void *priv, const char *p, size_t len)
 
 /*
  * Body bytes, chunked or raw as this response is delivered, and stored.
- * 0; -1 the body is bad (a corrupt gzip body); -2 the client failed.
+ * 0; -1 the body is bad (a corrupt gzip body), FETCH_GZ_BOMB (a gzip
+ * bomb); -2 the client failed.
  */
 static int
 out_body(struct fetch *f, struct out *o, const char *p, size_t len)
@@ -337,6 +339,33 @@ send_bereq(struct fetch *f, struct txt head)
 
 /* ---- the backend response ---- */
 
+/* Count and log a refused response, or a connection out of step, with the request concerned. */
+static void
+refused(const struct fetch *f, enum bcp_refuse why)
+{
+    const struct http *hp = f->req->http;
+    char what[300];
+
+    snprintf(what, sizeof what, "%.*s %.*s", (int)hp->method.len, hp->method.b,
+             (int)(hp->url.len > 256 ? 256 : hp->url.len), hp->url.b);
+    bcp_refused(f->be->pool, why, what);
+}
+
+/*
+ * Interim responses (1xx) skipped before the final one, at most.  A
+ * backend sends one 100 Continue and perhaps a few 103 Early Hints; one
+ * that keeps sending them must not hold the fetch forever, each read
+ * looking like progress.
+ */
+#define FETCH_INTERIM_MAX 16
+
+/*
+ * The final response head into wrk->be, interim ones skipped.  The first
+ * byte deadline covers the whole interim sequence: every interim response
+ * must be complete, and the final one must have begun, within
+ * backend_first_byte_timeout of the request; a head once begun may pause
+ * up to backend_between_bytes_timeout.  BEH_BAD sets f->why.
+ */
 static enum be_head
 read_beresp_head(struct fetch *f)
 {
@@ -346,8 +375,9 @@ read_beresp_head(struct fetch *f)
         .max_line = par.http_resp_size,
         .max_hdr = par.http_max_hdr,
     };
-    double deadline = tim_mono() + be_first_byte_timeout(f->be);
+    double first = tim_mono() + be_first_byte_timeout(f->be), deadline = first;
     size_t used, room = par.http_resp_size + 1;
+    unsigned ninterim = 0;
     enum h1_status st;
     ssize_t n;
 
@@ -360,19 +390,53 @@ read_beresp_head(struct fetch *f)
             if (st == H1_DONE && f->resp->status >= 100 && f->resp->status < 200 &&
                 f->resp->status != 101) {
                 /* Interim responses (100, 103) are for the backend's peer: skip them. */
+                if (++ninterim > FETCH_INTERIM_MAX) {
+                    f->why = BCP_R_INTERIM;
+                    return (BEH_BAD);
+                }
+                if (tim_mono() > first) {
+                    /* No read timed out, so the pool did not see it: the final answer is late. */
+                    be_count(f->be, STAT_BE_fail_first_byte_timeout);
+                    return (BEH_TIMEOUT);
+                }
                 memmove(wrk->be, wrk->be + used, f->be_len - used);
                 f->be_len -= used;
+                if (f->be_len == 0)
+                    bcp_interim(f->conn);
+                /* Not a new first byte: what comes next is still bound by the first deadline. */
+                deadline = f->be_len > 0 ? tim_mono() + be_between_bytes_timeout(f->be) : first;
                 continue;
             }
             if (st == H1_DONE) {
                 f->be_pos = used;
-                return (f->resp->status == 101 ? BEH_BAD : BEH_OK);
-            }
-            if (st != H1_MORE)
+                if (f->resp->status != 101)
+                    return (BEH_OK);
+                /* A final answer all the same: its class counts it, refused or not. */
+                be_count_status(f->be, f->resp->status);
+                f->why = BCP_R_UPGRADE;
                 return (BEH_BAD);
+            }
+            switch (st) {
+            case H1_MORE:
+                break;
+            case H1_E_SYNTAX:
+                f->why = BCP_R_HEAD_SYNTAX;
+                return (BEH_BAD);
+            case H1_E_VERSION:
+                f->why = BCP_R_VERSION;
+                return (BEH_BAD);
+            case H1_E_URI_TOO_LONG:
+            case H1_E_TOO_BIG:
+                f->why = BCP_R_HEAD_TOO_BIG;
+                return (BEH_BAD);
+            case H1_DONE:
+                SRG_WRONG("handled above");
+            }
         }
-        if (f->be_len >= room)
+        if (f->be_len >= room) {
+            f->why = BCP_R_HEAD_TOO_BIG;
             return (BEH_BAD);
+        }
         n = bcp_read_wait(f->conn, wrk->be + f->be_len, room - f->be_len, deadline);
         if (n > 0) {
             if (f->be_len == 0)
@@ -383,10 +447,69 @@ read_beresp_head(struct fetch *f)
         if (n < 0 && errno == ETIMEDOUT)
             return (BEH_TIMEOUT);
         /* EOF or reset before a single byte on a reused connection: it was stale. */
-        if (f->be_len == 0 && f->conn->reused)
+        if (f->be_len == 0 && ninterim == 0 && f->conn->reused)
             return (BEH_RETRY);
+        f->why = BCP_R_CLOSED;
         return (BEH_BAD);
     }
+}
+
+/*
+ * Late bytes.  Whatever a backend writes past a response would be read as
+ * the answer to the next request on that connection: another URL's,
+ * cached under it.  What closes that:
+ *   - bytes in the same read as the end of the response: the connection
+ *     is not reused (read_body(), BCP_R_TRAILING_BYTES);
+ *   - bytes waiting when a pooled connection is taken, just before the
+ *     request is written: it is closed and the request goes on another,
+ *     whatever its method, as nothing was sent (bcp_get(), BCP_R_LATE_BYTES);
+ *   - a response after which more may come by design is never followed
+ *     by another on its connection: a body read until close, and a HEAD,
+ *     204 or 304 whose head announced a body (below).
+ * What stays open: a backend that ends a response exactly where it said
+ * and writes more later, arriving after that check, looks exactly like
+ * its answer to our next request.  How soon an answer arrives proves
+ * nothing (a fast backend answers at once), so nothing here guesses.
+ *
+ * Whether the connection may carry another request once this response
+ * is read, as far as its head tells: the backend keeps it open, and no
+ * body the head announced may still come (h1_framing.unread); the price
+ * is one new connection after such a response.  read_body() adds what
+ * the body tells.
+ */
+static bool
+be_keepalive(const struct fetch *f)
+{
+    bool ka = f->resp->proto == 11 ? !http_has_token(f->resp, "Connection", "close")
+                                   : http_has_token(f->resp, "Connection", "keep-alive");
+
+    if (ka && f->frame.unread) {
+        STAT_INC(backend_close_unread);
+        return (false);
+    }
+    return (ka);
+}
+
+static enum bcp_refuse
+frame_refusal(enum h1_frame_err e)
+{
+    switch (e) {
+    case H1_FE_CL_TE:
+        return (BCP_R_CL_TE);
+    case H1_FE_BAD_CL:
+        return (BCP_R_BAD_CL);
+    case H1_FE_TE_HTTP10:
+        return (BCP_R_TE_HTTP10);
+    case H1_FE_BAD_TE:
+        return (BCP_R_BAD_TE);
+    case H1_FE_CODING:
+        return (BCP_R_CODING);
+    case H1_FE_CODINGS:
+        return (BCP_R_CODINGS);
+    case H1_FE_NONE:
+        break;
+    }
+    SRG_WRONG("a refused framing without a reason");
 }
 
 /*
@@ -422,8 +545,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
         resp.reason = (struct txt){ http_reason(resp.status), strlen(http_reason(resp.status)) };
     }
     http_strip_hop_by_hop(&resp);
-    /* Targeted fields are addressed to this cache, not to clients (RFC 9213 section 2.1). */
-    http_unset(&resp, "CDN-Cache-Control");
+    /* Surrogate-Control is consumed here; CDN-Cache-Control goes on to other CDN layers. */
     http_unset(&resp, "Surrogate-Control");
     if (http_find(&resp, "Date") == NULL) {
         date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
@@ -493,7 +615,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     else if (req->keepalive_10)
         AZ(http_add(&resp, TXT_LIT("Connection"), TXT_LIT("keep-alive")));
     if (pol_active() && pol_has_deliver()) {
-        switch (pol_deliver(req, &resp, syn)) {
+        switch (pol_deliver(req, &resp, 0, syn)) {
         case POL_DELIVER:
             break;
         case POL_SYNTH:
@@ -519,12 +641,63 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
     return (out_add(f, o, buf, sb.len) == 0 ? 0 : -1);
 }
 
+/* gz_out_f: body bytes, transfer coding undone, sent at once (the decoder reuses its buffer). */
+static int
+te_out(void *priv, const char *p, size_t len)
+{
+    struct gz_client *c = priv;
+    int rv = out_body(c->f, c->o, p, len);
+
+    if (rv == 0 && out_flush(c->f, c->o) != 0)
+        rv = -2;
+    return (rv);
+}
+
+/*
+ * What a decoding filter's failure means for the fetch: -1 for a body
+ * refused (logged here with its reason, but a gzip bomb fetch_gz.c
+ * logged already), -2 for a client that failed, 0 for none.
+ */
+static int
+body_failed(const struct fetch *f, int rv)
+{
+    switch (rv) {
+    case 0:
+    case -2:
+        return (rv);
+    case -1:
+        refused(f, BCP_R_BAD_GZIP);
+        return (-1);
+    case FETCH_GZ_BOMB:
+        return (-1);
+    case FETCH_TE_CORRUPT:
+        refused(f, BCP_R_BAD_TCODING);
+        return (-1);
+    case FETCH_TE_BOMB:
+        refused(f, BCP_R_TCODING_BOMB);
+        return (-1);
+    default:
+        SRG_WRONG("a body filter's result");
+    }
+}
+
+/* Body bytes off the wire, their framing removed: through the transfer decoder if any. */
+static int
+body_in(struct fetch *f, struct out *o, const char *p, size_t len)
+{
+    struct gz_client c = { f, o };
+
+    if (f->te != NULL)
+        return (body_failed(f, fetch__te_feed(f->te, p, len, te_out, &c)));
+    return (body_failed(f, out_body(f, o, p, len)));
+}
+
 /*
  * Stream the body.  0 complete; -1 the backend failed (the client must be
  * aborted); -2 the client failed.
  */
 static int
-deliver_body(struct fetch *f, struct out *o)
+read_body(struct fetch *f, struct out *o)
 {
     struct req *req = f->req;
     struct wrk *wrk = req->wrk;
@@ -541,7 +714,7 @@ deliver_body(struct fetch *f, struct out *o)
 
     if (f->body == H1_BODY_NONE) {
         fetch__store_done(f);
-        return (out_flush(f, o) == 0 ? 0 : -2);
+        goto end;
     }
     if (f->body == H1_BODY_CHUNKED)
         h1_chunk_init(&ck, par.http_chunk_ext_max);
@@ -552,7 +725,7 @@ deliver_body(struct fetch *f, struct out *o)
             len = f->be_len - f->be_pos;
             if (len > left)
                 len = (size_t)left;
-            if ((rv = out_body(f, o, wrk->be + f->be_pos, len)) != 0)
+            if ((rv = body_in(f, o, wrk->be + f->be_pos, len)) != 0)
                 return (rv);
             f->be_pos += len;
             left -= len;
@@ -564,17 +737,16 @@ deliver_body(struct fetch *f, struct out *o)
                                      &data, &len);
                 f->be_pos += used;
                 if (cs == H1_CHUNK_ERROR) {
-                    STAT_INC(backend_bad_resp);
-                    be_count(f->be, STAT_BE_fail_bad_resp);
+                    refused(f, BCP_R_BAD_CHUNK);
                     return (-1);
                 }
-                if (cs == H1_CHUNK_DATA && (rv = out_body(f, o, data, len)) != 0)
+                if (cs == H1_CHUNK_DATA && (rv = body_in(f, o, data, len)) != 0)
                     return (rv);
                 done = cs == H1_CHUNK_DONE;
             }
             break;
         case H1_BODY_EOF:
-            if ((rv = out_body(f, o, wrk->be + f->be_pos, f->be_len - f->be_pos)) != 0)
+            if ((rv = body_in(f, o, wrk->be + f->be_pos, f->be_len - f->be_pos)) != 0)
                 return (rv);
             f->be_pos = f->be_len;
             break;
@@ -588,7 +760,7 @@ deliver_body(struct fetch *f, struct out *o)
          * requests streaming from the object waiting for this batch.
          */
         if (f->gz != NULL && (rv = fetch__gz_body(f, NULL, 0, true, gz_client_out, &gzc)) != 0)
-            return (rv);
+            return (body_failed(f, rv));
         /* Everything buffered is queued for the client: send it before reusing the buffer. */
         if (out_flush(f, o) != 0)
             return (-2);
@@ -604,18 +776,41 @@ deliver_body(struct fetch *f, struct out *o)
             f->be_keepalive = false;
             break;
         }
+        refused(f, n < 0 && errno == ETIMEDOUT ? BCP_R_BODY_TIMEOUT : BCP_R_BODY_CLOSED);
         return (-1);
     }
-    /* A bad gzip body must fail before the object is published. */
+    /* A corrupt or truncated transfer coding or gzip body must fail before the object is out. */
+    if (f->te != NULL && (rv = fetch__te_end(f->te, te_out, &gzc)) != 0)
+        return (body_failed(f, rv));
     if (f->gz != NULL && (rv = fetch__gz_end(f, gz_client_out, &gzc)) != 0)
-        return (rv);
+        return (body_failed(f, rv));
     fetch__store_done(f);
     if (f->chunk_out && f->body_to_client && out_add(f, o, "0\r\n\r\n", 5) != 0)
         return (-2);
-    /* Bytes past the end of the body: the backend is out of step, do not reuse it. */
-    if (f->be_pos != f->be_len)
+end:
+    /*
+     * Bytes past the end of the response (its body, or the head of a
+     * bodiless one): the backend is out of step, and whatever else it
+     * still writes would answer the next request.
+     */
+    if (f->be_pos != f->be_len && f->be_keepalive) {
+        refused(f, BCP_R_TRAILING_BYTES);
         f->be_keepalive = false;
+    }
     return (out_flush(f, o) == 0 ? 0 : -2);
+}
+
+/* The body, through a transfer decoder when the response has codings under its framing. */
+static int
+deliver_body(struct fetch *f, struct out *o)
+{
+    int rv;
+
+    if (f->frame.ncoding > 0 && f->body != H1_BODY_NONE)
+        f->te = fetch__te_new(&f->frame);
+    rv = read_body(f, o);
+    fetch__te_free(&f->te);
+    return (rv);
 }
 
 static bool
@@ -640,7 +835,7 @@ serve_stale(struct fetch *f, unsigned status)
 
     STAT_INC(cache_stale_if_error);
     snprintf(fwd, sizeof fwd, "fwd=stale; fwd-status=%u", status);
-    req_deliver_obj(f->req, f->stale.oc, tim_real(), fwd);
+    dlv_obj(f->req, f->stale.oc, tim_real(), fwd);
     f->req->outcome = REQ_O_STALE;
 }
 
@@ -693,7 +888,7 @@ backend_error(struct fetch *f, unsigned status)
         return (retry_allowed(f) ? POL_RETRY : POL_ABANDON);
     if (act != POL_DELIVER)
         return (act);
-    if (req_send_synth(req, &beresp, body) != 0)
+    if (dlv_send(req, &beresp, body) != 0)
         req->close = true;
     req->outcome = req->outcome == REQ_O_MISS ? REQ_O_MISS : REQ_O_PASS;
     return (POL_DELIVER);
@@ -717,7 +912,7 @@ fail_plain(struct fetch *f, unsigned status)
         serve_stale(f, status);
         return;
     }
-    (void)req_synth(f->req, status, NULL);
+    (void)dlv_error(f->req, status, NULL, NULL);
 }
 
 /*
@@ -847,7 +1042,7 @@ exchange(struct fetch *f, struct txt head)
     int rv;
 
     for (;;) {
-        switch (bcp_get(be->pool, be_connect_timeout(be), retries > 0, &f->conn)) {
+        switch (be_conn_get(be, req->sp, retries > 0, &f->conn)) {
         case BCP_OK:
             break;
         case BCP_E_BUSY:
@@ -873,7 +1068,7 @@ exchange(struct fetch *f, struct txt head)
             bcp_close(&f->conn);
             if (req->body_bad) {
                 STAT_INC(client_req_400);
-                (void)req_synth(req, 400, NULL);
+                (void)dlv_error(req, 400, NULL, NULL);
             }
             return (ATTEMPT_DONE); /* otherwise the client is gone: nobody to answer */
         }
@@ -905,15 +1100,13 @@ exchange(struct fetch *f, struct txt head)
                 STAT_INC(backend_retry);
                 continue;
             }
-            STAT_INC(backend_bad_resp);
-            be_count(f->be, STAT_BE_fail_bad_resp);
+            refused(f, BCP_R_CLOSED);
             return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BEH_TIMEOUT:
             STAT_INC(backend_timeout);
             return (fail(f, 504) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BEH_BAD:
-            STAT_INC(backend_bad_resp);
-            be_count(f->be, STAT_BE_fail_bad_resp);
+            refused(f, f->why);
             return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         }
     }
@@ -944,10 +1137,10 @@ held_miss(struct fetch *f, struct out *o)
         bcp_close(&f->conn);
     if (rv == 0 && held->body_complete) {
         snprintf(fwd, sizeof fwd, "fwd=%s; stored", f->stale.fwd != NULL ? f->stale.fwd : "miss");
-        req_deliver_obj(req, held, tim_real(), fwd);
+        dlv_obj(req, held, tim_real(), fwd);
         req->outcome = REQ_O_MISS;
     } else {
-        (void)req_synth(req, 502, NULL);
+        (void)dlv_error(req, 502, NULL, NULL);
     }
     hsh_deref(&held);
     return (ATTEMPT_DONE);
@@ -990,11 +1183,14 @@ attempt(struct fetch *f, struct out *o)
         return (a);
     f->t_resp = tim_real();
     be_count_status(f->be, f->resp->status);
+    /* The backend saw HEAD only on a pass: a miss asked it for GET. */
+    f->body = h1_resp_body(f->resp, req->head_only && f->oc == NULL, &f->frame);
+    f->clen = f->frame.clen;
     if (f->stale.oc != NULL && f->oc != NULL && f->resp->status == 304) {
-        f->be_keepalive = f->resp->proto == 11 ? !http_has_token(f->resp, "Connection", "close")
-                                               : http_has_token(f->resp, "Connection", "keep-alive");
-        if (f->be_keepalive && http_find(f->resp, "Content-Length") == NULL &&
-            http_find(f->resp, "Transfer-Encoding") == NULL)
+        f->be_keepalive = be_keepalive(f);
+        if (f->be_keepalive && f->be_pos != f->be_len)
+            refused(f, BCP_R_TRAILING_BYTES);
+        if (f->be_keepalive && f->be_pos == f->be_len)
             bcp_recycle(&f->conn);
         else
             bcp_close(&f->conn);
@@ -1007,15 +1203,11 @@ attempt(struct fetch *f, struct out *o)
         fail_plain(f, f->resp->status);
         return (ATTEMPT_DONE);
     }
-    /* The backend saw HEAD only on a pass: a miss asked it for GET. */
-    f->body = h1_resp_body(f->resp, req->head_only && f->oc == NULL, &f->clen);
     if (f->body == H1_BODY_E_AMBIGUOUS || f->body == H1_BODY_E_CODING) {
-        STAT_INC(backend_bad_resp);
-        be_count(f->be, STAT_BE_fail_bad_resp);
+        refused(f, frame_refusal(f->frame.err));
         return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
     }
-    f->be_keepalive = f->resp->proto == 11 ? !http_has_token(f->resp, "Connection", "close")
-                                           : http_has_token(f->resp, "Connection", "keep-alive");
+    f->be_keepalive = be_keepalive(f);
     if (f->oc == NULL)
         req_invalidate(req, f->resp);
     if (f->oc == NULL && pol_active() && (rv = policy_pass(f)) != 0) {
@@ -1075,7 +1267,7 @@ attempt(struct fetch *f, struct out *o)
         if (rv == -3)
             req->restart = true; /* the deliver hook said "restart" */
         else
-            req_synth_pol(req, syn.status, syn.reason);
+            dlv_synth(req, syn.status, syn.reason);
         return (ATTEMPT_DONE);
     }
     rv = deliver_body(f, o);
@@ -1098,7 +1290,7 @@ attempt(struct fetch *f, struct out *o)
     if (rv == -1 && req->t_first == 0) {
         /* Nothing reached the client yet: it can still get a clean 502. */
         req->resp_bytes = 0;
-        (void)req_synth(req, 502, NULL);
+        (void)dlv_error(req, 502, NULL, NULL);
     } else if (rv == -1) {
         /* The head is out: only a cut connection tells the client the body is short. */
         STAT_INC(fetch_aborted);
@@ -1139,12 +1331,13 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
         f.to_client = !bg;
         f.body_to_client = !req->head_only && !bg;
         req->outcome = oc != NULL ? REQ_O_MISS : REQ_O_PASS;
+        req->bereq_uncacheable = oc == NULL;
         if (be != NULL && be->sfb != NULL) {
             /* A hook routed a fetch to static files: they are served, not fetched. */
             if (f.oc != NULL)
                 hsh_abandon(&f.oc, 0);
             if (!bg)
-                sfb_deliver(req, be->sfb);
+                dlv_static(req, be->sfb);
             return;
         }
         if (be != NULL) {

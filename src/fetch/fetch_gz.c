@@ -3,7 +3,8 @@
  * A miss asked the backend for gzip (build_bereq), so its body is one of:
  *
  *   gzip from the backend: stored as it came, but run through a decoder
- *     on the way (FGZ_CHECK), so a corrupt body fails the fetch instead
+ *     on the way (FGZ_CHECK), so a corrupt body or a decompression bomb
+ *     (past gunzip_max_ratio or gunzip_max_size) fails the fetch instead
  *     of becoming an object every later client gets; the same decoder's
  *     output is what a client that does not take gzip receives;
  *   compressible identity: compressed once while stored (FGZ_COMPRESS);
@@ -27,8 +28,10 @@
 #include "surogat/defs.h"
 #include "surogat/gz.h"
 #include "surogat/hsh.h"
+#include "surogat/log.h"
 #include "surogat/par.h"
 #include "surogat/req.h"
+#include "surogat/sb.h"
 #include "surogat/stat.h"
 
 #include "fetch_priv.h"
@@ -133,8 +136,11 @@ sink_out(void *priv, const char *p, size_t len)
 }
 
 static int
-result(enum gz_status st)
+result(const struct fetch *f, enum gz_status st)
 {
+    char buf[160];
+    struct sb sb;
+
     switch (st) {
     case GZ_OK:
     case GZ_END:
@@ -143,8 +149,15 @@ result(enum gz_status st)
         return (-2);
     case GZ_E_DATA:
     case GZ_E_TRUNCATED:
-        STAT_INC(gzip_errors);
-        return (-1);
+        return (-1); /* counted (gzip_errors) and logged by the fetch, as a refused body */
+    case GZ_E_BOMB:
+        /* Refused like a corrupt body: nothing stored, and the client sees a failure. */
+        STAT_INC(gunzip_bombs);
+        sb_init(&sb, buf, sizeof buf);
+        gz_explain(f->gz, &sb);
+        log_msg(LOG_WARNING, "gzip: %.*s: backend body %s: refused, not stored",
+                (int)SRG_MIN(f->req->http->url.len, 256), f->req->http->url.b, sb.buf);
+        return (FETCH_GZ_BOMB);
     }
     SRG_WRONG("gz_status");
 }
@@ -169,7 +182,7 @@ fetch__gz_body(struct fetch *f, const char *p, size_t len, bool flush, gz_out_f 
     /* Only an encoder holds output back; a decoder hands out all it has each time. */
     if (len == 0 && (!flush || f->gz_want != FGZ_COMPRESS))
         return (0);
-    return (result(gz_feed(f->gz, p, len, flush ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE, sink_out, &s)));
+    return (result(f, gz_feed(f->gz, p, len, flush ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE, sink_out, &s)));
 }
 
 int
@@ -180,7 +193,7 @@ fetch__gz_end(struct fetch *f, gz_out_f *cl, void *priv)
     AN(f->gz);
     if (!wanted(f))
         return (0);
-    return (result(gz_feed(f->gz, NULL, 0, GZ_FLUSH_FINISH, sink_out, &s)));
+    return (result(f, gz_feed(f->gz, NULL, 0, GZ_FLUSH_FINISH, sink_out, &s)));
 }
 
 void

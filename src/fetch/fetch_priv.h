@@ -9,12 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "surogat/bcp.h"
 #include "surogat/gz.h"
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 
 struct bcp_conn;
+struct fetch_te;
 struct gz;
 
 /* What a fetch does with gzip (fetch_gz.c). */
@@ -62,6 +64,9 @@ struct fetch {
     int pol_gzip;           /* beresp.do_gzip: -1 not set, 0 never compress, 1 compress */
     int pol_gunzip;         /* beresp.do_gunzip: 1 decode a gzip body */
     bool hold;              /* beresp.do_stream = false: deliver once stored, not while */
+    struct fetch_te *te;    /* the transfer codings to undo (fetch_te.c), or NULL */
+    struct h1_framing frame; /* the response's framing, from h1_resp_body() */
+    enum bcp_refuse why;    /* read_beresp_head(): why it refused the head */
     double t_req;        /* tim_real() when the request went out */
     double t_resp;       /* tim_real() when the response head arrived */
 };
@@ -98,12 +103,33 @@ void fetch__gz_begin(struct fetch *f);
 /*
  * Body bytes through the filter: the stored bytes go to the busy
  * object, the client's (f->gz_client) to cl.  0; -1 the backend's gzip
- * is corrupt (the fetch must fail); -2 cl failed.
+ * is corrupt (the fetch must fail); FETCH_GZ_BOMB it inflates past
+ * gunzip_max_size or gunzip_max_ratio (counted and logged here; the
+ * fetch must fail); -2 cl failed.
  */
+#define FETCH_GZ_BOMB (-4)
 int fetch__gz_body(struct fetch *f, const char *p, size_t len, bool flush, gz_out_f *cl,
                    void *priv);
 /* The body ended: finish the filter.  As fetch__gz_body(). */
 int fetch__gz_end(struct fetch *f, gz_out_f *cl, void *priv);
 void fetch__gz_free(struct fetch *f);
+
+/*
+ * Transfer codings (fetch_te.c): a decoder for the fr->ncoding > 0
+ * codings of a response, fed the body once its framing is undone.  What
+ * comes out goes to sink, each piece valid only during the call.
+ */
+struct fetch_te *fetch__te_new(const struct h1_framing *fr);
+/*
+ * 0; what sink returned when it failed; FETCH_TE_CORRUPT when a coding is
+ * bad; FETCH_TE_BOMB when one inflates past gunzip_max_size or
+ * gunzip_max_ratio.
+ */
+int fetch__te_feed(struct fetch_te *te, const char *p, size_t len, gz_out_f *sink, void *priv);
+#define FETCH_TE_CORRUPT (-3)
+#define FETCH_TE_BOMB    (-5)
+/* The body ended: every coding must be complete.  As fetch__te_feed(). */
+int fetch__te_end(struct fetch_te *te, gz_out_f *sink, void *priv);
+void fetch__te_free(struct fetch_te **tep); /* *tep = NULL; NULL is fine */
 
 #endif

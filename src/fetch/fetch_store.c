@@ -13,6 +13,7 @@
 
 #include "surogat/cc.h"
 #include "surogat/defs.h"
+#include "surogat/dlv.h"
 #include "surogat/fresh.h"
 #include "surogat/gz.h"
 #include "surogat/h1.h"
@@ -109,8 +110,10 @@ store_head(struct fetch *f, const struct cc *rcc)
     http_strip_hop_by_hop(&h);
     http_unset(&h, "Content-Length");
     http_unset(&h, "Age");
-    /* Targeted fields are for us, not for clients (RFC 9213 section 2.1). */
-    http_unset(&h, "CDN-Cache-Control");
+    /*
+     * Surrogate-Control is for us alone (Edge Architecture); CDN-Cache-Control
+     * stays: CDN layers in front of us may use it too (RFC 9213 section 2).
+     */
     http_unset(&h, "Surrogate-Control");
     if (http_find(&h, "Date") == NULL) {
         tim_http_date(f->t_resp, date);
@@ -195,6 +198,27 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
     return (0);
 }
 
+/* RFC 9111's verdict on the response, with its timing in the busy object when stored. */
+static enum fresh_store
+verdict(struct fetch *f, const struct cc *qcc, const struct cc *rcc, const struct fresh_cfg *cfg)
+{
+    enum fresh_store st = fresh_storable(f->req->http, qcc, f->resp, rcc, cfg);
+
+    if (st == FRESH_STORE) {
+        fresh_obj_init(&f->oc->fresh, f->resp, rcc, f->t_req, f->t_resp, cfg);
+        /*
+         * Until revalidation exists, an object that every use must
+         * revalidate -- stale on arrival (max-age below its Age), or
+         * no-cache -- would be stored and never used, and requests would
+         * queue behind each other's fetches: treat it as uncacheable.
+         */
+        if (f->oc->fresh.t_origin + f->oc->fresh.ttl <= f->t_resp ||
+            (f->oc->fresh.flags & FRESH_F_NO_CACHE))
+            st = FRESH_NOT_CACHEABLE;
+    }
+    return (st);
+}
+
 /*
  * After the response head: keep the busy object only if the response may
  * be stored.  -1 when the policy refused the response: answer 503; -2
@@ -213,24 +237,18 @@ fetch__decide_store(struct fetch *f)
     cfg = fresh_cfg_now();
     cc_parse_request(req->http, &qcc);
     cc_parse_response(f->resp, NULL, &rcc);
-    st = fresh_storable(req->http, &qcc, f->resp, &rcc, &cfg);
-    if (st == FRESH_STORE) {
-        fresh_obj_init(&f->oc->fresh, f->resp, &rcc, f->t_req, f->t_resp, &cfg);
-        /*
-         * Until revalidation exists, an object that every use must
-         * revalidate -- stale on arrival (max-age below its Age), or
-         * no-cache -- would be stored and never used, and requests would
-         * queue behind each other's fetches: treat it as uncacheable.
-         */
-        if (f->oc->fresh.t_origin + f->oc->fresh.ttl <= f->t_resp ||
-            (f->oc->fresh.flags & FRESH_F_NO_CACHE))
-            st = FRESH_NOT_CACHEABLE;
-    }
+    st = verdict(f, &qcc, &rcc, &cfg);
     if (pol_active() && (rv = policy_store(f, &rcc, &cfg, &st)) != 0) {
         if (rv == -1)
             hsh_abandon(&f->oc, 0);
         return (rv); /* -2: "retry", with the busy object kept for it */
     }
+    /*
+     * The hook removed the Set-Cookie that alone kept the response out
+     * (VCL's unset beresp.http.Set-Cookie): judged again without it.
+     */
+    if (st == FRESH_SET_COOKIE && http_find(f->resp, "Set-Cookie") == NULL)
+        st = verdict(f, &qcc, &rcc, &cfg);
     /* After the policy, which may have changed the fields gzip depends on. */
     fetch__gz_plan(f);
     /* A marker must not outlive a reason that belongs to this request alone. */
@@ -408,7 +426,7 @@ fetch__revalidated(struct fetch *f)
     oc->body.size_hint = old->body.len;
     if (hsh_store_begin(oc) != 0) {
         hsh_abandon(&f->oc, 0);
-        req_deliver_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
+        dlv_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
         return (0);
     }
     for (const struct sto_seg *s = old->body.first; s != NULL; s = s->next) {
@@ -416,7 +434,7 @@ fetch__revalidated(struct fetch *f)
             /* No room for the renewed copy: this client still gets the validated one. */
             hsh_abandon(&f->oc, 0);
             if (!f->bg)
-                req_deliver_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
+                dlv_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
             return (0);
         }
     }
@@ -428,7 +446,7 @@ fetch__revalidated(struct fetch *f)
     }
     hsh_ref(oc);
     hsh_unbusy(&f->oc);
-    req_deliver_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");
+    dlv_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");
     req->outcome = REQ_O_REVALIDATED;
     hsh_deref(&oc);
     return (0);

@@ -9,7 +9,14 @@
  * or a client's body: zlib checks the gzip header, the deflate stream,
  * and the trailer's CRC-32 and length (windowBits 15 + 16: gzip only, no
  * zlib or raw streams), and anything after the last member is an error,
- * not ignored, so a damaged body is never taken for a good one.
+ * not ignored, so a damaged body is never taken for a good one.  The
+ * GZ_INFLATE decoder is the same for the zlib format (a backend's deflate
+ * transfer coding), with its Adler-32.
+ *
+ * The decoder's output is bounded by size and by its ratio to the input
+ * consumed (gz_limit), checked each time the output buffer is handed
+ * out: a bomb costs at most one buffer past the bound, never the
+ * gigabytes it would inflate to.
  */
 #include "config.h"
 
@@ -20,6 +27,8 @@
 
 #include "surogat/defs.h"
 #include "surogat/gz.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
 
 /* Output gathered before each callback: the size of a typical socket write. */
 #define GZ_OBUF (16 * 1024)
@@ -30,8 +39,11 @@ struct gz {
     enum gz_kind kind;
     bool ended;  /* GZ_END was returned: the stream is complete */
     bool failed; /* an error was returned: the filter takes no more input */
+    bool bomb;   /* GZ_E_BOMB was returned */
     z_stream zs;
     uint64_t in, out;
+    uint64_t max_out; /* decoder: bound on out, 0 none (gz_limit) */
+    unsigned ratio;   /* decoder: bound on out / input consumed, 0 none */
     unsigned char obuf[GZ_OBUF];
 };
 
@@ -49,7 +61,9 @@ gz_new(enum gz_kind kind, int level)
         /* windowBits 15 + 16: a gzip wrapper; memLevel 8 is zlib's default. */
         rv = deflateInit2(&z->zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
     } else {
-        rv = inflateInit2(&z->zs, 15 + 16);
+        /* windowBits 15 + 16: gzip only; 15: the zlib wrapper only. */
+        rv = inflateInit2(&z->zs, kind == GZ_INFLATE ? 15 : 15 + 16);
+        gz_limit(z, par.gunzip_max_size, par.gunzip_max_ratio);
     }
     /* Only Z_MEM_ERROR can fail here: out of memory for bookkeeping is fatal everywhere. */
     AZ(rv);
@@ -73,8 +87,36 @@ gz_free(struct gz **zp)
     OBJ_FREE(zp);
 }
 
+void
+gz_limit(struct gz *z, uint64_t max_out, unsigned ratio)
+{
+    OBJ_CHECK(z, GZ_MAGIC);
+    SRG_ASSERT(z->kind != GZ_ENCODE);
+    z->max_out = max_out;
+    z->ratio = ratio;
+}
+
+/* Input zlib has taken so far; the rest of the current slice waits in avail_in. */
+static uint64_t
+consumed(const struct gz *z)
+{
+    return (z->in - z->zs.avail_in);
+}
+
+/* Whether n more bytes of output pass the decoder's bound. */
+static bool
+over_bound(const struct gz *z, size_t n)
+{
+    uint64_t total = z->out + n;
+
+    if (z->max_out > 0 && total > z->max_out)
+        return (true);
+    /* total > ratio * consumed, without the product overflowing. */
+    return (z->ratio > 0 && (total - 1) / z->ratio >= consumed(z));
+}
+
 /* Hand the output buffer's contents to the callback and empty it. */
-static int
+static enum gz_status
 drain(struct gz *z, gz_out_f *out, void *priv)
 {
     size_t n = GZ_OBUF - z->zs.avail_out;
@@ -82,15 +124,21 @@ drain(struct gz *z, gz_out_f *out, void *priv)
     z->zs.next_out = z->obuf;
     z->zs.avail_out = GZ_OBUF;
     if (n == 0)
-        return (0);
+        return (GZ_OK);
+    if (z->kind != GZ_ENCODE && over_bound(z, n)) {
+        z->bomb = true;
+        z->out += n; /* counted, for gz_explain(), though never handed out */
+        return (GZ_E_BOMB);
+    }
     z->out += n;
-    return (out(priv, (const char *)z->obuf, n));
+    return (out(priv, (const char *)z->obuf, n) == 0 ? GZ_OK : GZ_E_OUTPUT);
 }
 
 static enum gz_status
 encode(struct gz *z, enum gz_flush fl, gz_out_f *out, void *priv)
 {
     int flush = fl == GZ_FLUSH_FINISH ? Z_FINISH : fl == GZ_FLUSH_SYNC ? Z_SYNC_FLUSH : Z_NO_FLUSH;
+    enum gz_status st;
     int rv;
 
     for (;;) {
@@ -98,20 +146,20 @@ encode(struct gz *z, enum gz_flush fl, gz_out_f *out, void *priv)
         /* Z_BUF_ERROR only says no progress was possible: nothing to do, not a failure. */
         SRG_ASSERT(rv == Z_OK || rv == Z_STREAM_END || rv == Z_BUF_ERROR);
         if (z->zs.avail_out == 0) {
-            if (drain(z, out, priv) != 0)
-                return (GZ_E_OUTPUT);
+            if ((st = drain(z, out, priv)) != GZ_OK)
+                return (st);
             continue; /* the buffer filled: there may be more */
         }
         /* Room was left, so deflate() has taken all input and flushed what flush asked. */
         SRG_ASSERT(z->zs.avail_in == 0);
         if (rv == Z_STREAM_END) {
-            if (drain(z, out, priv) != 0)
-                return (GZ_E_OUTPUT);
+            if ((st = drain(z, out, priv)) != GZ_OK)
+                return (st);
             z->ended = true;
             return (GZ_END);
         }
-        if (flush != Z_NO_FLUSH && drain(z, out, priv) != 0)
-            return (GZ_E_OUTPUT);
+        if (flush != Z_NO_FLUSH && (st = drain(z, out, priv)) != GZ_OK)
+            return (st);
         return (GZ_OK);
     }
 }
@@ -119,12 +167,15 @@ encode(struct gz *z, enum gz_flush fl, gz_out_f *out, void *priv)
 static enum gz_status
 decode(struct gz *z, enum gz_flush fl, gz_out_f *out, void *priv)
 {
+    enum gz_status st;
     int rv;
 
     for (;;) {
         if (z->ended) {
             if (z->zs.avail_in == 0)
                 break;
+            if (z->kind == GZ_INFLATE)
+                return (GZ_E_DATA); /* zlib has no members: bytes after the end are junk */
             /*
              * Another member follows (RFC 1952 2.2): the bytes must be a
              * complete gzip member again, checked like the first.
@@ -139,8 +190,8 @@ decode(struct gz *z, enum gz_flush fl, gz_out_f *out, void *priv)
             return (GZ_E_DATA); /* Z_DATA_ERROR, Z_NEED_DICT, Z_MEM_ERROR */
         if (z->zs.avail_out == 0) {
             /* Full: zlib may hold more output for the same input. */
-            if (drain(z, out, priv) != 0)
-                return (GZ_E_OUTPUT);
+            if ((st = drain(z, out, priv)) != GZ_OK)
+                return (st);
             continue;
         }
         if (z->ended)
@@ -148,8 +199,8 @@ decode(struct gz *z, enum gz_flush fl, gz_out_f *out, void *priv)
         /* Output room left and not at the end: inflate() used up all input. */
         break;
     }
-    if (drain(z, out, priv) != 0)
-        return (GZ_E_OUTPUT);
+    if ((st = drain(z, out, priv)) != GZ_OK)
+        return (st);
     if (fl == GZ_FLUSH_FINISH && !z->ended)
         return (z->in == 0 ? GZ_E_DATA : GZ_E_TRUNCATED);
     return (z->ended ? GZ_END : GZ_OK);
@@ -173,7 +224,8 @@ gz_feed(struct gz *z, const void *in, size_t len, enum gz_flush fl, gz_out_f *ou
         size_t n = left > (1u << 30) ? (1u << 30) : left;
         z->zs.next_in = (unsigned char *)(uintptr_t)p;
         z->zs.avail_in = (uInt)n;
-        p += n;
+        if (n > 0)
+            p += n; /* not on NULL: the end of the input is (NULL, 0) */
         left -= n;
         z->in += n;
         if (z->kind == GZ_ENCODE)
@@ -200,4 +252,17 @@ gz_bytes_out(const struct gz *z)
 {
     OBJ_CHECK(z, GZ_MAGIC);
     return (z->out);
+}
+
+void
+gz_explain(const struct gz *z, struct sb *out)
+{
+    OBJ_CHECK(z, GZ_MAGIC);
+    AN(z->bomb);
+    if (z->max_out > 0 && z->out > z->max_out)
+        sb_printf(out, "over gunzip_max_size (%llu bytes)", (unsigned long long)z->max_out);
+    else
+        sb_printf(out, "over gunzip_max_ratio (%u:1)", z->ratio);
+    sb_printf(out, ": %llu bytes from %llu", (unsigned long long)z->out,
+              (unsigned long long)consumed(z));
 }

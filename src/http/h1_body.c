@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "surogat/defs.h"
+#include "surogat/num.h"
 #include "surogat/h1.h"
 #include "surogat/http.h"
 
@@ -59,19 +60,34 @@ enum te_kind {
     TE_OTHER,        /* a coding other than chunked, chunked (if any) last */
 };
 
-/* Walk every Transfer-Encoding element in order, as one list. */
-static enum te_kind
-transfer_encoding(const struct http *hp)
-{
-    unsigned nchunked = 0, nelem = 0, nother = 0;
-    bool last_chunked = false, any = false;
+/* The elements of every Transfer-Encoding field, in order, as one list. */
+struct te_list {
+    bool any;          /* a Transfer-Encoding field is present */
+    bool last_chunked; /* the final element is chunked */
+    bool unknown;      /* an element this side does not know how to undo */
+    unsigned nelem, nchunked;
+    unsigned ncoding; /* elements other than identity, chunked included; may pass the cap */
+    enum h1_coding coding[H1_CODINGS_MAX + 1]; /* the first H1_CODINGS_MAX + 1 of them */
+};
 
+static bool
+elem_is(const char *s, size_t len, const char *name)
+{
+    return (len == strlen(name) && strncasecmp(s, name, len) == 0);
+}
+
+static void
+te_walk(const struct http *hp, struct te_list *tl)
+{
+    enum h1_coding c;
+
+    memset(tl, 0, sizeof *tl);
     for (unsigned i = 0; i < hp->nhdr; i++) {
         const char *p, *e, *s, *t;
 
         if (!http_name_eq(&hp->hdr[i].name, "Transfer-Encoding"))
             continue;
-        any = true;
+        tl->any = true;
         p = hp->hdr[i].val.b;
         e = p + hp->hdr[i].val.len;
         while (p < e) {
@@ -84,19 +100,42 @@ transfer_encoding(const struct http *hp)
                 p++;
             for (t = p; t > s && (t[-1] == ' ' || t[-1] == '\t'); t--)
                 continue;
-            nelem++;
-            last_chunked = (size_t)(t - s) == 7 && strncasecmp(s, "chunked", 7) == 0;
-            if (last_chunked)
-                nchunked++;
-            else
-                nother++;
+            tl->nelem++;
+            tl->last_chunked = elem_is(s, (size_t)(t - s), "chunked");
+            if (tl->last_chunked) {
+                tl->nchunked++;
+                c = H1_CODING_CHUNKED;
+            } else if (elem_is(s, (size_t)(t - s), "gzip") ||
+                       elem_is(s, (size_t)(t - s), "x-gzip")) {
+                c = H1_CODING_GZIP;
+            } else if (elem_is(s, (size_t)(t - s), "deflate")) {
+                c = H1_CODING_DEFLATE;
+            } else if (elem_is(s, (size_t)(t - s), "identity")) {
+                continue;
+            } else {
+                /* compress (LZW), codings with parameters, names nobody registered. */
+                tl->unknown = true;
+                continue;
+            }
+            if (tl->ncoding < ARRAY_LEN(tl->coding))
+                tl->coding[tl->ncoding] = c;
+            tl->ncoding++;
         }
     }
-    if (!any)
+}
+
+/* A request's view of the list: anything but one final chunked is not for us. */
+static enum te_kind
+transfer_encoding(const struct http *hp)
+{
+    struct te_list tl;
+
+    te_walk(hp, &tl);
+    if (!tl.any)
         return (TE_NONE);
-    if (nelem == 0 || nchunked > 1 || (nchunked == 1 && !last_chunked))
+    if (tl.nelem == 0 || tl.nchunked > 1 || (tl.nchunked == 1 && !tl.last_chunked))
         return (TE_BAD_CHUNKED);
-    if (nother > 0)
+    if (tl.nelem > tl.nchunked)
         return (TE_OTHER);
     return (TE_CHUNKED);
 }
@@ -134,40 +173,54 @@ h1_req_body(const struct http *req, uint64_t *clen)
     return (H1_BODY_LENGTH);
 }
 
-enum h1_body
-h1_resp_body(const struct http *resp, bool head, uint64_t *clen)
+static enum h1_body
+frame_err(struct h1_framing *fr, enum h1_body b, enum h1_frame_err why)
 {
-    enum te_kind te;
+    fr->err = why;
+    return (b);
+}
+
+enum h1_body
+h1_resp_body(const struct http *resp, bool head, struct h1_framing *fr)
+{
+    struct te_list tl;
+    uint64_t clen = 0;
     int cl;
 
     OBJ_CHECK(resp, HTTP_MAGIC);
-    AN(clen);
-    *clen = 0;
-    if (head || resp->status < 200 || resp->status == 204 || resp->status == 304)
+    AN(fr);
+    memset(fr, 0, sizeof *fr);
+    cl = content_length(resp, &clen);
+    if (head || resp->status < 200 || resp->status == 204 || resp->status == 304) {
+        fr->unread = (cl > 0 && clen > 0) || cl < 0 || http_find(resp, "Transfer-Encoding");
         return (H1_BODY_NONE);
-    te = transfer_encoding(resp);
-    cl = content_length(resp, clen);
-    if (te != TE_NONE) {
-        if (resp->proto < 11 || cl != 0)
-            return (H1_BODY_E_AMBIGUOUS);
-        switch (te) {
-        case TE_CHUNKED:
-            return (H1_BODY_CHUNKED);
-        case TE_BAD_CHUNKED:
-            return (H1_BODY_E_AMBIGUOUS);
-        case TE_OTHER:
-            /* We would have to forward transfer-coded bytes we cannot label: refuse. */
-            return (H1_BODY_E_CODING);
-        case TE_NONE:
-            break;
-        }
-        SRG_WRONG("transfer-encoding kind");
+    }
+    te_walk(resp, &tl);
+    if (tl.any) {
+        if (resp->proto < 11)
+            return (frame_err(fr, H1_BODY_E_AMBIGUOUS, H1_FE_TE_HTTP10));
+        if (cl != 0)
+            return (frame_err(fr, H1_BODY_E_AMBIGUOUS, H1_FE_CL_TE));
+        if (tl.nelem == 0 || tl.nchunked > 1)
+            return (frame_err(fr, H1_BODY_E_AMBIGUOUS, H1_FE_BAD_TE));
+        if (tl.unknown)
+            return (frame_err(fr, H1_BODY_E_CODING, H1_FE_CODING));
+        /* A final chunked frames the body; whatever comes before it is a coding to undo. */
+        if (tl.last_chunked)
+            tl.ncoding--;
+        if (tl.ncoding > H1_CODINGS_MAX)
+            return (frame_err(fr, H1_BODY_E_CODING, H1_FE_CODINGS));
+        fr->ncoding = tl.ncoding;
+        memcpy(fr->coding, tl.coding, tl.ncoding * sizeof *tl.coding);
+        return (tl.last_chunked ? H1_BODY_CHUNKED : H1_BODY_EOF);
     }
     if (cl < 0)
-        return (H1_BODY_E_AMBIGUOUS);
-    if (cl > 0)
-        return (*clen == 0 ? H1_BODY_NONE : H1_BODY_LENGTH);
-    return (H1_BODY_EOF);
+        return (frame_err(fr, H1_BODY_E_AMBIGUOUS, H1_FE_BAD_CL));
+    if (cl > 0 && clen > 0) {
+        fr->clen = clen;
+        return (H1_BODY_LENGTH);
+    }
+    return (cl > 0 ? H1_BODY_NONE : H1_BODY_EOF);
 }
 
 /* ---- chunked decoder ---- */
@@ -207,18 +260,6 @@ h1_chunk_init(struct h1_chunk *c, size_t ext_max)
     memset(c, 0, sizeof *c);
     c->state = CS_SIZE_FIRST;
     c->ext_max = ext_max;
-}
-
-static int
-hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return (ch - '0');
-    if (ch >= 'a' && ch <= 'f')
-        return (ch - 'a' + 10);
-    if (ch >= 'A' && ch <= 'F')
-        return (ch - 'A' + 10);
-    return (-1);
 }
 
 /* Bytes allowed in trailer lines and quoted strings: HTAB, SP, VCHAR, obs-text. */
@@ -337,7 +378,7 @@ h1_chunk_decode(struct h1_chunk *c, const char *in, size_t len, size_t *consumed
         switch (c->state) {
         case CS_SIZE_FIRST:
         case CS_SIZE:
-            h = hexval((char)ch);
+            h = num_hexdigit((char)ch);
             if (h >= 0) {
                 if (++c->ndigits > CHUNK_DIGITS_MAX ||
                     (c->remain >> (4 * (CHUNK_SIGNIFICANT_MAX - 1))) != 0)

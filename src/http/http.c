@@ -10,6 +10,7 @@
 
 #include "surogat/defs.h"
 #include "surogat/http.h"
+#include "surogat/sb.h"
 
 void
 http_init(struct http *hp, struct http_hdr *hdrs, unsigned maxhdr)
@@ -306,4 +307,26 @@ http_host_valid(const struct txt *host)
         }
     }
     return (true);
+}
+
+void
+http_write_fields(struct sb *sb, const struct http *hp)
+{
+    static const char *const transport_owned[] = {
+        "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive",
+    };
+
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    for (unsigned i = 0; i < hp->nhdr; i++) {
+        const struct http_hdr *h = &hp->hdr[i];
+        bool skip = false;
+        for (size_t k = 0; k < ARRAY_LEN(transport_owned) && !skip; k++)
+            skip = http_name_eq(&h->name, transport_owned[k]);
+        if (skip)
+            continue;
+        sb_bcat(sb, h->name.b, h->name.len);
+        sb_bcat(sb, ": ", 2);
+        sb_bcat(sb, h->val.b, h->val.len);
+        sb_bcat(sb, "\r\n", 2);
+    }
 }

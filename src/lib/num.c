@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,8 +178,8 @@ num_port(const char *s, unsigned *out)
 int
 num_bool(const char *s, bool *out)
 {
-    static const char *const yes[] = { "on", "true", "yes", "1" };
-    static const char *const no[] = { "off", "false", "no", "0" };
+    static const char *const yes[] = { "on", "true", "yes", "enable", "1" };
+    static const char *const no[] = { "off", "false", "no", "disable", "0" };
 
     AN(s);
     AN(out);
@@ -194,4 +195,26 @@ num_bool(const char *s, bool *out)
     }
     errno = EINVAL;
     return (-1);
+}
+
+const char *
+num_human_bytes(uint64_t v, char *buf)
+{
+    static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    double d = (double)v;
+    unsigned i = 0;
+
+    AN(buf);
+    if (v < 1024) {
+        snprintf(buf, NUM_HUMAN_LEN, "%u B", (unsigned)v);
+        return (buf);
+    }
+    d /= 1024;
+    /* 1023.96 KiB would print as "1024.0 KiB": move up a unit before rounding does. */
+    while (d >= 1023.95 && i + 1 < ARRAY_LEN(unit)) {
+        d /= 1024;
+        i++;
+    }
+    snprintf(buf, NUM_HUMAN_LEN, "%.1f %s", d, unit[i]);
+    return (buf);
 }

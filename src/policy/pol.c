@@ -11,13 +11,11 @@
  * so no state is ever used by two threads and none is changed under a
  * running hook.
  *
- * Limits: every hook call (and the top level of the script) runs under a
- * count hook that raises an error after policy_max_instructions VM
- * instructions, and the state's allocator refuses to grow past
- * policy_max_memory.  The sandbox opens base, string, table, math, utf8
- * and a reduced os (time, clock, date), and removes whatever reads files
- * or loads code: dofile, loadfile, load, io; require loads only the
- * pure-Lua modules listed in policy_modules.
+ * Limits: every hook call and the top level of the script run within a
+ * budget of instructions, time and memory (pol_limit.c), in the sandbox
+ * of pol_env.c: the allowed libraries, read-only library tables, and
+ * globals that do not outlive a request.  A script whose hook can only
+ * answer with a word that hook may not return is refused at load.
  */
 #include "config.h"
 
@@ -46,17 +44,19 @@
 #include "pol_priv.h"
 #include "src/pol_builtin.h" /* generated from vcl/builtin.lua: pol_builtin_lua[] */
 
-#define POL_SRC_MAX (16 << 20) /* bytes of a script: anything larger is a mistake */
+#define POL_SRC_MAX          (16 << 20) /* bytes of a script: anything larger is a mistake */
+#define POL_INLINE_LABEL_MAX 80         /* "<inline:NAME>", NAME at most 64 (pol_admin.c) */
 
 struct pol_prog {
     unsigned magic;
 #define POL_PROG_MAGIC 0x6a0f2d4b
     unsigned refcnt; /* atomic */
     unsigned gen;
-    char *path;
+    char *path;      /* the script's file, or "<inline:NAME>" for vcl.inline */
     char *chunkname; /* "@path": Lua's messages then say path:line */
     char *src;
     size_t len;
+    bool is_inline;      /* no file: a reload keeps it as it is */
     unsigned hooks;      /* bit per enum pol_hook defined by the script or builtin.lua */
     unsigned user_hooks; /* those the script defines */
     struct pol_cfg *cfg; /* its backends, directors and routes (pol_decl.c) */
@@ -105,163 +105,25 @@ pol__prog_unref(struct pol_prog **pp)
 
 /* ---- a Lua state ---- */
 
-static void *
-l_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
-{
-    struct pol_wrk *pw = ud;
-    size_t old = ptr != NULL ? osize : 0;
-    void *n;
-
-    if (nsize == 0) {
-        free(ptr);
-        pw->mem -= old;
-        return (NULL);
-    }
-    if (nsize > old && pw->mem + (nsize - old) > par.policy_max_memory)
-        return (NULL);
-    n = realloc(ptr, nsize);
-    if (n == NULL)
-        return (NULL);
-    pw->mem = pw->mem - old + nsize;
-    return (n);
-}
-
-static void
-count_hook(lua_State *L, lua_Debug *ar)
-{
-    (void)lua_getinfo(L, "Sl", ar);
-    if (ar->currentline > 0)
-        lua_pushfstring(L, "%s:%d: policy_max_instructions exceeded", ar->short_src,
-                        ar->currentline);
-    else
-        lua_pushliteral(L, "policy_max_instructions exceeded");
-    (void)lua_error(L);
-}
-
-void
-pol__arm_limit(lua_State *L)
-{
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, (int)par.policy_max_instructions);
-}
-
-/* Whether `name` is listed in policy_modules (names separated by commas or spaces). */
-static bool
-module_allowed(const char *name)
-{
-    const char *p = par.policy_modules, *e;
-    size_t len = strlen(name);
-
-    while (p != NULL && *p != '\0') {
-        p += strspn(p, ", \t");
-        e = p + strcspn(p, ", \t");
-        if ((size_t)(e - p) == len && memcmp(p, name, len) == 0)
-            return (true);
-        p = e;
-    }
-    return (false);
-}
-
-/*
- * require(name) in the sandbox: only the modules of policy_modules, as
- * Lua source (never bytecode) from policy_module_path, each loaded once
- * per state.  The module runs under the same limits as the script.
- */
-static int
-l_require(lua_State *L)
-{
-    const char *name = luaL_checkstring(L, 1), *dir = par.policy_module_path, *slash;
-    struct pol_wrk *pw = pol__wrk(L);
-    char path[4096];
-    int n;
-
-    lua_getfield(L, LUA_REGISTRYINDEX, "pol.modules");
-    if (lua_getfield(L, -1, name) != LUA_TNIL)
-        return (1);
-    lua_pop(L, 1);
-    if (name[0] == '\0' ||
-        name[strspn(name, "abcdefghijklmnopqrstuvwxyz"
-                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")] != '\0' ||
-        name[0] == '.' || strstr(name, "..") != NULL)
-        return (luaL_error(L, "require: bad module name \"%s\"", name));
-    if (!module_allowed(name))
-        return (luaL_error(L, "require: module \"%s\" is not in policy_modules", name));
-    if (dir == NULL || *dir == '\0') {
-        /* the script's own directory */
-        const char *sp = pol__prog_path(pw->prog);
-        slash = strrchr(sp, '/');
-        n = slash == NULL ? snprintf(path, sizeof path, "./")
-                          : snprintf(path, sizeof path, "%.*s/", (int)(slash - sp), sp);
-    } else {
-        n = snprintf(path, sizeof path, "%s/", dir);
-    }
-    for (const char *c = name; *c != '\0' && n > 0 && (size_t)n < sizeof path - 5; c++)
-        path[n++] = *c == '.' ? '/' : *c;
-    if (n <= 0 || (size_t)n >= sizeof path - 5)
-        return (luaL_error(L, "require: module path too long"));
-    memcpy(path + n, ".lua", 5);
-    if (luaL_loadfilex(L, path, "t") != LUA_OK)
-        return (lua_error(L));
-    lua_pushstring(L, name);
-    lua_call(L, 1, 1);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        lua_pushboolean(L, 1);
-    }
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, name);
-    return (1);
-}
-
-static void
-sandbox(lua_State *L)
-{
-    static const luaL_Reg libs[] = {
-        { LUA_GNAME, luaopen_base },       { LUA_STRLIBNAME, luaopen_string },
-        { LUA_TABLIBNAME, luaopen_table }, { LUA_MATHLIBNAME, luaopen_math },
-        { LUA_UTF8LIBNAME, luaopen_utf8 }, { LUA_OSLIBNAME, luaopen_os },
-    };
-    static const char *const drop[] = { "dofile", "loadfile", "load", "print" };
-    static const char *const os_keep[] = { "time", "clock", "date" };
-
-    for (size_t i = 0; i < ARRAY_LEN(libs); i++) {
-        luaL_requiref(L, libs[i].name, libs[i].func, 1);
-        lua_pop(L, 1);
-    }
-    for (size_t i = 0; i < ARRAY_LEN(drop); i++) {
-        lua_pushnil(L);
-        lua_setglobal(L, drop[i]);
-    }
-    lua_getglobal(L, "string");
-    lua_pushnil(L);
-    lua_setfield(L, -2, "dump");
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_getglobal(L, "os");
-    for (size_t i = 0; i < ARRAY_LEN(os_keep); i++) {
-        lua_getfield(L, -1, os_keep[i]);
-        lua_setfield(L, -3, os_keep[i]);
-    }
-    lua_pop(L, 1);
-    lua_setglobal(L, "os");
-    /* package.loaded still holds the full os table: forget it. */
-    lua_pushnil(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_newtable(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, "pol.modules");
-    lua_register(L, "require", l_require);
-}
-
 /* Run the chunk on top of the stack, limited; on error the message goes to err. */
 static int
-run_chunk(lua_State *L, struct sb *err)
+run_chunk(struct pol_wrk *pw, struct sb *err)
 {
-    pol__arm_limit(L);
-    if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+    lua_State *L = pw->L;
+    const char *tripped;
+    int st;
+
+    pol__limit_arm(pw);
+    st = lua_pcall(L, 0, 0, 0);
+    pol__limit_disarm(pw);
+    /* A limit that tripped fails the chunk, whatever came back. */
+    if ((tripped = pol__limit_tripped(pw)) != NULL)
+        sb_printf(err, "%s", tripped);
+    else if (st != LUA_OK)
         sb_printf(err, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "error");
+    if (st != LUA_OK)
         lua_pop(L, 1);
-        return (-1);
-    }
-    return (0);
+    return (tripped != NULL || st != LUA_OK ? -1 : 0);
 }
 
 static void
@@ -277,6 +139,8 @@ state_close(struct pol_wrk *pw)
     }
     pw->ctx_id = 0;
     pw->ctx_ref = LUA_NOREF;
+    pw->env_ref = LUA_NOREF;
+    pw->env_dirty = pw->loading = false;
     pol__prog_unref(&pw->prog);
 }
 
@@ -478,18 +342,19 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     __atomic_add_fetch(&p->refcnt, 1, __ATOMIC_ACQ_REL);
     pw->prog = p;
     pw->mem = 0;
-    L = pw->L = lua_newstate(l_alloc, pw);
+    L = pw->L = lua_newstate(pol__limit_alloc, pw);
     if (L == NULL) {
         sb_printf(err, "%s: cannot create a Lua state (policy_max_memory?)", p->path);
         state_close(pw);
         return (-1);
     }
     *(struct pol_wrk **)lua_getextraspace(L) = pw;
-    sandbox(L);
+    pol__env_open(L);
     pol__lib_open(L);
     pol__obj_open(L);
     pol__client_open(L);
     pol__decl_open(L);
+    pol__env_guard(L);
     /* builtin.lua's globals land in a table of their own, reading through to _G. */
     if (luaL_loadbuffer(L, pol_builtin_lua, sizeof pol_builtin_lua - 1, "=builtin.lua") != LUA_OK) {
         sb_printf(err, "%s", lua_tostring(L, -1));
@@ -504,13 +369,16 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     lua_pushvalue(L, -1);
     lua_setfield(L, LUA_REGISTRYINDEX, "pol.builtin");
     AN(lua_setupvalue(L, -2, 1));
-    if (run_chunk(L, err) != 0 || luaL_loadbuffer(L, p->src, p->len, p->chunkname) != LUA_OK ||
-        run_chunk(L, err) != 0) {
-        if (lua_gettop(L) > 0 && lua_isstring(L, -1))
-            sb_printf(err, "%s", lua_tostring(L, -1));
-        state_close(pw);
-        return (-1);
+    if (run_chunk(pw, err) != 0)
+        goto fail;
+    if (luaL_loadbuffer(L, p->src, p->len, p->chunkname) != LUA_OK) {
+        sb_printf(err, "%s", lua_tostring(L, -1));
+        goto fail;
     }
+    pol__env_chunk(L);
+    if (run_chunk(pw, err) != 0)
+        goto fail;
+    pol__env_seal(pw);
     p->hooks = p->user_hooks = 0;
     lua_getfield(L, LUA_REGISTRYINDEX, "pol.builtin");
     for (int h = 0; h < POL_H_MAX; h++) {
@@ -534,17 +402,39 @@ state_build(struct pol_wrk *pw, struct pol_prog *p, struct sb *err)
     lua_pop(L, 1);
     lua_gc(L, LUA_GCCOLLECT);
     return (0);
+fail:
+    state_close(pw);
+    return (-1);
 }
 
 /* ---- programs ---- */
 
+/* A program of src (taken over, src[len] a NUL), named path in messages. */
+static struct pol_prog *
+prog_new(const char *path, char *src, size_t len, bool is_inline)
+{
+    struct pol_prog *p;
+
+    OBJ_NEW(p, POL_PROG_MAGIC);
+    AN(p);
+    p->refcnt = 1;
+    p->path = strdup(path);
+    AN(p->path);
+    AN(asprintf(&p->chunkname, "@%s", path) > 0);
+    p->src = src;
+    p->len = len;
+    p->is_inline = is_inline;
+    return (p);
+}
+
 static struct pol_prog *
 prog_read(const char *path, struct sb *err)
 {
-    struct pol_prog *p;
     FILE *f = fopen(path, "r");
     const char *why = NULL;
     struct stat st;
+    size_t len;
+    char *src;
     long sz;
 
     if (f == NULL) {
@@ -563,42 +453,88 @@ prog_read(const char *path, struct sb *err)
         fclose(f);
         return (NULL);
     }
-    OBJ_NEW(p, POL_PROG_MAGIC);
-    AN(p);
-    p->refcnt = 1;
-    p->path = strdup(path);
-    AN(p->path);
-    AN(asprintf(&p->chunkname, "@%s", path) > 0);
     if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         sb_printf(err, "%s: %s", path, strerror(errno));
         fclose(f);
-        pol__prog_unref(&p);
         return (NULL);
     }
-    p->src = malloc((size_t)sz + 1);
-    AN(p->src);
-    p->len = fread(p->src, 1, (size_t)sz, f);
+    src = malloc((size_t)sz + 1);
+    AN(src);
+    len = fread(src, 1, (size_t)sz, f);
     fclose(f);
-    if (p->len != (size_t)sz) {
+    if (len != (size_t)sz) {
         sb_printf(err, "%s: short read", path);
-        pol__prog_unref(&p);
+        free(src);
         return (NULL);
     }
-    return (p);
+    src[len] = '\0';
+    return (prog_new(path, src, len, false));
 }
 
-/* Read and compile in a scratch state; the program on success. */
-struct pol_prog *
-pol__prog_check(const char *path, struct sb *err)
+/*
+ * The line of the function on top of the stack (popped) that has its
+ * first instruction: for a function that only returns a word, its return.
+ */
+static int
+first_line(lua_State *L, lua_Debug *ar)
+{
+    lua_Integer line = 0;
+
+    AN(lua_getinfo(L, ">SL", ar));
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        if (line == 0 || lua_tointeger(L, -1) < line)
+            line = lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+    return (line > 0 ? (int)line : ar->linedefined);
+}
+
+/*
+ * A hook of the script's answered at load time (fn_konst) with a word
+ * that hook may not return would fail every call: refuse the script
+ * instead, with the line of the return.
+ */
+static int
+check_konst(struct pol_wrk *pw, struct sb *err)
+{
+    char acts[256];
+    lua_Debug ar;
+    struct sb sb;
+    int line;
+
+    for (int h = 0; h < POL_H_MAX; h++) {
+        if (pw->konst_user[h] == NULL || pol__hook_allows(h, pw->konst_user[h]))
+            continue;
+        sb_init(&sb, acts, sizeof acts);
+        pol__hook_acts(h, &sb);
+        lua_rawgeti(pw->L, LUA_REGISTRYINDEX, pw->ref_user[h]);
+        line = first_line(pw->L, &ar);
+        sb_printf(err, "%s:%d: %s returns \"%s\", not one of %s",
+                  ar.source[0] == '@' ? ar.source + 1 : ar.short_src, line, pol__hook_name[h],
+                  pw->konst_user[h], acts);
+        return (-1);
+    }
+    return (0);
+}
+
+/* Compile p in a scratch state: p, or NULL (p unreferenced) with the reason in err. */
+static struct pol_prog *
+prog_compile(struct pol_prog *p, struct sb *err)
 {
     struct pol_wrk pw;
-    struct pol_prog *p = prog_read(path, err);
 
     if (p == NULL)
         return (NULL);
     memset(&pw, 0, sizeof pw);
     pw.magic = POL_WRK_MAGIC;
     if (state_build(&pw, p, err) != 0) {
+        pol__prog_unref(&p);
+        return (NULL);
+    }
+    if (check_konst(&pw, err) != 0) {
+        state_close(&pw);
         pol__prog_unref(&p);
         return (NULL);
     }
@@ -610,6 +546,37 @@ pol__prog_check(const char *path, struct sb *err)
         return (NULL);
     }
     return (p);
+}
+
+/* Read and compile in a scratch state; the program on success. */
+struct pol_prog *
+pol__prog_check(const char *path, struct sb *err)
+{
+    return (prog_compile(prog_read(path, err), err));
+}
+
+struct pol_prog *
+pol__prog_check_src(const char *name, const char *src, size_t len, struct sb *err)
+{
+    char label[POL_INLINE_LABEL_MAX], *copy;
+
+    if (len > POL_SRC_MAX) {
+        sb_printf(err, "vcl.inline %s: larger than 16 MB", name);
+        return (NULL);
+    }
+    snprintf(label, sizeof label, "<inline:%s>", name);
+    copy = malloc(len + 1);
+    AN(copy);
+    memcpy(copy, src, len);
+    copy[len] = '\0';
+    return (prog_compile(prog_new(label, copy, len, true), err));
+}
+
+const char *
+pol_builtin_source(size_t *lenp)
+{
+    *lenp = sizeof pol_builtin_lua - 1;
+    return (pol_builtin_lua);
 }
 
 int
@@ -707,6 +674,7 @@ pol_wrk_fini(struct wrk *wrk)
     state_close(pw);
     free(pw->hbuf);
     pcre2_match_data_free(pw->re_md);
+    pcre2_match_context_free(pw->re_mc);
     OBJ_FREE(&pw);
     wrk->pol = NULL;
 }
@@ -751,6 +719,21 @@ pol__prog_path(const struct pol_prog *p)
 {
     OBJ_CHECK(p, POL_PROG_MAGIC);
     return (p->path);
+}
+
+const char *
+pol__prog_src(const struct pol_prog *p, size_t *lenp)
+{
+    OBJ_CHECK(p, POL_PROG_MAGIC);
+    *lenp = p->len;
+    return (p->src);
+}
+
+bool
+pol__prog_is_inline(const struct pol_prog *p)
+{
+    OBJ_CHECK(p, POL_PROG_MAGIC);
+    return (p->is_inline);
 }
 
 struct pol_cfg *

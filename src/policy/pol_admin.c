@@ -163,40 +163,99 @@ pol_load(const char *path, struct sb *err)
     return (p != NULL ? 0 : -1);
 }
 
+/* A prepared reload: the program in use, compiled again, not yet installed. */
+struct pol_reload {
+    unsigned magic;
+#define POL_RELOAD_MAGIC 0x1d7e93b5
+    char *name;
+    struct pol_prog *prog; /* our reference */
+};
+
+/*
+ * Holds adm_mtx from here to _commit() or _abort() when it prepared
+ * something, so that the program it replaces stays the current one.
+ */
 int
-pol_reload(struct sb *err)
+pol_reload_prepare(struct pol_reload **rp, struct sb *err)
 {
     struct pol_named *np;
-    struct pol_prog *p = NULL;
-    int rv = 0;
+    struct pol_prog *p;
+    struct pol_reload *r;
 
+    AN(rp);
+    *rp = NULL;
     if (!pol_active())
         return (0);
     AZ(pthread_mutex_lock(&adm_mtx));
     np = find_cur();
-    if (np != NULL) {
-        p = compile(pol__prog_path(np->prog), false, err);
-        if (p != NULL) {
-            pol__prog_install(put(np->name, p)->prog);
-            log_msg(LOG_NOTICE, "policy: '%s' reloaded from %s", np->name,
-                    pol__prog_path(np->prog));
-        } else {
-            rv = -1;
-        }
+    if (np == NULL || pol__prog_is_inline(np->prog)) {
+        AZ(pthread_mutex_unlock(&adm_mtx));
+        return (0);
     }
+    p = compile(pol__prog_path(np->prog), false, err);
+    if (p == NULL) {
+        AZ(pthread_mutex_unlock(&adm_mtx));
+        return (-1);
+    }
+    OBJ_NEW(r, POL_RELOAD_MAGIC);
+    AN(r);
+    r->name = strdup(np->name);
+    AN(r->name);
+    r->prog = p;
+    *rp = r;
+    return (0);
+}
+
+void
+pol_reload_commit(struct pol_reload **rp, struct sb *what)
+{
+    struct pol_reload *r;
+
+    if (*rp == NULL)
+        return;
+    OBJ_TAKE(r, rp, POL_RELOAD_MAGIC);
+    pol__prog_install(put(r->name, r->prog)->prog);
+    log_msg(LOG_NOTICE, "policy: '%s' reloaded from %s", r->name, pol__prog_path(r->prog));
     AZ(pthread_mutex_unlock(&adm_mtx));
-    if (p != NULL)
-        STAT_INC(policy_reload);
-    return (rv);
+    STAT_INC(policy_reload);
+    if (what != NULL)
+        sb_printf(what, "policy %s reloaded", r->name);
+    free(r->name);
+    OBJ_FREE(&r);
+}
+
+void
+pol_reload_abort(struct pol_reload **rp)
+{
+    struct pol_reload *r;
+
+    if (*rp == NULL)
+        return;
+    OBJ_TAKE(r, rp, POL_RELOAD_MAGIC);
+    pol__prog_unref(&r->prog);
+    AZ(pthread_mutex_unlock(&adm_mtx));
+    free(r->name);
+    OBJ_FREE(&r);
 }
 
 int
-pol_prog_load(const char *name, const char *path, struct sb *err)
+pol_reload(struct sb *err)
+{
+    struct pol_reload *r;
+
+    if (pol_reload_prepare(&r, err) != 0)
+        return (-1);
+    pol_reload_commit(&r, NULL);
+    return (0);
+}
+
+/* policy.load and vcl.inline: path, or src when path is NULL. */
+static int
+prog_add(const char *name, const char *path, const char *src, size_t len, struct sb *err)
 {
     struct pol_prog *p;
 
     AN(name);
-    AN(path);
     if (!name_ok(name)) {
         sb_printf(err,
                   "Bad program name '%.*s': a letter, then letters, digits, '_', '-' or '.', "
@@ -210,14 +269,39 @@ pol_prog_load(const char *name, const char *path, struct sb *err)
         sb_printf(err, "A program named '%s' is loaded already: discard it first.", name);
         return (-1);
     }
-    p = compile(path, true, err);
+    if (closed) {
+        sb_cat(err, "the policy engine is shutting down");
+        p = NULL;
+    } else if (path != NULL) {
+        p = compile(path, true, err);
+    } else {
+        p = pol__prog_check_src(name, src, len, err);
+        if (p != NULL && pol__decl_empty(pol__prog_cfg(p))) {
+            sb_printf(err, "%s: declares no backend and there is no -b", pol__prog_path(p));
+            pol__prog_unref(&p);
+        }
+    }
     if (p != NULL)
         (void)put(name, p);
     AZ(pthread_mutex_unlock(&adm_mtx));
     if (p == NULL)
         return (-1);
-    log_msg(LOG_NOTICE, "policy: %s loaded as '%s'", path, name);
+    log_msg(LOG_NOTICE, "policy: %s loaded as '%s'", path != NULL ? path : "inline source", name);
     return (0);
+}
+
+int
+pol_prog_load(const char *name, const char *path, struct sb *err)
+{
+    AN(path);
+    return (prog_add(name, path, NULL, 0, err));
+}
+
+int
+pol_prog_inline(const char *name, const char *src, size_t len, struct sb *err)
+{
+    AN(src);
+    return (prog_add(name, NULL, src, len, err));
 }
 
 int
@@ -292,14 +376,30 @@ pol_prog_list(struct sb *out)
     AZ(pthread_mutex_unlock(&adm_mtx));
 }
 
-void
-pol_prog_backends(pol_backend_f *fn, void *priv)
+unsigned
+pol_prog_foreach(pol_prog_visit_f *fn, void *priv)
 {
+    struct pol_prog_info pi;
+    unsigned n = 0;
+
     AN(fn);
     AZ(pthread_mutex_lock(&adm_mtx));
-    for (struct pol_named *np = named; np != NULL; np = np->next)
-        pol__decl_backends(pol__prog_cfg(np->prog), np->name, fn, priv);
+    for (struct pol_named *np = named; np != NULL; np = np->next) {
+        OBJ_CHECK(np, POL_NAMED_MAGIC);
+        memset(&pi, 0, sizeof pi);
+        pi.name = np->name;
+        pi.path = pol__prog_path(np->prog);
+        pi.active = pol__prog_is_cur(np->prog);
+        pi.is_inline = pol__prog_is_inline(np->prog);
+        /* As pol_prog_list() counts them. */
+        pi.workers = pol__prog_refs(np->prog) - 1 - (pi.active ? 1 : 0);
+        pi.src = pol__prog_src(np->prog, &pi.len);
+        pol__decl_info(pol__prog_cfg(np->prog), &pi);
+        fn(&pi, priv);
+        n++;
+    }
     AZ(pthread_mutex_unlock(&adm_mtx));
+    return (n);
 }
 
 struct label {
@@ -308,19 +408,22 @@ struct label {
 };
 
 static void
-label_one(const char *prog, const struct be *be, void *priv)
+label_prog(const struct pol_prog_info *pi, void *priv)
 {
     struct label *l = priv;
-    size_t len, pl = strlen(prog);
+    size_t len, pl = strlen(pi->name);
 
-    for (unsigned i = 0; i < l->n; i++) {
-        if (l->v[i].be != be)
-            continue;
-        len = strlen(l->v[i].progs);
-        /* Names are at most POL_NAME_MAX: two always fit; more than fit keep the oldest. */
-        if (len + pl + 2 > sizeof l->v[i].progs)
-            continue;
-        snprintf(l->v[i].progs + len, sizeof l->v[i].progs - len, "%s%s", len > 0 ? "," : "", prog);
+    for (unsigned k = 0; k < pi->nbe; k++) {
+        for (unsigned i = 0; i < l->n; i++) {
+            if (l->v[i].be != pi->be[k])
+                continue;
+            len = strlen(l->v[i].progs);
+            /* Names are at most POL_NAME_MAX: two always fit; more than fit keep the oldest. */
+            if (len + pl + 2 > sizeof l->v[i].progs)
+                continue;
+            snprintf(l->v[i].progs + len, sizeof l->v[i].progs - len, "%s%s", len > 0 ? "," : "",
+                     pi->name);
+        }
     }
 }
 
@@ -331,7 +434,7 @@ pol_prog_label(struct be_snap *v, unsigned n)
 
     for (unsigned i = 0; i < n; i++)
         v[i].progs[0] = '\0';
-    pol_prog_backends(label_one, &l);
+    (void)pol_prog_foreach(label_prog, &l);
 }
 
 void

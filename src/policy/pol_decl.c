@@ -7,6 +7,7 @@
  *   director "fleet" { type = "shard", backends = { "a", "b", "c" }, rampup = "30s" }
  *   route { ext = { "jpg", "css" }, to = "static" }
  *   route { to = "app" }
+ *   shared "ratelimit" { size = "10m" }
  *
  * `backend "x"` is a call returning a function that takes the table, so a
  * declaration reads like a Varnish one.  At the script's top level each
@@ -93,6 +94,8 @@ struct pol_cfg {
     struct rt *rt;
     struct dir *dflt; /* NULL: nothing declared and no -b */
     unsigned nstatic; /* static-file backends it can route to: 0 spares every request the check */
+    struct pol_shd **shd; /* its shared dictionaries, referenced (pol_shared.c) */
+    unsigned nshd;
 };
 
 /* ---- recording, in every state ---- */
@@ -175,6 +178,9 @@ pol__decl_open(lua_State *L)
     lua_pushliteral(L, "director");
     lua_pushcclosure(L, l_decl_named, 1);
     lua_setglobal(L, "director");
+    lua_pushliteral(L, "shared");
+    lua_pushcclosure(L, l_decl_named, 1);
+    lua_setglobal(L, "shared");
     lua_register(L, "route", l_route);
 }
 
@@ -369,7 +375,7 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
         "host", "port", "connect_timeout", "first_byte_timeout", "between_bytes_timeout",
         "max_connections", "weight", "probe", "root", "index", "listing", "follow_symlinks",
         "deny", "mime_file", "mime", "expires", "tls", "ca_file", "sni", "verify", "verify_host",
-        "cert", "key",
+        "cert", "key", "path", "proxy_protocol",
     };
     static const char *const probe_fields[] = {
         "url", "request", "interval", "timeout", "window", "threshold", "initial",
@@ -387,6 +393,13 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     c.name = d->name;
     c.host = field_str(d, idx, "host");
     c.port = field_str(d, idx, "port");
+    c.path = field_str(d, idx, "path");
+    {
+        double pv = field_num(d, idx, "proxy_protocol", 0, 0, 2);
+        if (pv != 0 && pv != 1 && pv != 2)
+            (void)decl_fail(d, "proxy_protocol must be 1 or 2");
+        c.proxy_protocol = (unsigned)pv;
+    }
     c.connect_timeout = field_num(d, idx, "connect_timeout", -1, 0.001, 3600);
     c.first_byte_timeout = field_num(d, idx, "first_byte_timeout", -1, 0.001, 86400);
     c.between_bytes_timeout = field_num(d, idx, "between_bytes_timeout", -1, 0.001, 86400);
@@ -402,10 +415,14 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     c.tls_noverify = lua_getfield(d->L, idx, "verify") != LUA_TNIL && !field_bool(d, idx, "verify");
     lua_pop(d->L, 1);
     root = field_str(d, idx, "root");
-    if (root != NULL && c.host != NULL)
-        return (decl_fail(d, "either host (an HTTP server) or root (static files)"));
-    if (root == NULL && c.host == NULL)
-        return (decl_fail(d, "host (an HTTP server) or root (static files) is missing"));
+    if (root != NULL && (c.host != NULL || c.path != NULL))
+        return (decl_fail(d, "either host or path (an HTTP server) or root (static files)"));
+    if (c.path != NULL && (c.host != NULL || c.port != NULL))
+        return (decl_fail(d, "either path (a Unix socket) or host and port"));
+    if (c.path != NULL && c.tls)
+        return (decl_fail(d, "tls is not spoken over a Unix socket (path)"));
+    if (root == NULL && c.host == NULL && c.path == NULL)
+        return (decl_fail(d, "host or path (an HTTP server) or root (static files) is missing"));
     if (lua_getfield(d->L, idx, "probe") == LUA_TTABLE) {
         int pidx = lua_gettop(d->L);
         memset(&pc, 0, sizeof pc);
@@ -574,6 +591,34 @@ build_route(struct decl *d, int idx, struct pol_cfg *cfg)
     return (0);
 }
 
+/* shared "name" { size = "10m" }: a dictionary of its own namespace (pol_shared.c). */
+static int
+build_shared(struct decl *d, int idx, struct pol_cfg *cfg)
+{
+    static const char *const fields[] = { "size" };
+    const char *size;
+    struct pol_shd *shd;
+    uint64_t bytes;
+    char ebuf[400];
+    struct sb e;
+
+    check_fields(d, idx, fields, ARRAY_LEN(fields), "");
+    size = field_str(d, idx, "size");
+    if (d->failed)
+        return (-1);
+    if (size == NULL)
+        return (decl_fail(d, "size is missing (size = \"10m\")"));
+    if (num_bytes(size, &bytes) != 0)
+        return (decl_fail(d, "size \"%s\" is not a size (\"64k\", \"10m\", \"1g\")", size));
+    if (pol__decl_shared(cfg, d->name) != NULL)
+        return (decl_fail(d, "declared twice"));
+    sb_init(&e, ebuf, sizeof ebuf);
+    if ((shd = pol__shd_get(d->name, bytes, &e)) == NULL)
+        return (decl_fail_from(d, ebuf));
+    cfg->shd[cfg->nshd++] = shd;
+    return (0);
+}
+
 void
 pol__decl_free(struct pol_cfg **cfgp)
 {
@@ -589,6 +634,9 @@ pol__decl_free(struct pol_cfg **cfgp)
         dir_free(&cfg->dir[i - 1]);
     for (unsigned i = 0; i < cfg->nbe; i++)
         be_release(&cfg->be[i]);
+    for (unsigned i = 0; i < cfg->nshd; i++)
+        pol__shd_release(&cfg->shd[i]);
+    free(cfg->shd);
     free(cfg->be);
     free(cfg->dir);
     OBJ_FREE(&cfg);
@@ -609,6 +657,8 @@ pol__decl_build(lua_State *L, struct sb *err)
     cfg->be = calloc((size_t)n + 1, sizeof *cfg->be);
     cfg->dir = calloc((size_t)n + 2, sizeof *cfg->dir);
     cfg->rt = rt_new();
+    cfg->shd = calloc((size_t)n + 1, sizeof *cfg->shd);
+    AN(cfg->shd);
     AN(cfg->be);
     AN(cfg->dir);
     AN(cfg->rt);
@@ -625,7 +675,9 @@ pol__decl_build(lua_State *L, struct sb *err)
         d.where = lua_tostring(L, -1);
         lua_getfield(L, -4, "conf");
         idx = lua_gettop(L);
-        if (d.name != NULL && find_dir(cfg, d.name) != NULL)
+        if (strcmp(d.kind, "shared") == 0)
+            rv = build_shared(&d, idx, cfg);
+        else if (d.name != NULL && find_dir(cfg, d.name) != NULL)
             rv = decl_fail(&d, "declared twice");
         else if (strcmp(d.kind, "backend") == 0)
             rv = build_backend(&d, idx, cfg);
@@ -669,6 +721,32 @@ pol__decl_route(const struct pol_cfg *cfg, const struct req *req)
     return (d != NULL ? d : cfg->dflt);
 }
 
+struct pol_shd *
+pol__decl_shared(const struct pol_cfg *cfg, const char *name)
+{
+    for (unsigned i = 0; cfg != NULL && i < cfg->nshd; i++)
+        if (strcmp(pol__shd_name(cfg->shd[i]), name) == 0)
+            return (cfg->shd[i]);
+    return (NULL);
+}
+
+bool
+pol__decl_seen(lua_State *L, const char *kind, const char *name)
+{
+    bool seen = false;
+
+    lua_getfield(L, LUA_REGISTRYINDEX, DECL_KEY);
+    for (lua_Integer i = 1; !seen && lua_rawgeti(L, -1, i) == LUA_TTABLE; i++) {
+        lua_getfield(L, -1, "kind");
+        lua_getfield(L, -2, "name");
+        seen = strcmp(lua_tostring(L, -2), kind) == 0 && lua_isstring(L, -1) &&
+               strcmp(lua_tostring(L, -1), name) == 0;
+        lua_pop(L, 3);
+    }
+    lua_pop(L, seen ? 1 : 2); /* the list, and the nil that ended it */
+    return (seen);
+}
+
 bool
 pol__decl_has_static(const struct pol_cfg *cfg)
 {
@@ -682,11 +760,15 @@ pol__decl_empty(const struct pol_cfg *cfg)
 }
 
 void
-pol__decl_backends(const struct pol_cfg *cfg, const char *prog, pol_backend_f *fn, void *priv)
+pol__decl_info(const struct pol_cfg *cfg, struct pol_prog_info *pi)
 {
-    if (cfg == NULL)
+    if (cfg == NULL) {
+        pi->nbe = pi->ndir = 0;
         return;
+    }
     OBJ_CHECK(cfg, POL_CFG_MAGIC);
-    for (unsigned i = 0; i < cfg->nbe; i++)
-        fn(prog, cfg->be[i], priv);
+    pi->be = cfg->be;
+    pi->nbe = cfg->nbe;
+    pi->dir = cfg->dir;
+    pi->ndir = cfg->ndir;
 }

@@ -28,6 +28,87 @@
 
 static uint64_t next_ctx_id; /* atomic: req.ctx ids, 0 is "none yet" */
 
+/* The actions each hook may return, and what each means; log's value is ignored. */
+struct acts {
+    const char *const *word;
+    const enum pol_act *act;
+    int n;
+};
+/* A word for each action: an array of negative size, a compile error, otherwise. */
+#define ACTS(w, a)                                                                              \
+    {                                                                                           \
+        (w), (a), (int)(ARRAY_LEN(w) + 0 * sizeof(char[ARRAY_LEN(w) == ARRAY_LEN(a) ? 1 : -1])) \
+    }
+
+static const char *const recv_w[] = { "hash", "lookup", "pass", "pipe", "purge", "synth" };
+static const enum pol_act recv_a[] = {
+    POL_HASH, POL_HASH, POL_PASS, POL_PIPE, POL_PURGE, POL_SYNTH
+};
+static const char *const hash_w[] = { "lookup" };
+static const enum pol_act hash_a[] = { POL_HASH };
+static const char *const beresp_w[] = { "deliver", "pass", "abandon", "retry" };
+static const enum pol_act beresp_a[] = { POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY };
+static const char *const deliver_w[] = { "deliver", "synth", "restart" };
+static const enum pol_act deliver_a[] = { POL_DELIVER, POL_SYNTH, POL_RESTART };
+static const char *const hit_w[] = { "deliver", "miss", "pass", "synth", "restart" };
+static const enum pol_act hit_a[] = { POL_DELIVER, POL_MISS, POL_PASS, POL_SYNTH, POL_RESTART };
+static const char *const miss_w[] = { "fetch", "pass", "synth", "restart" };
+static const enum pol_act miss_a[] = { POL_FETCH, POL_PASS, POL_SYNTH, POL_RESTART };
+static const char *const pass_w[] = { "fetch", "synth", "restart" };
+static const enum pol_act pass_a[] = { POL_FETCH, POL_SYNTH, POL_RESTART };
+static const char *const synth_w[] = { "deliver", "restart" };
+static const enum pol_act synth_a[] = { POL_DELIVER, POL_RESTART };
+static const char *const befetch_w[] = { "fetch", "abandon" };
+static const enum pol_act befetch_a[] = { POL_FETCH, POL_ABANDON };
+static const char *const beerr_w[] = { "deliver", "retry", "abandon" };
+static const enum pol_act beerr_a[] = { POL_DELIVER, POL_RETRY, POL_ABANDON };
+static const char *const pipe_w[] = { "pipe", "synth" };
+static const enum pol_act pipe_a[] = { POL_PIPE, POL_SYNTH };
+static const char *const purge_w[] = { "synth", "restart" };
+static const enum pol_act purge_a[] = { POL_SYNTH, POL_RESTART };
+
+static const struct acts hook_acts[POL_H_MAX] = {
+    [POL_H_RECV] = ACTS(recv_w, recv_a),
+    [POL_H_HASH] = ACTS(hash_w, hash_a),
+    [POL_H_BACKEND_RESPONSE] = ACTS(beresp_w, beresp_a),
+    [POL_H_DELIVER] = ACTS(deliver_w, deliver_a),
+    [POL_H_HIT] = ACTS(hit_w, hit_a),
+    [POL_H_MISS] = ACTS(miss_w, miss_a),
+    [POL_H_PASS] = ACTS(pass_w, pass_a),
+    [POL_H_LOG] = { NULL, NULL, 0 },
+    [POL_H_SYNTH] = ACTS(synth_w, synth_a),
+    [POL_H_BACKEND_FETCH] = ACTS(befetch_w, befetch_a),
+    [POL_H_BACKEND_ERROR] = ACTS(beerr_w, beerr_a),
+    [POL_H_PIPE] = ACTS(pipe_w, pipe_a),
+    [POL_H_PURGE] = ACTS(purge_w, purge_a),
+};
+
+/* The index of `word` among hook h's actions; the number of them when it is none. */
+static int
+act_index(enum pol_hook h, const char *word)
+{
+    const struct acts *a = &hook_acts[h];
+    int i;
+
+    for (i = 0; i < a->n; i++)
+        if (strcmp(word, a->word[i]) == 0)
+            break;
+    return (i);
+}
+
+bool
+pol__hook_allows(enum pol_hook h, const char *word)
+{
+    return (hook_acts[h].word == NULL || act_index(h, word) < hook_acts[h].n);
+}
+
+void
+pol__hook_acts(enum pol_hook h, struct sb *sb)
+{
+    for (int i = 0; i < hook_acts[h].n; i++)
+        sb_printf(sb, "%s\"%s\"", i > 0 ? ", " : "", hook_acts[h].word[i]);
+}
+
 static int
 msgh(lua_State *L)
 {
@@ -46,20 +127,22 @@ hook_fail(struct pol_wrk *pw, const char *msg)
 /*
  * Call hook h with the nargs values on top of the stack: the script's
  * function, then builtin.lua's while the answer is nil.  The index in
- * acts[] of the action returned, acts_n when both returned nil (or none
- * exists), -1 on error (logged).  Pops the arguments.  acts NULL: any
- * value is accepted and ignored (log).
+ * hook_acts[h] of the action returned, its count when both returned nil
+ * (or none exists), -1 on error (logged).  Pops the arguments.  log's
+ * value is ignored.
  */
 static int
-run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts, int acts_n)
+run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
 {
     lua_State *L = pw->L;
-    int base = lua_gettop(L) - nargs + 1, rv = acts_n, st;
+    const struct acts *acts = &hook_acts[h];
+    int base = lua_gettop(L) - nargs + 1, rv = acts->n, st;
     const int refs[2] = { pw->ref_user[h], pw->ref_builtin[h] };
+    const char *tripped;
 
     pw->hook = h;
     lua_pushcfunction(L, msgh);
-    for (int i = 0; i < 2 && rv == acts_n; i++) {
+    for (int i = 0; i < 2 && rv == acts->n; i++) {
         const char *a;
         lua_Debug ar;
 
@@ -68,9 +151,14 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts
         lua_rawgeti(L, LUA_REGISTRYINDEX, refs[i]);
         for (int k = 0; k < nargs; k++)
             lua_pushvalue(L, base + k);
-        pol__arm_limit(L);
-        if ((st = lua_pcall(L, nargs, 1, base + nargs)) != LUA_OK) {
-            if (st == LUA_ERRMEM) {
+        pol__limit_arm(pw);
+        st = lua_pcall(L, nargs, 1, base + nargs);
+        pol__limit_disarm(pw);
+        /* A limit that tripped fails the call, whatever came back (a caught error ...). */
+        if (pw->lim.trip != POL_TRIP_NONE || st != LUA_OK) {
+            if ((tripped = pol__limit_tripped(pw)) != NULL) {
+                hook_fail(pw, tripped);
+            } else if (st == LUA_ERRMEM) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "%s: not enough memory (policy_max_memory)",
                          pol__prog_path(pw->prog));
@@ -82,39 +170,33 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs, const char *const *acts
             rv = -1;
             break;
         }
-        lua_sethook(L, NULL, 0, 0);
         if (lua_isnil(L, -1)) {
             lua_pop(L, 1);
             continue;
         }
-        if (acts == NULL) {
+        if (acts->word == NULL) {
             /* log: no action to take, the value is ignored */
             lua_pop(L, 1);
             break;
         }
         a = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        for (rv = 0; a != NULL && rv < acts_n; rv++)
-            if (strcmp(a, acts[rv]) == 0)
-                break;
-        if (a == NULL || rv == acts_n) {
+        if (a == NULL || (rv = act_index(h, a)) == acts->n) {
             char msg[400];
             struct sb sb;
 
             sb_init(&sb, msg, sizeof msg);
             lua_rawgeti(L, LUA_REGISTRYINDEX, refs[i]);
             AN(lua_getinfo(L, ">S", &ar));
-            sb_printf(&sb, "%s:%d: %s returned %s%s%s, not one of", ar.short_src,
-                      ar.linedefined, pol__hook_name[h], a != NULL ? "\"" : "",
+            sb_printf(&sb, "%s:%d: %s returned %s%s%s, not one of ", ar.short_src, ar.linedefined,
+                      pol__hook_name[h], a != NULL ? "\"" : "",
                       a != NULL ? a : luaL_typename(L, -1), a != NULL ? "\"" : "");
-            for (int k = 0; k < acts_n; k++)
-                sb_printf(&sb, "%s \"%s\"", k > 0 ? "," : "", acts[k]);
+            pol__hook_acts(h, &sb);
             hook_fail(pw, msg);
             rv = -1;
         }
         lua_pop(L, 1);
     }
     lua_settop(L, base - 1);
-    lua_sethook(L, NULL, 0, 0);
     return (rv);
 }
 
@@ -130,9 +212,11 @@ push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct htt
     if (req->pol_id == 0)
         req->pol_id = __atomic_add_fetch(&next_ctx_id, 1, __ATOMIC_RELAXED);
     if (pw->ctx_id != req->pol_id) {
+        /* Another request: nothing of the last one's may reach this one. */
         luaL_unref(L, LUA_REGISTRYINDEX, pw->ctx_ref);
         pw->ctx_ref = LUA_NOREF;
         pw->ctx_id = req->pol_id;
+        pol__env_reset(pw);
     }
     pw->req = req;
     pol__obj_push(L, kind, hp, NULL, ro);
@@ -163,9 +247,6 @@ struct call {
     enum pol_hook h;
     enum pol_act dflt;      /* both hooks returned nil, or none exists */
     bool skip_builtin_only; /* no call at all unless the script defines the hook */
-    const char *const *acts;
-    const enum pol_act *map;
-    int nacts;
     struct pol_synth *syn; /* NULL: surogat.synth() is not allowed */
     int nargs;
     struct {
@@ -173,7 +254,7 @@ struct call {
         struct http *hp;
         struct pol_ex ex;
         int ro;
-    } arg[2];
+    } arg[3];
 };
 
 /*
@@ -197,16 +278,18 @@ konst_answer(const struct pol_wrk *pw, enum pol_hook h)
     return (pw->ref_user[h] != LUA_NOREF ? pw->konst_user[h] : pw->konst_builtin[h]);
 }
 
-/* The action for acts[rv]; "synth" without surogat.synth() is a 503. */
+/* The action for hook_acts[c->h]'s rv; "synth" without surogat.synth() is a 503. */
 static enum pol_act
 act_of(const struct call *c, int rv)
 {
-    if (c->map[rv] == POL_SYNTH && c->syn->status == 0) {
+    enum pol_act act = hook_acts[c->h].act[rv];
+
+    if (act == POL_SYNTH && c->syn->status == 0) {
         c->syn->status = 503;
         snprintf(c->syn->reason, sizeof c->syn->reason, "%s returned \"synth\"",
                  pol__hook_name[c->h]);
     }
-    return (c->map[rv]);
+    return (act);
 }
 
 static enum pol_act
@@ -228,9 +311,8 @@ call_hook(struct req *req, const struct call *c)
         if (*word == '\0')
             return (c->dflt);
         /* A word not among the actions goes the long way, to its error message. */
-        for (rv = 0; rv < c->nacts; rv++)
-            if (strcmp(word, c->acts[rv]) == 0)
-                return (act_of(c, rv));
+        if ((rv = act_index(c->h, word)) < hook_acts[c->h].n)
+            return (act_of(c, rv));
     }
     top = lua_gettop(pw->L);
     for (int i = 0; i < c->nargs; i++) {
@@ -242,16 +324,15 @@ call_hook(struct req *req, const struct call *c)
     pw->syn = c->syn;
     for (int i = 0; i < c->nargs; i++)
         lua_pushvalue(pw->L, top + 1 + i);
-    rv = run_hook(pw, c->h, c->nargs, c->acts, c->nacts);
+    rv = run_hook(pw, c->h, c->nargs);
     end_call(pw, top + 1, c->nargs);
     if (rv < 0)
         return (POL_ERROR);
-    if (rv == c->nacts)
+    if (rv == hook_acts[c->h].n)
         return (c->dflt);
     return (act_of(c, rv));
 }
 
-#define CALL_ACTS(a, m) .acts = (a), .map = (m), .nacts = (int)ARRAY_LEN(a)
 #define ARG_REQ(r)      { .kind = POL_O_REQ, .hp = (r)->http }
 /* The backend request: as sent once the fetch built it, else the client's, read-only. */
 #define ARG_BEREQ(r)    { .kind = POL_O_BEREQ, .hp = (r)->bereq != NULL ? (r)->bereq : (r)->http, .ro = 1 }
@@ -259,10 +340,7 @@ call_hook(struct req *req, const struct call *c)
 enum pol_act
 pol_recv(struct req *req, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "hash", "lookup", "pass", "pipe", "purge", "synth" };
-    static const enum pol_act map[] = { POL_HASH, POL_HASH, POL_PASS, POL_PIPE, POL_PURGE,
-                                        POL_SYNTH };
-    const struct call c = { .h = POL_H_RECV, .dflt = POL_HASH, CALL_ACTS(acts, map), .syn = syn,
+    const struct call c = { .h = POL_H_RECV, .dflt = POL_HASH, .syn = syn,
                             .nargs = 1, .arg = { ARG_REQ(req) } };
 
     return (call_hook(req, &c));
@@ -271,7 +349,6 @@ pol_recv(struct req *req, struct pol_synth *syn)
 int
 pol_hash(struct req *req, char **key, size_t *len)
 {
-    static const char *const acts[] = { "lookup" };
     struct pol_wrk *pw = begin(req);
     size_t blen = 0, off;
     char *builtin = NULL, *k;
@@ -288,7 +365,7 @@ pol_hash(struct req *req, char **key, size_t *len)
         top = lua_gettop(pw->L);
         push_req(pw, req, POL_O_REQ, req->http, 0);
         lua_pushvalue(pw->L, -1);
-        rv = run_hook(pw, POL_H_HASH, 1, acts, 1);
+        rv = run_hook(pw, POL_H_HASH, 1);
         end_call(pw, top + 1, 1);
         if (rv < 0)
             return (-1);
@@ -319,24 +396,23 @@ pol_hash(struct req *req, char **key, size_t *len)
 enum pol_act
 pol_backend_response(struct req *req, struct pol_beresp *br)
 {
-    static const char *const acts[] = { "deliver", "pass", "abandon", "retry" };
-    static const enum pol_act map[] = { POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY };
     const struct call c = {
-        .h = POL_H_BACKEND_RESPONSE, .dflt = POL_DELIVER, CALL_ACTS(acts, map), .nargs = 2,
+        .h = POL_H_BACKEND_RESPONSE, .dflt = POL_DELIVER, .nargs = 2,
         .arg = { ARG_BEREQ(req), { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
     };
 
     return (call_hook(req, &c));
 }
 
+/* deliver's obj carries the hit count only: no load(), so nothing else reads. */
 enum pol_act
-pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn)
+pol_deliver(struct req *req, struct http *resp, unsigned hits, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "deliver", "synth", "restart" };
-    static const enum pol_act map[] = { POL_DELIVER, POL_SYNTH, POL_RESTART };
-    const struct call c = { .h = POL_H_DELIVER, .dflt = POL_DELIVER, CALL_ACTS(acts, map),
-                            .syn = syn, .nargs = 2,
-                            .arg = { ARG_REQ(req), { .kind = POL_O_RESP, .hp = resp } } };
+    const struct pol_obj obj = { .req = req, .hits = hits };
+    const struct call c = { .h = POL_H_DELIVER, .dflt = POL_DELIVER,
+                            .syn = syn, .nargs = 3,
+                            .arg = { ARG_REQ(req), { .kind = POL_O_RESP, .hp = resp },
+                                     { .kind = POL_O_OBJ, .ex.obj = &obj, .ro = 1 } } };
 
     return (call_hook(req, &c));
 }
@@ -344,11 +420,8 @@ pol_deliver(struct req *req, struct http *resp, struct pol_synth *syn)
 enum pol_act
 pol_hit(struct req *req, const struct pol_obj *obj, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "deliver", "miss", "pass", "synth", "restart" };
-    static const enum pol_act map[] = { POL_DELIVER, POL_MISS, POL_PASS, POL_SYNTH,
-                                        POL_RESTART };
     const struct call c = {
-        .h = POL_H_HIT, .dflt = POL_DELIVER, .skip_builtin_only = true, CALL_ACTS(acts, map),
+        .h = POL_H_HIT, .dflt = POL_DELIVER, .skip_builtin_only = true,
         .syn = syn, .nargs = 2,
         .arg = { ARG_REQ(req), { .kind = POL_O_OBJ, .hp = obj->resp, .ex.obj = obj, .ro = 1 } },
     };
@@ -359,10 +432,8 @@ pol_hit(struct req *req, const struct pol_obj *obj, struct pol_synth *syn)
 enum pol_act
 pol_miss(struct req *req, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "fetch", "pass", "synth", "restart" };
-    static const enum pol_act map[] = { POL_FETCH, POL_PASS, POL_SYNTH, POL_RESTART };
     const struct call c = { .h = POL_H_MISS, .dflt = POL_FETCH, .skip_builtin_only = true,
-                            CALL_ACTS(acts, map), .syn = syn, .nargs = 1,
+                            .syn = syn, .nargs = 1,
                             .arg = { ARG_REQ(req) } };
 
     return (call_hook(req, &c));
@@ -371,10 +442,8 @@ pol_miss(struct req *req, struct pol_synth *syn)
 enum pol_act
 pol_pass(struct req *req, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "fetch", "synth", "restart" };
-    static const enum pol_act map[] = { POL_FETCH, POL_SYNTH, POL_RESTART };
     const struct call c = { .h = POL_H_PASS, .dflt = POL_FETCH, .skip_builtin_only = true,
-                            CALL_ACTS(acts, map), .syn = syn, .nargs = 1,
+                            .syn = syn, .nargs = 1,
                             .arg = { ARG_REQ(req) } };
 
     return (call_hook(req, &c));
@@ -383,10 +452,8 @@ pol_pass(struct req *req, struct pol_synth *syn)
 enum pol_act
 pol_synth(struct req *req, struct http *resp, struct txt *body)
 {
-    static const char *const acts[] = { "deliver", "restart" };
-    static const enum pol_act map[] = { POL_DELIVER, POL_RESTART };
     const struct call c = {
-        .h = POL_H_SYNTH, .dflt = POL_DELIVER, .skip_builtin_only = true, CALL_ACTS(acts, map),
+        .h = POL_H_SYNTH, .dflt = POL_DELIVER, .skip_builtin_only = true,
         .nargs = 2, .arg = { ARG_REQ(req), { .kind = POL_O_RESP, .hp = resp, .ex.body = body } },
     };
 
@@ -396,10 +463,8 @@ pol_synth(struct req *req, struct http *resp, struct txt *body)
 enum pol_act
 pol_backend_fetch(struct req *req, struct http *bereq)
 {
-    static const char *const acts[] = { "fetch", "abandon" };
-    static const enum pol_act map[] = { POL_FETCH, POL_ABANDON };
     const struct call c = { .h = POL_H_BACKEND_FETCH, .dflt = POL_FETCH,
-                            .skip_builtin_only = true, CALL_ACTS(acts, map), .nargs = 1,
+                            .skip_builtin_only = true, .nargs = 1,
                             .arg = { { .kind = POL_O_BEREQ, .hp = bereq } } };
 
     return (call_hook(req, &c));
@@ -414,11 +479,9 @@ pol_has_backend_error(void)
 enum pol_act
 pol_backend_error(struct req *req, struct http *beresp, struct txt *body)
 {
-    static const char *const acts[] = { "deliver", "retry", "abandon" };
-    static const enum pol_act map[] = { POL_DELIVER, POL_RETRY, POL_ABANDON };
     const struct call c = {
         .h = POL_H_BACKEND_ERROR, .dflt = POL_ABANDON, .skip_builtin_only = true,
-        CALL_ACTS(acts, map), .nargs = 2,
+        .nargs = 2,
         .arg = { ARG_BEREQ(req), { .kind = POL_O_BERESP, .hp = beresp, .ex.body = body } },
     };
 
@@ -428,10 +491,8 @@ pol_backend_error(struct req *req, struct http *beresp, struct txt *body)
 enum pol_act
 pol_pipe(struct req *req, struct http *bereq, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "pipe", "synth" };
-    static const enum pol_act map[] = { POL_PIPE, POL_SYNTH };
     const struct call c = {
-        .h = POL_H_PIPE, .dflt = POL_PIPE, .skip_builtin_only = true, CALL_ACTS(acts, map),
+        .h = POL_H_PIPE, .dflt = POL_PIPE, .skip_builtin_only = true,
         .syn = syn, .nargs = 2,
         .arg = { ARG_REQ(req), { .kind = POL_O_BEREQ, .hp = bereq } },
     };
@@ -442,10 +503,8 @@ pol_pipe(struct req *req, struct http *bereq, struct pol_synth *syn)
 enum pol_act
 pol_purge(struct req *req, struct pol_synth *syn)
 {
-    static const char *const acts[] = { "synth", "restart" };
-    static const enum pol_act map[] = { POL_SYNTH, POL_RESTART };
     const struct call c = { .h = POL_H_PURGE, .dflt = POL_NONE, .skip_builtin_only = true,
-                            CALL_ACTS(acts, map), .syn = syn, .nargs = 1,
+                            .syn = syn, .nargs = 1,
                             .arg = { ARG_REQ(req) } };
 
     return (call_hook(req, &c));
@@ -476,7 +535,7 @@ pol_log(struct req *req)
     lua_pushvalue(pw->L, -2);
     lua_pushvalue(pw->L, -2);
     /* Nothing to decide any more: an error is logged and counted, the client has its answer. */
-    (void)run_hook(pw, POL_H_LOG, 2, NULL, 0);
+    (void)run_hook(pw, POL_H_LOG, 2);
     end_call(pw, top + 1, 2);
 }
 

@@ -6,6 +6,13 @@
  * past RE_CACHE_MAX entries, so generated patterns cannot grow it
  * without bound).  Compiled code is PCRE2's malloc, freed by the
  * userdata's __gc.
+ *
+ * Time: PCRE2 bounds each match by its own limits (match_limit, ten
+ * million backtracking steps, a few ms with JIT and some 100 ms without;
+ * depth_limit; heap_limit, 20 MB), failing it with "match limit
+ * exceeded"; every re.* call checks the hook's deadline before it
+ * matches, and re.gsub after each replacement, so a loop of such calls,
+ * or one gsub over a long subject, ends at policy_max_time.
  */
 #include "config.h"
 
@@ -91,6 +98,16 @@ get_re(lua_State *L, int idx)
     return (r->code);
 }
 
+/* re.gsub's callout after each replacement: a negative answer ends the substitution. */
+static int
+sub_callout(pcre2_substitute_callout_block *blk, void *ud)
+{
+    struct pol_wrk *pw = ud;
+
+    (void)blk;
+    return (pol__limit_over(pw) ? -1 : 0);
+}
+
 /* Match subject at 1 against pattern at 2: rc (<0 none), with md owning the offsets. */
 static int
 do_match(lua_State *L, pcre2_code *code, const char *s, size_t len, pcre2_match_data **mdp)
@@ -124,6 +141,7 @@ l_re_match(lua_State *L)
     struct pol_wrk *pw = pol__wrk(L);
     int rc;
 
+    pol__limit_check(L);
     if (pw->re_md == NULL && (pw->re_md = pcre2_match_data_create(1, NULL)) == NULL)
         return (luaL_error(L, "out of memory"));
     rc = pcre2_match(code, (PCRE2_SPTR)s, len, 0, 0, pw->re_md, NULL);
@@ -146,7 +164,10 @@ l_re_find(lua_State *L)
     pcre2_match_data *md;
     PCRE2_SIZE *ov;
     uint32_t ngroups;
-    int rc = do_match(L, code, s, len, &md);
+    int rc;
+
+    pol__limit_check(L);
+    rc = do_match(L, code, s, len, &md);
 
     if (rc < 0) {
         pcre2_match_data_free(md);
@@ -169,7 +190,12 @@ l_re_find(lua_State *L)
     return ((int)ngroups + 1);
 }
 
-/* re.sub / re.gsub(s, pattern, replacement): the new string and the count. */
+/*
+ * re.sub / re.gsub(s, pattern, replacement): the new string and the
+ * count.  The output buffer doubles until the result fits, each round a
+ * checked one (the callout runs after every replacement):
+ * PCRE2_SUBSTITUTE_OVERFLOW_LENGTH would measure the rest without them.
+ */
 static int
 substitute(lua_State *L, uint32_t opts)
 {
@@ -177,22 +203,31 @@ substitute(lua_State *L, uint32_t opts)
     const char *s = luaL_checklstring(L, 1, &len);
     pcre2_code *code = get_re(L, 2);
     const char *repl = luaL_checklstring(L, 3, &rlen);
-    PCRE2_SIZE olen = len + rlen + 64;
+    struct pol_wrk *pw = pol__wrk(L);
+    PCRE2_SIZE cap = len + rlen + 64, olen;
     luaL_Buffer b;
     char *out;
     int rc;
 
-    opts |= PCRE2_SUBSTITUTE_OVERFLOW_LENGTH;
-    for (int round = 0; round < 2; round++) {
+    if (pw->re_mc == NULL) {
+        if ((pw->re_mc = pcre2_match_context_create(NULL)) == NULL)
+            return (luaL_error(L, "out of memory"));
+        AZ(pcre2_set_substitute_callout(pw->re_mc, sub_callout, pw));
+    }
+    for (;;) {
+        pol__limit_check(L);
         luaL_buffinit(L, &b);
-        out = luaL_prepbuffsize(&b, olen);
-        rc = pcre2_substitute(code, (PCRE2_SPTR)s, len, 0, opts, NULL, NULL, (PCRE2_SPTR)repl,
+        out = luaL_prepbuffsize(&b, cap);
+        olen = cap;
+        rc = pcre2_substitute(code, (PCRE2_SPTR)s, len, 0, opts, NULL, pw->re_mc, (PCRE2_SPTR)repl,
                               rlen, (PCRE2_UCHAR *)out, &olen);
         if (rc != PCRE2_ERROR_NOMEMORY)
             break;
-        lua_pop(L, 1); /* the buffer's box, if any: olen now says what is needed */
-        olen += 1;
+        lua_pop(L, 1); /* the buffer's slot */
+        cap *= 2;
     }
+    /* The callout ended it at the deadline: the hook fails here. */
+    pol__limit_check(L);
     if (rc < 0) {
         PCRE2_UCHAR msg[128];
         pcre2_get_error_message(rc, msg, sizeof msg);
@@ -385,13 +420,18 @@ pol__lib_open(lua_State *L)
         { NULL, NULL },
     };
 
+    /* Locked (__metatable): a hook changing an ACL's methods would change them for good. */
     luaL_newmetatable(L, RE_MT);
     lua_pushcfunction(L, l_re_gc);
     lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, "locked");
+    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     luaL_newmetatable(L, ACL_MT);
     lua_pushcfunction(L, l_acl_gc);
     lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, "locked");
+    lua_setfield(L, -2, "__metatable");
     lua_newtable(L);
     lua_pushcfunction(L, l_acl_match);
     lua_setfield(L, -2, "match");
@@ -403,5 +443,6 @@ pol__lib_open(lua_State *L)
     lua_setglobal(L, "re");
     luaL_newlib(L, srg_lib);
     pol__url_open(L);
+    pol__tool_open(L);
     lua_setglobal(L, "surogat");
 }

@@ -11,6 +11,16 @@
  * an underscore stands for a dash, while :get("x_foo") takes the name as
  * written.
  *
+ * The framing of a message is surogat's, computed after the hooks: the
+ * fields that carry it (Content-Length, Transfer-Encoding, Connection,
+ * Keep-Alive, Upgrade; TE and Trailer on a backend request) may be read
+ * but not set, appended or removed, and a status may not move between
+ * one that has a body and one that has none (204, 304) where the body is
+ * already framed (deliver, backend_response).  Otherwise a script could
+ * send a client, or a backend, a head whose framing disagrees with the
+ * bytes that follow: the next message would be read from the middle of
+ * this one.
+ *
  * obj (in hit) is a read-only view of the cached object's stored head
  * and timing; `client` and `server` are global userdata
  * reading the current request's session (or the host), so they need no
@@ -21,14 +31,17 @@
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
+#include <openssl/ssl.h>
 
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/http.h"
+#include "surogat/pp.h"
 #include "surogat/req.h"
 #include "surogat/sess.h"
 #include "surogat/wrk.h"
@@ -52,13 +65,34 @@ static const char *const kind_name[] = { "req", "bereq", "beresp", "resp", "obj"
 
 /* obj's head before the script reads it: check_msg() loads it then. */
 static struct http obj_unloaded;
+/* The registry key of a state's obj of deliver: its address, no string to hash. */
+static const char deliver_obj_key;
 
 void
 pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struct pol_ex *ex,
               int ro)
 {
-    struct msg *m = lua_newuserdatauv(L, sizeof *m, 1);
+    struct msg *m;
 
+    if (kind == POL_O_OBJ && hp == NULL && ex != NULL && ex->obj->resp == NULL &&
+        ex->obj->load == NULL) {
+        /*
+         * deliver's obj, a hit count and nothing else: one per state,
+         * armed again for each call, so that a hit costs no garbage for
+         * it.  Killed after each call as any other.
+         */
+        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &deliver_obj_key) == LUA_TNIL) {
+            lua_pop(L, 1);
+            (void)lua_newuserdatauv(L, sizeof *m, 1);
+            luaL_setmetatable(L, MSG_MT);
+            lua_pushvalue(L, -1);
+            lua_rawsetp(L, LUA_REGISTRYINDEX, &deliver_obj_key);
+        }
+        m = lua_touserdata(L, -1);
+    } else {
+        m = lua_newuserdatauv(L, sizeof *m, 1);
+        luaL_setmetatable(L, MSG_MT);
+    }
     m->magic = POL_MSG_MAGIC;
     m->kind = kind;
     m->hp = hp;
@@ -68,7 +102,6 @@ pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struc
     if (kind == POL_O_OBJ && hp == NULL)
         m->hp = &obj_unloaded;
     m->ro = ro;
-    luaL_setmetatable(L, MSG_MT);
 }
 
 void
@@ -87,6 +120,8 @@ check_msg(lua_State *L, int idx)
 
     if (m->hp == NULL)
         (void)luaL_error(L, "%s used after its hook returned", kind_name[m->kind]);
+    if (m->hp == &obj_unloaded && m->ex.obj->load == NULL)
+        (void)luaL_error(L, "obj has only hits in deliver");
     if (m->hp == &obj_unloaded && (m->hp = m->ex.obj->load(m->ex.obj)) == NULL) {
         m->hp = &obj_unloaded;
         (void)luaL_error(L, "workspace_client exhausted");
@@ -151,6 +186,39 @@ check_value(lua_State *L, int idx, size_t *len)
 
 /* ---- headers: req.http ---- */
 
+/* Whether name (len bytes, any case) frames messages of this kind: read-only for scripts. */
+static bool
+framing_field(enum pol_obj_kind kind, const char *name, size_t len)
+{
+    static const struct {
+        const char *name;
+        size_t len;
+        bool bereq; /* on a backend request only */
+    } f[] = {
+        { "Content-Length", 14, false }, { "Transfer-Encoding", 17, false },
+        { "Connection", 10, false },     { "Keep-Alive", 10, false },
+        { "Upgrade", 7, false },         { "TE", 2, true },
+        { "Trailer", 7, true },
+    };
+
+    /* The length first: a deliver hook setting a field runs this on every hit. */
+    for (size_t i = 0; i < ARRAY_LEN(f); i++)
+        if (len == f[i].len && (!f[i].bereq || kind == POL_O_BEREQ) &&
+            strcasecmp(name, f[i].name) == 0)
+            return (true);
+    return (false);
+}
+
+/* A change of field `name` (NUL-terminated): a writable message, a field that is not framing. */
+static void
+check_field_writable(lua_State *L, const struct msg *m, const char *name, size_t len)
+{
+    check_writable(L, m, "http");
+    if (framing_field(m->kind, name, len))
+        (void)luaL_error(L, "%s.http: %s is read-only: surogat frames the message",
+                         kind_name[m->kind], name);
+}
+
 static struct msg *
 hdrs_msg(lua_State *L, int idx)
 {
@@ -189,7 +257,7 @@ hdr_add(lua_State *L, struct msg *m, const char *name, size_t nlen, int vidx)
 static void
 hdr_set(lua_State *L, struct msg *m, const char *name, size_t nlen, int vidx)
 {
-    check_writable(L, m, "http");
+    check_field_writable(L, m, name, nlen);
     if (!lua_isnil(L, vidx))
         (void)check_value(L, vidx, &(size_t){ 0 });
     (void)http_unset(m->hp, name);
@@ -252,7 +320,7 @@ l_hdrs_append(lua_State *L)
     struct msg *m = hdrs_msg(L, 1);
     const char *name = check_name(L, 2, &len, false);
 
-    check_writable(L, m, "http");
+    check_field_writable(L, m, name, len);
     hdr_add(L, m, name, len, 3);
     return (0);
 }
@@ -264,7 +332,7 @@ l_hdrs_unset(lua_State *L)
     struct msg *m = hdrs_msg(L, 1);
     const char *name = check_name(L, 2, &len, false);
 
-    check_writable(L, m, "http");
+    check_field_writable(L, m, name, len);
     lua_pushinteger(L, http_unset(m->hp, name));
     return (1);
 }
@@ -383,8 +451,12 @@ push_req_fact(lua_State *L, const struct msg *m, const char *k)
         lua_pushnil(L);
     else if (strcmp(k, "restarts") == 0)
         lua_pushinteger(L, req->restarts);
+    else if (strcmp(k, "xid") == 0)
+        lua_pushinteger(L, (lua_Integer)req->pol_id); /* set before the first hook ran */
     else if (m->kind == POL_O_BEREQ && strcmp(k, "retries") == 0)
         lua_pushinteger(L, req->retries);
+    else if (m->kind == POL_O_BEREQ && strcmp(k, "uncacheable") == 0)
+        lua_pushboolean(L, req->bereq_uncacheable || pol__wrk(L)->hook == POL_H_PIPE);
     else if (strcmp(k, "backend") == 0)
         push_backend(L, m);
     else if (m->kind == POL_O_REQ && strcmp(k, "hash_always_miss") == 0)
@@ -414,6 +486,15 @@ l_msg_index(lua_State *L)
     struct msg *m = luaL_checkudata(L, 1, MSG_MT);
     const char *k = luaL_checkstring(L, 2);
 
+    if (m->ex.obj != NULL && strcmp(k, "hits") == 0) {
+        lua_pushinteger(L, m->ex.obj->hits);
+        return (1);
+    }
+    /* deliver's obj: the hit count and nothing else (no head, no way to load one). */
+    if (m->ex.obj != NULL && m->ex.obj->resp == NULL && m->ex.obj->load == NULL) {
+        lua_pushnil(L);
+        return (1);
+    }
     /* obj's timing needs no head: answered without parsing it. */
     if (m->ex.obj != NULL && (strcmp(k, "ttl") == 0 || strcmp(k, "age") == 0 ||
                               strcmp(k, "grace") == 0)) {
@@ -476,6 +557,13 @@ l_msg_index(lua_State *L)
     return (1);
 }
 
+/* A response with this status has no body, whatever its fields say (RFC 9112 section 6.3). */
+static bool
+bodyless(unsigned status)
+{
+    return (status == 204 || status == 304);
+}
+
 static double
 check_duration(lua_State *L, int idx, const char *what)
 {
@@ -512,6 +600,11 @@ l_msg_newindex(lua_State *L)
         lua_Integer st = luaL_checkinteger(L, 3);
         if (st < 200 || st > 999)
             return (luaL_error(L, "%s.status: %d is not 200..999", kind_name[m->kind], (int)st));
+        /* A synthetic body (ex.body) is framed after the hook: there any status goes. */
+        if (m->ex.body == NULL && bodyless((unsigned)st) != bodyless(m->hp->status))
+            return (luaL_error(L, "%s.status: %d to %d would %s the body surogat frames",
+                               kind_name[m->kind], (int)m->hp->status, (int)st,
+                               bodyless((unsigned)st) ? "drop" : "add"));
         m->hp->status = (unsigned)st;
         m->hp->reason = (struct txt){ http_reason(m->hp->status),
                                       strlen(http_reason(m->hp->status)) };
@@ -568,6 +661,40 @@ l_msg_tostring(lua_State *L)
 
 /* ---- client ---- */
 
+/*
+ * TLS facts of the client's connection: from our own handshake, or from
+ * the PROXY v2 header of a terminator in front.  nil when unknown.
+ */
+static void
+push_tls_fact(lua_State *L, const struct sess *sp, const char *k)
+{
+    const struct pp_sess *ps = sp->pp;
+    const char *v = NULL;
+
+    if (sp->ssl != NULL) {
+        SSL *ssl = (SSL *)sp->ssl;
+        if (strcmp(k, "version") == 0)
+            v = SSL_get_version(ssl);
+        else if (strcmp(k, "cipher") == 0)
+            v = SSL_get_cipher_name(ssl);
+        else if (strcmp(k, "sni") == 0)
+            v = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    } else if (ps != NULL) {
+        if (strcmp(k, "version") == 0 && ps->tls)
+            v = ps->tls_version;
+        else if (strcmp(k, "cipher") == 0 && ps->tls)
+            v = ps->tls_cipher;
+        else if (strcmp(k, "cert_cn") == 0 && ps->tls)
+            v = ps->tls_cn;
+        else if (strcmp(k, "sni") == 0)
+            v = ps->authority;
+    }
+    if (v != NULL && *v != '\0')
+        lua_pushstring(L, v);
+    else
+        lua_pushnil(L);
+}
+
 static int
 l_client_index(lua_State *L)
 {
@@ -584,6 +711,12 @@ l_client_index(lua_State *L)
         lua_pushinteger(L, strtol(sp->client_port, NULL, 10));
     else if (strcmp(k, "tls") == 0)
         lua_pushboolean(L, sp != NULL && sess_is_tls(sp));
+    else if (sp != NULL && strncmp(k, "tls_", 4) == 0)
+        push_tls_fact(L, sp, k + 4);
+    else if (sp != NULL && strcmp(k, "sni") == 0)
+        push_tls_fact(L, sp, k);
+    else if (sp != NULL && strcmp(k, "proxy") == 0 && sp->pp != NULL)
+        lua_pushinteger(L, sp->pp->version);
     else
         lua_pushnil(L);
     return (1);
@@ -617,6 +750,14 @@ push_local_addr(lua_State *L, const char *k)
 
     if (pw->req == NULL)
         return (luaL_error(L, "server.%s used outside a hook", k));
+    if (pw->req->sp != NULL && pw->req->sp->pp != NULL && pw->req->sp->pp->server_ip[0] != '\0') {
+        /* Behind a PROXY header: the address the client reached, not the balancer's hop. */
+        if (*k == 'i')
+            lua_pushstring(L, pw->req->sp->pp->server_ip);
+        else
+            lua_pushinteger(L, strtol(pw->req->sp->pp->server_port, NULL, 10));
+        return (1);
+    }
     if (pw->req->sp == NULL || getsockname(pw->req->sp->fd, (struct sockaddr *)&ss, &sl) != 0 ||
         getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
                     NI_NUMERICHOST | NI_NUMERICSERV) != 0)

@@ -36,6 +36,13 @@ enum pol_hook {
 
 struct pol_prog;
 
+/* The limit that ended a call (pol_limit.c). */
+enum pol_trip {
+    POL_TRIP_NONE,
+    POL_TRIP_INSNS, /* policy_max_instructions */
+    POL_TRIP_TIME,  /* policy_max_time */
+};
+
 /* One Lua state and what a hook call in it needs; one per worker thread. */
 struct pol_wrk {
     unsigned magic;
@@ -66,6 +73,23 @@ struct pol_wrk {
     size_t hlen, hcap;
     unsigned nre; /* patterns in the re cache */
     void *re_md;  /* re.match's pcre2_match_data, made once: no allocation per match */
+    void *re_mc;  /* re.gsub's pcre2_match_context: its substitution callout */
+    /* the budget of the call running (pol_limit.c) */
+    struct pol_limit {
+        bool armed;         /* a call (or the top level) runs */
+        enum pol_trip trip; /* sticky until the call ends: every instruction then fails */
+        uint64_t insns;     /* instructions the count hook has seen */
+        unsigned step;      /* instructions until the count hook runs again */
+        double deadline;    /* coarse monotonic seconds; 0 until the first clock check */
+        double next_cpu;    /* past the deadline: when to read the thread's CPU clock */
+        double cpu0;        /* its first reading then (seconds), 0 before */
+        char msg[512];      /* "file:line: policy_max_... exceeded" once tripped */
+    } lim;
+    /* the environment (pol_env.c) */
+    bool loading;   /* the top level runs: globals and library tables may be set */
+    bool env_dirty; /* a hook set a global: cleared before another request's hook */
+    int env_ref;    /* the script's _ENV, a registry reference */
+    int views_ref;  /* read-only view -> the table behind it, env -> _G (a reference) */
 };
 
 /* The worker state behind a Lua state. */
@@ -85,10 +109,10 @@ extern const char *const pol__hook_name[POL_H_MAX]; /* the script's global of ea
  */
 struct wrk;
 struct pol_wrk *pol__state(struct wrk *wrk, bool in_request);
-bool pol__user_has(enum pol_hook h); /* the current script defines hook h */
-/* Arm the instruction budget before a call; the caller disarms with lua_sethook(L, NULL, 0, 0). */
-void pol__arm_limit(lua_State *L);
+bool pol__user_has(enum pol_hook h);                  /* the current script defines hook h */
 const char *pol__prog_path(const struct pol_prog *p); /* the script's file name */
+const char *pol__prog_src(const struct pol_prog *p, size_t *lenp); /* its source, as compiled */
+bool pol__prog_is_inline(const struct pol_prog *p); /* given as text (vcl.inline), no file */
 struct pol_cfg *pol__prog_cfg(const struct pol_prog *p);
 /*
  * Programs for pol_admin.c.  _check(): read and compile `path` in a
@@ -100,6 +124,8 @@ struct pol_cfg *pol__prog_cfg(const struct pol_prog *p);
  * except _unref() and _refs(): any thread.
  */
 struct pol_prog *pol__prog_check(const char *path, struct sb *err);
+/* The same for a script given as text: known as "<inline:NAME>" in messages. */
+struct pol_prog *pol__prog_check_src(const char *name, const char *src, size_t len, struct sb *err);
 void pol__prog_install(struct pol_prog *p);
 void pol__prog_unref(struct pol_prog **pp); /* *pp = NULL; NULL is fine */
 unsigned pol__prog_refs(const struct pol_prog *p);
@@ -124,9 +150,62 @@ void pol__decl_fini(void); /* at exit, after the programs: the static backends' 
 struct dir *pol__decl_find(const struct pol_cfg *cfg, const char *name);
 struct dir *pol__decl_route(const struct pol_cfg *cfg, const struct req *req);
 bool pol__decl_empty(const struct pol_cfg *cfg);
-/* fn(prog, be, priv) for each backend cfg declares (cfg may be NULL). */
-void pol__decl_backends(const struct pol_cfg *cfg, const char *prog, pol_backend_f *fn, void *priv);
 bool pol__decl_has_static(const struct pol_cfg *cfg);
+/* Fill pi's backends and directors from cfg (pol_prog_foreach). */
+struct pol_prog_info;
+void pol__decl_info(const struct pol_cfg *cfg, struct pol_prog_info *pi);
+
+/*
+ * pol_limit.c: the budget of one call -- policy_max_instructions VM
+ * instructions and policy_max_time of wall-clock time.  _arm() before
+ * the call (the script's top level, or a hook), _disarm() after it;
+ * between the two, a limit that trips stays tripped: every further
+ * instruction raises the error again, so no pcall or error handler can
+ * carry on, and the caller finds pw->lim.trip set whatever the call
+ * returned.  _check() is for C functions that may run long (the pattern
+ * functions, re.*, the string, table and utf8 libraries): it raises when
+ * a limit has tripped or the deadline has passed.  _alloc() is the
+ * state's allocator (lua_Alloc, ud the pol_wrk): it caps memory at
+ * policy_max_memory and reads the clock on large allocations.
+ */
+void pol__limit_arm(struct pol_wrk *pw);
+void pol__limit_disarm(struct pol_wrk *pw);
+/* After _disarm(): the tripped limit's "file:line: ... exceeded", or NULL. */
+const char *pol__limit_tripped(struct pol_wrk *pw);
+void pol__limit_check(lua_State *L);
+/* The same without raising (from inside a library's callback): whether a limit has tripped. */
+bool pol__limit_over(struct pol_wrk *pw);
+void *pol__limit_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+
+/*
+ * pol_env.c: the sandbox.  _open() loads the libraries a script may use
+ * (the allowed parts of them), first thing in a new state.  _guard(),
+ * once every global of surogat's is set, puts a read-only view in place
+ * of each library table, locks the string metatable and makes the
+ * environment the script's chunks run in; pw->loading is then true.
+ * _chunk() gives the function on top of the stack (a chunk just loaded)
+ * that environment.  _seal() ends the top level: from then on the
+ * globals it set and the library tables are read-only, and a global a
+ * hook sets lasts until _reset(), called before the first hook of each
+ * request.
+ */
+void pol__env_open(lua_State *L);
+void pol__env_guard(lua_State *L);
+void pol__env_chunk(lua_State *L);
+void pol__env_seal(struct pol_wrk *pw);
+void pol__env_reset(struct pol_wrk *pw);
+
+/*
+ * pol_pat.c: string.find, match, gmatch, gsub and rep in place of
+ * Lua's, with the same results, checking the budget as they go (Lua's
+ * own matcher cannot be interrupted).  Sets them in the table on top
+ * of the stack.
+ */
+void pol__pat_open(lua_State *L);
+
+/* pol_hooks.c: whether hook h may return action `word` (log: any); its actions, "a", "b" ... */
+bool pol__hook_allows(enum pol_hook h, const char *word);
+void pol__hook_acts(enum pol_hook h, struct sb *sb);
 
 /* pol_lib.c: the global tables `re` and `surogat`. */
 void pol__lib_open(lua_State *L);
@@ -158,5 +237,30 @@ void pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const 
 void pol__obj_kill(lua_State *L, int idx);
 /* The globals `client` and `server`: facts of the current request, read-only. */
 void pol__client_open(lua_State *L);
+
+/*
+ * The toolbox of `surogat`, each adding its functions to the table on
+ * top of L's stack: digests, encodings, random, healthy (pol_tool.c,
+ * which calls the other two), cookies (pol_cookie.c), shared
+ * dictionaries and the rate limiter (pol_shared.c).
+ */
+void pol__tool_open(lua_State *L);
+void pol__cookie_open(lua_State *L);
+void pol__shared_open(lua_State *L);
+/*
+ * Shared dictionaries outlive programs: _get() the one named `name` of
+ * `size` bytes, a new one unless a program declared that name and size
+ * already, with a reference for the caller; NULL with a message in err
+ * for a size out of bounds.  _release(): the last reference frees it.
+ * Any thread.
+ */
+struct pol_shd;
+struct pol_shd *pol__shd_get(const char *name, uint64_t size, struct sb *err);
+void pol__shd_release(struct pol_shd **dp); /* *dp = NULL */
+const char *pol__shd_name(const struct pol_shd *d);
+/* pol_decl.c: the program's shared dictionary `name`, or NULL. */
+struct pol_shd *pol__decl_shared(const struct pol_cfg *cfg, const char *name);
+/* Whether the top level of L's script declared `kind` `name` so far. */
+bool pol__decl_seen(lua_State *L, const char *kind, const char *name);
 
 #endif

@@ -21,6 +21,7 @@
 #include "surogat/bcp.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
+#include "surogat/dlv.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
@@ -135,7 +136,7 @@ req_pipe(struct req *req, struct be *be)
     req->close = true;
     if ((bq = pipe_bereq(req)) == NULL) {
         STAT_INC(ws_overflow);
-        (void)req_synth(req, 500, NULL);
+        (void)dlv_error(req, 500, NULL, NULL);
         return;
     }
     if (pol_active()) {
@@ -143,15 +144,15 @@ req_pipe(struct req *req, struct be *be)
         case POL_PIPE:
             break;
         case POL_SYNTH:
-            req_synth_pol(req, syn.status, syn.reason);
+            dlv_synth(req, syn.status, syn.reason);
             return;
         default:
-            req_synth_pol(req, 503, "policy error");
+            dlv_synth(req, 503, "policy error");
             return;
         }
     }
     if (be == NULL || be->pool == NULL) {
-        (void)req_synth(req, 503, NULL); /* none healthy, or static files: nothing to pipe to */
+        (void)dlv_error(req, 503, NULL, NULL); /* none healthy, or static files: nothing to pipe to */
         return;
     }
     buf = ws_reserve_all(&req->wrk->ws, &room);
@@ -160,14 +161,14 @@ req_pipe(struct req *req, struct be *be)
     if (!sb_ok(&sb)) {
         ws_release(&req->wrk->ws, 0);
         STAT_INC(ws_overflow);
-        (void)req_synth(req, 500, NULL);
+        (void)dlv_error(req, 500, NULL, NULL);
         return;
     }
     ws_release(&req->wrk->ws, sb.len + 1);
     req->be_name = be->name;
-    if (bcp_get(be->pool, be_connect_timeout(be), true, &conn) != BCP_OK) {
+    if (be_conn_get(be, req->sp, true, &conn) != BCP_OK) {
         STAT_INC(backend_fail);
-        (void)req_synth(req, 503, NULL);
+        (void)dlv_error(req, 503, NULL, NULL);
         return;
     }
     STAT_INC(policy_pipe);
@@ -183,5 +184,5 @@ req_pipe(struct req *req, struct be *be)
         shuffle(req, conn);
     bcp_close(&conn);
     if (req->t_first == 0)
-        (void)req_synth(req, 503, NULL); /* the backend said nothing at all */
+        (void)dlv_error(req, 503, NULL, NULL); /* the backend said nothing at all */
 }

@@ -29,6 +29,7 @@
 
 #include "surogat/acl.h"
 #include "surogat/defs.h"
+#include "surogat/dlv.h"
 #include "surogat/hsh.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
@@ -160,11 +161,11 @@ req_purge(struct req *req)
     req->outcome = REQ_O_PURGE;
     if (!purge_allowed(req)) {
         STAT_INC(purge_denied);
-        (void)req_synth_msg(req, 403, NULL, "PURGE is not allowed from this address.");
+        (void)dlv_error(req, 403, NULL, "PURGE is not allowed from this address.");
         return;
     }
     if (soft < 0) {
-        (void)req_synth_msg(req, 400, NULL,
+        (void)dlv_error(req, 400, NULL,
                             "Unknown Purge-Mode (soft or hard) or Fastly-Soft-Purge (1 or 0).");
         return;
     }
@@ -176,11 +177,11 @@ req_purge(struct req *req)
         n = hsh_purge_key(key, len, soft == 1);
         STAT_INC(purges);
     } else if (len == 0 && pol_active()) {
-        req_synth_pol(req, 503, "policy error"); /* the hash hook failed, logged */
+        dlv_synth(req, 503, "policy error"); /* the hash hook failed, logged */
         return;
     } else {
         STAT_INC(ws_overflow);
-        (void)req_synth(req, 500, NULL);
+        (void)dlv_error(req, 500, NULL, NULL);
         return;
     }
     if (soft == 1)
@@ -192,17 +193,17 @@ req_purge(struct req *req)
         case POL_NONE:
             break;
         case POL_SYNTH:
-            req_synth_pol(req, syn.status, syn.reason);
+            dlv_synth(req, syn.status, syn.reason);
             return;
         case POL_RESTART:
             req->restart = true;
             return;
         default:
-            req_synth_pol(req, 503, "policy error");
+            dlv_synth(req, 503, "policy error");
             return;
         }
     }
     snprintf(msg, sizeof msg, "%s %u object%s.", soft == 1 ? "Soft-purged" : "Purged", n,
              n == 1 ? "" : "s");
-    (void)req_synth_msg(req, 200, NULL, msg);
+    (void)dlv_error(req, 200, NULL, msg);
 }

@@ -17,19 +17,8 @@
 #include <string.h>
 
 #include "surogat/defs.h"
+#include "surogat/num.h"
 #include "surogat/sfb.h"
-
-static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return (c - '0');
-    if (c >= 'a' && c <= 'f')
-        return (c - 'a' + 10);
-    if (c >= 'A' && c <= 'F')
-        return (c - 'A' + 10);
-    return (-1);
-}
 
 /*
  * Whether s[0..len) is valid UTF-8 by RFC 3629: no overlong forms (C0 AE
@@ -125,7 +114,8 @@ sfb_path_norm(const char *url, size_t len, char *out, size_t cap, size_t *outlen
         if (c == '%') {
             int h, l;
 
-            if (len - i < 3 || (h = hexval(url[i + 1])) < 0 || (l = hexval(url[i + 2])) < 0)
+            if (len - i < 3 || (h = num_hexdigit(url[i + 1])) < 0 ||
+                (l = num_hexdigit(url[i + 2])) < 0)
                 return (SFB_PATH_BAD);
             c = (unsigned char)(h << 4 | l);
             i += 2;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "surogat/defs.h"
+#include "surogat/num.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
 
@@ -222,9 +223,12 @@ sto_list(struct sb *out)
 {
     for (unsigned i = 0; i < nstores; i++) {
         const struct stv *stv = stores[i];
-        sb_printf(out, "s%u %s size=%llu used=%llu", i, stv->ops->name,
-                  (unsigned long long)stv->size,
-                  (unsigned long long)__atomic_load_n(&stv->used, __ATOMIC_RELAXED));
+        uint64_t used = __atomic_load_n(&stv->used, __ATOMIC_RELAXED);
+        char hs[NUM_HUMAN_LEN], hu[NUM_HUMAN_LEN];
+        /* The byte counts first, for scripts; the same for people after them. */
+        sb_printf(out, "s%u %s size=%llu used=%llu (%s, %s used)", i, stv->ops->name,
+                  (unsigned long long)stv->size, (unsigned long long)used,
+                  num_human_bytes(stv->size, hs), num_human_bytes(used, hu));
         if (stv->ops->list != NULL)
             stv->ops->list(stv, out);
         sb_cat(out, "\n");

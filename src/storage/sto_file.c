@@ -565,12 +565,14 @@ sf_list(const struct stv *stv, struct sb *out)
 {
     struct sf_store *st = stv->priv;
     struct ext_stats es;
+    char hl[NUM_HUMAN_LEN];
 
     AZ(pthread_mutex_lock(&st->mtx));
     ext_stats(st->ext, &es);
     AZ(pthread_mutex_unlock(&st->mtx));
-    sb_printf(out, " path=%s free_extents=%llu largest_free=%llu fragmentation=%.3f", st->path,
+    sb_printf(out, " path=%s free_extents=%llu largest_free=%llu (%s) fragmentation=%.3f", st->path,
               (unsigned long long)es.free_extents, (unsigned long long)(es.largest * SF_UNIT),
+              num_human_bytes(es.largest * SF_UNIT, hl),
               es.free_units > 0 ? 1.0 - (double)es.largest / (double)es.free_units : 0.0);
 }
 

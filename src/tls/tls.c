@@ -434,35 +434,98 @@ tls_lsn_free(struct tls_lsn **lnp)
     OBJ_FREE(&ln);
 }
 
-unsigned
-tls_reload(void)
-{
-    struct tls_gen *gen, *old;
-    unsigned failed = 0;
-    char ebuf[512];
-    struct sb err;
+/* A prepared reload: one new generation per listener, in lsns order. */
+struct tls_reload {
+    unsigned magic;
+#define TLS_RELOAD_MAGIC 0x5b0e27c4
+    unsigned n;
+    struct tls_gen *gen[TLS_MAX_LSN];
+};
 
-    for (unsigned i = 0; i < nlsns; i++) {
-        struct tls_lsn *ln = lsns[i];
+int
+tls_reload_prepare(struct tls_reload **rp, struct sb *err)
+{
+    struct tls_reload *r;
+    struct tls_lsn *ln;
+
+    AN(rp);
+    *rp = NULL;
+    if (nlsns == 0)
+        return (0);
+    OBJ_NEW(r, TLS_RELOAD_MAGIC);
+    AN(r);
+    for (r->n = 0; r->n < nlsns; r->n++) {
+        ln = lsns[r->n];
         OBJ_CHECK(ln, TLS_LSN_MAGIC);
-        sb_init(&err, ebuf, sizeof ebuf);
-        gen = gen_load(&ln->conf, &err);
-        if (gen == NULL) {
+        r->gen[r->n] = gen_load(&ln->conf, err);
+        if (r->gen[r->n] == NULL) {
             STAT_INC(tls_reload_fail);
-            log_msg(LOG_ERR, "SIGHUP: -a %s: certificates not reloaded, the old ones stay: %s",
-                    ln->spec, ebuf);
-            failed++;
-            continue;
+            /* gen_load() named the file; say which listener it belongs to. */
+            sb_printf(err, " (-a %s)", ln->spec);
+            *rp = r;
+            tls_reload_abort(rp);
+            return (-1);
         }
+    }
+    *rp = r;
+    return (0);
+}
+
+unsigned
+tls_reload_commit(struct tls_reload **rp)
+{
+    struct tls_reload *r;
+    struct tls_gen *old;
+    unsigned ncert = 0;
+
+    if (*rp == NULL)
+        return (0);
+    OBJ_TAKE(r, rp, TLS_RELOAD_MAGIC);
+    SRG_ASSERT(r->n == nlsns);
+    for (unsigned i = 0; i < r->n; i++) {
+        struct tls_lsn *ln = lsns[i];
         AZ(pthread_mutex_lock(&ln->mtx));
         old = ln->cur;
-        ln->cur = gen;
+        ln->cur = r->gen[i];
         AZ(pthread_mutex_unlock(&ln->mtx));
         tls__gen_unref(&old);
+        ncert += ln->conf.ncert;
         STAT_INC(tls_reload);
-        log_msg(LOG_INFO, "SIGHUP: -a %s: certificates reloaded", ln->spec);
+        log_msg(LOG_INFO, "reload: -a %s: certificates reloaded", ln->spec);
     }
-    return (failed);
+    OBJ_FREE(&r);
+    return (ncert);
+}
+
+void
+tls_reload_abort(struct tls_reload **rp)
+{
+    struct tls_reload *r;
+
+    if (*rp == NULL)
+        return;
+    OBJ_TAKE(r, rp, TLS_RELOAD_MAGIC);
+    for (unsigned i = 0; i < r->n; i++)
+        if (r->gen[i] != NULL)
+            tls__gen_unref(&r->gen[i]);
+    OBJ_FREE(&r);
+}
+
+int
+tls_check(const struct tls_conf *conf, struct sb *err)
+{
+    struct tls_gen *gen;
+
+    AN(conf);
+    if (conf->ncert == 0) {
+        sb_cat(err, "tls needs cert=FILE,key=FILE");
+        return (-1);
+    }
+    gen = gen_load(conf, err);
+    if (gen == NULL)
+        return (-1);
+    tls__gen_unref(&gen);
+    return (0);
 }
 
 int

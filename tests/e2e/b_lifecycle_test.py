@@ -1,4 +1,4 @@
-"""Signals and files: SIGTERM draining, SIGHUP log reopening, the pid file,
+"""Signals and files: SIGTERM draining, SIGUSR1 log reopening, the pid file,
 the access log format."""
 
 import os
@@ -152,12 +152,12 @@ def test_access_log_path_relative_to_workdir(origin, surogat):
     assert not (sg.workdir.parent / "sub.log").exists()
 
 
-def test_sighup_reopens_access_log(origin, surogat):
+def test_sigusr1_reopens_access_log(origin, surogat):
     sg = surogat(params={"access_log": "access.log"})
     assert sg.get("/before").status == 200
     sg.wait_access_lines(1)
     os.rename(sg.workdir / "access.log", sg.workdir / "access.log.1")
-    sg.signal(signal.SIGHUP)
+    sg.signal(signal.SIGUSR1)
     time.sleep(0.3)
     assert sg.alive()
     assert sg.get("/after").status == 200
@@ -167,10 +167,10 @@ def test_sighup_reopens_access_log(origin, surogat):
     assert len(old) == 1 and "/before" in old[0], old
 
 
-def test_sighup_reopens_error_log(origin, surogat):
+def test_sigusr1_reopens_error_log(origin, surogat):
     sg = surogat(params={"error_log": "error.log", "access_log": "access.log"})
     wait_until(lambda: (sg.workdir / "error.log").exists(), 5, "error.log")
     os.rename(sg.workdir / "error.log", sg.workdir / "error.log.1")
-    sg.signal(signal.SIGHUP)
+    sg.signal(signal.SIGUSR1)
     wait_until(lambda: (sg.workdir / "error.log").exists(), 5, "error.log reopened")
     assert sg.get("/").status == 200

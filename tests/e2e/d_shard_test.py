@@ -34,7 +34,9 @@ HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 def backend_rows(sg):
     p = sg.ctl("backend.list")
     assert p.returncode == 0, p.stdout + p.stderr
-    return {f[0]: f for f in (l.split() for l in p.stdout.splitlines()[1:] if l.strip())}
+    # the backends: the lines up to the blank one before the directors
+    rows = p.stdout.split("\n\n")[0].splitlines()[1:]
+    return {f[0]: f for f in (l.split() for l in rows if l.strip())}
 
 
 PROBE = 'probe = { url = "/health", interval = 0.2, timeout = 0.5, window = 3, threshold = 2 }'

@@ -432,12 +432,12 @@ def test_access_log_bad_format_refused(origin, tmp_path):
     assert r.returncode != 0 and "access_log_format" in r.stderr and "nope" in r.stderr, r
 
 
-def test_access_log_json_reopened_on_sighup(origin, surogat):
+def test_access_log_json_reopened_on_sigusr1(origin, surogat):
     sg = surogat(params={"access_log": "access.log", "access_log_format": "json"})
     assert sg.get("/before").status == 200
     sg.wait_access_lines(1)
     os.rename(sg.workdir / "access.log", sg.workdir / "access.log.1")
-    sg.signal(signal.SIGHUP)
+    sg.signal(signal.SIGUSR1)
     wait_until(lambda: (sg.workdir / "access.log").exists(), 5, "access.log reopened")
     assert sg.get("/after").status == 200
     lines = sg.wait_access_lines(1)

@@ -4,12 +4,17 @@ connect time out, never answer, stall in the body, answer garbage, answer
 500, run out of connections) and one that works, checked in `surogatctl
 stats` (flat, -l, -j, patterns, -r), in /metrics (labelled families,
 through the real Prometheus parser) and in /status.json; health with its
-probe history and time of last change; counters kept across a reload."""
+probe history and time of last change; counters kept across a reload;
+interim answers, a refused 101 and a refused framing, and a PROXY pool
+over a Unix socket."""
 
 import json
+import os
 import re
+import shutil
 import signal
 import socket
+import tempfile
 import textwrap
 import threading
 import time
@@ -18,6 +23,7 @@ import pytest
 
 import httpc
 from conftest import REPO, free_port, listening, wait_until
+from origins import Origin
 
 parser = pytest.importorskip("prometheus_client.parser",
                              reason="python3-prometheus-client not installed (scripts/deps.sh)")
@@ -347,3 +353,74 @@ def test_two_programs_label_their_backends(rig, tmp_path):
     js = json.loads(admin_get(sg, "/status.json").body)
     assert sorted(b["program"] for b in js["backends"] if b["name"] == "good") == [
         "boot", "canary"]
+
+
+def late_final(s, req, stop):
+    """100 Continue at once, the final answer never within first_byte_timeout."""
+    s.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+    stop.wait(3)
+    return False
+
+
+def test_interim_upgrade_refusals_and_proxy_pools(origin, surogat, tmp_path):
+    """The counting through the backend's safety checks and PROXY pools:
+    interim answers are skipped (the first byte is the final answer's, and
+    silence after one is a first-byte timeout), a refused 101 is a 1xx and
+    a bad response, a refused framing a bad response, each under its
+    backend as backend_bad_resp counts them; a PROXY pool over a Unix
+    socket reuses a connection for its own client only, and shows its
+    path as its address."""
+    origin.route("/i", raw=b"HTTP/1.1 100 Continue\r\n\r\n"
+                           b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+                           b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    origin.route("/u", garbage=b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n"
+                               b"Connection: upgrade\r\n\r\n")
+    origin.route("/c", garbage=b"HTTP/1.1 200 OK\r\nTransfer-Encoding: br, chunked\r\n\r\n"
+                               b"0\r\n\r\n")
+    origin.route("/late", script=late_final)
+    d = tempfile.mkdtemp(prefix="sg-bem-")
+    path = os.path.join(d, "p.sock")
+    uds = Origin(path=path, proxy=True)
+    try:
+        uds.route("/p/x", body=b"via the socket")
+        pol = tmp_path / "safety.lua"
+        pol.write_text(textwrap.dedent("""
+            backend "a" { host = "127.0.0.1", port = %d, first_byte_timeout = 1 }
+            backend "p" { path = "%s", proxy_protocol = 2 }
+            route { path = "^/p/", to = "p" }
+            route { to = "a" }
+            function recv(req) return "pass" end
+            """ % (origin.port, path)))
+        mport = free_port()
+        sg = surogat(args=["-f", str(pol), "-M", "127.0.0.1:%d" % mport])
+        wait_until(lambda: listening(mport), 10, "the admin listener")
+        sg.mport = mport
+        assert [sg.get(u, timeout=10).status for u in ("/i", "/u", "/c", "/late")] == [
+            200, 502, 502, 504]
+        # Two requests on one client connection, one on another.
+        with sg.conn() as c:
+            for _ in range(2):
+                c.request("GET", "/p/x")
+                assert c.read_response("GET").status == 200
+        assert sg.get("/p/x").status == 200
+        st = sg.stats()
+
+        def be(name, row):
+            return st["backend.%s.%s" % (name, row)]
+
+        assert [be("a", "resp_" + c) for c in CLASSES] == [1, 2, 0, 0, 0]
+        assert be("a", "fail_bad_resp") == 2 == st["backend_bad_resp"]
+        assert be("a", "fail_first_byte_timeout") == 1
+        assert be("a", "fail_between_bytes_timeout") == 0
+        # Timed: the three answers that came, not the one still awaited after its 100.
+        fb = sum(be("a", r) for r, _ in be_rows() if r.startswith("fb_time_") and r != "fb_time_us")
+        assert fb == 3 and be("a", "requests") == 4
+        assert be("p", "requests") == 3 and be("p", "reused") == 1
+        assert be("p", "connections") == 2 and be("p", "fail_busy") == 0
+        assert len({r.conn_id for r in uds.reqs("/p/x")}) == 2
+        assert [be("p", "resp_" + c) for c in CLASSES] == [0, 3, 0, 0, 0]
+        js = json.loads(admin_get(sg, "/status.json").body)
+        assert {b["name"]: b["address"] for b in js["backends"]}["p"] == path
+    finally:
+        uds.stop()
+        shutil.rmtree(d, ignore_errors=True)

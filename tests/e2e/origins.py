@@ -75,6 +75,7 @@ class OriginRequest:
         self.conn_seq = 0  # 1 for the first request on its connection
         self.t = 0.0
         self.answered = None  # the status the origin sent (None: no response head)
+        self.proxy = None  # Origin(proxy=True): the connection's PROXY header
 
     def header(self, name):
         name = name.lower()
@@ -118,6 +119,11 @@ class Route:
                      the wire), set route.held, wait (at most 30s) for
                      route.release, then send the rest -- or close instead, with
                      die_on_release; route.done is set once all was sent
+    script:          script(sock, req, stop_ev) answers instead, writing what it
+                     likes on the socket (a backend that misbehaves in time, not
+                     only in bytes); it returns True to keep the connection for
+                     the next request.  Every wait in it must be bounded (use
+                     stop_ev.wait(seconds)).
     conditional:     answer a GET or HEAD whose If-None-Match matches the route's
                      ETag (weak comparison, or *), or, without If-None-Match,
                      whose If-Modified-Since is at or after its Last-Modified,
@@ -129,7 +135,8 @@ class Route:
                  chunks=None, close_delimited=False, content_length=None, die_after=None,
                  stall_after=None, delay=0.0, hang=False, garbage=None, raw=None,
                  close_after=False, send_100=False, echo=False, echo_sha=False,
-                 conditional=False, hold_head=False, hold_after=None, die_on_release=False):
+                 conditional=False, hold_head=False, hold_after=None, die_on_release=False,
+                 script=None):
         self.status = status
         self.reason = reason
         if isinstance(headers, dict):
@@ -154,6 +161,7 @@ class Route:
         self.hold_head = hold_head
         self.hold_after = hold_after
         self.die_on_release = die_on_release
+        self.script = script
         self.held = threading.Event()
         self.release = threading.Event()
         self.done = threading.Event()
@@ -239,11 +247,43 @@ class _Reader:
         return out
 
 
+def read_proxy_header(rd):
+    """The PROXY header opening a connection, as {"version", "local", "src",
+    "dst", "sport", "dport"}; OriginError for anything else."""
+    import ipaddress
+    import struct
+    first = rd.exactly(5)
+    if first == b"PROXY":
+        line = (first + rd.until(b"\r\n", 108)).decode("ascii")[:-2].split(" ")
+        if line[1] == "UNKNOWN":
+            return {"version": 1, "local": True}
+        if len(line) != 6 or line[1] not in ("TCP4", "TCP6"):
+            raise OriginError("bad PROXY line %r" % line)
+        return {"version": 1, "local": False, "src": line[2], "dst": line[3],
+                "sport": int(line[4]), "dport": int(line[5])}
+    head = first + rd.exactly(7)
+    if head != b"\r\n\r\n\x00\r\nQUIT\n":
+        raise OriginError("no PROXY header: %r" % head)
+    vc, fam, n = struct.unpack(">BBH", rd.exactly(4))
+    body = rd.exactly(n)
+    if vc == 0x20:
+        return {"version": 2, "local": True}
+    if vc != 0x21 or fam not in (0x11, 0x21):
+        raise OriginError("PROXY v2 %#x %#x" % (vc, fam))
+    a = 4 if fam == 0x11 else 16
+    sport, dport = struct.unpack(">HH", body[2 * a:2 * a + 4])
+    return {"version": 2, "local": False, "src": str(ipaddress.ip_address(body[:a])),
+            "dst": str(ipaddress.ip_address(body[a:2 * a])), "sport": sport, "dport": dport}
+
+
 class Origin:
     """A threaded origin on 127.0.0.1:0 (or `family`/`host`)."""
 
-    def __init__(self, host="127.0.0.1", family=socket.AF_INET):
+    def __init__(self, host="127.0.0.1", family=socket.AF_INET, path=None, proxy=False):
+        """path: listen on that Unix socket instead.  proxy: each connection
+        opens with a PROXY header (v1 or v2), read and kept in req.proxy."""
         self.lock = threading.Lock()
+        self.proxy = proxy
         self.routes = {}
         self.default = Route()
         self.requests = []
@@ -253,13 +293,18 @@ class Origin:
         self.stop_ev = threading.Event()
         self.socks = set()
         self.threads = []
-        self.ls = socket.socket(family, socket.SOCK_STREAM)
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind((host, 0))
+        self.ls = socket.socket(socket.AF_UNIX if path else family, socket.SOCK_STREAM)
+        if path:
+            self.ls.bind(str(path))
+        else:
+            self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.ls.bind((host, 0))
         self.ls.listen(128)
         self.host = host
-        self.port = self.ls.getsockname()[1]
-        self.addr = ("[%s]:%d" if ":" in host else "%s:%d") % (host, self.port)
+        self.path = path
+        self.port = 0 if path else self.ls.getsockname()[1]
+        self.addr = str(path) if path else ("[%s]:%d" if ":" in host else "%s:%d") % (host,
+                                                                                       self.port)
         t = threading.Thread(target=self._accept_loop, name="origin-accept", daemon=True)
         t.start()
         self.accept_thread = t
@@ -338,6 +383,7 @@ class Origin:
         rd = _Reader(s, self.stop_ev)
         seq = 0
         try:
+            pp = read_proxy_header(rd) if self.proxy else None
             while not self.stop_ev.is_set():
                 try:
                     req, route = self._read_request(rd, s)
@@ -346,6 +392,7 @@ class Origin:
                 seq += 1
                 req.conn_id = cid
                 req.conn_seq = seq
+                req.proxy = pp
                 with self.lock:
                     self.requests.append(req)
                     drop = self.drop_after is not None and seq > self.drop_after
@@ -431,6 +478,8 @@ class Origin:
             route.held.set()
             if not route.wait_release(self.stop_ev):
                 return False
+        if route.script is not None:
+            return bool(route.script(s, req, self.stop_ev))
         if route.garbage is not None:
             s.sendall(route.garbage)
             return False

@@ -77,7 +77,8 @@ def test_pages_cached_for_anonymous_never_for_sessions(apache, surogat, tmp_path
 
 def test_apache_probed_sick_gives_503_at_once(apache, surogat, tmp_path):
     sg, _ = start(apache, surogat, tmp_path)
-    rows = lambda: {l.split()[0]: l.split() for l in sg.ctl("backend.list").stdout.splitlines()[1:]
+    rows = lambda: {l.split()[0]: l.split()  # the backends, not the directors after them
+                    for l in sg.ctl("backend.list").stdout.split("\n\n")[0].splitlines()[1:]
                     if l.strip()}
     wait_until(lambda: rows()["apache"][2] == "healthy", 5, "apache probed healthy")
     htdocs = apache.root / "htdocs" / "small.txt"

@@ -450,7 +450,7 @@ def test_sighup_reload(origin, surogat, tmp_path):
     # a script that does not compile is refused: the old one keeps running
     p.write_text("function recv(req\n")
     sg.signal(signal.SIGHUP)
-    wait_until(lambda: "policy not reloaded" in sg.log_tail(), 5, "refusal logged")
+    wait_until(lambda: "reload: failed" in sg.log_tail(), 5, "refusal logged")
     assert "policy.lua:2:" in sg.log_tail()
     assert b"version two" in sg.get("/r").body
     assert sg.stat("policy_reload") == 1

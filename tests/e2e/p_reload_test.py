@@ -163,7 +163,7 @@ def reload_under_load(origin, surogat, tmp_path):
                 t_sig = time.monotonic()
                 sg.signal(signal.SIGHUP)
                 errors_logged += 1
-                wait_until(lambda: sg.log_tail(400).count("policy not reloaded")
+                wait_until(lambda: sg.log_tail(400).count("reload: failed")
                            == errors_logged, 10, "the broken script refused")
                 marks.append((t_sig, time.monotonic(), current))
                 time.sleep(DURATION / (RELOADS + 1))

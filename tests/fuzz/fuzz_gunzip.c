@@ -12,7 +12,10 @@
  * same output (so nothing corrupt passes); output is bounded by zlib's
  * maximum ratio; a failed decoder stays failed; compression round-trips
  * exactly; the Accept-Encoding answer does not depend on bytes past the
- * value and is the same over a copy.
+ * value and is the same over a copy.  A decoder bounded with gz_limit()
+ * (sizes and ratios from the seed) never hands out more than its size
+ * bound, and either agrees with the unbounded one or stops with
+ * GZ_E_BOMB; a size bound above the whole output changes nothing.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -45,13 +48,16 @@ sink_out(void *priv, const char *p, size_t len)
     return 0;
 }
 
+/* Decode in pieces cut by seed (0: one piece), bounded as gz_limit(max_out, ratio). */
 static enum gz_status
-decode(const uint8_t *in, size_t len, uint32_t seed, struct sink *s)
+decode(const uint8_t *in, size_t len, uint32_t seed, struct sink *s, uint64_t max_out,
+       unsigned ratio)
 {
     struct gz *z = gz_new(GZ_DECODE, 0);
     enum gz_status st = GZ_OK;
     size_t off = 0;
 
+    gz_limit(z, max_out, ratio);
     s->len = 0;
     s->hash = 14695981039346656037u;
     while (off < len && (st == GZ_OK || st == GZ_END)) {
@@ -67,7 +73,10 @@ decode(const uint8_t *in, size_t len, uint32_t seed, struct sink *s)
     }
     if (st == GZ_OK || st == GZ_END)
         st = gz_feed(z, NULL, 0, GZ_FLUSH_FINISH, sink_out, s);
-    FUZZ_CHECK(st == GZ_END || st == GZ_E_DATA || st == GZ_E_TRUNCATED);
+    FUZZ_CHECK(st == GZ_END || st == GZ_E_DATA || st == GZ_E_TRUNCATED ||
+               (st == GZ_E_BOMB && (max_out > 0 || ratio > 0)));
+    if (max_out > 0)
+        FUZZ_CHECK(s->len <= max_out);
     if (st != GZ_END) /* a failed decoder stays failed */
         FUZZ_CHECK(gz_feed(z, in, len, GZ_FLUSH_FINISH, sink_out, s) == GZ_E_DATA);
     gz_free(&z);
@@ -143,10 +152,34 @@ check_round_trip(const uint8_t *data, size_t size, uint32_t seed)
     memset(&dec, 0, sizeof dec);
     dec.keep = malloc(size > 0 ? size : 1);
     dec.cap = size;
-    FUZZ_CHECK(decode(enc.keep, (size_t)enc.len, seed, &dec) == GZ_END);
+    FUZZ_CHECK(decode(enc.keep, (size_t)enc.len, seed, &dec, 0, 0) == GZ_END);
     FUZZ_CHECK(dec.len == size && (size == 0 || memcmp(dec.keep, data, size) == 0));
     free(enc.keep);
     free(dec.keep);
+}
+
+/* The same input under a bound: the unbounded verdict, or GZ_E_BOMB. */
+static void
+check_bounded(const uint8_t *in, size_t len, uint32_t seed, enum gz_status whole,
+              const struct sink *free_run)
+{
+    uint64_t max_out = (seed >> 1) % 5 == 0 ? 0 : 1 + (uint64_t)fuzz_rand(&seed) % 70000;
+    unsigned ratio = seed % 3 == 0 ? 0 : 1 + fuzz_rand(&seed) % 1200;
+    struct sink c;
+    enum gz_status st;
+
+    memset(&c, 0, sizeof c);
+    st = decode(in, len, seed, &c, max_out, ratio);
+    FUZZ_CHECK(st == whole || st == GZ_E_BOMB);
+    if (st == GZ_END)
+        FUZZ_CHECK(c.len == free_run->len && c.hash == free_run->hash);
+    if (st == GZ_E_BOMB)
+        FUZZ_CHECK(c.len <= free_run->len || whole != GZ_END);
+    /* A size bound alone that the whole output fits in is no bound at all. */
+    if (whole == GZ_END && ratio == 0 && max_out >= free_run->len) {
+        memset(&c, 0, sizeof c);
+        FUZZ_CHECK(decode(in, len, seed, &c, max_out, 0) == GZ_END);
+    }
 }
 
 int
@@ -161,8 +194,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     seed = data[0] | 0x100u;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
-    sa = decode(data + 1, size - 1, seed, &a);
-    sb = decode(data + 1, size - 1, 0, &b);
+    sa = decode(data + 1, size - 1, seed, &a, 0, 0);
+    sb = decode(data + 1, size - 1, 0, &b, 0, 0);
     /* Cut anywhere, the same verdict and the same bytes (up to where it failed). */
     FUZZ_CHECK(sa == sb);
     if (sa == GZ_END) {
@@ -171,6 +204,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* deflate cannot expand more than 1032:1 */
         FUZZ_CHECK(a.len <= (uint64_t)(size - 1) * 1032);
     }
+    check_bounded(data + 1, size - 1, seed, sa, &a);
     check_ae(data + 1, size - 1);
     check_round_trip(data + 1, size - 1, seed);
     return 0;

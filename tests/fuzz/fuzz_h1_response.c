@@ -1,6 +1,7 @@
 /*
  * Fuzz a backend response: the status-line and header parser, response
- * framing, serialise + parse, and for chunked bodies the decoder on the
+ * framing (with the transfer codings left under it, and whether a
+ * bodiless answer announced a body), serialise + parse, and for chunked bodies the decoder on the
  * rest of the input, once in one piece and once in pseudo-random pieces:
  * both must give the same body and end at the same byte.
  */
@@ -39,6 +40,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t used = (size_t)-1, used2 = (size_t)-1;
     static char out[4096];
     struct sb sb;
+    struct h1_framing fr;
     uint64_t clen = 0;
     enum h1_status st;
     enum h1_body b, bh;
@@ -68,14 +70,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(h1_parse_response(buf, used - 1, &lim, &hp2, &used2) == H1_MORE);
 
     /* Framing */
-    b = h1_resp_body(&hp, false, &clen);
-    /* E_CODING is documented for requests only; refusing a response is still safe. */
+    b = h1_resp_body(&hp, false, &fr);
     FUZZ_CHECK(b == H1_BODY_NONE || b == H1_BODY_LENGTH || b == H1_BODY_CHUNKED ||
                b == H1_BODY_EOF || b == H1_BODY_E_AMBIGUOUS || b == H1_BODY_E_CODING);
-    bh = h1_resp_body(&hp, true, &clen);
-    FUZZ_CHECK(bh == H1_BODY_NONE || bh == H1_BODY_E_AMBIGUOUS);
+    FUZZ_CHECK((fr.err != H1_FE_NONE) == (b == H1_BODY_E_AMBIGUOUS || b == H1_BODY_E_CODING));
+    FUZZ_CHECK((fr.clen > 0) == (b == H1_BODY_LENGTH));
+    FUZZ_CHECK(fr.ncoding <= H1_CODINGS_MAX);
+    /* Codings only on a body read by its chunks or until close; never with a length. */
+    if (fr.ncoding > 0)
+        FUZZ_CHECK(b == H1_BODY_CHUNKED || b == H1_BODY_EOF);
+    if (fr.unread)
+        FUZZ_CHECK(b == H1_BODY_NONE);
+    clen = fr.clen;
+    bh = h1_resp_body(&hp, true, &fr);
+    FUZZ_CHECK(bh == H1_BODY_NONE && fr.ncoding == 0 && fr.clen == 0);
+    /* A HEAD answer that announces a body may be followed by one: the connection is not reused. */
+    if (http_count(&hp, "transfer-encoding") > 0 || (b == H1_BODY_LENGTH && clen > 0))
+        FUZZ_CHECK(fr.unread);
     if (hp.status < 200 || hp.status == 204 || hp.status == 304)
-        FUZZ_CHECK(b == H1_BODY_NONE || b == H1_BODY_E_AMBIGUOUS);
+        FUZZ_CHECK(b == H1_BODY_NONE);
     if (http_count(&hp, "transfer-encoding") > 0 && http_count(&hp, "content-length") > 0)
         FUZZ_CHECK(b == H1_BODY_E_AMBIGUOUS || b == H1_BODY_NONE);
 

@@ -22,7 +22,9 @@ BESTAT(fail_first_byte_timeout, COUNTER, "Responses that did not begin within fi
 BESTAT(fail_between_bytes_timeout, COUNTER, "Responses that stalled for between_bytes_timeout "
        "after they began, in the head (504) or the body (cut).")
 BESTAT(fail_bad_resp, COUNTER, "Responses that were malformed or whose framing was refused: a "
-       "bad status line or head, ambiguous length, bad chunking, a close before the head (502).")
+       "bad status line or head, an unexpected 101, too many interim responses, ambiguous length, "
+       "bad chunking or transfer coding, a close before the head (502); the refusals that "
+       "backend_bad_resp counts, logged with their reason.")
 BESTAT(fail_busy, COUNTER, "Requests refused because the backend's max_connections were open "
        "(503).")
 BESTAT(bytes_out, COUNTER, "Request bytes sent to the backend, heads and bodies.")
@@ -34,7 +36,8 @@ BESTAT(resp_3xx, COUNTER, "Backend responses with a 3xx status.")
 BESTAT(resp_4xx, COUNTER, "Backend responses with a 4xx status.")
 BESTAT(resp_5xx, COUNTER, "Backend responses with a 5xx status.")
 BESTAT(fb_time_us, COUNTER, "Sum of the times to first byte in microseconds, each from the "
-       "start of the request to the first byte of the response: the sum of the fb_time histogram.")
+       "start of the request to the first byte of the final response (interim ones skipped): the "
+       "sum of the fb_time histogram.")
 /*
  * The histograms' buckets, in this order and contiguous, with the bounds
  * of the client latency histogram (stat_time_bounds).  Each counts only

@@ -4,10 +4,13 @@
  * PARAM(name, type, default, min, max, flags, doc)
  *
  * Every parameter is settable with -p name=value, in the -c config file
- * and, when flagged PAR_LIVE, at runtime through the admin interface.
+ * and, when flagged PAR_LIVE, at runtime through the admin interface; a
+ * reload (SIGHUP) applies the PAR_LIVE and PAR_LOAD ones (see par.h).
  * `surogatd -x params` prints this table; the man page is built from it.
  * Types: UINT (a count), BYTES (a size: 64k, 1m, 2g), DURATION (seconds
- * with an optional unit: 250ms, 5s, 2m, 1h, 1d), BOOL (on/off), STRING.
+ * with an optional unit: 250ms, 5s, 2m, 1h, 1d), BOOL (on/off), STRING,
+ * FEATURE (Varnish's +name,-name flags, tbl/features.h).  Varnish's names
+ * for these parameters are in tbl/vparams.h.
  */
 PARAM(thread_pools, UINT, "2", "1", "64", PAR_RESTART,
       "Number of worker pools. Sessions are spread over the pools round-robin; each pool has "
@@ -30,6 +33,13 @@ PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
       "refresh is skipped (cache_bgfetch_skipped) and a later request tries again.")
 PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
       "Backlog of each listen socket: connections the kernel queues before accept().")
+PARAM(feature, FEATURE, "+https_scheme,+wait_silo,+validate_headers,+busy_stats_rate", NULL, NULL,
+      PAR_LIVE,
+      "Varnish's feature flags, so that command lines and scripts written for varnishd work: "
+      "+NAME or -NAME separated by commas, after an optional \"default\" or \"none\". "
+      "Each of Varnish's behaviours is fixed in surogat, on or off (surogat.conf(5) lists "
+      "them); a value asking for the other state is refused with the reason, as is a name "
+      "Varnish does not have. Setting it changes nothing.")
 PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
       "How long an idle keep-alive client connection is kept open between requests, and how "
       "long a client may take to send a complete request head.")
@@ -79,15 +89,27 @@ PARAM(backend_max_retries, UINT, "1", "0", "10", PAR_LIVE,
 PARAM(tls_handshake_timeout, DURATION, "10s", "10ms", NULL, PAR_LIVE,
       "Longest time a client may take to complete the TLS handshake on a tls listen address. "
       "The handshake holds a worker, so this bounds what a slow or silent client costs.")
+PARAM(proxy_header_timeout, DURATION, "5s", "100ms", NULL, PAR_LIVE,
+      "Longest time, from the accept, in which a connection to a PROXY listen address must "
+      "deliver its whole PROXY protocol header; past it the connection is closed "
+      "(proxy_timeout). One that has sent nothing yet waits without a thread, one that has "
+      "sent part of the header holds a worker, so this bounds what a slow sender costs.")
+PARAM(trusted_proxies, STRING, "", NULL, NULL, PAR_LIVE,
+      "Proxies in front whose X-Forwarded-For is believed, as purge_acl: comma-separated "
+      "addresses and prefixes, '!' to exclude. For a request from such a peer, the client "
+      "(client.ip, ACLs, purge_acl, logs, the X-Forwarded-For sent on) is the right-most "
+      "address of X-Forwarded-For that is not itself trusted, its port 0. From any other "
+      "peer X-Forwarded-For is never believed. Empty: nobody. A value that does not parse "
+      "trusts nobody and is logged.")
 PARAM(tls_ciphers, STRING,
       "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
       "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305",
-      NULL, NULL, PAR_RESTART,
+      NULL, NULL, PAR_RESTART | PAR_LOAD,
       "TLS 1.2 cipher list (OpenSSL syntax): forward secrecy and AEAD only. Read when "
       "certificates are loaded, at startup and on SIGHUP.")
 PARAM(tls_ciphersuites, STRING,
       "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256", NULL, NULL,
-      PAR_RESTART,
+      PAR_RESTART | PAR_LOAD,
       "TLS 1.3 cipher suites (OpenSSL syntax). Read when certificates are loaded, at startup "
       "and on SIGHUP.")
 PARAM(tls_ticket_rotate, DURATION, "1h", "1s", "7d", PAR_LIVE,
@@ -97,7 +119,7 @@ PARAM(tls_ticket_rotate, DURATION, "1h", "1s", "7d", PAR_LIVE,
       "ticket.")
 PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Access log file, relative to the working directory, in access_log_format. Empty: no "
-      "access log file. Reopened on SIGHUP.")
+      "access log file. Reopened on SIGUSR1 (log.reopen).")
 PARAM(access_log_format, STRING, "combined", NULL, NULL, PAR_RESTART,
       "Format of access log lines: \"combined\" (NCSA combined followed by the total time and "
       "the time to the first byte in microseconds, the backend and the cache status), "
@@ -111,7 +133,7 @@ PARAM(error_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Daemon log file (errors, policy errors with file:line, warnings). Empty: standard "
       "error in the foreground (-F), else surogatd.log in the working directory (-n); "
       "\"syslog\": syslog (syslog_socket, facility syslog_facility, the message's level as its "
-      "severity). Reopened on SIGHUP.")
+      "severity). Reopened on SIGUSR1 (log.reopen).")
 PARAM(syslog_facility, STRING, "daemon", NULL, NULL, PAR_RESTART,
       "Syslog facility of the messages surogatd sends: daemon, user, local0 .. local7, auth, "
       "authpriv, cron, ftp, kern, lpr, mail, news, syslog or uucp.")
@@ -124,6 +146,15 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "power of two; under 500 bytes each, touched only as the worker fills them). The ring "
       "keeps the latest requests, so `log -d` shows up to this many per worker; a reader more "
       "than a ring behind reports the records it missed.")
+PARAM(cli_auth_timeout, DURATION, "10s", "10ms", "600s", PAR_LIVE,
+      "With a secret file (-S), how long a new admin connection has to authenticate: it is "
+      "closed when this has passed since it connected, whatever it sent meanwhile (nothing, "
+      "part of a line, commands refused for want of authentication). Without -S, connecting "
+      "is the credential and this does not apply (see cli_peer_max and surogatctl(1)).")
+PARAM(cli_peer_max, UINT, "4", "1", "16", PAR_LIVE,
+      "Most admin connections one client address may hold that have not authenticated yet "
+      "(without -S: that have not run a command yet); another one from that address closes "
+      "the oldest of them. All Unix-socket clients count as one address.")
 PARAM(admin_http, STRING, "", NULL, NULL, PAR_RESTART,
       "Address (HOST:PORT, [IPV6]:PORT or :PORT) of the HTTP admin listener: Prometheus "
       "metrics at /metrics, a live status page at / and its data at /status.json, and "
@@ -232,13 +263,20 @@ PARAM(ban_dups, BOOL, "on", NULL, NULL, PAR_LIVE,
 PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
       "Lua VM instructions one policy hook call may run (and the top level of the script when "
       "it is loaded). Past it the call fails: the error is logged with file and line and the "
-      "request is answered 503. Cuts endless loops.")
-PARAM(policy_modules, STRING, "", NULL, NULL, PAR_LIVE,
+      "request is answered 503. Cuts endless loops; pcall cannot catch it.")
+PARAM(policy_max_time, DURATION, "50ms", "10ms", "60s", PAR_LIVE,
+      "Wall-clock time one policy hook call may take (and the top level of the script), "
+      "checked every 1000 instructions, in the pattern functions, re.* and the other "
+      "string, table and utf8 functions, and on large allocations. Past it, and a quarter "
+      "of it more on the CPU (waiting for a CPU does not count), the call fails as past "
+      "policy_max_instructions: a backtracking pattern on a URL an attacker chose cannot "
+      "pin a worker.")
+PARAM(policy_modules, STRING, "", NULL, NULL, PAR_LIVE | PAR_LOAD,
       "Pure-Lua modules a policy script may require(), by name, separated by commas or spaces "
       "(e.g. \"util, sites.blog\"). require(\"sites.blog\") loads sites/blog.lua from "
       "policy_module_path, in the script's sandbox. Any other require() is an error. Read when "
       "a script is loaded or reloaded.")
-PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE,
+PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE | PAR_LOAD,
       "Directory of the modules of policy_modules; empty: the directory of the policy script.")
 PARAM(pipe_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
       "A piped connection (recv returned \"pipe\") is closed when no byte moved either way "
@@ -272,6 +310,18 @@ PARAM(gzip_types, STRING,
       NULL, NULL, PAR_LIVE,
       "Media types compressed, separated by spaces or commas; type/* matches a whole type. The "
       "default is mod_deflate's AddOutputFilterByType list of text types.")
+PARAM(gunzip_max_ratio, UINT, "1000", "0", NULL, PAR_LIVE,
+      "Most bytes a gzip body may decode to per byte of it, counted as it is decoded; 0: no "
+      "bound. A body past it is a decompression bomb: from a backend the fetch fails (502, or "
+      "a cut connection once the head is out) and nothing is stored; found in the cache "
+      "while gunzipping for a client, the delivery is cut and the object removed "
+      "(gunzip_bombs, logged). Deflate cannot exceed about 1032:1, so 1000 only stops runs "
+      "of one byte repeated.")
+PARAM(gunzip_max_size, BYTES, "1g", "0", NULL, PAR_LIVE,
+      "Most bytes a gzip body may decode to in all; 0: no bound. Past it the body is a "
+      "decompression bomb, refused or removed as under gunzip_max_ratio. It also bounds the "
+      "check of a backend's gzip body for the cache, so a larger legitimate one is refused: "
+      "raise it for such a backend.")
 PARAM(gzip_pass, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also compress responses that are not stored (passes, uncacheable misses) on the fly "
       "for clients that accept gzip, with the same rules as stored ones. This costs CPU on "

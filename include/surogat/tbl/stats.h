@@ -44,7 +44,19 @@ STAT(backend_retry, COUNTER, "Requests retried after a reused connection was fou
 STAT(backend_fail, COUNTER, "Backend connection attempts that failed (503).")
 STAT(backend_busy, COUNTER, "Requests refused because backend_max_connections was reached.")
 STAT(backend_timeout, COUNTER, "Backend responses that timed out before the head (504).")
-STAT(backend_bad_resp, COUNTER, "Malformed backend responses (502).")
+STAT(backend_bad_resp, COUNTER, "Malformed backend responses (502), or bodies (cut off), each "
+     "also logged with its reason.")
+STAT(backend_out_of_step, COUNTER, "Backend connections closed because the backend sent bytes "
+     "past a response: after its end in the same read, or waiting on an idle connection when "
+     "it was taken (the request then went on another connection).")
+STAT(backend_close_unread, COUNTER, "Backend connections not reused because the response "
+     "announced a body it did not carry (HEAD, 204 or 304 with a Content-Length other than 0 "
+     "or with Transfer-Encoding).")
+STAT(backend_body_cut, COUNTER, "Backend response bodies that ended early: the connection "
+     "closed, or nothing came for backend_between_bytes_timeout (never stored; a client that "
+     "got the head is cut off).")
+STAT(backend_te_decoded, COUNTER, "Backend responses whose gzip or deflate transfer coding "
+     "was undone.")
 STAT(backend_req, COUNTER, "Requests sent to backends.")
 STAT(backend_health_changed, COUNTER, "Backends that went from healthy to sick or back, by "
      "their probe or by backend.set_health.")
@@ -133,8 +145,13 @@ STAT(bans_lookup_tested, COUNTER, "Ban expressions tested against objects at loo
 STAT(bans_lurker_tested, COUNTER, "Ban expressions tested against objects by the lurker.")
 STAT(bans_lookup_killed, COUNTER, "Objects found banned at lookup.")
 STAT(bans_lurker_killed, COUNTER, "Objects found banned and removed by the lurker.")
+STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an object (match, "
+     "depth or heap limit): taken as matches, so the object was invalidated; the first for "
+     "each ban is logged.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
+STAT(policy_limit, COUNTER, "Policy hook calls (and script top levels) stopped by "
+     "policy_max_instructions or policy_max_time, caught or not: among policy_error.")
 STAT(policy_state, COUNTER, "Lua states built for worker threads (at first use and after a "
      "reload).")
 STAT(policy_reload, COUNTER, "Policy scripts reloaded by SIGHUP.")
@@ -143,6 +160,13 @@ STAT(backend_failover, COUNTER, "Fetches that went to another backend of their d
      "connecting to one failed (idempotent requests without a body).")
 STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
 STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
+STAT(shared_bytes, GAUGE, "Bytes held by the entries of the policy's shared dictionaries.")
+STAT(shared_evicted, COUNTER, "Shared dictionary entries dropped before their time to make "
+     "room for a set(), add() or incr() (least recently used first).")
+STAT(shared_nomem, COUNTER, "Shared dictionary writes refused for want of room (safe_set(), or "
+     "an entry larger than its share of the dictionary).")
+STAT(ratelimit_denied, COUNTER, "Calls of surogat.ratelimit() that answered false: over the "
+     "rate.")
 STAT(req_time_us, COUNTER, "Sum of the request times in microseconds, each from the complete "
      "request head to the end of the response: the sum of the latency histogram.")
 /*
@@ -165,6 +189,11 @@ STAT(req_time_le_2500ms, COUNTER, "Requests that took more than 1s, at most 2.5s
 STAT(req_time_le_5s, COUNTER, "Requests that took more than 2.5s, at most 5s.")
 STAT(req_time_le_10s, COUNTER, "Requests that took more than 5s, at most 10s.")
 STAT(req_time_over_10s, COUNTER, "Requests that took more than 10s.")
+STAT(cli_unauth_closed, COUNTER, "Admin connections closed for not authenticating within "
+     "cli_auth_timeout.")
+STAT(cli_evicted, COUNTER, "Admin connections closed to make room for a new one: the oldest "
+     "unauthenticated one of an address past cli_peer_max, or, the table of 16 being full, the "
+     "oldest unauthenticated one or else the one whose last command is the oldest.")
 STAT(mon_req, COUNTER, "Requests answered by the HTTP admin listener (-M).")
 STAT(mon_req_bad, COUNTER, "Requests to the HTTP admin listener answered 404 or 405.")
 STAT(gzip_compressed, COUNTER, "Response bodies compressed by the cache while being stored.")
@@ -175,12 +204,23 @@ STAT(gunzip_delivered, COUNTER, "gzip bodies gunzipped on the fly for a client t
      "accept gzip.")
 STAT(gzip_errors, COUNTER, "Corrupt gzip bodies: from a backend (never stored; a client that "
      "already got part of the body is cut off) or found while gunzipping for a client.")
+STAT(gunzip_bombs, COUNTER, "gzip bodies that decoded past gunzip_max_ratio or "
+     "gunzip_max_size: from a backend refused and not stored, or found in the cache while "
+     "gunzipping for a client (the delivery cut and the object removed).")
 STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
 STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
 STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
 STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
 STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "
      "garbage, timeout (tls_handshake_timeout), or the client leaving mid-handshake.")
+STAT(proxy_hdr, COUNTER, "PROXY protocol headers accepted on PROXY listen addresses.")
+STAT(proxy_local, COUNTER, "... of which LOCAL or UNKNOWN (a balancer's health check): the "
+     "connection's own addresses stand.")
+STAT(proxy_fail, COUNTER, "Connections to a PROXY listen address closed for a missing, "
+     "malformed or late PROXY header; never read as HTTP.")
+STAT(proxy_timeout, COUNTER, "... of which the header was not whole within proxy_header_timeout.")
+STAT(realip_xff, COUNTER, "Requests from a trusted_proxies peer whose client address was "
+     "taken from X-Forwarded-For.")
 STAT(tls_reload, COUNTER, "TLS listen addresses whose certificates were reloaded by SIGHUP.")
 STAT(tls_reload_fail, COUNTER, "TLS certificate reloads that failed (the old ones stay).")
 STAT(sfb_req, COUNTER, "Requests answered by a static-file backend.")

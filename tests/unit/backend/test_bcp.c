@@ -1,6 +1,7 @@
 /*
- * bcp: connection I/O through bcp_read()/bcp_write() on a plain pool, and
- * the TLS side's failures: files that do not load, a peer that answers
+ * bcp: connection I/O through bcp_read()/bcp_write() on a plain pool, the
+ * check of an idle connection as it is taken, refusals counted and logged
+ * with the backend's name, and the TLS side's failures: files that do not load, a peer that answers
  * the handshake with plain HTTP, a peer that never answers.  The peer is
  * a real socket on 127.0.0.1, served by a thread.  Successful handshakes
  * and certificate checks are covered end to end (b_backend_tls_test.py),
@@ -8,13 +9,17 @@
  *
  * Also the backend counters a pool keeps (tbl/be_stats.h): requests, new
  * and reused connections, bytes, which timeout a read ran into, busy and
- * refused connects, the times of a connection that got an answer; and
- * their stripes, summed right whatever thread counted.
+ * refused connects, the times of a connection that got an answer, idle
+ * connections that fail their check, tagged (PROXY) pools, interim
+ * answers and refusals; and their stripes, summed right whatever thread
+ * counted.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -130,7 +135,7 @@ START_TEST(plain_io)
     int fd;
 
     peer_start(&p, NULL);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, "t", NULL);
     ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_OK);
     ck_assert_ptr_null(c->ssl);
     fd = accept(p.lfd, NULL, NULL);
@@ -155,6 +160,105 @@ START_TEST(plain_io)
 }
 END_TEST
 
+static char *
+slurp(const char *path)
+{
+    static char text[8192];
+    FILE *fp = fopen(path, "r");
+    size_t n;
+
+    ck_assert_ptr_nonnull(fp);
+    n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = '\0';
+    fclose(fp);
+    return (text);
+}
+
+static unsigned
+count(const char *hay, const char *needle)
+{
+    unsigned n = 0;
+
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return (n);
+}
+
+/*
+ * Taking an idle connection: a quiet one is reused; one the backend
+ * closed is dropped silently; one with bytes waiting (a backend that
+ * wrote past its response) is dropped, counted and logged, and a new
+ * connection is made in its place.
+ */
+START_TEST(idle_connection_checked_when_taken)
+{
+    char logpath[] = "/tmp/bcp-log-XXXXXX";
+    struct peer p;
+    struct bcp *bp;
+    struct bcp_conn *c;
+    int fd, lfd = mkstemp(logpath);
+
+    ck_assert_int_ge(lfd, 0);
+    close(lfd);
+    ck_assert_int_eq(log_init(logpath), 0);
+    log_set_level(LOG_WARNING);
+    peer_start(&p, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, "origin1", NULL);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(!c->reused);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    bcp_recycle(&c);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(c->reused);
+
+    /* Bytes the backend wrote unasked: out of step. */
+    bcp_recycle(&c);
+    ck_assert_int_eq(write(fd, "HTTP/1.1 200 OK\r\n", 17), 17);
+    usleep(20000);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(!c->reused);
+    ck_assert_uint_eq(bcp_conn_count(bp), 1);
+    ck_assert_uint_eq(stat_get(STAT_backend_out_of_step), 1);
+    close(fd);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+
+    /* Closed by the backend: dropped, not counted as out of step. */
+    bcp_recycle(&c);
+    close(fd);
+    usleep(20000);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(!c->reused);
+    ck_assert_uint_eq(bcp_conn_count(bp), 1);
+    ck_assert_uint_eq(stat_get(STAT_backend_out_of_step), 1);
+    bcp_close(&c);
+
+    /* Refusals: each counted, logged with the backend's name, a line a second per reason. */
+    for (int i = 0; i < 5; i++)
+        bcp_refused(bp, BCP_R_CL_TE, "GET /x");
+    bcp_refused(bp, BCP_R_BAD_CHUNK, NULL);
+    ck_assert_uint_eq(stat_get(STAT_backend_bad_resp), 6);
+    log_fini();
+    {
+        const char *text = slurp(logpath);
+
+        ck_assert_msg(count(text, "backend origin1: bytes on an idle connection") == 1, "%s", text);
+        ck_assert_msg(count(text, "backend origin1: response refused (502): both "
+                                  "Content-Length and Transfer-Encoding (GET /x)") == 1,
+                      "%s", text);
+        ck_assert_msg(count(text, "backend origin1: response body refused: malformed chunked "
+                                  "coding\n") == 1,
+                      "%s", text);
+    }
+    ck_assert_str_eq(bcp_refuse_text(BCP_R_UPGRADE),
+                     "response refused (502): unexpected 101 Switching Protocols");
+    unlink(logpath);
+    bcp_free(&bp);
+    peer_stop(&p);
+}
+END_TEST
+
 /* A failed handshake is a failed connect: no connection handed out, counted, slot freed. */
 static void
 tls_fails(const char *answer)
@@ -170,7 +274,7 @@ tls_fails(const char *answer)
     peer_start(&p, answer);
     t = bcp_tls_new(&tc, &err);
     ck_assert_msg(t != NULL, "%s", ebuf);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t, "t", NULL);
     ck_assert_int_eq(bcp_get(bp, 0.3, true, &c), BCP_E_CONNECT);
     ck_assert_ptr_null(c);
     ck_assert_uint_eq(stat_get(STAT_backend_tls_fail), 1);
@@ -223,7 +327,7 @@ START_TEST(counts_what_it_sees)
     int fd;
 
     peer_start(&p, NULL);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 1, NULL, st);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 1, NULL, "t", st);
     ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_OK);
     ck_assert_uint_eq(ctr(st, STAT_BE_requests), 1);
     ck_assert_uint_eq(ctr(st, STAT_BE_connections), 1);
@@ -268,7 +372,7 @@ START_TEST(counts_what_it_sees)
     peer_start(&gone, NULL);
     close(gone.lfd);
     gone.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    bp = bcp_new((struct sockaddr *)&gone.sin, sizeof gone.sin, 0, NULL, st);
+    bp = bcp_new((struct sockaddr *)&gone.sin, sizeof gone.sin, 0, NULL, "t", st);
     ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_E_CONNECT);
     ck_assert_uint_eq(ctr(st, STAT_BE_fail_connect), 1);
     ck_assert_uint_eq(ctr(st, STAT_BE_fail_connect_timeout), 0);
@@ -277,6 +381,108 @@ START_TEST(counts_what_it_sees)
     peer_stop(&gone);
     stat_be_free(&st);
     ck_assert_ptr_null(st);
+}
+END_TEST
+
+/*
+ * Counting where taking a connection goes past the idle list.  An idle
+ * connection that fails its check is neither a request nor a reuse: the
+ * new one made in its place is.  An interim answer puts the first byte
+ * back to come.  Refusals count as bad responses only when they are.  A
+ * tagged pool reuses only its own tag's connections and, at its limit,
+ * closes another tag's idle one rather than refuse (no busy refusal).
+ */
+START_TEST(counts_idle_checks_and_tags)
+{
+    struct stat_be *st = stat_be_new();
+    struct peer p;
+    struct bcp *bp;
+    struct bcp_conn *c, *c2;
+    char buf[64];
+    int fd, fd2;
+
+    peer_start(&p, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 1, NULL, "t", st);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    bcp_recycle(&c);
+    ck_assert_int_eq(write(fd, "junk", 4), 4);
+    usleep(20000);
+    /* The only slot is the idle one, out of step: closed, and a new one in its place. */
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(!c->reused);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_connections), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_reused), 0);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_busy), 0);
+    close(fd);
+    fd2 = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd2, 0);
+
+    /* 100 Continue, then silence: the final answer's first byte is what timed out. */
+    ck_assert_int_eq(bcp_write(c, "GET", 3, tim_mono() + 2), 0);
+    ck_assert_int_eq(write(fd2, "HTTP/1.1 100 Continue\r\n\r\n", 25), 25);
+    ck_assert_int_eq(bcp_read_wait(c, buf, sizeof buf, tim_mono() + 2), 25);
+    bcp_interim(c);
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 0.05), -1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_first_byte_timeout), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_between_bytes_timeout), 0);
+    ck_assert_int_eq(write(fd2, "H", 1), 1);
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 2), 1);
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 0.05), -1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_between_bytes_timeout), 1);
+    /* Timed from the request to the final answer's first byte: past the 50ms wait. */
+    bcp_close(&c);
+    ck_assert_uint_eq(hist_count(st, STAT_BE_fb_time_le_500us), 1);
+    ck_assert_uint_ge(ctr(st, STAT_BE_fb_time_us), 50000);
+    close(fd2);
+
+    bcp_refused(bp, BCP_R_BAD_CL, "GET /x");
+    bcp_refused(bp, BCP_R_BAD_TCODING, NULL);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_bad_resp), 2);
+    bcp_refused(bp, BCP_R_TRAILING_BYTES, NULL);
+    bcp_refused(bp, BCP_R_BODY_CLOSED, NULL);
+    bcp_refused(bp, BCP_R_BAD_GZIP, NULL);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_bad_resp), 2);
+    bcp_free(&bp);
+    stat_be_free(&st);
+
+    /* Tagged, one connection at most. */
+    st = stat_be_new();
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 1, NULL, "t", st);
+    ck_assert_int_eq(bcp_get_tagged(bp, 2, false, "A", 1, &c), BCP_OK);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(read(fd, buf, sizeof buf), 1); /* the tag, first on the wire */
+    ck_assert_int_eq(bcp_write(c, "GET", 3, tim_mono() + 2), 0);
+    ck_assert_uint_eq(ctr(st, STAT_BE_bytes_out), 3); /* the tag is no request byte */
+    bcp_recycle(&c);
+    ck_assert_int_eq(bcp_get_tagged(bp, 2, false, "A", 1, &c), BCP_OK);
+    ck_assert(c->reused);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_reused), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_connections), 1);
+    bcp_recycle(&c);
+    /* Another client at the limit: A's idle connection makes room. */
+    ck_assert_int_eq(bcp_get_tagged(bp, 2, false, "B", 1, &c), BCP_OK);
+    ck_assert(!c->reused);
+    ck_assert_uint_eq(bcp_conn_count(bp), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 3);
+    ck_assert_uint_eq(ctr(st, STAT_BE_connections), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_busy), 0);
+    close(fd);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    /* Nothing idle to close: refused, busy. */
+    ck_assert_int_eq(bcp_get_tagged(bp, 2, false, "A", 1, &c2), BCP_E_BUSY);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_busy), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 3);
+    bcp_close(&c);
+    close(fd);
+    bcp_free(&bp);
+    stat_be_free(&st);
+    peer_stop(&p);
 }
 END_TEST
 
@@ -348,9 +554,11 @@ bcp_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, tls_conf_errors);
     tcase_add_test(tc, plain_io);
+    tcase_add_test(tc, idle_connection_checked_when_taken);
     tcase_add_test(tc, tls_peer_speaks_plain_http);
     tcase_add_test(tc, tls_peer_silent);
     tcase_add_test(tc, counts_what_it_sees);
+    tcase_add_test(tc, counts_idle_checks_and_tags);
     tcase_add_test(tc, stripes_sum_right);
     tcase_add_test(tc, be_table_shape);
     suite_add_tcase(s, tc);

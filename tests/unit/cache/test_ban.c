@@ -1,10 +1,12 @@
 /*
  * ban: the expression language (parsing, error messages with positions,
- * canonical printing), matching against cache keys and stored heads, the
- * ban list (lazy tests, folding of duplicates, trimming), and the tag
+ * canonical printing), matching against cache keys and stored heads
+ * (a regex PCRE2 cannot finish counting as a match), the ban list (lazy
+ * tests, folding of duplicates, trimming), and the tag
  * parsing of xkey.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
@@ -179,6 +181,7 @@ START_TEST(matching)
         { "req.url ~ ^/news && obj.status == 404", false },
     };
     struct cobj oc = obj(200, head);
+    int re_err;
 
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         struct ban_expr *e;
@@ -186,8 +189,11 @@ START_TEST(matching)
         sb_init(&err, ebuf, sizeof ebuf);
         e = ban_expr_parse(v[i].expr, &err);
         ck_assert_msg(e != NULL, "'%s': %s", v[i].expr, ebuf);
-        ck_assert_msg(ban_expr_match(e, KEY("example.com", "/news/1?x=1"), &oc) == v[i].want,
+        re_err = 12345;
+        ck_assert_msg(ban_expr_match(e, KEY("example.com", "/news/1?x=1"), &oc, &re_err) ==
+                          v[i].want,
                       "'%s': want %d", v[i].expr, v[i].want);
+        ck_assert_int_eq(re_err, 0);
         ban_expr_free(&e);
     }
 }
@@ -202,8 +208,88 @@ START_TEST(matching_marker_without_head)
     oc.head_len = 0;
     e = ban_expr_parse("obj.http.x != a && req.url == \"\"", &err);
     ck_assert_ptr_nonnull(e);
-    ck_assert(ban_expr_match(e, KEY("h", ""), &oc));
+    int re_err;
+    ck_assert(ban_expr_match(e, KEY("h", ""), &oc, &re_err));
     ban_expr_free(&e);
+}
+END_TEST
+
+/*
+ * (a|aa)+ on 60 a's has ~10^12 paths to try: PCRE2 gives up at its match
+ * limit before the second alternative, which matches, is reached.
+ */
+#define BOMB_RE  "^/(a|aa)+$|\\.css$"
+#define BOMB_URL "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.css"
+
+START_TEST(matching_regex_limit)
+{
+    static const struct {
+        const char *expr;
+        const char *url;
+        bool want, err;
+    } v[] = {
+        /* Short enough to be decided: a match by the second alternative. */
+        { "req.url ~ " BOMB_RE, "/aaaaaaaaaa.css", true, false },
+        { "req.url !~ " BOMB_RE, "/aaaaaaaaaa.css", false, false },
+        { "req.url ~ " BOMB_RE, "/aaaaaaaaaa.html", false, false },
+        /* Undecided: a match, whichever the operator. */
+        { "req.url ~ " BOMB_RE, BOMB_URL, true, true },
+        { "req.url !~ " BOMB_RE, BOMB_URL, true, true },
+        { "req.http.host == h && req.url ~ " BOMB_RE, BOMB_URL, true, true },
+        /* The other conditions still count. */
+        { "req.http.host == other && req.url ~ " BOMB_RE, BOMB_URL, false, false },
+        { "req.url ~ " BOMB_RE " && obj.status == 404", BOMB_URL, false, true },
+        { "req.url ~ " BOMB_RE " && obj.status == 200", BOMB_URL, true, true },
+        { "obj.http.x-a ~ " BOMB_RE, NULL, true, true },
+    };
+    struct cobj oc = obj(200, "HTTP/1.1 200 OK\r\nX-A: " BOMB_URL "\r\n");
+    char key[256], msg[160];
+    struct sb sb;
+    int re_err;
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        const char *url = v[i].url != NULL ? v[i].url : "/";
+        struct ban_expr *e;
+        size_t keylen = (size_t)snprintf(key, sizeof key, "h%c%s", 0, url);
+
+        e = ban_expr_parse(v[i].expr, &err);
+        ck_assert_msg(e != NULL, "'%s': %s", v[i].expr, ebuf);
+        ck_assert_msg(ban_expr_match(e, key, keylen, &oc, &re_err) == v[i].want, "'%s' on %s",
+                      v[i].expr, url);
+        ck_assert_msg((re_err != 0) == v[i].err, "'%s' on %s: error %d", v[i].expr, url, re_err);
+        if (v[i].err) {
+            ck_assert_int_eq(re_err, -47); /* PCRE2_ERROR_MATCHLIMIT */
+            sb_init(&sb, msg, sizeof msg);
+            ban_expr_re_error(re_err, &sb);
+            ck_assert_str_eq(msg, "match limit exceeded");
+        }
+        ban_expr_free(&e);
+    }
+}
+END_TEST
+
+START_TEST(ban_list_regex_limit)
+{
+    struct cobj a = obj(200, "HTTP/1.1 200 OK\r\n");
+    struct cobj b = obj(200, "HTTP/1.1 200 OK\r\n");
+    struct cobj c = obj(200, "HTTP/1.1 200 OK\r\n");
+
+    AZ(ban_init());
+    ban_obj_new(&a);
+    ban_obj_new(&b);
+    ban_obj_new(&c);
+    ck_assert_int_eq(ban_add("req.url ~ " BOMB_RE, &err), 0);
+    /* Undecided on a and b: banned, and counted; decided (no match) on c: kept. */
+    ck_assert(ban_check_obj(&a, KEY("h", BOMB_URL)));
+    ck_assert(ban_check_obj(&b, KEY("h", BOMB_URL "?x")));
+    ck_assert(!ban_check_obj(&c, KEY("h", "/aaaa.html")));
+    ck_assert(a.flags & COBJ_BANNED && b.flags & COBJ_BANNED && !(c.flags & COBJ_BANNED));
+    ck_assert_uint_eq(stat_get(STAT_bans_regex_errors), 2);
+    ck_assert_uint_eq(stat_get(STAT_bans_lookup_killed), 2);
+    ban_obj_free(&a);
+    ban_obj_free(&b);
+    ban_obj_free(&c);
+    ban_fini();
 }
 END_TEST
 
@@ -317,7 +403,9 @@ ban_suite(void)
     tcase_add_test(tc, parse_errors);
     tcase_add_test(tc, matching);
     tcase_add_test(tc, matching_marker_without_head);
+    tcase_add_test(tc, matching_regex_limit);
     tcase_add_test(tc, ban_list_lazy);
+    tcase_add_test(tc, ban_list_regex_limit);
     tcase_add_test(tc, tags);
     tcase_add_test_raise_signal(tc, null_expr_is_a_bug, SIGABRT);
     suite_add_tcase(s, tc);

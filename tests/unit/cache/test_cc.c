@@ -3,6 +3,8 @@
  * Each row is one or two field lines and the exact struct cc they must
  * give: every flag and every delta, so a directive that leaks into
  * another, or an invalid one that is not made restrictive, fails.
+ * Targeted fields (CDN-Cache-Control) are RFC 8941 Dictionaries whose
+ * directives must have the types RFC 9213 infers, or are ignored whole.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -300,7 +302,107 @@ START_TEST(request_pragma)
 }
 END_TEST
 
-/* RFC 9213: the first present, non-empty, well-formed targeted field wins. */
+/*
+ * cc_parse_targeted: RFC 8941 Dictionaries with the directive types RFC
+ * 9213 infers.  Each row: the field lines, the status, and what it gives.
+ */
+START_TEST(targeted_table)
+{
+    static const struct {
+        const char *v1, *v2;
+        enum cc_status st;
+        unsigned flags;
+        int64_t max_age, s_maxage, swr, max_stale;
+        const char *ncf, *pf;
+    } v[] = {
+        { "max-age=60", NULL, OK, 0, 60, _, _, _, NULL, NULL },
+        { "  max-age=60  ", NULL, OK, 0, 60, _, _, _, NULL, NULL },
+        { "max-age=60,s-maxage=5", NULL, OK, 0, 60, 5, _, _, NULL, NULL },
+        { "max-age=60 ,\ts-maxage=5", NULL, OK, 0, 60, 5, _, _, NULL, NULL },
+        { "max-age=60", "s-maxage=5", OK, 0, 60, 5, _, _, NULL, NULL },
+        { "max-age=1, max-age=60", NULL, OK, 0, 60, _, _, _, NULL, NULL },
+        { "max-age=1", "max-age=60", OK, 0, 60, _, _, _, NULL, NULL },
+        { "max-age=0", NULL, OK, 0, 0, _, _, _, NULL, NULL },
+        { "max-age=999999999999999", NULL, OK, 0, M, _, _, _, NULL, NULL },
+        { "max-age=60;a=1;b, stale-while-revalidate=30", NULL, OK, 0, 60, _, 30, _, NULL, NULL },
+        { "no-store, no-transform, must-revalidate", NULL, OK,
+          CC_NO_STORE | CC_NO_TRANSFORM | CC_MUST_REVALIDATE, _, _, _, _, NULL, NULL },
+        { "public=?1, immutable", NULL, OK, CC_PUBLIC | CC_IMMUTABLE, _, _, _, _, NULL, NULL },
+        { "no-cache", NULL, OK, CC_NO_CACHE, _, _, _, _, NULL, NULL },
+        { "no-cache=\"Set-Cookie, X-A\"", NULL, OK, CC_NO_CACHE_FIELDS, _, _, _, _,
+          "Set-Cookie, X-A", NULL },
+        { "private=\"X-A\", max-age=5", NULL, OK, CC_PRIVATE_FIELDS, 5, _, _, _, NULL, "X-A" },
+        { "private=\"\"", NULL, OK, CC_PRIVATE, _, _, _, _, NULL, NULL },
+        /* A list we cannot read exactly is the whole response, as in Cache-Control. */
+        { "private=\"X-\\\"A\"", NULL, OK, CC_PRIVATE | CC_INVALID, _, _, _, _, NULL, NULL },
+        { "max-stale", NULL, OK, CC_MAX_STALE_ANY, _, _, _, M, NULL, NULL },
+        { "max-stale=7", NULL, OK, 0, _, _, _, 7, NULL, NULL },
+        /* Unknown directives: any value, any type. */
+        { "x=1.5, y=\"s\", z=:aGk=:, w=?0, v=tok/en:x, u=(1 \"a\" b;q);p, *t, a.b_c-d*", NULL, OK,
+          0, _, _, _, _, NULL, NULL },
+        { "none", NULL, OK, 0, _, _, _, _, NULL, NULL },
+        { "", NULL, NON, 0, _, _, _, _, NULL, NULL },
+        { "   ", NULL, NON, 0, _, _, _, _, NULL, NULL },
+        /* Wrong types. */
+        { "max-age=\"60\"", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "max-age=60.0", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "max-age=-1", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "max-age", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "max-age=x", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "max-age=(60)", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "max-age=:NjA=:", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "max-age=60, no-store=?0", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "public=1, max-age=60", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "no-cache=set-cookie", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "private=1", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        { "max-stale=\"1\"", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        /* ... but the last value of a repeated key is the one judged. */
+        { "max-age=\"1\", max-age=60", NULL, OK, 0, 60, _, _, _, NULL, NULL },
+        { "max-age=60, max-age=\"1\"", NULL, CC_E_TYPE, 0, _, _, _, _, NULL, NULL },
+        /* Not a Dictionary. */
+        { "max-age=60, ,", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "max-age=60,", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { ",max-age=60", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "Max-Age=60", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "max-age=60 s-maxage=5", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "max-age = 60", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "\tmax-age=60", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "max-age=1234567890123456", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "max-age=60, x=\"open", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "max-age=60, x=@1", NULL, SYN, 0, _, _, _, _, NULL, NULL },
+        { "max-age=60", "", SYN, 0, _, _, _, _, NULL, NULL }, /* ", " then nothing */
+        { "", "max-age=60", SYN, 0, _, _, _, _, NULL, NULL },
+        { "x=\"a,", "b\"", SYN, 0, _, _, _, _, NULL, NULL }, /* a String across lines */
+    };
+    struct cc cc;
+    enum cc_status st;
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        setup();
+        add("Cache-Control", "max-age=999"); /* never read */
+        if (v[i].v1 != NULL)
+            add("CDN-Cache-Control", v[i].v1);
+        if (v[i].v2 != NULL)
+            add("cdn-cache-control", v[i].v2);
+        memset(&cc, 0x5a, sizeof cc);
+        st = cc_parse_targeted(&hp, "CDN-Cache-Control", &cc);
+        ck_assert_msg(st == v[i].st, "[%zu] \"%s\": status %d, want %d", i, v[i].v1, st, v[i].st);
+        ck_assert_msg(cc.flags == v[i].flags, "[%zu] flags %#x", i, cc.flags);
+        ck_assert_msg(cc.max_age == v[i].max_age, "[%zu] max_age %lld", i, (long long)cc.max_age);
+        ck_assert_msg(cc.s_maxage == v[i].s_maxage, "[%zu] s_maxage", i);
+        ck_assert_msg(cc.swr == v[i].swr, "[%zu] swr", i);
+        ck_assert_msg(cc.max_stale == v[i].max_stale, "[%zu] max_stale", i);
+        ck_assert_msg(txt_is(&cc.no_cache_fields, v[i].ncf), "[%zu] no_cache_fields", i);
+        ck_assert_msg(txt_is(&cc.private_fields, v[i].pf), "[%zu] private_fields", i);
+        if (st == CC_OK)
+            ck_assert_str_eq(cc.src, "CDN-Cache-Control");
+        else
+            ck_assert_ptr_null(cc.src);
+    }
+}
+END_TEST
+
+/* RFC 9213: the first present, non-empty, valid targeted field wins. */
 START_TEST(response_targeted)
 {
     static const struct {
@@ -313,13 +415,25 @@ START_TEST(response_targeted)
         { "max-age=600", NULL, "max-age=10, private", "CDN-Cache-Control", 600, CC_TARGETED },
         { NULL, "max-age=300", "max-age=10", "Surrogate-Control", 300, CC_TARGETED },
         { "max-age=600", "max-age=300", "max-age=10", "CDN-Cache-Control", 600, CC_TARGETED },
-        { "max-age=60;x", "max-age=300", "max-age=10", "Surrogate-Control", 300, CC_TARGETED },
-        { "max-age=60;x", NULL, "max-age=10", "Cache-Control", 10, 0 },
+        /* Parameters on a directive are ignored (RFC 9213 section 2.1). */
+        { "max-age=60;x", "max-age=300", "max-age=10", "CDN-Cache-Control", 60, CC_TARGETED },
+        { "max-age=60;x", NULL, "max-age=10", "CDN-Cache-Control", 60, CC_TARGETED },
         { "", NULL, "max-age=10", "Cache-Control", 10, 0 },
         { " , ", NULL, "no-store", "Cache-Control", CC_ABSENT, CC_NO_STORE },
         { "no-store", NULL, "max-age=10", "CDN-Cache-Control", CC_ABSENT,
           CC_TARGETED | CC_NO_STORE },
-        { "max-age=x", NULL, "max-age=10", "CDN-Cache-Control", 0, CC_TARGETED | CC_INVALID },
+        /* Not a Dictionary, or a directive of the wrong type: the field is ignored whole. */
+        { "max-age=x", NULL, "max-age=10", "Cache-Control", 10, 0 },
+        { "max-age=\"60\"", NULL, "max-age=0", "Cache-Control", 0, 0 },
+        { "max-age=60, ,", NULL, "no-store", "Cache-Control", CC_ABSENT, CC_NO_STORE },
+        { "no-store, max-age=60,", NULL, "max-age=10", "Cache-Control", 10, 0 },
+        { "Max-Age=60", NULL, "max-age=10", "Cache-Control", 10, 0 },
+        { "max-age=\"60\"", "max-age=300", "max-age=10", "Surrogate-Control", 300, CC_TARGETED },
+        { "private=?0", "max-age=30+5", "no-store", "Surrogate-Control", 30, CC_TARGETED },
+        /* A valid Dictionary of unknown directives only still wins (RFC 9213 section 3.1). */
+        { "none", NULL, "no-store", "CDN-Cache-Control", CC_ABSENT, CC_TARGETED },
+        /* Surrogate-Control keeps the list syntax: malformed, it is skipped. */
+        { NULL, "max-age=60;device", "max-age=10", "Cache-Control", 10, 0 },
         { NULL, NULL, NULL, NULL, CC_ABSENT, 0 },
     };
     struct cc cc;
@@ -390,14 +504,18 @@ START_TEST(field_listed)
 }
 END_TEST
 
-/* The field text stays pointing into the header, with no copy. */
+/* The field text stays pointing into the header, with no copy, in either syntax. */
 START_TEST(fields_point_into_header)
 {
     static const char v[] = "private=\"Set-Cookie\", max-age=5";
     struct cc cc;
 
     add("Cache-Control", v);
+    add("CDN-Cache-Control", v);
     ck_assert_int_eq(cc_parse(&hp, "Cache-Control", &cc), CC_OK);
+    ck_assert_ptr_eq(cc.private_fields.b, v + 9);
+    ck_assert_uint_eq(cc.private_fields.len, 10);
+    ck_assert_int_eq(cc_parse_targeted(&hp, "CDN-Cache-Control", &cc), CC_OK);
     ck_assert_ptr_eq(cc.private_fields.b, v + 9);
     ck_assert_uint_eq(cc.private_fields.len, 10);
 }
@@ -496,6 +614,7 @@ cc_suite(void)
     tcase_add_loop_test(tc, table, 0, (int)(sizeof rows / sizeof rows[0]));
     tcase_add_test(tc, surrogate);
     tcase_add_test(tc, request_pragma);
+    tcase_add_test(tc, targeted_table);
     tcase_add_test(tc, response_targeted);
     tcase_add_test(tc, response_targets_custom);
     tcase_add_test(tc, field_listed);

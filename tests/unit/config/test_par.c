@@ -251,9 +251,9 @@ START_TEST(dumps)
     ck_assert_ptr_nonnull(strstr(buf, "Backlog of each listen socket"));
 
     sb_init(&sb, buf, sizeof buf);
-    par_dump_values(&sb);
+    par_show_all(PAR_SHOW_SHORT, false, &sb);
     ck_assert(sb_ok(&sb));
-    /* "name value" per line; the gap may be padded. */
+    /* "name value [unit] (default)" per line; the gap may be padded. */
     for (size_t i = 0; i < ARRAY_LEN(rows); i++) {
         size_t n = strlen(rows[i].name);
         const char *p = buf;
@@ -268,7 +268,7 @@ START_TEST(dumps)
             p += n;
             while (*p == ' ' || *p == '\t')
                 p++;
-            ck_assert(strncmp(p, "2\n", 2) == 0);
+            ck_assert_msg(strncmp(p, "2 (default)\n", 12) == 0, "%.20s", p);
         }
     }
 }

@@ -2,7 +2,8 @@
  * gz: Accept-Encoding negotiation, type matching, the head rewrite, and
  * the streaming filters -- round trips of random and compressible data in
  * odd-sized pieces, and corrupt streams caught (bad CRC, bad length,
- * truncation, junk after the end) against zlib's own one-shot output.
+ * truncation, junk after the end) against zlib's own one-shot output,
+ * and the decoder's bound on decompression bombs.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -14,6 +15,8 @@
 #include "unit.h"
 #include "surogat/gz.h"
 #include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
 #include "surogat/ws.h"
 
 static struct txt
@@ -514,6 +517,199 @@ START_TEST(members)
 }
 END_TEST
 
+/* The deflate transfer coding: the zlib format, one stream, checked by its Adler-32. */
+START_TEST(inflate_zlib)
+{
+    unsigned char *a = make_data(70000, true);
+    uLongf zl = compressBound(70000);
+    unsigned char *zd = malloc(zl + 1), *g;
+    struct buf out = { 0 };
+    struct gz *z;
+    size_t gl;
+
+    ck_assert_int_eq(compress2(zd, &zl, a, 70000, 6), Z_OK);
+    for (size_t step = 1; step < 70000; step = step * 7 + 3) {
+        z = gz_new(GZ_INFLATE, 0);
+        out.len = 0;
+        for (size_t off = 0; off < zl; off += step)
+            ck_assert_int_le(gz_feed(z, zd + off, off + step > zl ? zl - off : step, GZ_FLUSH_NONE,
+                                     collect, &out),
+                             GZ_END);
+        ck_assert_int_eq(gz_feed(z, NULL, 0, GZ_FLUSH_FINISH, collect, &out), GZ_END);
+        ck_assert_uint_eq(out.len, 70000);
+        ck_assert(memcmp(out.p, a, 70000) == 0);
+        gz_free(&z);
+    }
+    /* A byte after the stream: zlib has no members, so it is junk. */
+    zd[zl] = 'x';
+    z = gz_new(GZ_INFLATE, 0);
+    ck_assert_int_eq(gz_feed(z, zd, zl + 1, GZ_FLUSH_FINISH, collect, &out), GZ_E_DATA);
+    gz_free(&z);
+    /* The Adler-32 is checked. */
+    zd[zl - 1] ^= 1;
+    z = gz_new(GZ_INFLATE, 0);
+    ck_assert_int_eq(gz_feed(z, zd, zl, GZ_FLUSH_FINISH, collect, &out), GZ_E_DATA);
+    gz_free(&z);
+    /* Cut short. */
+    zd[zl - 1] ^= 1;
+    z = gz_new(GZ_INFLATE, 0);
+    ck_assert_int_eq(gz_feed(z, zd, zl - 2, GZ_FLUSH_FINISH, collect, &out), GZ_E_TRUNCATED);
+    gz_free(&z);
+    /* gzip is not zlib, and zlib is not gzip. */
+    g = ref_gzip(a, 1000, &gl);
+    z = gz_new(GZ_INFLATE, 0);
+    ck_assert_int_eq(gz_feed(z, g, gl, GZ_FLUSH_FINISH, collect, &out), GZ_E_DATA);
+    gz_free(&z);
+    z = gz_new(GZ_DECODE, 0);
+    ck_assert_int_eq(gz_feed(z, zd, zl, GZ_FLUSH_FINISH, collect, &out), GZ_E_DATA);
+    gz_free(&z);
+    free(g);
+    free(a);
+    free(zd);
+    free(out.p);
+}
+END_TEST
+
+/* n zeros as one gzip stream made by zlib: the most compressible body there is (~1030:1). */
+static unsigned char *
+zeros_gzip(size_t n, size_t *outlen)
+{
+    unsigned char *z = calloc(1, n);
+    unsigned char *g = ref_gzip(z, n, outlen);
+
+    free(z);
+    return (g);
+}
+
+START_TEST(bomb_ratio)
+{
+    size_t glen;
+    unsigned char *g = zeros_gzip(64 << 20, &glen);
+    struct buf out = { 0 };
+    struct gz *z;
+    char msg[128];
+    struct sb sb;
+
+    ck_assert_uint_lt(glen, (64 << 20) / 1000);
+    /* Unbounded, it all comes out. */
+    z = gz_new(GZ_DECODE, 0);
+    gz_limit(z, 0, 0);
+    ck_assert_int_eq(feed_pieces(z, g, glen, 70000, &out), GZ_END);
+    ck_assert_uint_eq(out.len, 64 << 20);
+    gz_free(&z);
+    /* 1000:1 stops it long before the end, whatever the piece size. */
+    for (size_t piece = 1; piece <= 1000000; piece *= 100) {
+        out.len = 0;
+        z = gz_new(GZ_DECODE, 0);
+        gz_limit(z, 0, 1000);
+        ck_assert_int_eq(feed_pieces(z, g, glen, piece, &out), GZ_E_BOMB);
+        /* Nothing past the bound was handed out. */
+        ck_assert_uint_le(out.len, 1000 * gz_bytes_in(z));
+        ck_assert_uint_lt(out.len, 1 << 20);
+        sb_init(&sb, msg, sizeof msg);
+        gz_explain(z, &sb);
+        ck_assert_msg(strncmp(msg, "over gunzip_max_ratio (1000:1): ", 32) == 0, "%s", msg);
+        /* Failed for good. */
+        ck_assert_int_ne(gz_feed(z, g, 10, GZ_FLUSH_NONE, collect, &out), GZ_OK);
+        gz_free(&z);
+    }
+    /* 2000:1 is more than deflate can do: the whole stream passes. */
+    out.len = 0;
+    z = gz_new(GZ_DECODE, 0);
+    gz_limit(z, 0, 2000);
+    ck_assert_int_eq(feed_pieces(z, g, glen, 5000, &out), GZ_END);
+    ck_assert_uint_eq(out.len, 64 << 20);
+    gz_free(&z);
+    free(g);
+    free(out.p);
+}
+END_TEST
+
+START_TEST(bomb_size)
+{
+    size_t n = 300001, glen;
+    unsigned char *data = make_data(n, true);
+    unsigned char *g = ref_gzip(data, n, &glen);
+    struct buf out = { 0 };
+    struct gz *z;
+    char msg[128];
+    struct sb sb;
+
+    /* Exactly the size: fine.  One byte less: a bomb, and no byte past the bound is out. */
+    z = gz_new(GZ_DECODE, 0);
+    gz_limit(z, n, 1000);
+    ck_assert_int_eq(feed_pieces(z, g, glen, 999, &out), GZ_END);
+    ck_assert_uint_eq(out.len, n);
+    gz_free(&z);
+    for (uint64_t max = n - 1; max > 0; max /= 7) {
+        out.len = 0;
+        z = gz_new(GZ_DECODE, 0);
+        gz_limit(z, max, 0);
+        ck_assert_int_eq(feed_pieces(z, g, glen, 999, &out), GZ_E_BOMB);
+        ck_assert_uint_le(out.len, max);
+        ck_assert(memcmp(out.p, data, out.len) == 0);
+        sb_init(&sb, msg, sizeof msg);
+        gz_explain(z, &sb);
+        ck_assert_msg(strstr(msg, "over gunzip_max_size (") == msg, "%s", msg);
+        gz_free(&z);
+    }
+    /* The bound counts every member of a multi-member body. */
+    unsigned char *two = malloc(2 * glen);
+    memcpy(two, g, glen);
+    memcpy(two + glen, g, glen);
+    out.len = 0;
+    z = gz_new(GZ_DECODE, 0);
+    gz_limit(z, n + n / 2, 0);
+    ck_assert_int_eq(feed_pieces(z, two, 2 * glen, 5000, &out), GZ_E_BOMB);
+    gz_free(&z);
+    free(two);
+    free(data);
+    free(g);
+    free(out.p);
+}
+END_TEST
+
+START_TEST(bomb_bound_from_params)
+{
+    size_t glen;
+    unsigned char *g = zeros_gzip(8 << 20, &glen);
+    struct buf out = { 0 };
+    struct gz *z;
+
+    /* gz_new() takes the bound from the parameters as they are when it is called. */
+    par_init();
+    ck_assert_int_eq(par.gunzip_max_ratio, 1000);
+    ck_assert_uint_eq(par.gunzip_max_size, UINT64_C(1) << 30);
+    z = gz_new(GZ_DECODE, 0);
+    ck_assert_int_eq(feed_pieces(z, g, glen, 4096, &out), GZ_E_BOMB);
+    gz_free(&z);
+    par.gunzip_max_ratio = 0;
+    par.gunzip_max_size = 1 << 20;
+    out.len = 0;
+    z = gz_new(GZ_DECODE, 0);
+    ck_assert_int_eq(feed_pieces(z, g, glen, 4096, &out), GZ_E_BOMB);
+    ck_assert_uint_le(out.len, 1 << 20);
+    gz_free(&z);
+    par.gunzip_max_size = 0;
+    out.len = 0;
+    z = gz_new(GZ_DECODE, 0);
+    ck_assert_int_eq(feed_pieces(z, g, glen, 4096, &out), GZ_END);
+    ck_assert_uint_eq(out.len, 8 << 20);
+    gz_free(&z);
+    par_fini();
+    free(g);
+    free(out.p);
+}
+END_TEST
+
+START_TEST(limit_on_encoder_is_a_bug)
+{
+    struct gz *z = gz_new(GZ_ENCODE, 6);
+
+    gz_limit(z, 1, 1);
+}
+END_TEST
+
 START_TEST(output_failure)
 {
     unsigned char *data = make_data(200000, false);
@@ -557,6 +753,11 @@ gz_suite(void)
     tcase_add_test(tc, round_trips);
     tcase_add_test(tc, corrupt_detected);
     tcase_add_test(tc, members);
+    tcase_add_test(tc, inflate_zlib);
+    tcase_add_test(tc, bomb_ratio);
+    tcase_add_test(tc, bomb_size);
+    tcase_add_test(tc, bomb_bound_from_params);
+    tcase_add_test_raise_signal(tc, limit_on_encoder_is_a_bug, SIGABRT);
     tcase_add_test(tc, output_failure);
     tcase_add_test_raise_signal(tc, encoder_after_end_is_a_bug, SIGABRT);
     suite_add_tcase(s, tc);

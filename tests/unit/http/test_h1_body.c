@@ -52,16 +52,21 @@ req_body(const char *head, uint64_t *clen)
     return h1_req_body(&hp, clen);
 }
 
+static struct h1_framing fr;
+
 static enum h1_body
 resp_body(const char *head, bool is_head, uint64_t *clen)
 {
     size_t used;
+    enum h1_body b;
 
     http_init(&hp, hdrs, MAXHDR);
     ck_assert_msg(h1_parse_response(head, strlen(head), &lim, &hp, &used) == H1_DONE,
                   "head does not parse: %s", head);
-    *clen = 0xdeadbeef;
-    return h1_resp_body(&hp, is_head, clen);
+    memset(&fr, 0xa5, sizeof fr); /* every field must be set */
+    b = h1_resp_body(&hp, is_head, &fr);
+    *clen = fr.clen;
+    return b;
 }
 
 struct frame {
@@ -244,59 +249,100 @@ START_TEST(request_get_with_body)
 }
 END_TEST
 
+#define GZ   H1_CODING_GZIP
+#define DF   H1_CODING_DEFLATE
+#define CH   H1_CODING_CHUNKED
+#define H200 "HTTP/1.1 200 OK\r\n"
+
 struct rframe {
     const char *head;
     bool is_head;
     enum h1_body want;
     uint64_t clen;
+    bool unread;           /* NONE: the head announced a body it does not carry */
+    enum h1_frame_err err; /* E_*: why */
+    unsigned ncoding;      /* CHUNKED, EOF: the codings left under the framing */
+    enum h1_coding coding[H1_CODINGS_MAX];
 };
 
 static const struct rframe resp_frames[] = {
-    { "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", true, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", true, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 200 OK\r\n\r\n", true, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 100 Continue\r\n\r\n", false, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 101 Switching Protocols\r\n\r\n", false, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\n\r\n", false, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", false, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 204 No Content\r\n\r\n", false, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", false, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", false, H1_BODY_NONE, 0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", false, H1_BODY_LENGTH, 10 },
-    { "HTTP/1.0 200 OK\r\nContent-Length: 10\r\n\r\n", false, H1_BODY_LENGTH, 10 },
-    { "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n", false, H1_BODY_LENGTH, 9 },
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, H1_BODY_CHUNKED, 0 },
+    /* No body, whatever the head says; one it announces all the same may still come. */
+    { H200 CL("10") "\r\n", true, H1_BODY_NONE, 0, .unread = true },
+    { H200 CL("0") "\r\n", true, H1_BODY_NONE, 0, .unread = false },
+    { H200 CL("x") "\r\n", true, H1_BODY_NONE, 0, .unread = true },
+    { H200 TE("chunked") "\r\n", true, H1_BODY_NONE, 0, .unread = true },
+    { H200 "\r\n", true, H1_BODY_NONE, 0, .unread = false },
+    { "HTTP/1.1 100 Continue\r\n\r\n", false, H1_BODY_NONE, 0, .unread = false },
+    { "HTTP/1.1 101 Switching Protocols\r\n\r\n", false, H1_BODY_NONE, 0, .unread = false },
+    { "HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\n\r\n", false, H1_BODY_NONE, 0,
+      .unread = true },
+    { "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", false, H1_BODY_NONE, 0,
+      .unread = true },
+    { "HTTP/1.1 204 No Content\r\n\r\n", false, H1_BODY_NONE, 0, .unread = false },
+    { "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", false, H1_BODY_NONE, 0,
+      .unread = true },
+    { "HTTP/1.1 304 Not Modified\r\nContent-Length: 0\r\n\r\n", false, H1_BODY_NONE, 0,
+      .unread = false },
+    { "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", false, H1_BODY_NONE, 0,
+      .unread = true },
+    { H200 CL("10") "\r\n", false, H1_BODY_LENGTH, 10, .unread = false },
+    { "HTTP/1.0 200 OK\r\nContent-Length: 10\r\n\r\n", false, H1_BODY_LENGTH, 10, .unread = false },
+    { "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n", false, H1_BODY_LENGTH, 9,
+      .unread = false },
+    { H200 TE("chunked") "\r\n", false, H1_BODY_CHUNKED, 0, .unread = false },
+    { H200 "\r\n", false, H1_BODY_EOF, 0, .unread = false },
+    { "HTTP/1.0 200 OK\r\n\r\n", false, H1_BODY_EOF, 0, .unread = false },
     /*
-     * Codings other than chunked are refused rather than forwarded: once
-     * Transfer-Encoding is stripped nothing would label the coded bytes.
+     * RFC 9112 section 6.3: chunked last frames the body, with the
+     * codings before it left on the data; without chunked last the body
+     * is read until close, with every coding left on it.
      */
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", false, H1_BODY_E_CODING, 0 },
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", false,
-      H1_BODY_E_CODING, 0 },
-    { "HTTP/1.1 200 OK\r\n\r\n", false, H1_BODY_EOF, 0 },
-    { "HTTP/1.0 200 OK\r\n\r\n", false, H1_BODY_EOF, 0 },
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", false, H1_BODY_E_CODING, 0 },
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", false, H1_BODY_E_AMBIGUOUS,
-      0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n", false,
-      H1_BODY_E_AMBIGUOUS, 0 },
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 10\r\n\r\n", false,
-      H1_BODY_E_AMBIGUOUS, 0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", false,
-      H1_BODY_E_AMBIGUOUS, 0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: 1,2\r\n\r\n", false, H1_BODY_E_AMBIGUOUS, 0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", false, H1_BODY_E_AMBIGUOUS, 0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: +1\r\n\r\n", false, H1_BODY_E_AMBIGUOUS, 0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: 1 1\r\n\r\n", false, H1_BODY_E_AMBIGUOUS, 0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", false, H1_BODY_E_AMBIGUOUS, 0 },
-    { "HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551616\r\n\r\n", false, H1_BODY_E_AMBIGUOUS,
-      0 },
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", false, H1_BODY_E_AMBIGUOUS,
-      0 },
-    { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", false,
-      H1_BODY_E_AMBIGUOUS, 0 },
+    { H200 TE("gzip, chunked") "\r\n", false, H1_BODY_CHUNKED, 0, .ncoding = 1, .coding = { GZ } },
+    { H200 TE("gzip") TE("chunked") "\r\n", false, H1_BODY_CHUNKED, 0, .ncoding = 1,
+      .coding = { GZ } },
+    { H200 TE("X-Gzip , Chunked") "\r\n", false, H1_BODY_CHUNKED, 0, .ncoding = 1,
+      .coding = { GZ } },
+    { H200 TE("deflate, chunked") "\r\n", false, H1_BODY_CHUNKED, 0, .ncoding = 1,
+      .coding = { DF } },
+    { H200 TE("identity, chunked") "\r\n", false, H1_BODY_CHUNKED, 0, .unread = false },
+    { H200 TE("gzip") "\r\n", false, H1_BODY_EOF, 0, .ncoding = 1, .coding = { GZ } },
+    { H200 TE("identity") "\r\n", false, H1_BODY_EOF, 0, .unread = false },
+    { H200 TE("chunked, gzip") "\r\n", false, H1_BODY_EOF, 0, .ncoding = 2, .coding = { CH, GZ } },
+    { H200 TE("chunked") TE("deflate") "\r\n", false, H1_BODY_EOF, 0, .ncoding = 2,
+      .coding = { CH, DF } },
+    { H200 TE("deflate, gzip, identity, chunked") "\r\n", false, H1_BODY_CHUNKED, 0, .ncoding = 2,
+      .coding = { DF, GZ } },
+    { H200 TE("gzip, gzip, gzip, gzip, chunked") "\r\n", false, H1_BODY_CHUNKED, 0, .ncoding = 4,
+      .coding = { GZ, GZ, GZ, GZ } },
+    { H200 TE("gzip, gzip, gzip, gzip, gzip, chunked") "\r\n", false, H1_BODY_E_CODING, 0,
+      .err = H1_FE_CODINGS },
+    { H200 TE("gzip, gzip, gzip, gzip, gzip") "\r\n", false, H1_BODY_E_CODING, 0,
+      .err = H1_FE_CODINGS },
+    /* Codings nobody can undo here: the bytes could not be labelled once TE is gone. */
+    { H200 TE("foo, chunked") "\r\n", false, H1_BODY_E_CODING, 0, .err = H1_FE_CODING },
+    { H200 TE("foo") "\r\n", false, H1_BODY_E_CODING, 0, .err = H1_FE_CODING },
+    { H200 TE("compress, chunked") "\r\n", false, H1_BODY_E_CODING, 0, .err = H1_FE_CODING },
+    { H200 TE("gzip;level=1, chunked") "\r\n", false, H1_BODY_E_CODING, 0, .err = H1_FE_CODING },
+    { H200 TE("chunked;x=1") "\r\n", false, H1_BODY_E_CODING, 0, .err = H1_FE_CODING },
+    { H200 CL("10") TE("chunked") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_CL_TE },
+    { H200 TE("chunked") CL("10") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_CL_TE },
+    { H200 TE("gzip") CL("10") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_CL_TE },
+    { H200 CL("1") CL("2") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_CL },
+    { H200 CL("1,2") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_CL },
+    { H200 CL("-1") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_CL },
+    { H200 CL("+1") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_CL },
+    { H200 CL("1 1") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_CL },
+    { H200 CL("") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_CL },
+    { H200 CL("18446744073709551616") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_CL },
+    { H200 TE("chunked, chunked") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_TE },
+    { H200 TE("chunked") TE("chunked") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_TE },
+    { H200 TE("chunked, gzip, chunked") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0,
+      .err = H1_FE_BAD_TE },
+    { H200 TE("") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_TE },
+    { H200 TE(" , ") "\r\n", false, H1_BODY_E_AMBIGUOUS, 0, .err = H1_FE_BAD_TE },
     /* RFC 9112 section 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing. */
-    { "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, H1_BODY_E_AMBIGUOUS, 0 },
+    { "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, H1_BODY_E_AMBIGUOUS, 0,
+      .err = H1_FE_TE_HTTP10 },
 };
 
 START_TEST(response_framing)
@@ -307,8 +353,16 @@ START_TEST(response_framing)
 
     ck_assert_msg(got == f->want, "%s response [%s]: got %s, want %s", f->is_head ? "HEAD" : "GET",
                   f->head, body_name(got), body_name(f->want));
-    if (got == H1_BODY_LENGTH)
-        ck_assert_uint_eq(clen, f->clen);
+    ck_assert_uint_eq(clen, got == H1_BODY_LENGTH ? f->clen : 0);
+    ck_assert_msg(fr.unread == f->unread, "[%s]: unread %d", f->head, fr.unread);
+    ck_assert_msg(fr.err == (got >= H1_BODY_E_AMBIGUOUS ? f->err : H1_FE_NONE), "[%s]: err %d",
+                  f->head, fr.err);
+    if (got >= H1_BODY_E_AMBIGUOUS)
+        return;
+    ck_assert_msg(fr.ncoding == f->ncoding, "[%s]: %u codings", f->head, fr.ncoding);
+    for (unsigned i = 0; i < f->ncoding; i++)
+        ck_assert_msg(fr.coding[i] == f->coding[i], "[%s]: coding %u is %d", f->head, i,
+                      fr.coding[i]);
 }
 END_TEST
 
@@ -318,6 +372,7 @@ START_TEST(response_cl_zero)
     enum h1_body b = resp_body("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, &clen);
 
     ck_assert_msg(b == H1_BODY_NONE || (b == H1_BODY_LENGTH && clen == 0), "%s", body_name(b));
+    ck_assert(!fr.unread);
 }
 END_TEST
 

@@ -176,8 +176,9 @@ START_TEST(bool_values)
         const char *in;
         bool want;
     } v[] = {
-        { "on", true },  { "off", false }, { "true", true }, { "false", false },
-        { "yes", true }, { "no", false },  { "1", true },    { "0", false },
+        { "on", true },     { "off", false },     { "true", true },   { "false", false },
+        { "yes", true },    { "no", false },      { "1", true },      { "0", false },
+        { "enable", true }, { "disable", false }, { "ENABLE", true }, /* Varnish's */
     };
     bool got;
 
@@ -201,6 +202,46 @@ START_TEST(bool_errors)
         ck_assert_int_eq(errno, EINVAL);
         ck_assert(got == true);
     }
+}
+END_TEST
+
+START_TEST(human_bytes)
+{
+    static const struct {
+        uint64_t in;
+        const char *want;
+    } v[] = {
+        { 0, "0 B" },
+        { 1023, "1023 B" },
+        { 1024, "1.0 KiB" },
+        { 1536, "1.5 KiB" },
+        { 1048524, "1023.9 KiB" },
+        { 1048525, "1.0 MiB" }, /* 1023.95 KiB: a unit up, not "1024.0 KiB" */
+        { 268435456, "256.0 MiB" },
+        { 3ull << 30, "3.0 GiB" },
+        { 5ull << 40, "5.0 TiB" },
+        { UINT64_MAX, "16.0 EiB" },
+    };
+    char buf[NUM_HUMAN_LEN];
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        ck_assert_str_eq(num_human_bytes(v[i].in, buf), v[i].want);
+}
+END_TEST
+
+START_TEST(hex_digits)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (int i = 0; i < 16; i++) {
+        ck_assert_int_eq(num_hexdigit(digits[i]), i);
+        ck_assert_int_eq(num_hexdigit((char)(digits[i] >= 'a' ? digits[i] - 32 : digits[i])), i);
+    }
+    ck_assert_int_eq(num_hexdigit('g'), -1);
+    ck_assert_int_eq(num_hexdigit('G'), -1);
+    ck_assert_int_eq(num_hexdigit('/'), -1);
+    ck_assert_int_eq(num_hexdigit(':'), -1);
+    ck_assert_int_eq(num_hexdigit('\0'), -1);
 }
 END_TEST
 
@@ -243,6 +284,8 @@ num_suite(void)
     tcase_add_test(tc, uint_errors);
     tcase_add_test(tc, bool_values);
     tcase_add_test(tc, bool_errors);
+    tcase_add_test(tc, human_bytes);
+    tcase_add_test(tc, hex_digits);
     suite_add_tcase(s, tc);
     return s;
 }

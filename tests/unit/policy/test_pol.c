@@ -3,121 +3,8 @@
  * header semantics, action validation, the re and surogat helpers, the
  * sandbox, the instruction and memory limits, hash keys, req.ctx.
  */
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "unit.h"
-#include "surogat/defs.h"
-#include "surogat/http.h"
-#include "surogat/par.h"
-#include "surogat/pol.h"
-#include "surogat/req.h"
-#include "surogat/sb.h"
+#include "pol_test.h"
 #include "surogat/sess.h"
-#include "surogat/stat.h"
-#include "surogat/wrk.h"
-#include <lauxlib.h>
-
-#include "src/policy/pol_priv.h"
-
-static struct wrk wrk;
-static struct req req;
-static struct http_hdr hdrs[64];
-static char wsbuf[64 * 1024];
-static char path[64];
-
-static void
-setup(void)
-{
-    par_init();
-    AZ(stat_init());
-    memset(&wrk, 0, sizeof wrk);
-    wrk.magic = WRK_MAGIC;
-    ws_init(&wrk.ws, wsbuf, sizeof wsbuf);
-    path[0] = '\0';
-}
-
-static void
-teardown(void)
-{
-    pol_wrk_fini(&wrk);
-    pol_fini();
-    if (path[0] != '\0')
-        unlink(path);
-}
-
-/* A GET for url with the fields given as "Name", "value" pairs, NULL-ended. */
-static struct req *
-mkreq(const char *method, const char *url, ...)
-{
-    va_list ap;
-    const char *n, *v;
-
-    memset(&req, 0, sizeof req);
-    req.magic = REQ_MAGIC;
-    req.wrk = &wrk;
-    http_init(req.http, hdrs, ARRAY_LEN(hdrs));
-    req.http->method = (struct txt){ method, strlen(method) };
-    req.http->url = (struct txt){ url, strlen(url) };
-    req.http->proto = 11;
-    va_start(ap, url);
-    while ((n = va_arg(ap, const char *)) != NULL) {
-        v = va_arg(ap, const char *);
-        AZ(http_add(req.http, (struct txt){ n, strlen(n) }, (struct txt){ v, strlen(v) }));
-    }
-    va_end(ap);
-    return (&req);
-}
-
-static int
-load(const char *src, char *ebuf, size_t elen)
-{
-    struct sb err;
-    FILE *f;
-    int fd;
-
-    snprintf(path, sizeof path, "/tmp/test_pol_XXXXXX");
-    fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    f = fdopen(fd, "w");
-    AN(f);
-    fputs(src, f);
-    fclose(f);
-    sb_init(&err, ebuf, elen);
-    return (pol_load(path, &err));
-}
-
-static void
-load_ok(const char *src)
-{
-    char ebuf[512];
-
-    ck_assert_msg(load(src, ebuf, sizeof ebuf) == 0, "load: %s", ebuf);
-    ck_assert(pol_active());
-}
-
-static enum pol_act
-do_recv(struct req *r)
-{
-    struct pol_synth syn;
-
-    return (pol_recv(r, &syn));
-}
-
-static const char *
-val(const char *name)
-{
-    const struct txt *v = http_value(req.http, name);
-    static char buf[256];
-
-    if (v == NULL)
-        return (NULL);
-    snprintf(buf, sizeof buf, "%.*s", (int)v->len, v->b);
-    return (buf);
-}
 
 START_TEST(headers)
 {
@@ -426,7 +313,8 @@ END_TEST
 
 START_TEST(stale_object_refused)
 {
-    load_ok("saved = nil\n"
+    /* A top-level local outlives the request (a global would not). */
+    load_ok("local saved\n"
             "function recv(req)\n"
             "  if saved then return saved.url end\n"
             "  saved = req\n"
@@ -472,6 +360,7 @@ static struct http ohttp;
 static struct pol_obj *
 mkobj(struct pol_obj *o)
 {
+    memset(o, 0, sizeof *o);
     http_init(&ohttp, ohdrs, ARRAY_LEN(ohdrs));
     ohttp.proto = 11;
     ohttp.status = 200;
@@ -606,7 +495,7 @@ START_TEST(log_hook)
 {
     uint64_t e0;
 
-    load_ok("seen = 'none'\n"
+    load_ok("local seen = 'none'\n"
             "function recv(req)\n"
             "  req.http.x_seen = seen\n"
             "  req.ctx.t = 'ctx'\n"
@@ -696,12 +585,20 @@ START_TEST(constant_answers)
     ck_assert_ptr_null(pw->konst_builtin[POL_H_RECV]);
     ck_assert(req.hooks & (1u << POL_H_RECV));
 
-    /* A constant that is no action still fails the way a call does. */
-    load_ok("function recv(req) return 'bogus' end\n");
+    /* A constant that is no action is refused at load, at the line of its return. */
+    {
+        char ebuf[512];
+
+        ck_assert_int_eq(load("function recv(req)\n  return 'bogus'\nend\n", ebuf, sizeof ebuf),
+                         -1);
+        ck_assert_msg(strstr(ebuf, ":2: recv returns \"bogus\", not one of \"hash\"") != NULL,
+                      "%s", ebuf);
+    }
+    /* A word computed at run time still fails the way a call does. */
+    load_ok("function recv(req) return ('bog' .. 'us') end\n");
     e0 = stat_get(STAT_policy_error);
     ck_assert_int_eq(do_recv(mkreq("GET", "/", NULL)), POL_ERROR);
     ck_assert_uint_eq(stat_get(STAT_policy_error), e0 + 1);
-    ck_assert_str_eq(wrk.pol->konst_user[POL_H_RECV], "bogus");
 }
 END_TEST
 

@@ -1,5 +1,5 @@
 /*
- * Reading the client's request body as a stream of decoded pieces.
+ * The HTTP/1 transport's request body: a stream of decoded pieces.
  *
  * Bytes that arrived with the head are used first; later reads refill
  * wrk->rx after the head, whose bytes must stay put because req->http
@@ -17,6 +17,8 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
+
+#include "h1t_priv.h"
 
 static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -52,7 +54,7 @@ fail(struct req *req)
 }
 
 ssize_t
-req_body_next(struct req *req, const char **data)
+h1t_body_next(struct req *req, const char **data)
 {
     struct wrk *wrk = req->wrk;
     enum h1_chunk_status cs;

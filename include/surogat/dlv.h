@@ -1,0 +1,70 @@
+/*
+ * dlv -- the one deliverer.  Whatever answers a request -- a cached
+ * object, an object still being fetched, a static file, a page surogat
+ * makes itself -- leaves through here: the client head is built here (Age,
+ * Cache-Status, Via, X-Cache; 304, 206 and 416 decided from the request
+ * with http_not_modified() and http_range()), the policy's deliver hook
+ * runs on it exactly once, and the body goes out through the request's
+ * transport (tp.h), from storage segments, a growing busy object, a file,
+ * memory, or through gunzip for a client that does not take gzip.
+ *
+ * So a hook's "restart" or "synth" from deliver does the same on every
+ * path: the request restarts (req->restart) or gets the synthetic answer.
+ * Nothing here knows the client's protocol.  Runs on the request's worker
+ * and blocks on the client, bounded by send_timeout per write.
+ */
+#ifndef SUROGAT_DLV_H
+#define SUROGAT_DLV_H
+
+#include <stdbool.h>
+
+#include "surogat/http.h"
+
+struct req;
+struct cobj;
+
+/*
+ * Deliver the stored object oc at `now`: its stored head with this
+ * delivery's fields, or 304, 206, 416 as the request's conditions and
+ * range say, then its body from the store (gunzipped for a client that
+ * does not take gzip).  fwd: NULL for a hit, else RFC 9211's forward
+ * detail ("fwd=stale; fwd-status=304" for a revalidated object).  The
+ * caller holds a reference to oc.
+ */
+void dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
+/*
+ * Deliver the busy object oc (HSH_STREAM) as its fetch stores it: the
+ * head at once, then body bytes as they are appended, waiting at most tmo
+ * seconds for each piece.  A fetch that fails after the head went out
+ * cuts the connection.  Cache-Status: fwd=miss; collapsed.
+ */
+void dlv_stream(struct req *req, struct cobj *oc, double tmo);
+/*
+ * Answer from the static-file backend sfb (sfb_answer()): its status and
+ * fields through the deliver hook, its body from memory or with
+ * sendfile(2).  Sets req->outcome STATIC.
+ */
+struct sfb;
+void dlv_static(struct req *req, struct sfb *sfb);
+/*
+ * A page surogat answers on its own (a malformed request, a backend that
+ * failed): status, its standard reason, msg (plain text, escaped here; NULL
+ * for none) as the page's paragraph, extra_fields (serialised field lines,
+ * NULL for none).  Through no hook.  Sets req->outcome SYNTH.  0, or -1
+ * when the client is gone.
+ */
+int dlv_error(struct req *req, unsigned status, const char *extra_fields, const char *msg);
+/*
+ * The policy's synthetic answer (surogat.synth(), a failed hook): status
+ * and reason in the status line and the page, through the synth hook,
+ * which may edit both or restart the request (req->restart).
+ */
+void dlv_synth(struct req *req, unsigned status, const char *reason);
+/*
+ * Send resp (status, reason, fields; Date and Server added when missing,
+ * framing by the transport) with body, through no hook.  0, or -1 when the
+ * client is gone.
+ */
+int dlv_send(struct req *req, const struct http *resp, struct txt body);
+
+#endif

@@ -1,0 +1,295 @@
+/*
+ * The deliverer's heads: what a response says before its body.
+ *
+ * A head is planned from its source -- a stored object's head, kept
+ * serialised so that a hit copies nothing, or a response head as a struct
+ * http -- and the request: 304 when its conditions say the client has the
+ * representation, 206 or 416 for a Range, the length, Age and Cache-Status.
+ * Then the policy's deliver hook runs on it, once for every kind of
+ * delivery, and the plan goes to the transport as field blocks.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "surogat/defs.h"
+#include "surogat/dlv.h"
+#include "surogat/gz.h"
+#include "surogat/h1.h"
+#include "surogat/hsh.h"
+#include "surogat/par.h"
+#include "surogat/pol.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/tp.h"
+#include "surogat/ws.h"
+
+#include "dlv_priv.h"
+
+/* oc is a 200 with validators the request's conditions match: a 304. */
+static bool
+not_modified(const struct req *req, const struct cobj *oc)
+{
+    struct txt etag, lm;
+    bool has_etag, has_lm;
+
+    /* Most hits are unconditional: do not scan the stored head for them. */
+    if (oc->status != 200 || !http_is_conditional(req->http))
+        return (false);
+    has_etag = hsh_head_field(oc, "ETag", &etag);
+    has_lm = hsh_head_field(oc, "Last-Modified", &lm);
+    return (http_not_modified(req->http, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
+}
+
+/* http_range() for a stored object of len bytes, with its validators. */
+static enum http_range
+want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t *first,
+           uint64_t *last)
+{
+    struct txt etag, lm;
+    bool has_etag, has_lm;
+
+    if (oc->status != 200 || http_find(req->http, "Range") == NULL)
+        return (HTTP_RANGE_NONE);
+    has_etag = hsh_head_field(oc, "ETag", &etag);
+    has_lm = hsh_head_field(oc, "Last-Modified", &lm);
+    return (http_range(req->http, has_etag ? &etag : NULL, has_lm ? &lm : NULL, len, first, last));
+}
+
+/*
+ * Whether oc is delivered gunzipped: its body is gzip and the client
+ * does not take gzip.  Clients taking gzip are most, and get the stored
+ * bytes without the object's head being read.
+ */
+static bool
+want_gunzip(const struct req *req, const struct cobj *oc)
+{
+    struct txt ce;
+
+    return (!gz_accepts(req->http) && hsh_head_field(oc, "Content-Encoding", &ce) &&
+            gz_coding_is_gzip(&ce));
+}
+
+/*
+ * A serialised head (status line and field lines, with or without the
+ * empty line) parsed into workspace with `room` spare field slots.  NULL
+ * when the workspace runs out.
+ */
+static struct http *
+parse_head(struct req *req, const char *head, size_t len, unsigned room)
+{
+    struct h1_limits lim;
+    struct http_hdr *hdrs;
+    struct http *h = ws_alloc(req->ws, sizeof *h);
+    char *buf = ws_alloc(req->ws, len + 2);
+    unsigned nhdr = 1;
+    size_t used;
+
+    if (h == NULL || buf == NULL)
+        return (NULL);
+    memcpy(buf, head, len);
+    if (len < 4 || memcmp(head + len - 4, "\r\n\r\n", 4) != 0) {
+        memcpy(buf + len, "\r\n", 2);
+        len += 2;
+    }
+    for (size_t i = 0; i < len; i++)
+        nhdr += buf[i] == '\n';
+    hdrs = ws_alloc(req->ws, (nhdr + room) * sizeof *hdrs);
+    if (hdrs == NULL)
+        return (NULL);
+    http_init(h, hdrs, nhdr + room);
+    lim = (struct h1_limits){ len + 1, len + 1, nhdr };
+    if (h1_parse_response(buf, len, &lim, h, &used) != H1_DONE)
+        return (NULL);
+    return (h);
+}
+
+/* hp's fields as one head block, in workspace.  -1 when it is full. */
+static int
+fields_block(struct req *req, const struct http *hp, struct txt *out)
+{
+    size_t room;
+    char *p = ws_reserve_all(req->ws, &room);
+    struct sb sb;
+
+    sb_init(&sb, p, room);
+    http_write_fields(&sb, hp);
+    if (!sb_ok(&sb)) {
+        ws_release(req->ws, 0);
+        return (-1);
+    }
+    ws_release(req->ws, sb.len);
+    *out = (struct txt){ p, sb.len };
+    return (0);
+}
+
+/* The plan could not be made: answer 500 instead (workspace_client too small). */
+static int
+overflow(struct dlv_plan *d)
+{
+    STAT_INC(ws_overflow);
+    d->syn.status = 500;
+    snprintf(d->syn.reason, sizeof d->syn.reason, "%s", "workspace_client exhausted");
+    return (-1);
+}
+
+/*
+ * The deliver hook on the planned head: the blocks parsed into workspace
+ * with room for more fields, the hook run, the result made the one block.
+ * 0, or -1 with d->syn set (status 0: the hook restarts the request).
+ */
+static int
+deliver_hook(struct req *req, struct dlv_plan *d)
+{
+    size_t len = 0, off;
+    struct http *h;
+    char *buf;
+
+    len = 32 + d->head.reason.len;
+    for (unsigned i = 0; i < d->head.nblock; i++)
+        len += d->head.block[i].len;
+    buf = ws_alloc(req->ws, len);
+    if (buf == NULL)
+        return (overflow(d));
+    off = (size_t)snprintf(buf, len, "HTTP/1.1 %u %.*s\r\n", d->head.status,
+                           (int)d->head.reason.len, d->head.reason.len > 0 ? d->head.reason.b : "");
+    for (unsigned i = 0; i < d->head.nblock; i++) {
+        memcpy(buf + off, d->head.block[i].b, d->head.block[i].len);
+        off += d->head.block[i].len;
+    }
+    h = parse_head(req, buf, off, POL_HDR_ROOM);
+    if (h == NULL)
+        return (overflow(d));
+    switch (pol_deliver(req, h, d->hits, &d->syn)) {
+    case POL_DELIVER:
+        break;
+    case POL_SYNTH:
+        return (-1);
+    case POL_RESTART:
+        d->syn.status = 0;
+        return (-1);
+    default:
+        d->syn.status = 503;
+        snprintf(d->syn.reason, sizeof d->syn.reason, "%s", "policy error");
+        return (-1);
+    }
+    d->head.status = h->status;
+    d->head.reason = h->reason;
+    d->head.nblock = 1;
+    if (fields_block(req, h, &d->head.block[0]) != 0)
+        return (overflow(d));
+    return (0);
+}
+
+int
+dlv__finish_head(struct req *req, struct dlv_plan *d)
+{
+    if (pol_active() && pol_has_deliver() && deliver_hook(req, d) != 0)
+        return (-1);
+    return (0);
+}
+
+void
+dlv__refused(struct req *req, const struct dlv_plan *d)
+{
+    if (d->syn.status == 0)
+        req->restart = true;
+    else
+        dlv_synth(req, d->syn.status, d->syn.reason);
+}
+
+/*
+ * Age and Cache-Status (RFC 9211) of a delivery of oc at `now`: "hit" or
+ * fwd's forward reason, and the object's remaining freshness.  Integers
+ * formatted by hand: printf's floating point shows in a hit's profile.
+ */
+static void
+cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
+{
+    double age = SRG_MAX(0.0, now - oc->fresh.t_origin);
+
+    sb_cat(sb, "Age: ");
+    sb_uint(sb, (unsigned long long)age);
+    sb_cat(sb, "\r\n");
+    if (par.x_cache)
+        sb_cat(sb, fwd == NULL ? "X-Cache: HIT\r\n" : "X-Cache: MISS\r\n");
+    if (par.cache_status) {
+        sb_cat(sb, "Cache-Status: surogat; ");
+        sb_cat(sb, fwd == NULL ? "hit" : fwd);
+        sb_cat(sb, "; ttl=");
+        if (oc->fresh.ttl < age)
+            sb_cat(sb, "-");
+        sb_uint(sb, (unsigned long long)(oc->fresh.ttl < age ? age - oc->fresh.ttl
+                                                               : oc->fresh.ttl - age));
+        sb_cat(sb, "\r\n");
+    }
+}
+
+int
+dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now, const char *fwd,
+              unsigned hits, struct dlv_plan *d)
+{
+    const char *fields, *reason, *sl_end;
+    size_t flen, rlen;
+    struct sb sb;
+
+    memset(d, 0, sizeof *d);
+    /* The stored head: a status line, field lines, the empty line. */
+    sl_end = memchr(oc->head, '\n', oc->head_len);
+    AN(sl_end);
+    fields = sl_end + 1;
+    flen = oc->head_len - 2 - (size_t)(fields - oc->head);
+    reason = oc->head + 13; /* "HTTP/1.1 200 " */
+    rlen = oc->head_len > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
+    d->gunzip = want_gunzip(req, oc);
+    if (d->gunzip) {
+        /* The gunzipped length is known only at the end; a Range would need it: a 200. */
+        struct http *h = parse_head(req, oc->head, oc->head_len, 2);
+        struct txt blk;
+        len = DLV_LEN_UNKNOWN;
+        if (h == NULL || gz_head(h, req->ws, GZ_HEAD_DECODED) != 0 ||
+            fields_block(req, h, &blk) != 0)
+            return (overflow(d));
+        fields = blk.b;
+        flen = blk.len;
+    }
+    d->nm = not_modified(req, oc);
+    d->hits = hits;
+    d->len = len;
+    d->first = 0;
+    d->last = len == DLV_LEN_UNKNOWN ? DLV_LEN_UNKNOWN - 1 : len > 0 ? len - 1 : 0;
+    d->range = d->nm || len == DLV_LEN_UNKNOWN ? HTTP_RANGE_NONE
+                                                : want_range(req, oc, len, &d->first, &d->last);
+    d->head.status = d->nm                                   ? 304
+                     : d->range == HTTP_RANGE_OK             ? 206
+                     : d->range == HTTP_RANGE_UNSATISFIABLE ? 416
+                                                             : oc->status;
+    if (d->head.status == oc->status)
+        d->head.reason = (struct txt){ reason, rlen };
+    d->head.block[d->head.nblock++] = (struct txt){ fields, flen };
+    sb_init(&sb, d->tail, sizeof d->tail);
+    if (d->range == HTTP_RANGE_OK)
+        sb_printf(&sb, "Content-Range: bytes %llu-%llu/%llu\r\n", (unsigned long long)d->first,
+                  (unsigned long long)d->last, (unsigned long long)len);
+    else if (d->range == HTTP_RANGE_UNSATISFIABLE)
+        sb_printf(&sb, "Content-Range: bytes */%llu\r\n", (unsigned long long)len);
+    cache_fields(&sb, oc, now, fwd);
+    AN(sb_ok(&sb));
+    d->head.block[d->head.nblock++] = (struct txt){ d->tail, sb.len };
+    if (d->nm) {
+        STAT_INC(cache_304);
+        d->head.len = TP_LEN_NONE;
+    } else if (oc->status == 204) {
+        d->head.len = TP_LEN_NONE; /* RFC 9110 section 8.6: a 204 has no Content-Length */
+    } else {
+        d->head.body = true;
+        d->head.len = len == DLV_LEN_UNKNOWN              ? TP_LEN_UNKNOWN
+                      : len == 0                          ? 0
+                      : d->range == HTTP_RANGE_UNSATISFIABLE ? 0
+                                                          : d->last - d->first + 1;
+    }
+    return (dlv__finish_head(req, d));
+}

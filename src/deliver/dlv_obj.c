@@ -1,0 +1,354 @@
+/*
+ * Delivering cached objects: complete ones straight from their storage
+ * segments (no copy: the iovecs point into the store), objects still being
+ * fetched as their bytes arrive, and either one gunzipped for a client
+ * that does not take gzip.
+ *
+ * The caller holds a reference to the object for the whole delivery.  A
+ * complete object is immutable and read without a lock; a busy object is
+ * read only up to its published length (see stream_out()).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "surogat/defs.h"
+#include "surogat/dlv.h"
+#include "surogat/gz.h"
+#include "surogat/hsh.h"
+#include "surogat/log.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/sfb.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/tp.h"
+
+#include "dlv_priv.h"
+
+/* Iovecs per write: enough for a head and a body of many segments. */
+#define DLV_IOV 64
+
+/*
+ * A body that cannot be delivered whole: cut the connection, or when
+ * nothing went out yet, a 503 (the object is bad, not the request).
+ */
+static void
+cut(struct req *req)
+{
+    if (!req->tp->abort(req)) {
+        req->close = true;
+        (void)dlv_error(req, 503, NULL, "the stored object is damaged");
+    }
+}
+
+/* A gunzipping delivery: the decoder's output goes to the client as it comes. */
+struct gunzip {
+    struct req *req;
+    struct cobj *oc;
+    struct gz *z;
+};
+
+/* gz_out_f: one piece of gunzipped body to the client. */
+static int
+gunzip_out(void *priv, const char *p, size_t len)
+{
+    struct gunzip *g = priv;
+    struct iovec iov = { (void *)(uintptr_t)p, len };
+
+    return (g->req->tp->body(g->req, &iov, 1));
+}
+
+/*
+ * The stored body inflates past gunzip_max_ratio or gunzip_max_size: the
+ * object is corrupt for every client without gzip, so it goes (logged by
+ * whoever removes it: once), and this client's connection is cut.  A busy
+ * object cannot be removed yet: its first delivery once complete does it.
+ */
+static void
+gunzip_bomb(struct gunzip *g)
+{
+    char buf[160];
+    struct sb sb;
+
+    STAT_INC(gunzip_bombs);
+    cut(g->req);
+    if (!hsh_kill(g->oc, false))
+        return;
+    sb_init(&sb, buf, sizeof buf);
+    gz_explain(g->z, &sb);
+    log_msg(LOG_WARNING, "gzip: %.*s: stored body %s: object removed",
+            (int)SRG_MIN(g->req->http->url.len, 256), g->req->http->url.b, sb.buf);
+}
+
+/* Stored gzip bytes through the decoder to the client.  -1: the client or the body failed. */
+static int
+gunzip_feed(struct gunzip *g, const char *p, size_t len, bool last)
+{
+    enum gz_status st =
+        gz_feed(g->z, p, len, last ? GZ_FLUSH_FINISH : GZ_FLUSH_NONE, gunzip_out, g);
+
+    if (st == GZ_OK || st == GZ_END)
+        return (0);
+    if (st == GZ_E_BOMB) {
+        gunzip_bomb(g);
+        return (-1);
+    }
+    if (st != GZ_E_OUTPUT) {
+        /*
+         * Checked when it was fetched, so only damage since (or a body
+         * stored before that check existed): the head is out, so only a
+         * cut connection tells the client its body is bad.
+         */
+        STAT_INC(gzip_errors);
+        cut(g->req);
+    }
+    return (-1);
+}
+
+static void
+gunzip_begin(struct gunzip *g, struct req *req, struct cobj *oc)
+{
+    g->req = req;
+    g->oc = oc;
+    g->z = gz_new(GZ_DECODE, 0);
+    STAT_INC(gunzip_delivered);
+}
+
+/* Body bytes [first, last] of an object into iovecs from *n on; false when out of room. */
+static bool
+body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov, int *n,
+         int max)
+{
+    uint64_t off = 0;
+
+    for (const struct sto_seg *s = oc->body.first; s != NULL && off <= last; s = s->next) {
+        uint64_t s_end = off + s->len; /* exclusive */
+        if (s_end > first) {
+            uint64_t from = first > off ? first - off : 0;
+            uint64_t to = last + 1 < s_end ? last + 1 - off : s->len;
+            if (*n == max)
+                return (false);
+            iov[*n].iov_base = (void *)(uintptr_t)(s->data + from);
+            iov[(*n)++].iov_len = (size_t)(to - from);
+        }
+        off = s_end;
+    }
+    return (true);
+}
+
+void
+dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
+{
+    const struct tp_ops *tp = req->tp;
+    struct iovec iov[DLV_IOV];
+    struct dlv_plan d;
+    int n = 0;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    req->outcome = REQ_O_HIT;
+    /* A miss delivered from what it stored (fwd) is its first delivery: 0 hits. */
+    if (dlv__plan_obj(req, oc, oc->body.len, now, fwd,
+                      fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0, &d) != 0) {
+        dlv__refused(req, &d);
+        return;
+    }
+    if (tp->head(req, &d.head) != 0)
+        return;
+    if (!d.head.body || d.head.len == 0 || req->head_only) {
+        (void)tp->end(req);
+        return;
+    }
+    if (d.gunzip) {
+        struct gunzip g;
+        bool ok = true;
+
+        gunzip_begin(&g, req, oc);
+        for (const struct sto_seg *sg = oc->body.first; sg != NULL && ok; sg = sg->next)
+            ok = gunzip_feed(&g, sg->data, sg->len, sg->next == NULL) == 0;
+        gz_free(&g.z);
+        if (ok)
+            (void)tp->end(req);
+        return;
+    }
+    /* Bodies of more segments than fit go in rounds of iovecs. */
+    for (uint64_t from = d.first; from <= d.last;) {
+        uint64_t to = d.last, off = 0;
+        n = 0;
+        if (!body_iov(oc, from, d.last, iov, &n, DLV_IOV)) {
+            /* Out of iovecs: send what fits, up to the last whole segment. */
+            for (int i = 0; i < n; i++)
+                off += iov[i].iov_len;
+            to = from + off - 1;
+        }
+        if (tp->body(req, iov, n) != 0)
+            return;
+        from = to + 1;
+    }
+    (void)tp->end(req);
+}
+
+/* A reader's place in a body that is still growing. */
+struct cursor {
+    const struct sto_seg *seg; /* NULL before the first segment */
+    uint64_t off;              /* body offset of seg's first byte */
+};
+
+/*
+ * Send body bytes [from, to) of a busy object, all of them readable
+ * (to <= the published length).  Segment lengths and links are read only
+ * up to that length: the writer may be extending the last segment
+ * meanwhile, but everything below the length was written before it was
+ * published (release/acquire), and trimming, which could move a segment,
+ * never happens while readers stream.
+ */
+static int
+stream_out(struct req *req, const struct cobj *oc, struct cursor *c, uint64_t from, uint64_t to,
+           struct gunzip *g)
+{
+    struct iovec iov[DLV_IOV];
+
+    if (c->seg == NULL) {
+        c->seg = __atomic_load_n(&oc->body.first, __ATOMIC_RELAXED);
+        c->off = 0;
+    }
+    /* In rounds of one write each. */
+    while (from < to) {
+        int n = 0;
+
+        while (from < to && n < DLV_IOV) {
+            size_t slen = __atomic_load_n(&c->seg->len, __ATOMIC_RELAXED);
+            uint64_t end;
+
+            if (from >= c->off + slen) {
+                c->off += slen;
+                c->seg = __atomic_load_n(&c->seg->next, __ATOMIC_RELAXED);
+                AN(c->seg);
+                continue;
+            }
+            end = to < c->off + slen ? to : c->off + slen;
+            iov[n].iov_base = (void *)(uintptr_t)(c->seg->data + (from - c->off));
+            iov[n++].iov_len = (size_t)(end - from);
+            from = end;
+        }
+        if (g != NULL) {
+            for (int i = 0; i < n; i++)
+                if (gunzip_feed(g, iov[i].iov_base, iov[i].iov_len, false) != 0)
+                    return (-1);
+            continue;
+        }
+        if (req->tp->body(req, iov, n) != 0)
+            return (-1);
+    }
+    return (0);
+}
+
+void
+dlv_stream(struct req *req, struct cobj *oc, double tmo)
+{
+    const struct tp_ops *tp = req->tp;
+    uint64_t len = oc->stream_clen, pos, avail, end;
+    struct cursor cur = { NULL, 0 };
+    enum hsh_stream st;
+    struct gunzip g;
+    struct dlv_plan d;
+    bool done = false;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    req->outcome = REQ_O_COLLAPSED;
+    /* Joining a fetch counts as a hit on the object it stores. */
+    if (dlv__plan_obj(req, oc, len == UINT64_MAX ? DLV_LEN_UNKNOWN : len, tim_real(),
+                      "fwd=miss; collapsed", __atomic_load_n(&oc->hits, __ATOMIC_RELAXED),
+                      &d) != 0) {
+        dlv__refused(req, &d);
+        return;
+    }
+    if (tp->head(req, &d.head) != 0)
+        return;
+    if (!d.head.body || len == 0 || req->head_only) {
+        (void)tp->end(req);
+        return;
+    }
+    if (d.gunzip)
+        gunzip_begin(&g, req, oc);
+    for (pos = d.first; pos <= d.last;) {
+        st = hsh_stream_wait(oc, pos, tmo, &avail);
+        if (st == HSH_S_FAILED || st == HSH_S_TIMEOUT) {
+            /* The head is out: only a cut connection tells the client the body is short. */
+            STAT_INC(cache_stream_aborted);
+            (void)tp->abort(req); /* the head went out with the wait's first bytes, or none */
+            req->abort = req->close = true;
+            break;
+        }
+        end = avail < d.last + 1 ? avail : d.last + 1;
+        if (pos < end) {
+            if (stream_out(req, oc, &cur, pos, end, d.gunzip ? &g : NULL) != 0)
+                break;
+            pos = end;
+        }
+        if (st == HSH_S_DONE && pos >= avail) {
+            done = true;
+            break;
+        }
+    }
+    if (pos > d.last)
+        done = true;
+    if (d.gunzip) {
+        /* The decoder checks that the stream ended where the body did. */
+        if (done && gunzip_feed(&g, NULL, 0, true) != 0)
+            done = false;
+        gz_free(&g.z);
+    }
+    if (done)
+        (void)tp->end(req);
+}
+
+/*
+ * Rounds of sendfile(2), each with its own deadline: a slow client
+ * reading a large file is not cut while it makes progress.
+ */
+#define DLV_FILE_ROUND (1024 * 1024)
+
+void
+dlv_static(struct req *req, struct sfb *sfb)
+{
+    const struct tp_ops *tp = req->tp;
+    struct sfb_resp r;
+    struct dlv_plan d;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    sfb_answer(sfb, req->http, req->ws, &r);
+    if (r.error) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "%.*s", (int)r.fields.len, r.fields.b);
+        (void)dlv_error(req, r.status, extra, NULL);
+    } else {
+        memset(&d, 0, sizeof d);
+        d.head.status = r.status;
+        d.head.block[d.head.nblock++] = r.fields;
+        d.head.body = r.body;
+        d.head.len = r.body ? r.len : TP_LEN_NONE;
+        if (dlv__finish_head(req, &d) != 0) {
+            dlv__refused(req, &d);
+        } else if (tp->head(req, &d.head) == 0) {
+            int rv = 0;
+            if (r.body && r.len > 0 && !req->head_only && r.mem != NULL) {
+                struct iovec iov = { (void *)(uintptr_t)r.mem, r.len };
+                rv = tp->body(req, &iov, 1);
+            } else if (r.body && r.len > 0 && !req->head_only) {
+                for (uint64_t off = 0; off < r.len && rv == 0;) {
+                    size_t n = (size_t)SRG_MIN(r.len - off, (uint64_t)DLV_FILE_ROUND);
+                    rv = tp->file(req, r.fd, r.off + (off_t)off, n);
+                    off += n;
+                    if (rv == 0)
+                        STAT_ADD(sfb_sendfile_bytes, n);
+                }
+            }
+            if (rv == 0)
+                (void)tp->end(req);
+        }
+    }
+    sfb_resp_done(sfb, &r);
+    req->outcome = REQ_O_STATIC;
+}

@@ -1,0 +1,320 @@
+/*
+ * The HTTP/1 transport's response side: framing and writing what the
+ * deliverer hands over (tp.h).
+ *
+ * A head is held back until the first body piece or the end, so that a
+ * small response leaves in one writev(2): the status line, the field
+ * blocks as given (a stored object's head is never copied), our framing
+ * and Connection fields, and the body.  Framing is decided here only:
+ * Content-Length when the length is known, chunked to an HTTP/1.1 client
+ * when it is not, and for HTTP/1.0 the end of the connection.  Runs on the
+ * request's worker; each write is bounded by send_timeout.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "surogat/defs.h"
+#include "surogat/h1.h"
+#include "surogat/par.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/tp.h"
+#include "surogat/ws.h"
+
+#include "h1t_priv.h"
+
+/* Body iovecs gathered into one writev(2) with a held-back head and chunk framing. */
+#define H1T_IOV 64
+
+/* The per-response state, in the request's workspace from head() on. */
+struct h1t_resp {
+    unsigned magic;
+#define H1T_RESP_MAGIC 0x6a2b95c1
+    struct iovec head[TP_HEAD_BLOCKS + 4]; /* held back: status line, blocks, our fields */
+    int nhead;
+    size_t head_len;
+    bool chunked; /* body pieces go as chunks, then the last chunk */
+    bool body;    /* the head said a body follows */
+    bool failed;  /* a write failed: every later one fails at once */
+    char line[64];
+    char tail[96];
+};
+
+static double
+deadline(void)
+{
+    return (tim_mono() + par.send_timeout);
+}
+
+static struct h1t_resp *
+resp_of(struct req *req)
+{
+    struct h1t_resp *r = req->tp_priv;
+
+    OBJ_CHECK(r, H1T_RESP_MAGIC);
+    return (r);
+}
+
+/*
+ * Write iov (the held-back head first, if any).  On failure the client
+ * is gone or too slow: the session closes after this request.
+ */
+static int
+send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
+{
+    struct iovec all[H1T_IOV + TP_HEAD_BLOCKS + 4];
+    int k = 0;
+
+    if (r->failed)
+        return (-1);
+    if (r->nhead > 0) {
+        memcpy(all, r->head, (size_t)r->nhead * sizeof *all);
+        k = r->nhead;
+    }
+    SRG_ASSERT(n <= H1T_IOV);
+    memcpy(all + k, iov, (size_t)n * sizeof *all);
+    k += n;
+    if (k == 0)
+        return (0);
+    if (sess_writev(req->sp, all, k, deadline()) != 0) {
+        r->failed = true;
+        req->close = true;
+        return (-1);
+    }
+    if (r->nhead > 0) {
+        STAT_ADD(resp_head_bytes, r->head_len);
+        r->nhead = 0;
+    }
+    return (0);
+}
+
+/*
+ * The response state, taken from the workspace when the request is made,
+ * before anything else: an error page must go out even when the request
+ * filled the workspace.
+ */
+int
+h1t_req_init(struct req *req)
+{
+    struct h1t_resp *r = ws_alloc(req->ws, sizeof *r);
+
+    if (r == NULL)
+        return (-1);
+    OBJ_INIT(r, H1T_RESP_MAGIC);
+    req->tp = &h1t_ops;
+    req->tp_priv = r;
+    return (0);
+}
+
+static int
+h1t_head(struct req *req, const struct tp_head *h)
+{
+    struct h1t_resp *r = resp_of(req);
+    const char *reason = h->reason.len > 0 ? h->reason.b : http_reason(h->status);
+    size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason);
+    struct sb sb;
+    int n;
+
+    /* A second head: the first was dropped by abort() before anything went out. */
+    memset(r, 0, sizeof *r);
+    OBJ_INIT(r, H1T_RESP_MAGIC);
+    req->status = h->status;
+    r->body = h->body && !req->head_only;
+    /* The reason as given, never copied or cut: a policy's may be long. */
+    n = snprintf(r->line, sizeof r->line, "HTTP/1.1 %u ", h->status);
+    r->head[r->nhead++] = (struct iovec){ r->line, (size_t)n };
+    r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t)reason, rlen };
+    r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t) "\r\n", 2 };
+    for (unsigned i = 0; i < h->nblock; i++) {
+        if (h->block[i].len == 0)
+            continue;
+        r->head[r->nhead].iov_base = (void *)(uintptr_t)h->block[i].b;
+        r->head[r->nhead++].iov_len = h->block[i].len;
+    }
+    sb_init(&sb, r->tail, sizeof r->tail);
+    if (h->len == TP_LEN_UNKNOWN) {
+        if (!r->body) {
+            /* HEAD of a body whose length is not known yet: say nothing of it. */
+        } else if (req->http->proto == 11) {
+            r->chunked = true;
+            sb_cat(&sb, "Transfer-Encoding: chunked\r\n");
+        } else {
+            req->close = true; /* an HTTP/1.0 client learns the end from the close */
+        }
+    } else if (h->len != TP_LEN_NONE) {
+        sb_cat(&sb, "Content-Length: ");
+        sb_uint(&sb, h->len);
+        sb_cat(&sb, "\r\n");
+    }
+    if (req->close || req->want_close || sess_draining())
+        sb_cat(&sb, "Connection: close\r\n");
+    else if (req->keepalive_10)
+        sb_cat(&sb, "Connection: keep-alive\r\n");
+    sb_cat(&sb, "\r\n");
+    AN(sb_ok(&sb));
+    r->head[r->nhead].iov_base = r->tail;
+    r->head[r->nhead++].iov_len = sb.len;
+    for (int i = 0; i < r->nhead; i++)
+        r->head_len += r->head[i].iov_len;
+    req->t_first = tim_mono();
+    return (0);
+}
+
+static int
+h1t_body(struct req *req, struct iovec *iov, int niov)
+{
+    struct h1t_resp *r = resp_of(req);
+    struct iovec out[H1T_IOV];
+    char chdr[H1_CHUNK_HDR_MAX];
+    uint64_t len = 0;
+    int n = 0;
+
+    if (!r->body)
+        return (r->failed ? -1 : 0);
+    /* In rounds that fit one writev(2), each a chunk of its own when chunked. */
+    while (niov > 0) {
+        int take = SRG_MIN(niov, H1T_IOV - 2);
+        len = 0;
+        n = 0;
+        if (r->chunked)
+            out[n++] = (struct iovec){ chdr, 0 };
+        for (int i = 0; i < take; i++) {
+            if (iov[i].iov_len == 0)
+                continue;
+            out[n++] = iov[i];
+            len += iov[i].iov_len;
+        }
+        if (r->chunked) {
+            if (len == 0) {
+                n = 0; /* an empty chunk would end the body */
+            } else {
+                out[0].iov_len = h1_chunk_header(chdr, len);
+                out[n++] = (struct iovec){ (void *)(uintptr_t) "\r\n", 2 };
+            }
+        }
+        if (n > 0 && send_iov(req, r, out, n) != 0)
+            return (-1);
+        req->resp_bytes += len;
+        STAT_ADD(resp_body_bytes, len);
+        iov += take;
+        niov -= take;
+    }
+    return (0);
+}
+
+static int
+h1t_file(struct req *req, int fd, off_t off, size_t len)
+{
+    struct h1t_resp *r = resp_of(req);
+    bool corked;
+
+    if (!r->body || len == 0)
+        return (r->failed ? -1 : 0);
+    if (r->failed)
+        return (-1);
+    if (r->chunked) {
+        /* A file is not framed by chunks here: only known lengths come as files. */
+        SRG_WRONG("file body with chunked framing");
+    }
+    /* The head rides with the first file bytes; the body leaves in full segments. */
+    corked = r->nhead > 0;
+    if (corked) {
+        sess_cork(req->sp, true);
+        if (send_iov(req, r, NULL, 0) != 0) {
+            sess_cork(req->sp, false);
+            return (-1);
+        }
+    }
+    if (sess_sendfile(req->sp, fd, off, len, deadline()) != 0) {
+        if (corked)
+            sess_cork(req->sp, false);
+        r->failed = true;
+        req->close = true;
+        /* The head promised a length: only a cut connection says it was not kept. */
+        req->abort = true;
+        return (-1);
+    }
+    if (corked)
+        sess_cork(req->sp, false);
+    req->resp_bytes += len;
+    STAT_ADD(resp_body_bytes, len);
+    return (0);
+}
+
+static int
+h1t_end(struct req *req)
+{
+    struct h1t_resp *r = resp_of(req);
+    struct iovec last = { (void *)(uintptr_t) "0\r\n\r\n", 5 };
+
+    if (r->failed)
+        return (-1);
+    if (r->chunked)
+        return (send_iov(req, r, &last, 1));
+    return (send_iov(req, r, NULL, 0));
+}
+
+static bool
+h1t_abort(struct req *req)
+{
+    struct h1t_resp *r = resp_of(req);
+
+    if (r->nhead > 0 && !r->failed) {
+        /* Nothing went out yet: the head is dropped, the caller answers anew. */
+        r->nhead = 0;
+        req->t_first = 0;
+        return (false);
+    }
+    req->abort = true;
+    req->close = true;
+    return (true);
+}
+
+static bool
+h1t_writable(struct req *req)
+{
+    struct pollfd pfd = { .fd = req->sp->fd, .events = POLLOUT };
+
+    return (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLOUT));
+}
+
+static int
+h1t_interim(struct req *req, unsigned status, const struct txt *fields)
+{
+    char line[64];
+    struct iovec iov[3];
+    int n;
+
+    /* HTTP/1.0 knows no interim responses (RFC 9110 section 15.2). */
+    if (req->http->proto != 11)
+        return (0);
+    n = snprintf(line, sizeof line, "HTTP/1.1 %u %s\r\n", status, http_reason(status));
+    iov[0] = (struct iovec){ line, (size_t)n };
+    iov[1] = (struct iovec){ (void *)(uintptr_t)(fields != NULL ? fields->b : ""),
+                             fields != NULL ? fields->len : 0 };
+    iov[2] = (struct iovec){ (void *)(uintptr_t) "\r\n", 2 };
+    if (sess_writev(req->sp, iov, 3, deadline()) != 0) {
+        req->close = true;
+        return (-1);
+    }
+    return (0);
+}
+
+const struct tp_ops h1t_ops = {
+    .name = "HTTP/1.1",
+    .head = h1t_head,
+    .body = h1t_body,
+    .file = h1t_file,
+    .end = h1t_end,
+    .abort = h1t_abort,
+    .writable = h1t_writable,
+    .interim = h1t_interim,
+    .body_next = h1t_body_next,
+};

@@ -1,0 +1,20 @@
+/*
+ * h1t_priv -- shared by the files of the HTTP/1 transport.
+ */
+#ifndef SUROGAT_H1T_PRIV_H
+#define SUROGAT_H1T_PRIV_H
+
+#include <sys/types.h>
+
+struct req;
+
+/*
+ * Make req an HTTP/1 request: its transport and the transport's state,
+ * from the workspace (first thing after the request itself).  -1 when
+ * even that does not fit.
+ */
+int h1t_req_init(struct req *req);
+/* tp_ops.body_next for HTTP/1: Content-Length or chunked, 100-continue on first use. */
+ssize_t h1t_body_next(struct req *req, const char **data);
+
+#endif
