@@ -79,7 +79,9 @@ send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
         k = r->nhead;
     }
     SRG_ASSERT(n <= H1T_IOV);
-    memcpy(all + k, iov, (size_t)n * sizeof *all);
+    /* A flush of the held-back head passes no iov (NULL, 0): memcpy() may not be given NULL. */
+    if (n > 0)
+        memcpy(all + k, iov, (size_t)n * sizeof *all);
     k += n;
     if (k == 0)
         return (0);
