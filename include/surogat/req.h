@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include "surogat/http.h"
@@ -41,6 +42,14 @@ struct req {
     struct ws *ws;            /* the request's arena */
     const struct tp_ops *tp;  /* its transport: the only way to its client */
     void *tp_priv;            /* the transport's, for this request's response */
+    /*
+     * Its client, as the backend is told (X-Forwarded-For and -Proto): set
+     * once the client behind trusted_proxies is known (req_serve()); a
+     * background refresh's copy of the request that caused it.
+     */
+    char client_ip[INET6_ADDRSTRLEN];
+    bool client_tls;
+    bool bg;             /* a background refresh: there is no client to answer */
     /* req: the parsed request; points into wrk->rx */
     struct http http[1];
     enum h1_body body;   /* how the request body is framed */

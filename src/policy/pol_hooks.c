@@ -398,7 +398,12 @@ pol_backend_response(struct req *req, struct pol_beresp *br)
 {
     const struct call c = {
         .h = POL_H_BACKEND_RESPONSE, .dflt = POL_DELIVER, .nargs = 2,
-        .arg = { ARG_BEREQ(req), { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
+        .arg = { { .kind = POL_O_BEREQ,
+                   .hp = br->bereq != NULL   ? br->bereq
+                         : req->bereq != NULL ? req->bereq
+                                              : req->http,
+                   .ro = 1 },
+                 { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
     };
 
     return (call_hook(req, &c));

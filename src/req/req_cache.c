@@ -23,7 +23,6 @@
 #include "surogat/defs.h"
 #include "surogat/dlv.h"
 #include "surogat/dir.h"
-#include "surogat/fetch.h"
 #include "surogat/fresh.h"
 #include "surogat/gz.h"
 #include "surogat/h1.h"
@@ -38,6 +37,8 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
+
+#include "req_priv.h"
 
 /* A cache key for this request's scheme (ckey_build()). */
 static char *
@@ -215,7 +216,7 @@ do_pass(struct req *req)
         answer_other(req, act, &syn);
         return;
     }
-    fetch_pass(req, pick_backend(req));
+    req_fetch_pass(req, pick_backend(req));
 }
 
 /*
@@ -232,7 +233,7 @@ do_miss(struct req *req, struct cobj **ocp, struct hsh_stale *stale)
     if (pol_active())
         act = pol_miss(req, &syn);
     if (act == POL_FETCH) {
-        fetch_miss(req, pick_backend(req), ocp, stale);
+        req_fetch_miss(req, pick_backend(req), ocp, stale);
         return;
     }
     hsh_abandon(ocp, 0);
@@ -359,7 +360,7 @@ dispatch_once(struct req *req)
     } else if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
                http_find(req->http, "Authorization") != NULL ||
                http_find(req->http, "Cookie") != NULL) {
-        fetch_pass(req, be_default());
+        req_fetch_pass(req, be_default());
         return;
     } else {
         key = cache_key(req, &keylen);
@@ -473,7 +474,7 @@ lookup:
         STAT_INC(cache_hit);
         so = stale.oc;
         hsh_ref(so);
-        fetch_bg(req, pick_backend(req), &oc, &stale);
+        req_fetch_bg(req, pick_backend(req), &oc, &stale);
         dlv_obj(req, so, now, NULL);
         req->outcome = REQ_O_GRACE;
         hsh_deref(&so);
@@ -488,7 +489,7 @@ lookup:
         /* A stale copy is revalidated or served on error: it must be intact too. */
         if (stale.oc != NULL && !hsh_verify(stale.oc))
             hsh_deref(&stale.oc);
-        /* A Range miss fetches the whole object (fetch_miss) and cuts the range from it. */
+        /* A Range miss fetches the whole object (req_fetch_miss) and cuts the range from it. */
         do_miss(req, &oc, &stale);
         return;
     }
