@@ -42,19 +42,20 @@ void dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
  */
 void dlv_stream(struct req *req, struct cobj *oc, double tmo);
 /*
- * Answer from the static-file backend sfb (sfb_answer()): its status and
- * fields through the deliver hook, its body from memory or with
- * sendfile(2).  Sets req->outcome STATIC.
+ * Answer from a backend that answers in place (be_local(be): the static
+ * files): its status and fields through the deliver hook, its body from
+ * memory or with sendfile(2).  Sets req->be_name, req->outcome STATIC.
  */
-struct sfb;
-void dlv_static(struct req *req, struct sfb *sfb);
+struct be;
+void dlv_local(struct req *req, struct be *be);
 /*
  * Delivering a fetch to the client that asked (req_fetch.c joins the
  * two): dlv_fetch_begin() plans the head from bo's response -- 304, 206 or
  * 416 for a miss, which fetched the whole object; Cache-Status with fwd
  * (NULL: a pass, "bypass") -- runs the deliver hook and gives the head to
  * the transport; df->sink then takes the body from fetch_body() (df->body
- * false: nothing of it goes to the client); dlv_fetch_end() ends the
+ * false: nothing of it goes to the client, who was answered in full at
+ * once -- the fetch goes on for the cache); dlv_fetch_end() ends the
  * response as fetch_body() ended (0 complete, -1 the backend failed: a
  * 502 if nothing went out yet, else a cut connection; -2 the client
  * failed).  begin returns 0, or -1 when the request was answered

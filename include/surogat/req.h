@@ -16,6 +16,7 @@
 #include "surogat/http.h"
 #include "surogat/h1.h"
 
+struct req_state;
 struct sess;
 struct tp_ops;
 struct wrk;
@@ -87,6 +88,7 @@ struct req {
     unsigned retries;    /* fetch: backend attempts after the first */
     bool bereq_uncacheable; /* fetch: nothing of this fetch is stored (a pass, hit-for-miss) */
     bool restart;        /* a hook said "restart": req_dispatch() starts over */
+    struct req_state *st; /* req_step.c: what its steps hand each other */
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
 };

@@ -265,7 +265,14 @@ dlv_fetch_begin(struct req *req, const struct busyobj *bo, const char *fwd, stru
     if (df->status == 304)
         STAT_INC(cache_304);
     df->sink = (struct fetch_sink){ sink_piece, sink_flush, df };
-    return (req->tp->head(req, &d.head));
+    if (req->tp->head(req, &d.head) != 0)
+        return (-1);
+    /* No body for this client (304, 416, HEAD): it has its whole answer now,
+     * not when the backend has finished filling the cache -- which goes on
+     * even if this client has gone. */
+    if (!df->body && req->tp->end(req) != 0)
+        req->close = true;
+    return (0);
 }
 
 void
@@ -273,6 +280,9 @@ dlv_fetch_end(struct dlv_fetch *df, int rv)
 {
     struct req *req = df->req;
 
+    /* The client was answered in dlv_fetch_begin(); the fetch was the cache's. */
+    if (!df->body)
+        return;
     if (rv == 0) {
         if (sink_flush(df) == 0)
             (void)req->tp->end(req);

@@ -382,7 +382,7 @@ pol_hash(struct req *req, char **key, size_t *len)
     }
     /* "lookup": the user's pieces alone, without the NUL before the first. */
     off = builtin != NULL ? 0 : 1;
-    k = ws_alloc(&req->wrk->ws, blen + pw->hlen);
+    k = ws_alloc(req->ws, blen + pw->hlen);
     if (k == NULL)
         return (0);
     if (builtin != NULL)

@@ -79,8 +79,7 @@ send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
         k = r->nhead;
     }
     SRG_ASSERT(n <= H1T_IOV);
-    /* A flush of the held-back head passes no iov (NULL, 0): memcpy() may not be given NULL. */
-    if (n > 0)
+    if (n > 0) /* iov may be NULL then: memcpy() wants a pointer even for 0 bytes */
         memcpy(all + k, iov, (size_t)n * sizeof *all);
     k += n;
     if (k == 0)

@@ -256,12 +256,12 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
     for (;;) {
         req->outcome = oc != NULL ? REQ_O_MISS : REQ_O_PASS;
         req->bereq_uncacheable = oc == NULL;
-        if (be != NULL && be->sfb != NULL) {
+        if (be != NULL && be_local(be)) {
             /* A hook routed a fetch to static files: they are served, not fetched. */
             if (oc != NULL)
                 hsh_abandon(&oc, 0);
             if (!req->bg)
-                dlv_static(req, be->sfb);
+                dlv_local(req, be);
             return;
         }
         if (be == NULL) {

@@ -40,8 +40,8 @@ pipe_bereq(struct req *req)
 {
     const struct http *hp = req->http;
     unsigned nhdr = hp->nhdr + 4 + (pol_active() ? POL_HDR_ROOM : 0);
-    struct http *bq = ws_alloc(&req->wrk->ws, sizeof *bq);
-    struct http_hdr *hdrs = ws_alloc(&req->wrk->ws, nhdr * sizeof *hdrs);
+    struct http *bq = ws_alloc(req->ws, sizeof *bq);
+    struct http_hdr *hdrs = ws_alloc(req->ws, nhdr * sizeof *hdrs);
 
     if (bq == NULL || hdrs == NULL)
         return (NULL);
@@ -94,16 +94,16 @@ req_pipe(struct req *req, struct be *be)
         (void)dlv_error(req, 503, NULL, NULL); /* none healthy, or static files: nothing to pipe to */
         return;
     }
-    buf = ws_reserve_all(&req->wrk->ws, &room);
+    buf = ws_reserve_all(req->ws, &room);
     sb_init(&sb, buf, room);
     h1_write_request(&sb, bq);
     if (!sb_ok(&sb)) {
-        ws_release(&req->wrk->ws, 0);
+        ws_release(req->ws, 0);
         STAT_INC(ws_overflow);
         (void)dlv_error(req, 500, NULL, NULL);
         return;
     }
-    ws_release(&req->wrk->ws, sb.len + 1);
+    ws_release(req->ws, sb.len + 1);
     req->be_name = be->name;
     if (be_conn_get(be, req->sp, true, &conn) != BCP_OK) {
         STAT_INC(backend_fail);

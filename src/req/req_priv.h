@@ -4,6 +4,12 @@
 #ifndef SUROGAT_REQ_PRIV_H
 #define SUROGAT_REQ_PRIV_H
 
+#include <stdbool.h>
+
+#include "surogat/cc.h"
+#include "surogat/hsh.h"
+#include "surogat/pol.h"
+
 struct be;
 struct busyobj;
 struct cobj;
@@ -40,5 +46,51 @@ void req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cob
  * backend.
  */
 void req_fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
+
+/*
+ * The steps of the request state machine (req_step.c), in one table:
+ * REQ_STEP(NAME, name), each run by step_name().
+ */
+#define REQ_STEPS                                 \
+    REQ_STEP(RECV, recv)                          \
+    REQ_STEP(HASH, hash)                          \
+    REQ_STEP(LOOKUP, lookup)                      \
+    REQ_STEP(HIT, hit)                            \
+    REQ_STEP(MISS, miss)                          \
+    REQ_STEP(PASS, pass)                          \
+    REQ_STEP(PIPE, pipe)                          \
+    REQ_STEP(PURGE, purge)                        \
+    REQ_STEP(SYNTH, synth)                        \
+    REQ_STEP(STATIC, static)                      \
+    REQ_STEP(DELIVER, deliver)                    \
+    REQ_STEP(GATEWAY_TIMEOUT, gateway_timeout)
+
+enum req_step {
+#define REQ_STEP(U, l) REQ_S_##U,
+    REQ_STEPS
+#undef REQ_STEP
+    REQ_S__N,
+    REQ_S_RESTART = REQ_S__N, /* a hook said "restart": req_dispatch() goes back to recv */
+    REQ_S_DONE,               /* answered */
+};
+const char *req__step_name(enum req_step s);
+
+/* What one step hands the next (req->st), in the request's workspace. */
+struct req_state {
+    enum req_step step;      /* the next one to run */
+    enum hsh_result lookup;  /* what the lookup found */
+    struct cobj *oc;         /* the hit's object, the busy object of a miss, or NULL */
+    struct hsh_stale stale;  /* a stale copy the lookup found */
+    struct cc qcc;           /* the client's Cache-Control */
+    bool refresh;            /* look up past fresh objects (hash_always_miss, hit's "miss") */
+    bool grace;              /* delivering a stale copy in grace (a refresh runs) */
+    double t_lookup;         /* tim_real() of the lookup */
+    const char *fwd;         /* Cache-Status forward detail of the delivery, NULL for a hit */
+    struct be *be;           /* the static backend of REQ_S_STATIC */
+    struct pol_synth syn;    /* the synthetic answer of REQ_S_SYNTH */
+};
+
+/* req_key.c: whether the request's method is exactly m (methods are case-sensitive). */
+bool req__is_method(const struct req *req, const char *m);
 
 #endif

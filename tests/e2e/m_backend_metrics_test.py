@@ -424,3 +424,20 @@ def test_interim_upgrade_refusals_and_proxy_pools(origin, surogat, tmp_path):
     finally:
         uds.stop()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_static_backend_shows_its_kind(surogat, tmp_path):
+    """A backend that answers in place (-b DIR) has no address: its kind
+    stands in it, in /status.json and in /metrics' info label."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "a.txt").write_text("static")
+    mport = free_port()
+    sg = surogat(backend=str(root), args=["-M", "127.0.0.1:%d" % mport])
+    wait_until(lambda: listening(mport), 10, "the admin listener")
+    sg.mport = mport
+    assert sg.get("/a.txt").status == 200
+    js = json.loads(admin_get(sg, "/status.json").body)
+    assert [(b["name"], b["address"]) for b in js["backends"]] == [("default", "static")]
+    m = scrape(sg)
+    assert sample(m, "surogat_backend_healthy", backend="default", address="static") == 1
