@@ -80,6 +80,15 @@ class Blackhole:
         self.lsock.close()
 
 
+def with_admin(surogat, **kw):
+    """surogat(**kw) with an admin listener (-M) on a free port, as sg.mport."""
+    mport = free_port()
+    sg = surogat(**dict(kw, args=list(kw.get("args", ())) + ["-M", "127.0.0.1:%d" % mport]))
+    wait_until(lambda: listening(mport), 10, "the admin listener")
+    sg.mport = mport
+    return sg
+
+
 def admin_get(sg, path):
     return httpc.fetch(sg.mport, "GET", path, {"Host": "127.0.0.1"})
 
@@ -124,10 +133,7 @@ def rig(origins, surogat, tmp_path):
                                      "err": err.port})
     pol = tmp_path / "backends.lua"
     pol.write_text(text)
-    mport = free_port()
-    sg = surogat(args=["-f", str(pol), "-M", "127.0.0.1:%d" % mport])
-    wait_until(lambda: listening(mport), 10, "the admin listener")
-    sg.mport = mport
+    sg = with_admin(surogat, args=["-f", str(pol)])
     sg.policy_path = pol
     yield sg, good
     hole.close()
@@ -391,10 +397,7 @@ def test_interim_upgrade_refusals_and_proxy_pools(origin, surogat, tmp_path):
             route { to = "a" }
             function recv(req) return "pass" end
             """ % (origin.port, path)))
-        mport = free_port()
-        sg = surogat(args=["-f", str(pol), "-M", "127.0.0.1:%d" % mport])
-        wait_until(lambda: listening(mport), 10, "the admin listener")
-        sg.mport = mport
+        sg = with_admin(surogat, args=["-f", str(pol)])
         assert [sg.get(u, timeout=10).status for u in ("/i", "/u", "/c", "/late")] == [
             200, 502, 502, 504]
         # Two requests on one client connection, one on another.
@@ -432,10 +435,7 @@ def test_static_backend_shows_its_kind(surogat, tmp_path):
     root = tmp_path / "www"
     root.mkdir()
     (root / "a.txt").write_text("static")
-    mport = free_port()
-    sg = surogat(backend=str(root), args=["-M", "127.0.0.1:%d" % mport])
-    wait_until(lambda: listening(mport), 10, "the admin listener")
-    sg.mport = mport
+    sg = with_admin(surogat, backend=str(root))
     assert sg.get("/a.txt").status == 200
     js = json.loads(admin_get(sg, "/status.json").body)
     assert [(b["name"], b["address"]) for b in js["backends"]] == [("default", "static")]
