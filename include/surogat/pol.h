@@ -27,6 +27,7 @@ struct cobj;
 struct dir;
 struct http;
 struct req;
+struct be_snap;
 struct sb;
 struct txt;
 struct wrk;
@@ -117,6 +118,11 @@ typedef void pol_prog_visit_f(const struct pol_prog_info *pi, void *priv);
  * The number of programs.
  */
 unsigned pol_prog_foreach(pol_prog_visit_f *fn, void *priv);
+/*
+ * Fill in v[i].progs (be.h) from the registry: which named programs
+ * declare each backend, oldest first.  Takes the registry lock.
+ */
+void pol_prog_label(struct be_snap *v, unsigned n);
 /* Before pool_init(): the workers' Lua states are freed when they exit. */
 void pol_init(void);
 void pol_fini(void);

@@ -573,8 +573,10 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             else
                 stale->fwd = "miss"; /* ours, but past all use or banned */
         }
-        if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now))
+        if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now)) {
+            STAT_ADD(n_expired, !(oc->flags & COBJ_BANNED));
             dead[ndead++] = hsh__unlink_obj(sh, oc);
+        }
         oc = next;
     }
     if (old != NULL) {

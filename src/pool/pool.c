@@ -268,7 +268,9 @@ worker_thread(void *priv)
         AZ(pthread_mutex_unlock(&pp->mtx));
         if (queued)
             STAT_DEC(queue_len); /* the idle source's tasks were never counted */
+        STAT_INC(threads_busy);
         t->func(&w->wrk, t->priv);
+        STAT_DEC(threads_busy);
         ran = true;
         ws_reset(&w->wrk.ws);
         AZ(pthread_mutex_lock(&pp->mtx));
