@@ -734,6 +734,8 @@ main(int argc, char **argv)
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));
+    if (sto_start() != 0)
+        die("cannot start the stores' thread: %s", strerror(errno));
     if (o.admin != NULL && cli_init(o.admin, o.secret, &err) != 0)
         die("-T %s: %s", o.admin, ebuf);
     if (*par.admin_http != '\0' && mon_init(par.admin_http, &err) != 0)

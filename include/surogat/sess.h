@@ -104,6 +104,14 @@ sess_writev(struct sess *sp, struct iovec *iov, int iovcnt, double deadline)
         return (tls_writev(sp->ssl, sp->fd, iov, iovcnt, deadline));
     return (vio_writev(sp->fd, iov, iovcnt, deadline));
 }
+/* The same, held back to share segments with what follows (vio_writev_more()); as is under TLS. */
+static inline int
+sess_writev_more(struct sess *sp, struct iovec *iov, int iovcnt, double deadline)
+{
+    if (__builtin_expect(sp->ssl != NULL, 0))
+        return (tls_writev(sp->ssl, sp->fd, iov, iovcnt, deadline));
+    return (vio_writev_more(sp->fd, iov, iovcnt, deadline));
+}
 static inline int
 sess_write(struct sess *sp, const void *buf, size_t len, double deadline)
 {
@@ -164,13 +172,6 @@ sess_input_len(const struct sess *sp)
  * never blocks: the waiter calls it for sessions past their deadline.
  */
 void sess_close_timeout(struct sess **spp);
-
-/*
- * Hold back partial segments (TCP_CORK) while a head and a sendfile(2)
- * body go out, so that the head rides with the first file bytes and the
- * body leaves in full segments; off sends what is held.  No-op on TLS.
- */
-void sess_cork(struct sess *sp, bool on);
 
 /*
  * The pool task that serves a session's requests (the request core's),

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct sb;
 struct stv; /* a store */
@@ -86,6 +87,36 @@ void sto_set_attr(struct sto_body *b, const void *attr, size_t len);
  * checksum on first use (once); a body that fails must not be served.
  */
 bool sto_verify(struct sto_body *b);
+
+/*
+ * Bodies sent by reference.  A segment may also lie in a file: the file
+ * store's own, or the memory file (memfd) of a large body of the malloc
+ * store (sendfile_min_size).  sto_seg_file() says where -- *fd and *off --
+ * or returns false: heap memory, send the bytes at s->data.
+ *
+ * sendfile(2) hands the kernel the file's pages, not a copy, and they stay
+ * referenced until the receiver has the bytes -- for a peer on this host
+ * (loopback, a Unix socket, a container), until it has *read* them, which
+ * may be never.  Nothing on our side of the socket says when (the send
+ * queue drains while the peer's receive queue still holds the pages), so
+ * a store never rewrites a page a socket may hold: a memory file is
+ * closed with its body and its pages die with their last reference; the
+ * file store keeps the extents of a body freed after sto_seg_file() out
+ * of use ("quarantined", sto_quarantine_bytes) until the kernel has let
+ * their pages go from its page cache, which it does only once nothing
+ * references them.  So call it only to send the bytes: it marks the body.
+ */
+bool sto_seg_file(struct sto_body *b, const struct sto_seg *s, int *fd, off_t *off);
+/*
+ * Give back the quarantined space that no socket can reference any more.
+ * Returns the bytes still quarantined.  May block on disk writes (pages
+ * are written before they can be dropped): the stores' thread calls it,
+ * and a store found full calls it before it says so; never a worker
+ * serving a client.
+ */
+uint64_t sto_sweep(void);
+/* Start the stores' thread (after the daemon forked); sto_fini() stops it.  0 or -1. */
+int sto_start(void);
 
 /*
  * Recovery: every object a persistent store holds, sealed and intact in

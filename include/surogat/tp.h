@@ -48,6 +48,18 @@ struct tp_head {
     bool body;                       /* body bytes follow: false for HEAD, 304, 204 */
 };
 
+/*
+ * Body bytes that may also lie in a file (a store's: sto_seg_file()):
+ * len bytes at mem, and when fd >= 0 the same bytes at off in fd.  mem
+ * may be NULL when fd is given (a static file).
+ */
+struct tp_fseg {
+    const void *mem;
+    size_t len;
+    int fd;
+    off_t off;
+};
+
 struct tp_ops {
     const char *name; /* "HTTP/1.1", "HTTP/2.0": req.proto in the policy */
     /*
@@ -60,6 +72,13 @@ struct tp_ops {
     int (*body)(struct req *req, struct iovec *iov, int niov);
     /* len body bytes from a file at off, zero-copy where the transport can. */
     int (*file)(struct req *req, int fd, off_t off, size_t len);
+    /*
+     * Body pieces, some in files: sent from the file by reference where
+     * the connection allows (plain HTTP/1: sendfile(2)), else from memory
+     * (TLS encrypts a copy anyway).  Framed and counted as body().  NULL
+     * in a transport that has no use for files: the deliverer calls body().
+     */
+    int (*body_fsegs)(struct req *req, const struct tp_fseg *seg, int n);
     /* The response is complete (the last chunk, the end of the stream). */
     int (*end)(struct req *req);
     /*

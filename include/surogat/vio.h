@@ -37,6 +37,11 @@ ssize_t vio_read(int fd, void *buf, size_t len, double deadline);
 ssize_t vio_read_wait(int fd, void *buf, size_t len, double deadline);
 /* Write everything, advancing iov in place.  0, or -1 with errno. */
 int vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline);
+/*
+ * The same on a socket, flagged MSG_MORE: the kernel holds a partial
+ * segment back for what follows (a sendfile(2) body after its head).
+ */
+int vio_writev_more(int fd, struct iovec *iov, int iovcnt, double deadline);
 int vio_write(int fd, const void *buf, size_t len, double deadline);
 /* poll(2) fd for events until deadline: 1 ready, 0 deadline passed, -1 error. */
 int vio_wait(int fd, short events, double deadline);

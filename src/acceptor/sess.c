@@ -23,7 +23,6 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -272,15 +271,6 @@ sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline)
             return (-1);
     }
     return (0);
-}
-
-void
-sess_cork(struct sess *sp, bool on)
-{
-    int v = on;
-
-    if (sp->ssl == NULL)
-        (void)setsockopt(sp->fd, IPPROTO_TCP, TCP_CORK, &v, sizeof v);
 }
 
 /* ---- kept input and the request deadline (sess.h) ---- */

@@ -1,6 +1,7 @@
 /*
  * Delivering cached objects: complete ones straight from their storage
- * segments (no copy: the iovecs point into the store), objects still being
+ * segments (no copy: the iovecs point into the store; large bodies by
+ * reference to their store's file, sendfile_min_size), objects still being
  * fetched as their bytes arrive, and either one gunzipped for a client
  * that does not take gzip.
  *
@@ -19,6 +20,7 @@
 #include "surogat/gz.h"
 #include "surogat/hsh.h"
 #include "surogat/log.h"
+#include "surogat/par.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sfb.h"
@@ -142,6 +144,43 @@ body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov
     return (true);
 }
 
+/*
+ * Body bytes [first, last] of a complete object to a transport that takes
+ * files: each segment that also lies in a file (sto_seg_file()) with its
+ * place there, in rounds of DLV_IOV segments.
+ */
+static int
+body_fsegs(struct req *req, struct cobj *oc, uint64_t first, uint64_t last)
+{
+    struct tp_fseg seg[DLV_IOV];
+    uint64_t off = 0;
+    int n = 0;
+
+    for (const struct sto_seg *s = oc->body.first; s != NULL && off <= last; s = s->next) {
+        uint64_t s_end = off + s->len; /* exclusive */
+        if (s_end > first) {
+            uint64_t from = first > off ? first - off : 0;
+            uint64_t to = last + 1 < s_end ? last + 1 - off : s->len;
+            int fd;
+            off_t at;
+
+            if (n == DLV_IOV) {
+                if (req->tp->body_fsegs(req, seg, n) != 0)
+                    return (-1);
+                n = 0;
+            }
+            seg[n] = (struct tp_fseg){ s->data + from, (size_t)(to - from), -1, 0 };
+            if (sto_seg_file(&oc->body, s, &fd, &at)) {
+                seg[n].fd = fd;
+                seg[n].off = at + (off_t)from;
+            }
+            n++;
+        }
+        off = s_end;
+    }
+    return (n > 0 ? req->tp->body_fsegs(req, seg, n) : 0);
+}
+
 void
 dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
 {
@@ -173,6 +212,12 @@ dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
             ok = gunzip_feed(&g, sg->data, sg->len, sg->next == NULL) == 0;
         gz_free(&g.z);
         if (ok)
+            (void)tp->end(req);
+        return;
+    }
+    if (tp->body_fsegs != NULL && par.sendfile_min_size > 0 &&
+        d.last - d.first + 1 >= par.sendfile_min_size) {
+        if (body_fsegs(req, oc, d.first, d.last) == 0)
             (void)tp->end(req);
         return;
     }

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <math.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "surogat/defs.h"
@@ -79,8 +81,9 @@ vio_read_wait(int fd, void *buf, size_t len, double deadline)
     return (vio_read(fd, buf, len, deadline));
 }
 
-int
-vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline)
+/* Write everything; with more, as sendmsg(2) with MSG_MORE. */
+static int
+writev_all(int fd, struct iovec *iov, int iovcnt, bool more, double deadline)
 {
     ssize_t n;
     int w;
@@ -91,7 +94,13 @@ vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline)
             iovcnt--;
             continue;
         }
-        n = writev(fd, iov, iovcnt > IOV_MAX ? IOV_MAX : iovcnt);
+        if (more) {
+            struct msghdr mh = { .msg_iov = iov,
+                                 .msg_iovlen = (size_t)(iovcnt > IOV_MAX ? IOV_MAX : iovcnt) };
+            n = sendmsg(fd, &mh, MSG_MORE | MSG_NOSIGNAL);
+        } else {
+            n = writev(fd, iov, iovcnt > IOV_MAX ? IOV_MAX : iovcnt);
+        }
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -120,6 +129,18 @@ vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline)
         }
     }
     return (0);
+}
+
+int
+vio_writev(int fd, struct iovec *iov, int iovcnt, double deadline)
+{
+    return (writev_all(fd, iov, iovcnt, false, deadline));
+}
+
+int
+vio_writev_more(int fd, struct iovec *iov, int iovcnt, double deadline)
+{
+    return (writev_all(fd, iov, iovcnt, true, deadline));
 }
 
 int

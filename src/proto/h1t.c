@@ -9,6 +9,14 @@
  * Content-Length when the length is known, chunked to an HTTP/1.1 client
  * when it is not, and for HTTP/1.0 the end of the connection.  Runs on the
  * request's worker; each write is bounded by send_timeout.
+ *
+ * Bodies in files (a static file, a cached body in its store's file or
+ * memory file) go with sendfile(2) on plain connections: the held-back
+ * head and any bytes from memory before the file's go first in one write
+ * flagged MSG_MORE, so that they leave in the same segments as the file's
+ * first bytes.  Under TLS the kernel cannot encrypt, so bytes that are
+ * also in memory go from there, and a file without memory through
+ * tls_sendfile().
  */
 #include "config.h"
 
@@ -70,11 +78,12 @@ h1t_in_of(struct req *req)
 }
 
 /*
- * Write iov (the held-back head first, if any).  On failure the client
- * is gone or too slow: the session closes after this request.
+ * Write iov (the held-back head first, if any); with more, held back for
+ * a file that follows.  On failure the client is gone or too slow: the
+ * session closes after this request.
  */
 static int
-send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
+send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n, bool more)
 {
     struct iovec all[H1T_IOV + TP_HEAD_BLOCKS + 4];
     int k = 0;
@@ -91,7 +100,7 @@ send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
     k += n;
     if (k == 0)
         return (0);
-    if (sess_writev(req->sp, all, k, deadline()) != 0) {
+    if ((more ? sess_writev_more : sess_writev)(req->sp, all, k, deadline()) != 0) {
         r->failed = true;
         req->close = true;
         return (-1);
@@ -208,7 +217,7 @@ h1t_body(struct req *req, struct iovec *iov, int niov)
                 out[n++] = (struct iovec){ (void *)(uintptr_t) "\r\n", 2 };
             }
         }
-        if (n > 0 && send_iov(req, r, out, n) != 0)
+        if (n > 0 && send_iov(req, r, out, n, false) != 0)
             return (-1);
         req->resp_bytes += len;
         STAT_ADD(resp_body_bytes, len);
@@ -218,43 +227,76 @@ h1t_body(struct req *req, struct iovec *iov, int niov)
     return (0);
 }
 
+/* len bytes of a file, after the held-back head; a failure cuts the response. */
 static int
-h1t_file(struct req *req, int fd, off_t off, size_t len)
+send_file(struct req *req, struct h1t_resp *r, int fd, off_t off, size_t len)
 {
-    struct h1t_resp *r = resp_of(req);
-    bool corked;
-
-    if (!r->body || len == 0)
-        return (r->failed ? -1 : 0);
-    if (r->failed)
+    if (r->nhead > 0 && send_iov(req, r, NULL, 0, true) != 0)
         return (-1);
-    if (r->chunked) {
-        /* A file is not framed by chunks here: only known lengths come as files. */
-        SRG_WRONG("file body with chunked framing");
-    }
-    /* The head rides with the first file bytes; the body leaves in full segments. */
-    corked = r->nhead > 0;
-    if (corked) {
-        sess_cork(req->sp, true);
-        if (send_iov(req, r, NULL, 0) != 0) {
-            sess_cork(req->sp, false);
-            return (-1);
-        }
-    }
     if (sess_sendfile(req->sp, fd, off, len, deadline()) != 0) {
-        if (corked)
-            sess_cork(req->sp, false);
         r->failed = true;
         req->close = true;
         /* The head promised a length: only a cut connection says it was not kept. */
         req->abort = true;
         return (-1);
     }
-    if (corked)
-        sess_cork(req->sp, false);
     req->resp_bytes += len;
     STAT_ADD(resp_body_bytes, len);
+    STAT_ADD(resp_sendfile_bytes, len);
     return (0);
+}
+
+static int
+h1t_body_fsegs(struct req *req, const struct tp_fseg *seg, int n)
+{
+    struct h1t_resp *r = resp_of(req);
+    struct iovec iov[H1T_IOV - 2];
+    uint64_t len = 0;
+    int k = 0;
+
+    if (!r->body || r->failed)
+        return (r->failed ? -1 : 0);
+    for (int i = 0; i < n; i++) {
+        bool file = seg[i].fd >= 0 && (seg[i].mem == NULL || (req->sp->ssl == NULL && !r->chunked));
+
+        if (!file || seg[i].len == 0) {
+            if (seg[i].len == 0)
+                continue;
+            AN(seg[i].mem);
+            if (k == (int)ARRAY_LEN(iov)) {
+                if (h1t_body(req, iov, k) != 0)
+                    return (-1);
+                k = 0;
+                len = 0;
+            }
+            iov[k++] = (struct iovec){ (void *)(uintptr_t)seg[i].mem, seg[i].len };
+            len += seg[i].len;
+            continue;
+        }
+        /* A file is not framed by chunks here: only known lengths come as files. */
+        if (r->chunked)
+            SRG_WRONG("file body with chunked framing");
+        if (k > 0) {
+            /* What came from memory goes with the head, held back for the file's bytes. */
+            if (send_iov(req, r, iov, k, true) != 0)
+                return (-1);
+            req->resp_bytes += len;
+            STAT_ADD(resp_body_bytes, len);
+            k = 0;
+            len = 0;
+        }
+        if (send_file(req, r, seg[i].fd, seg[i].off, seg[i].len) != 0)
+            return (-1);
+    }
+    return (k > 0 ? h1t_body(req, iov, k) : 0);
+}
+
+static int
+h1t_file(struct req *req, int fd, off_t off, size_t len)
+{
+    const struct tp_fseg seg = { NULL, len, fd, off };
+
+    return (h1t_body_fsegs(req, &seg, 1));
 }
 
 static int
@@ -266,8 +308,8 @@ h1t_end(struct req *req)
     if (r->failed)
         return (-1);
     if (r->chunked)
-        return (send_iov(req, r, &last, 1));
-    return (send_iov(req, r, NULL, 0));
+        return (send_iov(req, r, &last, 1, false));
+    return (send_iov(req, r, NULL, 0, false));
 }
 
 static bool
@@ -321,6 +363,7 @@ const struct tp_ops h1t_ops = {
     .head = h1t_head,
     .body = h1t_body,
     .file = h1t_file,
+    .body_fsegs = h1t_body_fsegs,
     .end = h1t_end,
     .abort = h1t_abort,
     .writable = h1t_writable,

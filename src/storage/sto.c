@@ -2,11 +2,19 @@
  * The stores: parsing -s, choosing a store for a new body, and the byte
  * accounts.  Each store charges before it allocates, with atomics, so
  * concurrent fetches can never overshoot its size together.
+ *
+ * One thread of the stores' own gives back quarantined space (sto.h,
+ * sto_seg_file()): it sweeps every SWEEP_EVERY while a store holds some,
+ * and sleeps until a store quarantines more.  Its lock, sweep_mtx, is a
+ * leaf: kicking it never waits on anything else.
  */
 #include "config.h"
 
+#include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "surogat/defs.h"
 #include "surogat/num.h"
@@ -17,8 +25,20 @@
 
 #define STV_MAX 16
 
+/*
+ * Seconds between sweeps while space is quarantined: a client that has
+ * read its bytes gives them back within about this, and each store backs
+ * off per extent from the ones still held, so a slow client costs little.
+ */
+#define SWEEP_EVERY 0.02
+
 static struct stv *stores[STV_MAX];
 static unsigned nstores;
+
+static pthread_mutex_t sweep_mtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sweep_cv;
+static pthread_t sweep_thr;
+static bool sweep_running, sweep_stop, sweep_kicked;
 
 static struct stv *
 stv_add(const struct stv_ops *ops)
@@ -66,6 +86,15 @@ sto_init(const char *spec, struct sb *err)
 void
 sto_fini(void)
 {
+    if (sweep_running) {
+        AZ(pthread_mutex_lock(&sweep_mtx));
+        sweep_stop = true;
+        AZ(pthread_cond_signal(&sweep_cv));
+        AZ(pthread_mutex_unlock(&sweep_mtx));
+        AZ(pthread_join(sweep_thr, NULL));
+        AZ(pthread_cond_destroy(&sweep_cv));
+        sweep_running = false;
+    }
     for (unsigned i = 0; i < nstores; i++) {
         struct stv *stv = stores[i];
         if (stv->ops->fini != NULL)
@@ -188,6 +217,100 @@ sto_verify(struct sto_body *b)
         return (false);
     __atomic_store_n(&b->verified, true, __ATOMIC_RELEASE);
     return (true);
+}
+
+bool
+sto_seg_file(struct sto_body *b, const struct sto_seg *s, int *fd, off_t *off)
+{
+    if (b->stv == NULL || b->stv->ops->seg_file == NULL)
+        return (false);
+    return (b->stv->ops->seg_file(b->stv, b, s, fd, off));
+}
+
+uint64_t
+sto_sweep(void)
+{
+    uint64_t held = 0;
+
+    for (unsigned i = 0; i < nstores; i++)
+        if (stores[i]->ops->sweep != NULL)
+            held += stores[i]->ops->sweep(stores[i]);
+    return (held);
+}
+
+void
+sto__kick(void)
+{
+    if (!sweep_running)
+        return; /* before the start (recovery) or in tests: sto_start() sweeps first */
+    AZ(pthread_mutex_lock(&sweep_mtx));
+    sweep_kicked = true;
+    AZ(pthread_cond_signal(&sweep_cv));
+    AZ(pthread_mutex_unlock(&sweep_mtx));
+}
+
+/* Under sweep_mtx: until kicked or stopped, or at most secs (< 0: no limit). */
+static void
+sweep_wait(double secs)
+{
+    struct timespec ts;
+    double t;
+
+    if (secs < 0) {
+        AZ(pthread_cond_wait(&sweep_cv, &sweep_mtx));
+        return;
+    }
+    AZ(clock_gettime(CLOCK_MONOTONIC, &ts));
+    t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + secs;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - floor(t)) * 1e9);
+    (void)pthread_cond_timedwait(&sweep_cv, &sweep_mtx, &ts);
+}
+
+static void *
+sweep_thread(void *arg)
+{
+    uint64_t held;
+
+    (void)arg;
+    stat_thread_enter();
+    AZ(pthread_mutex_lock(&sweep_mtx));
+    while (!sweep_stop) {
+        sweep_kicked = false;
+        AZ(pthread_mutex_unlock(&sweep_mtx));
+        held = sto_sweep();
+        AZ(pthread_mutex_lock(&sweep_mtx));
+        if (!sweep_stop && !sweep_kicked)
+            sweep_wait(held > 0 ? SWEEP_EVERY : -1.0);
+    }
+    AZ(pthread_mutex_unlock(&sweep_mtx));
+    stat_thread_leave();
+    return (NULL);
+}
+
+int
+sto_start(void)
+{
+    pthread_condattr_t ca;
+    bool any = false;
+
+    SRG_ASSERT(!sweep_running);
+    for (unsigned i = 0; i < nstores; i++)
+        any = any || stores[i]->ops->sweep != NULL;
+    if (!any)
+        return (0);
+    AZ(pthread_condattr_init(&ca));
+    AZ(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC));
+    AZ(pthread_cond_init(&sweep_cv, &ca));
+    AZ(pthread_condattr_destroy(&ca));
+    sweep_stop = false;
+    if (pthread_create(&sweep_thr, NULL, sweep_thread, NULL) != 0) {
+        AZ(pthread_cond_destroy(&sweep_cv));
+        return (-1);
+    }
+    (void)pthread_setname_np(sweep_thr, "sto-sweep");
+    sweep_running = true;
+    return (0);
 }
 
 void

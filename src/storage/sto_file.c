@@ -28,6 +28,23 @@
  * After a power loss, pages that never reached the disk fail their
  * checksums and those objects are dropped: the store never promises
  * durability, only that nothing corrupt is served.
+ *
+ * Sending from the file.  Bodies of sendfile_min_size and up get extents
+ * that own whole pages, and hits send them with sendfile(2) from the
+ * store's descriptor.  The kernel then holds the pages themselves until
+ * the receiver has the bytes, and a receiver on this host has them only
+ * once it has read them: the send queue tells nothing (SIOCOUTQ is 0 as
+ * soon as a local peer's receive queue has taken them), and a page
+ * rewritten meanwhile changes what that peer reads.  So the extents of a
+ * body freed after being sent are held (SF_HELD on disk, so that a
+ * restart holds them too) until a sweep sees their pages leave the page
+ * cache: written back, unmapped from us and dropped (POSIX_FADV_DONTNEED),
+ * which the kernel does only for pages nothing else references, and
+ * mincore(2) says they went.  A page read in again afterwards is a new
+ * page, which no old socket holds.  sendfile(2) reads what is not cached
+ * in single pages (POSIX_FADV_RANDOM): the kernel drops a large folio only
+ * whole, and one shared with a neighbour in use would keep a freed extent
+ * held (a sweep that keeps failing drops the neighbourhood with it).
  */
 #include "config.h"
 
@@ -46,9 +63,12 @@
 
 #include "surogat/defs.h"
 #include "surogat/ext.h"
+#include "surogat/log.h"
 #include "surogat/num.h"
+#include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
+#include "surogat/tim.h"
 
 #include "sto_priv.h"
 #include "sto_file_priv.h"
@@ -115,28 +135,112 @@ sf__frag_gauge(struct sf_store *st)
 }
 
 /*
- * An extent of want units, or at least min: marked busy, charged.  The
- * free rest of a split gets its header before the part taken does.
+ * Under st->mtx: an extent of want units, or at least min, marked busy.
+ * The free rest of a split gets its header before the part taken does.
  */
 static uint64_t
-sf_alloc(struct stv *stv, uint64_t want, uint64_t min, uint64_t *start)
+take(struct sf_store *st, uint64_t want, uint64_t min, uint64_t *start)
 {
-    struct sf_store *st = stv->priv;
     uint64_t got, rest;
 
-    AZ(pthread_mutex_lock(&st->mtx));
     got = ext_get(st->ext, want, min, start);
     if (got > 0) {
         rest = ext_free_at(st->ext, *start + got);
         if (rest > 0)
             sf__write_free(st, *start + got, rest);
         hdr_write(st, *start, SF_BUSY, (uint32_t)got, 0, 0, 0);
-        sf__frag_gauge(st);
     }
-    AZ(pthread_mutex_unlock(&st->mtx));
+    return (got);
+}
+
+/*
+ * Under st->mtx: the same, owning its pages (page_excl()): an extent a
+ * page longer is taken and the units before the first page boundary and
+ * after the last are given back.  Headers are written so that they tile
+ * the area at every instant: the inner ones first, the one at the start
+ * of the free extent taken from last.
+ */
+static uint64_t
+take_pages(struct sf_store *st, uint64_t want, uint64_t min, uint64_t *start)
+{
+    uint64_t pgu = st->pg / SF_UNIT, s, got, rest, front, keep, tail, ms, mn;
+
+    want = (want + pgu - 1) / pgu * pgu;
+    min = (min + pgu - 1) / pgu * pgu;
+    got = ext_get(st->ext, want + pgu - 1, min + pgu - 1, &s);
+    if (got == 0)
+        return (0);
+    /* Unit u starts a page when SF_DATA + u * SF_UNIT does. */
+    front = (pgu - (SF_DATA / SF_UNIT + s) % pgu) % pgu;
+    keep = SRG_MIN((got - front) / pgu * pgu, want);
+    if (keep < min) {
+        ext_put(st->ext, s, got, NULL, NULL); /* nothing was written: as it was */
+        return (0);
+    }
+    tail = got - front - keep;
+    rest = ext_free_at(st->ext, s + got);
+    if (rest > 0)
+        sf__write_free(st, s + got, rest);
+    if (tail > 0)
+        sf__write_free(st, s + front + keep, tail);
+    hdr_write(st, s + front, SF_BUSY, (uint32_t)keep, 0, 0, 0);
+    if (front > 0) {
+        sf__write_free(st, s, front);
+        ext_put(st->ext, s, front, NULL, NULL);
+    }
+    if (tail > 0) {
+        ext_put(st->ext, s + front + keep, tail, &ms, &mn);
+        sf__write_free(st, ms, mn);
+    }
+    *start = s + front;
+    return (keep);
+}
+
+static uint64_t sf_sweep_store(struct stv *stv, bool force);
+
+/*
+ * An extent of want units, or at least min, owning its pages if pages
+ * (else, or when no such extent is free, any): marked busy, charged.  A
+ * store found full while it holds quarantined space sweeps once first:
+ * space a client has finished with comes back now, not at the next sweep.
+ */
+static uint64_t
+sf_alloc(struct stv *stv, uint64_t want, uint64_t min, bool pages, uint64_t *start)
+{
+    struct sf_store *st = stv->priv;
+    uint64_t got, held;
+
+    for (int round = 0;; round++) {
+        AZ(pthread_mutex_lock(&st->mtx));
+        got = pages ? take_pages(st, want, min, start) : 0;
+        if (got == 0)
+            got = take(st, want, min, start);
+        if (got > 0)
+            sf__frag_gauge(st);
+        held = st->held_bytes;
+        AZ(pthread_mutex_unlock(&st->mtx));
+        if (got > 0 || held == 0 || round > 0)
+            break;
+        (void)sf_sweep_store(stv, true);
+    }
     if (got > 0)
         AZ(sto__charge(stv, got * SF_UNIT)); /* the allocator is the real limit */
     return (got);
+}
+
+static size_t
+page_up(const struct sf_store *st, size_t n)
+{
+    return ((n + st->pg - 1) / st->pg * st->pg);
+}
+
+/* Whether a body of announced length hint, or one hint-less already len long, is sent from the file. */
+static bool
+sends(const struct sf_store *st, uint64_t hint, uint64_t len)
+{
+    uint64_t min = par.sendfile_min_size;
+
+    return (st->zc && min > 0 && (hint > 0 ? hint >= min : len >= min));
 }
 
 /* Free an extent: its own magic first, so it can never come back, then the merged run's. */
@@ -194,25 +298,31 @@ static int
 sf_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
 {
     struct sf_store *st = stv->priv;
-    size_t mlen = meta_bytes(m);
+    size_t mlen = meta_bytes(m), lead = mlen;
     uint64_t body = b->size_hint > 0 ? b->size_hint : SF_CHUNK, start, got;
     struct sf_rec *r;
     struct sf_obj *o;
+    bool pages;
     char *p;
 
     if (body > SF_EXT_MAX)
         body = SF_EXT_MAX;
     if (m->key_len > UINT32_MAX / 4 || m->head_len > UINT32_MAX / 4 || mlen > SF_EXT_MAX)
         return (-1);
-    got = sf_alloc(stv, units_for(mlen + body), units_for(mlen), &start);
+    pages = sends(st, b->size_hint, 0);
+    got = sf_alloc(stv, units_for((pages ? page_up(st, mlen) : mlen) + body), units_for(mlen),
+                   pages, &start);
     if (got == 0)
         return (-1);
+    /* A body sent from the file starts on a page of its own: no page is sent in two pieces. */
+    if (page_excl(st, start, got) && got * SF_UNIT > page_up(st, mlen))
+        lead = page_up(st, mlen);
     o = calloc(1, sizeof *o);
     AN(o);
     o->rec = start;
     o->rec_units = (uint32_t)got;
     o->serial = __atomic_fetch_add(&st->serial, 1, __ATOMIC_RELAXED);
-    o->meta_len = (uint32_t)mlen;
+    o->meta_len = (uint32_t)lead;
     o->crc = (uint32_t)crc32(0L, Z_NULL, 0);
     b->priv = o;
     b->bytes = got * SF_UNIT;
@@ -238,9 +348,9 @@ sf_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
     COPY(vary);
 #undef COPY
     b->meta_stored = true;
-    if (got * SF_UNIT > mlen)
+    if (got * SF_UNIT > lead)
         sf__seg_link(
-            b, sf__seg_new(start, got, unit_ptr(st, start) + mlen, got * SF_UNIT - mlen, true));
+            b, sf__seg_new(start, got, unit_ptr(st, start) + lead, got * SF_UNIT - lead, true));
     return (0);
 }
 
@@ -251,7 +361,8 @@ sf_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
     struct sf_obj *o = b->priv;
     struct sto_seg *s;
     uint64_t want, start, got;
-    size_t n;
+    size_t n, lead;
+    bool pages;
 
     AN(o);
     while (len > 0) {
@@ -266,12 +377,17 @@ sf_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
                 want = SF_EXT_MAX;
             if (want < len && len <= SF_EXT_MAX)
                 want = len;
-            got = sf_alloc(stv, units_for(sizeof(struct sf_hdr) + want),
-                           units_for(sizeof(struct sf_hdr) + SRG_MIN(want, 4096)), &start);
+            pages = sends(st, b->size_hint, b->len);
+            lead = pages ? st->pg : sizeof(struct sf_hdr);
+            got = sf_alloc(stv, units_for(lead + want), units_for(lead + SRG_MIN(want, 4096)),
+                           pages, &start);
             if (got == 0)
                 return (-1);
-            sf__seg_link(b, sf__seg_new(start, got, unit_ptr(st, start) + sizeof(struct sf_hdr),
-                                        got * SF_UNIT - sizeof(struct sf_hdr), false));
+            /* Only a fragment that owns its pages gets the page lead (it may not, when full). */
+            lead = page_excl(st, start, got) && pages ? st->pg : sizeof(struct sf_hdr);
+            SRG_ASSERT(got * SF_UNIT > lead); /* min is more than the lead */
+            sf__seg_link(b, sf__seg_new(start, got, unit_ptr(st, start) + lead,
+                                        got * SF_UNIT - lead, false));
             o->nfrags++;
             b->bytes += got * SF_UNIT;
             s = b->last;
@@ -304,10 +420,14 @@ sf_trim(struct stv *stv, struct sto_body *b)
     fs = (struct sf_seg *)(void *)b->last;
     if (fs == NULL)
         return;
-    lead = fs->in_record ? o->meta_len : sizeof(struct sf_hdr);
+    lead = (uint64_t)(fs->seg.data - unit_ptr(st, fs->start));
     keep = units_for(lead + fs->seg.len);
     if (keep == 0)
         keep = 1;
+    if (page_excl(st, fs->start, fs->units)) {
+        uint64_t pgu = st->pg / SF_UNIT;
+        keep = (keep + pgu - 1) / pgu * pgu; /* it goes on owning its pages */
+    }
     if (keep >= fs->units)
         return;
     AZ(pthread_mutex_lock(&st->mtx));
@@ -357,7 +477,11 @@ sf_seal(struct stv *stv, struct sto_body *b)
         if (fs->in_record)
             r->inline_len = s->len;
         else
-            hdr_write(st, fs->start, SF_FRAG, fs->units, i++, o->serial, s->len);
+            hdr_write(st, fs->start, SF_FRAG, fs->units,
+                      i++ | (s->data - unit_ptr(st, fs->start) != sizeof(struct sf_hdr)
+                                 ? SF_FRAG_PAGE
+                                 : 0u),
+                      o->serial, s->len);
     }
     SRG_ASSERT(i == o->nfrags);
     r->nfrags = o->nfrags;
@@ -408,20 +532,193 @@ forget(struct sto_body *b)
 }
 
 void
+sf__hold(struct stv *stv, uint64_t start, uint64_t units, bool charge)
+{
+    struct sf_store *st = stv->priv;
+
+    if (charge)
+        AZ(sto__charge(stv, units * SF_UNIT));
+    set_magic(hdr_at(st, start), SF_HELD);
+    if (st->nheld == st->capheld) {
+        st->capheld = st->capheld == 0 ? 64 : st->capheld * 2;
+        st->held = realloc(st->held, st->capheld * sizeof *st->held);
+        AN(st->held);
+    }
+    st->held[st->nheld++] = (struct sf_held){ start, (uint32_t)units, 0, 0.0 };
+    st->held_bytes += units * SF_UNIT;
+    STAT_ADD(sto_quarantine_bytes, units * SF_UNIT);
+}
+
+/* An extent of a body being freed: held if sockets may hold its pages, else free at once. */
+static void
+drop_ext(struct stv *stv, uint64_t start, uint64_t units, bool sent)
+{
+    struct sf_store *st = stv->priv;
+
+    if (!sent || !page_excl(st, start, units)) {
+        sf_release_ext(stv, start, units);
+        return;
+    }
+    AZ(pthread_mutex_lock(&st->mtx));
+    sf__hold(stv, start, units, false);
+    AZ(pthread_mutex_unlock(&st->mtx));
+    sto__kick();
+}
+
+void
 sf__free(struct stv *stv, struct sto_body *b)
 {
     struct sf_obj *o = b->priv;
+    bool sent;
 
     if (o != NULL) {
+        sent = __atomic_load_n(&o->sent, __ATOMIC_RELAXED);
         for (struct sto_seg *s = b->first; s != NULL; s = s->next) {
             struct sf_seg *fs = (struct sf_seg *)(void *)s;
             if (!fs->in_record)
-                sf_release_ext(stv, fs->start, fs->units);
+                drop_ext(stv, fs->start, fs->units, sent);
         }
         /* The record last: while it stands, its fragments are claimed. */
-        sf_release_ext(stv, o->rec, o->rec_units);
+        drop_ext(stv, o->rec, o->rec_units, sent);
     }
     forget(b);
+}
+
+/* ---- sending from the file, and the quarantine ---- */
+
+static bool
+sf_seg_file(struct stv *stv, struct sto_body *b, const struct sto_seg *s, int *fd, off_t *off)
+{
+    struct sf_store *st = stv->priv;
+    const struct sf_seg *fs = (const struct sf_seg *)(const void *)s;
+    struct sf_obj *o = b->priv;
+
+    if (!st->zc || o == NULL || !page_excl(st, fs->start, fs->units))
+        return (false);
+    /* Read first: after the first send, hits only read the line. */
+    if (!__atomic_load_n(&o->sent, __ATOMIC_RELAXED))
+        __atomic_store_n(&o->sent, true, __ATOMIC_RELAXED);
+    *fd = st->fd;
+    *off = (off_t)(s->data - st->map);
+    return (true);
+}
+
+/*
+ * Once a held extent fails this often, its neighbourhood up to WIDE bytes
+ * around (the largest folio the page cache makes) is dropped with it: a
+ * large folio read in by another process across the extent's edge is
+ * dropped only whole.
+ */
+#define WIDE_AFTER 8
+#define WIDE       ((uint64_t)2 << 20)
+/* Extents looked at per sweep, and the longest pause between two looks at one (seconds). */
+#define SWEEP_BATCH 128
+#define BACKOFF_MAX 1.0
+
+/* Whether a page of the file's bytes [p0, p1) (page-aligned) is in the page cache. */
+static bool
+resident(const struct sf_store *st, uint64_t p0, uint64_t p1)
+{
+    unsigned char vec[4096];
+
+    for (uint64_t at = p0; at < p1;) {
+        uint64_t n = SRG_MIN((p1 - at) / st->pg, (uint64_t)sizeof vec);
+        if (mincore(st->map + at, n * st->pg, vec) != 0)
+            return (true); /* cannot tell: as if it were */
+        for (uint64_t i = 0; i < n; i++)
+            if (vec[i] & 1)
+                return (true);
+        at += n * st->pg;
+    }
+    return (false);
+}
+
+/*
+ * Try to drop the pages of the file's bytes [b0, b1) from the page cache:
+ * true when none is left, so none is referenced by anything any more.
+ * Blocks while dirty pages are written.
+ */
+static bool
+pages_gone(struct sf_store *st, uint64_t b0, uint64_t b1, bool wide)
+{
+    uint64_t p0 = b0 / st->pg * st->pg, p1 = (b1 + st->pg - 1) / st->pg * st->pg;
+    uint64_t w0 = p0, w1 = p1;
+
+    if (wide) {
+        w0 = p0 / WIDE * WIDE;
+        w1 = SRG_MIN((p1 + WIDE - 1) / WIDE * WIDE, st->size);
+    }
+    /* Mapped or dirty pages are never dropped: unmap them from us, write them. */
+    (void)madvise(st->map + w0, w1 - w0, MADV_DONTNEED);
+    if (sync_file_range(st->fd, (off_t)w0, (off_t)(w1 - w0),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+        return (false);
+    (void)posix_fadvise(st->fd, (off_t)w0, (off_t)(w1 - w0), POSIX_FADV_DONTNEED);
+    return (!resident(st, p0, p1));
+}
+
+/*
+ * Look at the held extents that are due (all with force), outside the
+ * lock, and give back those whose pages are gone; the others are looked
+ * at again later, less often the longer they stay.
+ */
+static uint64_t
+sf_sweep_store(struct stv *stv, bool force)
+{
+    struct sf_store *st = stv->priv;
+    struct sf_held batch[SWEEP_BATCH];
+    size_t idx[SWEEP_BATCH], n = 0;
+    bool gone[SWEEP_BATCH];
+    uint64_t left, freed = 0, ms, mn;
+    double now = tim_mono();
+
+    AZ(pthread_mutex_lock(&st->sweep_mtx));
+    AZ(pthread_mutex_lock(&st->mtx));
+    for (size_t i = 0; i < st->nheld && n < SWEEP_BATCH; i++) {
+        if (force || st->held[i].next <= now) {
+            idx[n] = i;
+            batch[n++] = st->held[i];
+        }
+    }
+    AZ(pthread_mutex_unlock(&st->mtx));
+    /* Only sweeps remove entries, and one runs at a time: the indexes stay good. */
+    for (size_t k = 0; k < n; k++) {
+        uint64_t b0 = SF_DATA + batch[k].start * SF_UNIT;
+        gone[k] = pages_gone(st, b0, b0 + (uint64_t)batch[k].units * SF_UNIT,
+                             batch[k].tries >= WIDE_AFTER);
+    }
+    AZ(pthread_mutex_lock(&st->mtx));
+    /* Highest index first: a removal moves the last entry, never one still to do. */
+    for (size_t k = n; k-- > 0;) {
+        struct sf_held *h = &st->held[idx[k]];
+        if (!gone[k]) {
+            h->tries++;
+            h->next = now + SRG_MIN(0.01 * (double)(1u << SRG_MIN(h->tries, 10u)), BACKOFF_MAX);
+            continue;
+        }
+        ext_put(st->ext, h->start, h->units, &ms, &mn);
+        sf__write_free(st, ms, mn);
+        freed += (uint64_t)h->units * SF_UNIT;
+        *h = st->held[--st->nheld];
+    }
+    st->held_bytes -= freed;
+    left = st->held_bytes;
+    if (freed > 0)
+        sf__frag_gauge(st);
+    AZ(pthread_mutex_unlock(&st->mtx));
+    AZ(pthread_mutex_unlock(&st->sweep_mtx));
+    if (freed > 0) {
+        STAT_ADD(sto_quarantine_bytes, -freed);
+        sto__credit(stv, freed);
+    }
+    return (left);
+}
+
+static uint64_t
+sf_sweep(struct stv *stv)
+{
+    return (sf_sweep_store(stv, false));
 }
 
 static void
@@ -555,6 +852,18 @@ sto_file_new(struct stv *stv, const char *args, struct sb *err)
         st->recovered = true; /* a new store: nothing to look for */
     }
     super_write(st);
+    st->pg = (size_t)sysconf(_SC_PAGESIZE);
+    AZ(pthread_mutex_init(&st->sweep_mtx, NULL));
+    (void)posix_fadvise(st->fd, 0, 0, POSIX_FADV_RANDOM);
+    /*
+     * Whether pages nothing holds can be dropped here: the superblock's,
+     * just written, must go.  On tmpfs they never do, and a freed extent
+     * could never be known free again: bodies go by copy there.
+     */
+    st->zc = pages_gone(st, 0, SF_DATA, false);
+    if (!st->zc)
+        log_msg(LOG_INFO, "-s file,%s: the file's pages cannot be dropped from memory "
+                "(tmpfs?): bodies are sent by copy, not with sendfile", st->path);
     stv->priv = st;
     stv->size = st->nunits * SF_UNIT;
     return (0);
@@ -566,14 +875,18 @@ sf_list(const struct stv *stv, struct sb *out)
     struct sf_store *st = stv->priv;
     struct ext_stats es;
     char hl[NUM_HUMAN_LEN];
+    uint64_t held;
 
     AZ(pthread_mutex_lock(&st->mtx));
     ext_stats(st->ext, &es);
+    held = st->held_bytes;
     AZ(pthread_mutex_unlock(&st->mtx));
     sb_printf(out, " path=%s free_extents=%llu largest_free=%llu (%s) fragmentation=%.3f", st->path,
               (unsigned long long)es.free_extents, (unsigned long long)(es.largest * SF_UNIT),
               num_human_bytes(es.largest * SF_UNIT, hl),
               es.free_units > 0 ? 1.0 - (double)es.largest / (double)es.free_units : 0.0);
+    sb_printf(out, " sendfile=%s quarantined=%llu", st->zc ? "on" : "off",
+              (unsigned long long)held);
 }
 
 static void
@@ -582,6 +895,10 @@ sf_fini(struct stv *stv)
     struct sf_store *st = stv->priv;
 
     STAT_ADD(sto_frag_bytes, -st->frag_bytes);
+    /* Held extents stay SF_HELD in the file: the next start holds them again. */
+    STAT_ADD(sto_quarantine_bytes, -st->held_bytes);
+    free(st->held);
+    AZ(pthread_mutex_destroy(&st->sweep_mtx));
     (void)munmap(st->map, st->size);
     (void)close(st->fd);
     ext_destroy(&st->ext);
@@ -602,6 +919,8 @@ const struct stv_ops sto_file_ops = {
     .release = sf_release,
     .set_attr = sf_set_attr,
     .verify = sf_verify,
+    .seg_file = sf_seg_file,
+    .sweep = sf_sweep,
     .recover = sf__recover,
     .list = sf_list,
     .fini = sf_fini,

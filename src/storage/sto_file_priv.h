@@ -30,7 +30,15 @@ enum sf_magic {
     SF_OBJ = 0x53460b1eu,  /* a sealed object record */
     SF_FRAG = 0x5346f7a9u, /* a fragment of a sealed object's body */
     SF_DEAD = 0x5346deadu, /* a record retired from the index */
+    SF_HELD = 0x53464e1du, /* freed, but sockets may still hold its pages: quarantined */
 };
+
+/*
+ * In a fragment's aux: its body starts a page after the header, not right
+ * after it -- a fragment that owns its pages, sent from the file, whose
+ * pages are then never sent in two pieces.
+ */
+#define SF_FRAG_PAGE 0x80000000u
 
 struct sf_super {
     char magic[16];
@@ -45,7 +53,7 @@ struct sf_hdr {
     uint32_t magic;  /* enum sf_magic; not in hcrc, so it can flip alone */
     uint32_t hcrc;   /* of the salt and the fields below */
     uint32_t units;  /* extent length */
-    uint32_t aux;    /* SF_FRAG: index in the body */
+    uint32_t aux;    /* SF_FRAG: index in the body, | SF_FRAG_PAGE */
     uint64_t serial; /* SF_OBJ, SF_FRAG: the object */
     uint64_t len;    /* SF_FRAG: body bytes; SF_OBJ: bytes before the inline body */
 };
@@ -75,9 +83,30 @@ struct sf_store {
     struct ext_alloc *ext;
     uint64_t frag_bytes; /* last value added to the sto_frag_bytes gauge */
     bool recovered; /* the allocator knows the free space (recovery ran, or nothing to recover) */
+    /*
+     * Sending from the file (sto.h, sto_seg_file()): only extents that own
+     * their pages (page_excl()) are sent, and once freed they are held
+     * until their pages have left the page cache.  zc: the kernel drops
+     * this file's unused pages when asked (not on tmpfs): without that,
+     * nothing could tell when a page is free again, and bodies go by copy.
+     */
+    size_t pg;                 /* the page size */
+    bool zc;
+    pthread_mutex_t sweep_mtx; /* one sweep at a time; taken before mtx */
+    struct sf_held *held;      /* the quarantine, under mtx */
+    size_t nheld, capheld;
+    uint64_t held_bytes;
 };
 
-/* A body segment: its extent, so it can be sealed and freed. */
+/* A quarantined extent, and when to look at it again. */
+struct sf_held {
+    uint64_t start;
+    uint32_t units;
+    uint32_t tries;
+    double next; /* tim_mono() */
+};
+
+/* A body segment: its extent, so it can be sealed and freed.  Its bytes start at seg.data. */
 struct sf_seg {
     struct sto_seg seg;
     uint64_t start;
@@ -94,6 +123,7 @@ struct sf_obj {
     uint32_t crc;      /* the body's: running while written, expected once recovered */
     uint32_t meta_len; /* record extent bytes before the inline body */
     bool sealed;
+    bool sent; /* atomic: sto_seg_file() gave a segment out: its extents are held when freed */
 };
 
 static inline char *
@@ -114,6 +144,17 @@ rec_of(const struct sf_store *st, uint64_t u)
     return ((struct sf_rec *)(void *)(unit_ptr(st, u) + sizeof(struct sf_hdr)));
 }
 
+/*
+ * Whether the extent [start, start+units) owns every page it touches --
+ * starts and ends on page boundaries -- so that no other extent's bytes
+ * share a page with it: the only extents sent from the file.
+ */
+static inline bool
+page_excl(const struct sf_store *st, uint64_t start, uint64_t units)
+{
+    return ((SF_DATA + start * SF_UNIT) % st->pg == 0 && (units * SF_UNIT) % st->pg == 0);
+}
+
 /* The header's checksum, keyed with the store's salt. */
 uint32_t sf__hdr_crc(const struct sf_store *st, const struct sf_hdr *h);
 /* The record's checksum: its fields (rcrc as 0) and the attr, key, head and vary after it. */
@@ -129,5 +170,12 @@ void sf__seg_link(struct sto_body *b, struct sf_seg *fs); /* at the end of b's s
 void sf__free(struct stv *stv, struct sto_body *b);
 /* Walk the file, rebuild the free space and hand the sealed objects to cb (the recover op). */
 void sf__recover(struct stv *stv, sto_recover_f *cb);
+/*
+ * Quarantine an extent whose pages sockets may still hold, under st->mtx:
+ * its magic flips to SF_HELD, and it stays out of the allocator until a
+ * sweep finds its pages gone.  charge: recovery's (the bytes were not
+ * charged yet).
+ */
+void sf__hold(struct stv *stv, uint64_t start, uint64_t units, bool charge);
 
 #endif

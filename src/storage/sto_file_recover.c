@@ -8,6 +8,13 @@
  * Each live object is then offered to the index, which may refuse it
  * (expired, superseded).
  *
+ * Sockets of the previous run may still hold pages of the file (a local
+ * client that has not read its response yet): what that run held
+ * (SF_HELD), and what it may have been sending when it stopped -- records
+ * retired or dropped, fragments no record claims, bodies the index
+ * refuses -- is held again rather than freed, when it owns its pages as
+ * everything sent from the file does (sto_file.c).
+ *
  * Runs once per store (st->recovered), through sto_recover(): at startup
  * that is hsh_recover(), before any worker starts.
  */
@@ -58,7 +65,10 @@ by_serial(const void *a, const void *b)
 
     if (x->serial != y->serial)
         return (x->serial < y->serial ? -1 : 1);
-    return (x->aux < y->aux ? -1 : x->aux > y->aux);
+    /* Fragments by their index; the flag beside it does not order them. */
+    return ((x->aux & ~SF_FRAG_PAGE) < (y->aux & ~SF_FRAG_PAGE)
+                ? -1
+                : (x->aux & ~SF_FRAG_PAGE) > (y->aux & ~SF_FRAG_PAGE));
 }
 
 static int
@@ -78,6 +88,7 @@ hdr_ok(const struct sf_store *st, uint64_t u, const struct sf_hdr *h)
     case SF_OBJ:
     case SF_FRAG:
     case SF_DEAD:
+    case SF_HELD:
         break;
     default:
         return (false);
@@ -96,17 +107,33 @@ rec_ok(const struct sf_store *st, uint64_t u, const struct sf_hdr *h)
         return (false);
     meta = sizeof *h + sizeof *r + (uint64_t)r->key_len + r->head_len + r->vary_len + r->attr_len;
     meta = (meta + 7) & ~(uint64_t)7;
-    if (meta != h->len || meta > room || r->inline_len > room - meta ||
+    /* The inline body follows the meta, or the next page (a record that owns its pages). */
+    if (h->len != meta && h->len != (meta + st->pg - 1) / st->pg * st->pg)
+        return (false);
+    meta = h->len;
+    if (meta > room || r->inline_len > room - meta ||
         r->inline_len > r->body_len || (r->nfrags == 0 && r->inline_len != r->body_len) ||
         r->key_len == 0 || r->head_len == 0)
         return (false);
     return (r->rcrc == sf__rec_crc(r));
 }
 
-/* Pass 1: walk the headers; sealed records and fragments are collected, the rest is free. */
+/* An extent the previous run may have sent from: kept for the quarantine. */
+static void
+suspect(const struct sf_store *st, struct sf_vec *held, const struct sf_item *it)
+{
+    if (st->zc && page_excl(st, it->start, it->units & 0x7fffffffu))
+        vec_push(held, it);
+}
+
+/*
+ * Pass 1: walk the headers; sealed records and fragments are collected,
+ * and extents the previous run held or may have sent from; the rest is
+ * free.
+ */
 static void
 walk(struct sf_store *st, uint64_t limit, struct sf_vec *recs, struct sf_vec *frags,
-     uint64_t *resyncs)
+     struct sf_vec *held, uint64_t *resyncs)
 {
     uint64_t u = 0;
 
@@ -125,6 +152,8 @@ walk(struct sf_store *st, uint64_t limit, struct sf_vec *recs, struct sf_vec *fr
             vec_push(recs, &it);
         } else if (h->magic == SF_FRAG && h->units < 0x80000000u) {
             vec_push(frags, &it);
+        } else if (h->magic != SF_FREE && h->magic != SF_BUSY) {
+            suspect(st, held, &it); /* held, retired, or a record that does not hold */
         }
         u += h->units;
     }
@@ -135,7 +164,7 @@ walk(struct sf_store *st, uint64_t limit, struct sf_vec *recs, struct sf_vec *fr
  * and with the inline part add up to its body.  Returns how many died.
  */
 static size_t
-claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags)
+claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags, struct sf_vec *held)
 {
     size_t dropped = 0, f = 0;
 
@@ -154,7 +183,10 @@ claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags)
             f++;
         first = f;
         while (f < frags->n && frags->v[f].serial == rec->serial) {
-            if (frags->v[f].aux != k)
+            const struct sf_item *fr = &frags->v[f];
+            uint64_t lead = fr->aux & SF_FRAG_PAGE ? st->pg : sizeof(struct sf_hdr);
+            if ((fr->aux & ~SF_FRAG_PAGE) != k || lead >= (uint64_t)fr->units * SF_UNIT ||
+                fr->len > (uint64_t)fr->units * SF_UNIT - lead)
                 break;
             sum += frags->v[f].len;
             k++;
@@ -163,6 +195,7 @@ claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags)
         if (k != r->nfrags || sum != r->body_len ||
             (i + 1 < recs->n && recs->v[i + 1].serial == rec->serial) ||
             (i > 0 && recs->v[i - 1].serial == rec->serial)) {
+            suspect(st, held, rec);
             rec->units = 0; /* dead: its extent and fragments become free */
             dropped++;
             continue;
@@ -174,10 +207,15 @@ claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags)
     return (dropped);
 }
 
-/* Pass 3: the free space is everything no live extent covers. */
+/*
+ * Pass 3: the free space is everything no live extent covers, but for the
+ * extents held again (marked: aux ~0 in the list).  Under st->mtx.
+ */
 static void
-rebuild_free(struct sf_store *st, const struct sf_vec *recs, const struct sf_vec *frags)
+rebuild_free(struct stv *stv, const struct sf_vec *recs, const struct sf_vec *frags,
+             struct sf_vec *held)
 {
+    struct sf_store *st = stv->priv;
     struct sf_vec live = { 0 };
     uint64_t u = 0;
 
@@ -185,11 +223,18 @@ rebuild_free(struct sf_store *st, const struct sf_vec *recs, const struct sf_vec
         if (recs->v[i].units > 0)
             vec_push(&live, &recs->v[i]);
     for (size_t i = 0; i < frags->n; i++) {
-        if (frags->v[i].units & 0x80000000u) {
-            struct sf_item it = frags->v[i];
+        struct sf_item it = frags->v[i];
+        if (it.units & 0x80000000u) {
             it.units &= 0x7fffffffu;
             vec_push(&live, &it);
+        } else {
+            suspect(st, held, &it); /* a fragment of no live object */
         }
+    }
+    for (size_t i = 0; i < held->n; i++) {
+        struct sf_item it = held->v[i];
+        it.aux = UINT32_MAX;
+        vec_push(&live, &it);
     }
     if (live.n > 0)
         qsort(live.v, live.n, sizeof *live.v, by_start);
@@ -199,8 +244,11 @@ rebuild_free(struct sf_store *st, const struct sf_vec *recs, const struct sf_vec
             sf__write_free(st, u, end - u);
             ext_put(st->ext, u, end - u, NULL, NULL);
         }
-        if (i < live.n)
+        if (i < live.n) {
+            if (live.v[i].aux == UINT32_MAX)
+                sf__hold(stv, live.v[i].start, live.v[i].units, true);
             u = live.v[i].start + live.v[i].units;
+        }
     }
     free(live.v);
 }
@@ -234,6 +282,7 @@ rebuild_body(struct stv *stv, const struct sf_item *rec, const struct sf_vec *fr
     o->crc = r->body_crc;
     o->meta_len = (uint32_t)h->len;
     o->sealed = true;
+    o->sent = true; /* the previous run may have: held when freed, if it owns its pages */
     b->stv = stv;
     b->priv = o;
     b->meta_stored = true;
@@ -249,9 +298,9 @@ rebuild_body(struct stv *stv, const struct sf_item *rec, const struct sf_vec *fr
     for (uint32_t k = 0; k < r->nfrags; k++) {
         const struct sf_item *fr = &frags->v[rec->aux + k];
         uint32_t units = fr->units & 0x7fffffffu;
-        struct sf_seg *fs =
-            sf__seg_new(fr->start, units, unit_ptr(st, fr->start) + sizeof(struct sf_hdr),
-                        (size_t)units * SF_UNIT - sizeof(struct sf_hdr), false);
+        size_t lead = fr->aux & SF_FRAG_PAGE ? st->pg : sizeof(struct sf_hdr);
+        struct sf_seg *fs = sf__seg_new(fr->start, units, unit_ptr(st, fr->start) + lead,
+                                        (size_t)units * SF_UNIT - lead, false);
         fs->seg.len = fr->len;
         sf__seg_link(b, fs);
         b->bytes += (uint64_t)units * SF_UNIT;
@@ -262,7 +311,7 @@ void
 sf__recover(struct stv *stv, sto_recover_f *cb)
 {
     struct sf_store *st = stv->priv;
-    struct sf_vec recs = { 0 }, frags = { 0 };
+    struct sf_vec recs = { 0 }, frags = { 0 }, held = { 0 };
     uint64_t resyncs = 0, max_serial = 0, kept = 0, refused = 0;
     size_t dropped;
 
@@ -270,10 +319,10 @@ sf__recover(struct stv *stv, sto_recover_f *cb)
         return;
     st->recovered = true;
     (void)madvise(st->map, st->size, MADV_SEQUENTIAL);
-    walk(st, st->nunits, &recs, &frags, &resyncs);
-    dropped = claim(st, &recs, &frags);
+    walk(st, st->nunits, &recs, &frags, &held, &resyncs);
+    dropped = claim(st, &recs, &frags, &held);
     AZ(pthread_mutex_lock(&st->mtx));
-    rebuild_free(st, &recs, &frags);
+    rebuild_free(stv, &recs, &frags, &held);
     AZ(pthread_mutex_unlock(&st->mtx));
     for (size_t i = 0; i < recs.n; i++) {
         if (recs.v[i].units == 0)
@@ -305,4 +354,5 @@ sf__recover(struct stv *stv, sto_recover_f *cb)
             (unsigned long long)resyncs);
     free(recs.v);
     free(frags.v);
+    free(held.v);
 }

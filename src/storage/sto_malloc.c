@@ -2,21 +2,61 @@
  * The malloc store (-s malloc,SIZE): body bytes in a chain of heap
  * segments, each allocated with its descriptor in front.  Nothing
  * survives the process; the meta stays with the caller.
+ *
+ * Large bodies (sendfile_min_size and up) live in a memory file of their
+ * own instead (memfd_create(2), mapped shared), so that a hit goes to the
+ * client by sendfile(2) and not by a copy into the socket.  A body with a
+ * Content-Length gets one from its first byte, sized exactly; one without
+ * from the point it reaches sendfile_min_size on.  The file is closed and
+ * unmapped when the body is freed: pages still held by sockets live on
+ * until their last reference and are never written again, so nothing a
+ * slow client still has to read can change (sto.h).  Each such body holds
+ * a descriptor; at most half of RLIMIT_NOFILE go to them, leaving the rest
+ * to connections, and past that -- or when the kernel says no -- bodies
+ * stay on the heap and go by copy (sto_mfile_fail).
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "surogat/defs.h"
 #include "surogat/num.h"
+#include "surogat/par.h"
 #include "surogat/sb.h"
+#include "surogat/stat.h"
 
 #include "sto_priv.h"
 
 /* Segments grow with the object: small objects waste little, big ones need few. */
 #define SEG_MIN (4 * 1024)
 #define SEG_MAX (256 * 1024)
+/*
+ * A memory file without a Content-Length: address space reserved for it
+ * (never backed until used), and its segments' growth.  The rest of a
+ * body beyond the reservation goes on the heap.
+ */
+#define MF_RESERVE ((size_t)1 << 30)
+#define MF_SEG_MAX ((size_t)4 << 20)
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U /* Linux 6.3; older kernels refuse it: retried without */
+#endif
+
+/* b->priv of a body with segments in a memory file (fd -1: it could not have one). */
+struct sm_mfile {
+    int fd;
+    char *base;     /* reserve bytes of address space; the file's [0, size) mapped from base */
+    size_t reserve;
+    size_t size;
+};
+
+static unsigned mfiles; /* atomic: bodies holding a memory file */
 
 int
 sto_malloc_new(struct stv *stv, const char *args, struct sb *err)
@@ -31,23 +71,147 @@ sto_malloc_new(struct stv *stv, const char *args, struct sb *err)
     return (0);
 }
 
+static void
+seg_link(struct sto_body *b, struct sto_seg *s)
+{
+    s->next = NULL;
+    s->len = 0;
+    if (b->last != NULL)
+        b->last->next = s;
+    else
+        b->first = s;
+    b->last = s;
+}
+
 static struct sto_seg *
 seg_new(struct sto_body *b, size_t lead, size_t cap)
 {
     struct sto_seg *s = malloc(sizeof *s + lead + cap);
 
     AN(s);
-    s->next = NULL;
     s->data = (char *)(s + 1) + lead;
-    s->len = 0;
     s->cap = cap;
-    if (b->last != NULL)
-        b->last->next = s;
-    else
-        b->first = s;
-    b->last = s;
+    seg_link(b, s);
     b->bytes += sizeof *s + lead + cap;
     return (s);
+}
+
+/* ---- memory files ---- */
+
+static size_t
+page_round(size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+    return ((n + pg - 1) & ~(pg - 1));
+}
+
+/* Whether a body of announced length hint, or one hint-less already len long, gets one. */
+static bool
+mfile_wanted(uint64_t hint, uint64_t len)
+{
+    uint64_t min = par.sendfile_min_size;
+
+    return (min > 0 && (hint > 0 ? hint >= min : len >= min));
+}
+
+static bool
+mfile_room(void)
+{
+    struct rlimit rl;
+    unsigned n = __atomic_load_n(&mfiles, __ATOMIC_RELAXED);
+
+    return (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+            (rl.rlim_cur == RLIM_INFINITY || n < rl.rlim_cur / 2));
+}
+
+/* The body's memory file, made on first use; NULL when it cannot have one. */
+static struct sm_mfile *
+mfile_of(struct sto_body *b)
+{
+    struct sm_mfile *mf = b->priv;
+    size_t reserve;
+    int fd;
+
+    if (mf != NULL)
+        return (mf->fd >= 0 ? mf : NULL);
+    mf = calloc(1, sizeof *mf);
+    AN(mf);
+    mf->fd = -1;
+    b->priv = mf;
+    reserve = b->size_hint > 0 ? page_round((size_t)b->size_hint) : MF_RESERVE;
+    fd = -1;
+    if (mfile_room()) {
+        fd = memfd_create("surogat-body", MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+        if (fd < 0 && errno == EINVAL)
+            fd = memfd_create("surogat-body", MFD_CLOEXEC);
+    }
+    if (fd >= 0) {
+        /* PROT_NONE and unbacked: it only keeps the addresses for the file's pages. */
+        mf->base = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
+        if (mf->base == MAP_FAILED) {
+            mf->base = NULL;
+            (void)close(fd);
+            fd = -1;
+        }
+    }
+    if (fd < 0) {
+        STAT_INC(sto_mfile_fail);
+        return (NULL);
+    }
+    mf->fd = fd;
+    mf->reserve = reserve;
+    __atomic_add_fetch(&mfiles, 1, __ATOMIC_RELAXED);
+    STAT_INC(sto_mfiles);
+    return (mf);
+}
+
+/*
+ * A segment of about cap bytes at the end of the body's memory file,
+ * charged; NULL when there is none (no file, no room left in its
+ * reservation, the kernel refused): the caller takes a heap segment.
+ */
+static struct sto_seg *
+mseg_new(struct stv *stv, struct sto_body *b)
+{
+    struct sm_mfile *mf = mfile_of(b);
+    struct sto_seg *s;
+    size_t cap;
+    void *p;
+
+    if (mf == NULL)
+        return (NULL);
+    if (b->size_hint > b->len)
+        cap = (size_t)(b->size_hint - b->len); /* exactly the rest: one segment */
+    else
+        cap = (size_t)SRG_MIN(SRG_MAX(b->len, (uint64_t)SEG_MIN), (uint64_t)MF_SEG_MAX);
+    cap = page_round(cap);
+    if (cap > mf->reserve - mf->size)
+        cap = mf->reserve - mf->size;
+    if (cap == 0 || sto__charge(stv, sizeof *s + cap) != 0)
+        return (NULL);
+    if (ftruncate(mf->fd, (off_t)(mf->size + cap)) != 0 ||
+        (p = mmap(mf->base + mf->size, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mf->fd,
+                  (off_t)mf->size)) == MAP_FAILED) {
+        (void)ftruncate(mf->fd, (off_t)mf->size);
+        sto__credit(stv, sizeof *s + cap);
+        return (NULL);
+    }
+    s = malloc(sizeof *s);
+    AN(s);
+    s->data = p;
+    s->cap = cap;
+    seg_link(b, s);
+    b->bytes += sizeof *s + cap;
+    mf->size += cap;
+    return (s);
+}
+
+static bool
+in_mfile(const struct sm_mfile *mf, const struct sto_seg *s)
+{
+    return (mf != NULL && mf->fd >= 0 && s->data >= mf->base && s->data < mf->base + mf->size);
 }
 
 /*
@@ -65,7 +229,7 @@ sm_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
     struct sto_seg *s;
     char *p;
 
-    if (b->size_hint == 0 || b->size_hint > SEG_MAX) {
+    if (b->size_hint == 0 || b->size_hint > SEG_MAX || mfile_wanted(b->size_hint, 0)) {
         if (sto__charge(stv, n) != 0)
             return (-1);
         b->bytes += n;
@@ -110,9 +274,14 @@ sm_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
         s = b->last;
         if (s == NULL || s->len == s->cap) {
             cap = seg_cap(b, len);
-            if (sto__charge(stv, sizeof *s + cap) != 0)
-                return (-1);
-            s = seg_new(b, 0, cap);
+            s = NULL;
+            if (mfile_wanted(b->size_hint, b->len))
+                s = mseg_new(stv, b);
+            if (s == NULL) {
+                if (sto__charge(stv, sizeof *s + cap) != 0)
+                    return (-1);
+                s = seg_new(b, 0, cap);
+            }
         }
         n = s->cap - s->len;
         if (n > len)
@@ -126,12 +295,39 @@ sm_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
     return (0);
 }
 
+/*
+ * The last segment is in the memory file: its unused whole pages go, in
+ * place.  Their addresses stay reserved (an inaccessible mapping over
+ * them), so that nothing else is ever mapped inside the reservation.
+ */
+static void
+mfile_trim(struct stv *stv, struct sto_body *b, struct sto_seg *s)
+{
+    struct sm_mfile *mf = b->priv;
+    size_t keep = page_round(s->len > 0 ? s->len : 1), spare;
+
+    if (keep >= s->cap || s->data + s->cap != mf->base + mf->size)
+        return;
+    spare = s->cap - keep;
+    SRG_ASSERT(mmap(s->data + keep, spare, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED);
+    mf->size -= spare;
+    (void)ftruncate(mf->fd, (off_t)mf->size);
+    s->cap = keep;
+    b->bytes -= spare;
+    sto__credit(stv, spare);
+}
+
 static void
 sm_trim(struct stv *stv, struct sto_body *b)
 {
     struct sto_seg *s = b->last, *t, **pp;
     size_t spare, keep;
 
+    if (s != NULL && in_mfile(b->priv, s)) {
+        mfile_trim(stv, b, s);
+        return;
+    }
     /* A segment with the head in front is sized exactly, and must not move. */
     if (s == NULL || s->len == s->cap || s->data != (char *)(s + 1))
         return;
@@ -149,16 +345,44 @@ sm_trim(struct stv *stv, struct sto_body *b)
     sto__credit(stv, spare);
 }
 
+/*
+ * Heap segments and the descriptors of file segments are each one
+ * allocation; the memory file goes whole.  Closing it is what makes its
+ * pages die with the last socket that holds them.
+ */
 static void
 sm_free(struct stv *stv, struct sto_body *b)
 {
+    struct sm_mfile *mf = b->priv;
     struct sto_seg *s;
 
     while ((s = b->first) != NULL) {
         b->first = s->next;
         free(s);
     }
+    if (mf != NULL) {
+        if (mf->fd >= 0) {
+            AZ(munmap(mf->base, mf->reserve));
+            AZ(close(mf->fd));
+            __atomic_sub_fetch(&mfiles, 1, __ATOMIC_RELAXED);
+            STAT_DEC(sto_mfiles);
+        }
+        free(mf);
+    }
     sto__credit(stv, b->bytes);
+}
+
+static bool
+sm_seg_file(struct stv *stv, struct sto_body *b, const struct sto_seg *s, int *fd, off_t *off)
+{
+    const struct sm_mfile *mf = b->priv;
+
+    (void)stv;
+    if (!in_mfile(mf, s))
+        return (false);
+    *fd = mf->fd;
+    *off = (off_t)(s->data - mf->base);
+    return (true);
 }
 
 const struct stv_ops sto_malloc_ops = {
@@ -168,4 +392,5 @@ const struct stv_ops sto_malloc_ops = {
     .trim = sm_trim,
     .free = sm_free,
     .release = sm_free,
+    .seg_file = sm_seg_file,
 };

@@ -19,6 +19,10 @@ struct stv_ops {
     void (*release)(struct stv *, struct sto_body *);
     void (*set_attr)(struct stv *, struct sto_body *, const void *, size_t);
     bool (*verify)(struct stv *, struct sto_body *);
+    /* sto_seg_file(); NULL: never in a file */
+    bool (*seg_file)(struct stv *, struct sto_body *, const struct sto_seg *, int *, off_t *);
+    /* sto_sweep() for one store: the bytes it still holds in quarantine; NULL: it holds none */
+    uint64_t (*sweep)(struct stv *);
     void (*recover)(struct stv *, sto_recover_f *);
     void (*list)(const struct stv *, struct sb *);
     void (*fini)(struct stv *);
@@ -43,5 +47,7 @@ int sto_file_new(struct stv *stv, const char *args, struct sb *err);
 /* Charge n bytes to the store: 0, or -1 if that would go past its size. */
 int sto__charge(struct stv *stv, uint64_t n);
 void sto__credit(struct stv *stv, uint64_t n);
+/* A store quarantined space: the stores' thread sweeps it soon (any thread, never blocks). */
+void sto__kick(void);
 
 #endif

@@ -45,6 +45,8 @@ STAT(client_resp_5xx, COUNTER, "Responses to clients with a 5xx status, from a b
      "by surogat (502, 503, 504 for a failed backend).")
 STAT(client_body_bytes, COUNTER, "Request body bytes received from clients.")
 STAT(resp_body_bytes, COUNTER, "Response body bytes sent to clients.")
+STAT(resp_sendfile_bytes, COUNTER, "Of these, bytes sent with sendfile(2), by reference to the "
+     "pages of a file: cached bodies from their store (sendfile_min_size), static files.")
 STAT(resp_head_bytes, COUNTER, "Response head bytes sent to clients.")
 STAT(backend_conn, COUNTER, "New backend connections opened.")
 STAT(backend_reuse, COUNTER, "Backend requests sent on a reused keep-alive connection.")
@@ -141,6 +143,14 @@ STAT(sto_recover_dropped, COUNTER, "Sealed records dropped at startup because a 
      "body was missing or a record was duplicated.")
 STAT(sto_verify_fail, COUNTER, "Recovered objects whose body failed its checksum on first use: "
      "dropped, never served.")
+STAT(sto_quarantine_bytes, GAUGE, "Bytes of file stores freed but not yet reusable: bodies sent "
+     "with sendfile(2), whose pages a client may not have read yet. Counted in sto_bytes until "
+     "the kernel has dropped the pages, which it does once nothing holds them.")
+STAT(sto_mfiles, GAUGE, "Bodies of malloc stores kept in a memory file of their own "
+     "(sendfile_min_size and up), each holding a file descriptor.")
+STAT(sto_mfile_fail, COUNTER, "Bodies of malloc stores kept on the heap and sent by copy although "
+     "large enough for a memory file: half of RLIMIT_NOFILE already went to memory files, or the "
+     "kernel refused one.")
 STAT(n_lru_nuked, COUNTER, "Objects evicted to make room.")
 STAT(n_expired, COUNTER, "Objects removed past their TTL, grace and keep (found by a lookup of "
      "their key; banned ones are bans_lookup_killed).")

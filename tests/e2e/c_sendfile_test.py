@@ -1,0 +1,256 @@
+"""Large cached bodies sent by reference (sendfile_min_size): from the file
+store's file and from the malloc store's memory files.
+
+The kernel sends such bodies as references to the store's pages, and a
+client on this host holds those pages in its receive queue until it reads
+them -- long after surogat's send queue is empty.  So: a slow client still
+reading an object whose space is purged, freed and rewritten by new objects
+gets the old bytes, whole; the held space comes back once the client has
+read or gone; a store full of held space still answers; and a restart holds
+what a client of the previous run may still have to read."""
+
+import hashlib
+import socket
+import time
+
+import pytest
+
+from conftest import wait_until
+
+CACHED = {"Cache-Control": "max-age=600"}
+MIB = 1024 * 1024
+
+
+def body_of(n, seed):
+    """n bytes, different for every seed, not compressible to a pattern."""
+    out = bytearray()
+    block = hashlib.sha256(b"sendfile %d" % seed).digest()
+    while len(out) < n:
+        block = hashlib.sha256(block).digest()
+        out += block * 64
+    return bytes(out[:n])
+
+
+def is_hit(r):
+    return (r.header("Cache-Status") or "").startswith("surogat; hit")
+
+
+def start(surogat, tmp_path, kind, size, **params):
+    """surogatd with a store of `kind` (file or malloc) and the access log."""
+    spec = ("file,%s,%s" % (tmp_path / "store.bin", size) if kind == "file"
+            else "malloc,%s" % size)
+    p = {"sendfile_min_size": "64k", "access_log": "access.log"}
+    p.update(params)
+    return surogat(args=["-s", spec], params=p), spec
+
+
+class Slow:
+    """A client that asks for a path and reads the answer at its own pace, with
+    a small receive buffer, so that the server's delivery ends long before it
+    has read the body."""
+
+    def __init__(self, port, path, rcvbuf=128 * 1024):
+        self.s = socket.socket()
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.s.settimeout(10)
+        self.s.connect(("127.0.0.1", port))
+        self.s.sendall(b"GET %s HTTP/1.1\r\nHost: surogat.test\r\nConnection: close\r\n\r\n"
+                       % path.encode())
+        self.data = b""
+        self.eof = False
+
+    def read(self, n):
+        while n > 0 and not self.eof:
+            k = self.s.recv(min(n, 65536))
+            if not k:
+                self.eof = True
+                break
+            self.data += k
+            n -= len(k)
+
+    def read_to_end(self):
+        while not self.eof:
+            self.read(1 << 20)
+
+    def body(self):
+        head, sep, body = self.data.partition(b"\r\n\r\n")
+        assert sep, "no complete head: %r" % self.data[:200]
+        assert head.startswith(b"HTTP/1.1 200"), head
+        return body
+
+    def close(self):
+        self.s.close()
+
+
+def delivered(sg, n):
+    """Wait until the access log has n lines: the n-th response was all written."""
+    sg.wait_access_lines(n, timeout=20)
+
+
+def read_until_delivered(sg, c, lines):
+    """Read slowly until the server has written the whole response (its access
+    log line), then stop: the rest sits in the socket queues."""
+    deadline = time.monotonic() + 30
+    while len(sg.access_lines()) < lines:
+        assert time.monotonic() < deadline, "the delivery did not end"
+        c.read(16 * 1024)
+        time.sleep(0.01)
+
+
+def sendfile_on(sg):
+    """The store sends from its file here (not on tmpfs)."""
+    return "sendfile=off" not in sg.ctl("storage.list").stdout
+
+
+def fill_store(origin, sg, n, size, seed):
+    """n new objects of size bytes through the cache: all answered whole."""
+    for i in range(n):
+        path = "/new/%d/%d" % (seed, i)
+        body = body_of(size, seed * 1000 + i)
+        origin.route(path, body=body, headers=CACHED)
+        r = sg.get(path)
+        assert r.status == 200 and r.body == body, path
+
+
+@pytest.mark.parametrize("kind", ["file", "malloc"])
+def test_freed_space_rewritten_while_a_slow_client_reads(origin, surogat, tmp_path, kind):
+    old = body_of(3 * MIB, 1)
+    origin.route("/old", body=old, headers=CACHED)
+    sg, _ = start(surogat, tmp_path, kind, "12m")
+    if kind == "file" and not sendfile_on(sg):
+        pytest.skip("the store's file is on tmpfs here: no sendfile to test")
+    assert sg.get("/old").body == old
+    sent0 = sg.stat("resp_sendfile_bytes")
+    r = sg.get("/old")
+    assert is_hit(r) and r.body == old
+    assert sg.stat("resp_sendfile_bytes") - sent0 == len(old), "the hit did not use sendfile"
+    c = Slow(sg.port, "/old")
+    try:
+        c.read(4096)  # the head: the delivery holds the object now
+        assert sg.request("PURGE", "/old").status == 200
+        read_until_delivered(sg, c, 4)  # miss, hit, PURGE, this one
+        before = len(c.data)
+        # Delivered and purged: the body is freed, though the client has most of it to read.
+        assert len(old) - before > 256 * 1024, "too little left in the queues to tell"
+        if kind == "file":
+            assert sg.wait_stat("sto_quarantine_bytes", len(old)) >= len(old)
+        else:
+            wait_until(lambda: sg.stat("sto_mfiles") == 0, 5, "the memory file closed")
+        # New objects take the whole store, twice over: freed space is rewritten.
+        fill_store(origin, sg, 24, 1 * MIB, 2)
+        c.read_to_end()
+        assert c.body() == old, "the slow client got bytes other than the object's"
+        if kind == "file":
+            wait_until(lambda: sg.stat("sto_quarantine_bytes") == 0, 10,
+                       "the held space back once the client has read it")
+    finally:
+        c.close()
+    assert sg.get("/old").body == old
+
+
+@pytest.mark.parametrize("kind", ["file", "malloc"])
+def test_client_gone_mid_body(origin, surogat, tmp_path, kind):
+    old = body_of(6 * MIB, 3)
+    origin.route("/old", body=old, headers=CACHED)
+    sg, _ = start(surogat, tmp_path, kind, "32m")
+    assert sg.get("/old").body == old
+    for _ in range(3):
+        c = Slow(sg.port, "/old", rcvbuf=64 * 1024)
+        c.read(200 * 1024)
+        c.close()  # unread bytes in its queue: a reset
+    assert sg.request("PURGE", "/old").status == 200
+    # The deliveries fail, the object goes, and nothing stays held for clients that left.
+    wait_until(lambda: sg.stat("sto_quarantine_bytes") == 0 and sg.stat("sto_mfiles") == 0,
+               10, "nothing held once the clients are gone")
+    fill_store(origin, sg, 8, 2 * MIB, 4)
+    r = sg.get("/old")
+    assert r.status == 200 and r.body == old
+    assert sg.alive()
+
+
+def test_store_full_while_space_is_held(origin, surogat, tmp_path):
+    old = body_of(3 * MIB + 512 * 1024, 5)
+    origin.route("/old", body=old, headers=CACHED)
+    sg, _ = start(surogat, tmp_path, "file", "4m")
+    if not sendfile_on(sg):
+        pytest.skip("the store's file is on tmpfs here: no sendfile to test")
+    assert sg.get("/old").body == old
+    c = Slow(sg.port, "/old")
+    try:
+        c.read(4096)
+        assert sg.request("PURGE", "/old").status == 200
+        read_until_delivered(sg, c, 3)
+        sg.wait_stat("sto_quarantine_bytes", len(old))
+        # Most of the store is held: a new MiB cannot be stored, but is answered whole.
+        big = body_of(MIB, 6)
+        origin.route("/big", body=big, headers=CACHED)
+        for _ in range(2):
+            r = sg.get("/big")
+            assert r.status == 200 and r.body == big and not is_hit(r)
+        assert sg.stat("sto_quarantine_bytes") > 0
+        c.read_to_end()
+        assert c.body() == old
+    finally:
+        c.close()
+    # The client is done: the space comes back and the next MiB is stored.
+    wait_until(lambda: sg.stat("sto_quarantine_bytes") == 0, 10, "the held space back")
+    assert sg.get("/big").body == big
+    r = sg.get("/big")
+    assert is_hit(r) and r.body == big
+
+
+@pytest.mark.parametrize("how", ["kill -9", "SIGTERM"])
+def test_restart_holds_what_a_client_may_still_read(origin, surogat, tmp_path, how):
+    old = body_of(3 * MIB, 7)
+    origin.route("/old", body=old, headers=CACHED)
+    sg, spec = start(surogat, tmp_path, "file", "12m")
+    if not sendfile_on(sg):
+        pytest.skip("the store's file is on tmpfs here: no sendfile to test")
+    assert sg.get("/old").body == old
+    c = Slow(sg.port, "/old")
+    try:
+        c.read(4096)
+        assert sg.request("PURGE", "/old").status == 200
+        read_until_delivered(sg, c, 3)
+        before = len(c.data)
+        sg.wait_stat("sto_quarantine_bytes", len(old))
+        if how == "kill -9":
+            sg.kill()
+        else:
+            assert sg.stop() == 0
+        sg2 = surogat(args=["-s", spec], params={"sendfile_min_size": "64k"})
+        assert sg2.stat("sto_quarantine_bytes") >= len(old), "the new run does not hold it"
+        fill_store(origin, sg2, 24, MIB, 8)
+        c.read_to_end()
+        got = c.body()
+        # The old run's socket sends on after its exit; all that arrives is the object's.
+        assert len(c.data) > before + 256 * 1024
+        assert got == old[:len(got)], "the client got bytes other than the object's"
+        wait_until(lambda: sg2.stat("sto_quarantine_bytes") == 0, 10, "the held space back")
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", ["file", "malloc"])
+def test_ranges_heads_and_pipelining(origin, surogat, tmp_path, kind):
+    big = body_of(2 * MIB + 12345, 9)
+    chunked = body_of(700 * 1024, 10)
+    origin.route("/big", body=big, headers=CACHED)
+    origin.route("/chunked", body=chunked, headers=CACHED, chunked=True)
+    sg, _ = start(surogat, tmp_path, kind, "32m")
+    for path, body in (("/big", big), ("/chunked", chunked)):
+        assert sg.get(path).body == body
+        r = sg.get(path)
+        assert is_hit(r) and r.body == body
+    for first, last in ((0, 0), (100, 70000), (65536, 2 * MIB), (2 * MIB, len(big) - 1)):
+        r = sg.get("/big", {"Range": "bytes=%d-%d" % (first, last)})
+        assert r.status == 206 and r.body == big[first:last + 1], (first, last)
+    r = sg.request("HEAD", "/big")
+    assert r.status == 200 and r.header("Content-Length") == str(len(big)) and r.body == b""
+    # Pipelined hits on one connection: each response framed right.
+    with sg.conn() as conn:
+        for _ in range(3):
+            conn.request("GET", "/big")
+        for _ in range(3):
+            r = conn.read_response()
+            assert r.status == 200 and r.body == big
