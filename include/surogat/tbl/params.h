@@ -242,7 +242,7 @@ PARAM(max_object_size, BYTES, "0", "0", NULL, PAR_LIVE,
       "past the limit -- is passed to the client whole and not stored, and a hit-for-miss "
       "marker (hitmiss_ttl) lets the next requests for it go to the backend at once "
       "(cache_too_big). A response larger than the whole store is never stored either.")
-PARAM(sendfile_min_size, BYTES, "64k", "0", NULL, PAR_LIVE,
+PARAM(sendfile_min_size, BYTES, "128k", "0", NULL, PAR_LIVE,
       "Cached bodies of at least this size go to plain HTTP/1 clients with sendfile(2), by "
       "reference to their pages instead of a copy into the socket: from the file of a file "
       "store, and for the malloc store from a memory file of their own (memfd, one descriptor "
