@@ -25,6 +25,7 @@ struct lsock {
     char port[8];
     const char *proto;   /* "http" or "https" */
     struct tls_lsn *tls; /* certificates of a tls address, else NULL */
+    bool h2c;            /* cleartext: HTTP/2 with prior knowledge too (",h2c") */
 };
 
 /* One -a argument, parsed. */
@@ -32,13 +33,17 @@ struct acc_spec {
     char host[256]; /* empty for every address */
     char port[32];
     bool tls;
-    struct tls_conf tls_conf; /* paths made absolute */
+    bool h2c;    /* cleartext HTTP/2 with prior knowledge besides HTTP/1 */
+    bool h1only; /* tls: ALPN offers http/1.1 only */
+    struct tls_conf tls_conf; /* paths made absolute; h2 set from tls and h1only */
 };
 
 /*
  * Parse "HOST:PORT", "[V6]:PORT" or ":PORT", then options separated by
  * commas: "tls" and, for it, "cert=FILE,key=FILE" pairs (the first pair
- * is the default certificate), each optionally followed by "ocsp=FILE".
+ * is the default certificate), each optionally followed by "ocsp=FILE";
+ * "h1only" (tls: no HTTP/2 by ALPN) or "h2c" (cleartext: HTTP/2 with
+ * prior knowledge as well as HTTP/1).
  * Relative paths are taken from the directory base (NULL: the current
  * one).  No file is read.  0, or -1 with "-a SPEC: what is wrong" in err;
  * either way release out with acc_spec_clear().

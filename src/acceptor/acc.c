@@ -111,7 +111,12 @@ spec_option(const char *spec, const char *base, char *opt, struct acc_spec *as, 
             as->tls = true;
             return (0);
         }
-        sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=)", spec, opt);
+        if (strcmp(opt, "h2c") == 0 || strcmp(opt, "h1only") == 0) {
+            *(opt[1] == '2' ? &as->h2c : &as->h1only) = true;
+            return (0);
+        }
+        sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=, h2c, h1only)", spec,
+                  opt);
         return (-1);
     }
     *val++ = '\0';
@@ -143,7 +148,7 @@ spec_option(const char *spec, const char *base, char *opt, struct acc_spec *as, 
         *slot = abs_path(spec, base, opt, val, err);
         return (*slot == NULL ? -1 : 0);
     }
-    sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=)", spec, opt);
+    sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=, h2c, h1only)", spec, opt);
     return (-1);
 }
 
@@ -189,6 +194,13 @@ acc_spec_parse(const char *spec, const char *base, struct acc_spec *as, struct s
         sb_printf(err, "-a %s: cert=%s has no key=", spec, tc->c[tc->ncert - 1].cert);
         return (-1);
     }
+    /* HTTP/2: by ALPN on tls (h1only refuses it), with prior knowledge on cleartext h2c. */
+    if (as->h2c && (as->tls || as->h1only)) {
+        sb_printf(err, "-a %s: h2c is for cleartext listeners without h1only (tls offers h2 by ALPN)",
+                  spec);
+        return (-1);
+    }
+    tc->h2 = as->tls && !as->h1only;
     return (0);
 }
 
@@ -249,6 +261,7 @@ bind_one(const char *spec, const struct acc_spec *as, const struct addrinfo *ai,
     AN(ls->spec);
     ls->proto = tls != NULL ? "https" : "http";
     ls->tls = tls;
+    ls->h2c = as->h2c;
     if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
         AN(inet_ntop(AF_INET6, &s6->sin6_addr, addr, sizeof addr));
