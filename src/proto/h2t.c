@@ -158,6 +158,8 @@ h2t__kill(struct h2c *c, enum h2_kill why, uint32_t code)
 void
 h2t__rested(struct h2c *c)
 {
+    if (c->ob_len == 0 && !c->reader)
+        h2t__ob_free(c);
     if (c->parked_busy) {
         c->parked_busy = false;
         wtr_rest(c->sp);
@@ -234,10 +236,13 @@ on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, void *priv)
     if (frame->hd.type != NGHTTP2_HEADERS)
         return (0);
     if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-        /* A second block on an open stream: its trailers. */
+        /* A second block on an open stream: its trailers, checked apart. */
         s = stream_get(ngh, frame->hd.stream_id);
-        if (s != NULL)
-            s->h.trailers = true;
+        if (s != NULL) {
+            h2t__hdr_free(&s->tr);
+            s->tr.trailers = true;
+            s->in_trailers = true;
+        }
         return (0);
     }
     STAT_INC(h2_streams);
@@ -255,9 +260,9 @@ on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, void *priv)
 
 /* Count a malformed request and reset its stream (RFC 9113 8.1.1). */
 static void
-malformed(struct h2s *s)
+malformed(struct h2s *s, const struct h2_hdrs *h)
 {
-    if (s->h.verdict == H2_BAD_PSEUDO)
+    if (h->verdict == H2_BAD_PSEUDO)
         STAT_INC(h2_err_pseudo);
     else
         STAT_INC(h2_err_field);
@@ -269,14 +274,16 @@ on_header(nghttp2_session *ngh, const nghttp2_frame *frame, const uint8_t *name,
           const uint8_t *value, size_t vl, uint8_t flags, void *priv)
 {
     struct h2s *s = stream_get(ngh, frame->hd.stream_id);
+    struct h2_hdrs *h;
 
     (void)flags;
     (void)priv;
     if (s == NULL || s->rst)
         return (0);
-    h2t__hdr_field(&s->h, name, nl, value, vl);
-    if (s->h.verdict >= H2_BAD_PSEUDO) {
-        malformed(s);
+    h = s->in_trailers ? &s->tr : &s->h;
+    h2t__hdr_field(h, name, nl, value, vl);
+    if (h->verdict >= H2_BAD_PSEUDO) {
+        malformed(s, h);
         /* The rest of the block is decoded for HPACK's sake, and dropped. */
         return (NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE);
     }
@@ -314,7 +321,7 @@ request_head(struct h2c *c, struct h2s *s, uint8_t flags)
     (void)c;
     h2t__hdr_end(&s->h);
     if (s->h.verdict >= H2_BAD_PSEUDO) {
-        malformed(s);
+        malformed(s, &s->h);
         return;
     }
     s->t_start = tim_real();
@@ -346,8 +353,8 @@ on_frame_recv(nghttp2_session *ngh, const nghttp2_frame *frame, void *priv)
             request_head(c, s, frame->hd.flags);
         } else if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
             /* Trailers end the stream (RFC 9113 8.1): any other block is malformed. */
-            s->h.verdict = H2_BAD_PSEUDO;
-            malformed(s);
+            s->tr.verdict = H2_BAD_PSEUDO;
+            malformed(s, &s->tr);
         } else {
             body_end(s);
             await_done(s);
@@ -395,11 +402,11 @@ on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t code, void *priv)
 {
     struct h2s *s = stream_get(ngh, id);
 
-    (void)code;
     (void)priv;
     if (s == NULL)
         return (0);
     s->closed = true;
+    s->reset = code != NGHTTP2_NO_ERROR || !s->end_sent;
     s->open = false;
     (void)nghttp2_session_set_stream_user_data(ngh, id, NULL);
     AZ(pthread_cond_broadcast(&s->cond));
@@ -412,7 +419,12 @@ on_frame_send(nghttp2_session *ngh, const nghttp2_frame *frame, void *priv)
 {
     struct h2c *c = priv;
 
-    (void)ngh;
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        struct h2s *s = stream_get(ngh, frame->hd.stream_id);
+        if (s != NULL)
+            s->end_sent = true;
+    }
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         STAT_INC(h2_rst_sent);
     } else if (frame->hd.type == NGHTTP2_GOAWAY) {
@@ -683,6 +695,8 @@ h2t_sess_task(struct wrk *wrk, void *priv)
         busy = c->nactive > 0;
         c->reader = false;
         c->parked_busy = busy;
+        if (c->ob_len == 0)
+            h2t__ob_free(c); /* an idle connection holds no output buffer */
         if (!busy)
             sp->t_idle = tim_mono();
         if (wtr_park(sp, busy) != 0) {

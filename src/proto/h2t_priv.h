@@ -96,7 +96,9 @@ struct h2s {
     struct h2s *lnext; /* on c's list of every stream */
     struct h2s *lprev;
     pthread_cond_t cond; /* its runner waits here */
-    struct h2_hdrs h;
+    struct h2_hdrs h;  /* the request's block: the runner reads it, unlocked, once queued */
+    struct h2_hdrs tr; /* a trailer block's checks: the reader's alone */
+    bool in_trailers;  /* the block being decoded is tr */
     /* request body: DATA bytes in a ring until the runner takes them */
     char *ib;
     size_t ib_cap, ib_head, ib_len;
@@ -112,6 +114,8 @@ struct h2s {
     bool task;
     bool queued;
     bool closed;        /* nghttp2 closed it (a reset, either way, or both ends done) */
+    bool reset;         /* closed before our response ended: by the client, or an error */
+    bool end_sent;      /* our END_STREAM went out */
     bool waiting;       /* its runner waits for output (on c's waiters) */
     /* response */
     struct req *req;

@@ -87,6 +87,7 @@ h2t__stream_release(struct h2s *s)
         s->lnext->lprev = s->lprev;
     c->nstreams--;
     h2t__hdr_free(&s->h);
+    h2t__hdr_free(&s->tr);
     free(s->ib);
     free(s->fbuf);
     AZ(pthread_cond_destroy(&s->cond));
@@ -199,10 +200,11 @@ stream_of(struct req *req)
     return (s);
 }
 
+/* No more of the response can go: the connection died or the stream was reset. */
 static bool
 stream_gone(const struct h2s *s)
 {
-    return (s->c->dead || s->closed || s->rst);
+    return (s->c->dead || s->rst || s->reset);
 }
 
 /* Under c->mtx: wait for s's signal, on the waiters list when it waits for output. */
@@ -252,9 +254,13 @@ out_wait(struct h2s *s)
         h2t__pump(c);
         if (c->dead)
             return (-1);
-        if (s->ocopied == s->ogiven || (stream_gone(s) && s->ocopied == s->oframed)) {
+        if (s->ocopied == s->ogiven) {
             h2t__settle(c);
-            return (stream_gone(s) || c->dead ? -1 : 0);
+            return (c->dead ? -1 : 0);
+        }
+        if (stream_gone(s) && s->ocopied == s->oframed) {
+            h2t__settle(c);
+            return (-1);
         }
         if (s->ocopied != seen) {
             seen = s->ocopied;
@@ -737,7 +743,7 @@ finish(struct h2s *s)
     struct h2c *c = s->c;
 
     if (!stream_gone(s)) {
-        if (!s->eof || !s->head_sent) {
+        if (!s->end_sent && (!s->eof || !s->head_sent)) {
             /* No complete response: a reset says so. */
             h2t__stream_rst(s, NGHTTP2_INTERNAL_ERROR);
         } else if (!s->in_end) {

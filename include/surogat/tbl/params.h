@@ -33,7 +33,7 @@ PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
       "refresh is skipped (cache_bgfetch_skipped) and a later request tries again.")
 PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
       "Backlog of each listen socket: connections the kernel queues before accept().")
-PARAM(feature, FEATURE, "+https_scheme,+wait_silo,+validate_headers,+busy_stats_rate", NULL, NULL,
+PARAM(feature, FEATURE, "+http2,+https_scheme,+wait_silo,+validate_headers,+busy_stats_rate", NULL, NULL,
       PAR_LIVE,
       "Varnish's feature flags, so that command lines and scripts written for varnishd work: "
       "+NAME or -NAME separated by commas, after an optional \"default\" or \"none\". "
