@@ -326,8 +326,11 @@ request_head(struct h2c *c, struct h2s *s, uint8_t flags)
     }
     s->t_start = tim_real();
     s->has_body = !(flags & NGHTTP2_FLAG_END_STREAM);
-    if (!s->has_body)
-        s->in_end = true;
+    if (!s->has_body) {
+        body_end(s); /* "content-length: 5" with no body is malformed too */
+        if (s->in_bad)
+            return;
+    }
     if (s->h.verdict != H2_OK)
         s->discard = true; /* answered without looking at the body */
     if (s->has_body && !s->h.has_clen && !s->h.expect_100 && s->h.verdict == H2_OK) {

@@ -196,7 +196,8 @@ h2t__hdr_field(struct h2_hdrs *h, const uint8_t *name, size_t nl, const uint8_t 
                size_t vl)
 {
     h->list_size += nl + vl + H2_FIELD_OVERHEAD;
-    if (h->list_size > par.http_req_size)
+    /* As an HTTP/1 head: no field longer than a header line may be, none over the size. */
+    if (h->list_size > par.http_req_size || nl + vl + 2 > par.http_req_hdr_len)
         verdict(h, H2_ANSWER_431);
     if (!value_ok(value, vl)) {
         verdict(h, nl > 0 && name[0] == ':' ? H2_BAD_PSEUDO : H2_BAD_FIELD);

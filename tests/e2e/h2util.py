@@ -340,3 +340,105 @@ def encoder():
     """An HPACK encoder (hpack, as h2 uses)."""
     import hpack
     return hpack.Encoder()
+
+
+class Raw:
+    """A cleartext HTTP/2 connection spoken in raw frames (what h2 itself would refuse to
+    send), the server's frames read back raw."""
+
+    def __init__(self, port, settings=b"", timeout=10.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.sendall(PREFACE + settings_frame() + settings)
+        self.buf = bytearray()
+        self.timeout = timeout
+
+    def send(self, data):
+        try:
+            self.sock.sendall(data)
+            return True
+        except OSError:
+            return False  # the server closed meanwhile: what it sent is still to be read
+
+    def read_until_closed(self, timeout=None):
+        """Everything until the server closes; True if it did in time."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                d = self.sock.recv(1 << 16)
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError:
+                return True
+            if not d:
+                return True
+            self.buf += d
+        return False
+
+    def read_for(self, secs):
+        deadline = time.monotonic() + secs
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                d = self.sock.recv(1 << 16)
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError:
+                return
+            if not d:
+                return
+            self.buf += d
+
+    def frames(self):
+        """[(type, flags, stream id, payload)] read so far."""
+        out, i, b = [], 0, bytes(self.buf)
+        while i + 9 <= len(b):
+            length = int.from_bytes(b[i:i + 3], "big")
+            if i + 9 + length > len(b):
+                break
+            sid = int.from_bytes(b[i + 5:i + 9], "big") & 0x7fffffff
+            out.append((b[i + 3], b[i + 4], sid, b[i + 9:i + 9 + length]))
+            i += 9 + length
+        return out
+
+    def responses(self):
+        """{stream id: {"status": int, "data": bytes, "ended": bool}} read so far (HPACK
+        decoded in the order the blocks came)."""
+        import hpack
+        dec, out = hpack.Decoder(), {}
+        for t, flags, sid, p in self.frames():
+            if t == 1:
+                if flags & 0x8:  # PADDED
+                    p = p[1:len(p) - p[0]]
+                if flags & 0x20:  # PRIORITY
+                    p = p[5:]
+                st = out.setdefault(sid, {"status": None, "data": b"", "ended": False})
+                st["status"] = int(dict(dec.decode(p))[":status"])
+                st["ended"] = st["ended"] or bool(flags & 0x1)
+            elif t == 0 and sid in out:
+                out[sid]["data"] += p
+                out[sid]["ended"] = out[sid]["ended"] or bool(flags & 0x1)
+        return out
+
+    def goaway(self):
+        """(error code, last stream id) of the server's first GOAWAY, or None."""
+        for t, _, _, p in self.frames():
+            if t == 7:
+                return (struct.unpack(">I", p[4:8])[0], struct.unpack(">I", p[:4])[0])
+        return None
+
+    def rst(self, sid):
+        """The error code of the server's RST_STREAM on sid, or None."""
+        for t, _, s, p in self.frames():
+            if t == 3 and s == sid:
+                return struct.unpack(">I", p[:4])[0]
+        return None
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
