@@ -79,7 +79,8 @@ send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
         k = r->nhead;
     }
     SRG_ASSERT(n <= H1T_IOV);
-    memcpy(all + k, iov, (size_t)n * sizeof *all);
+    if (n > 0)
+        memcpy(all + k, iov, (size_t)n * sizeof *all); /* iov may be NULL when n is 0 */
     k += n;
     if (k == 0)
         return (0);

@@ -246,7 +246,7 @@ on_begin_headers(nghttp2_session *ngh, const nghttp2_frame *frame, void *priv)
         return (0);
     }
     STAT_INC(h2_streams);
-    if (c->nstreams >= par.h2_max_concurrent_streams) {
+    if (c->nopen + c->nzombie >= par.h2_max_concurrent_streams) {
         /* Counting streams reset but still running here: what nghttp2 cannot see. */
         STAT_INC(h2_refused);
         (void)nghttp2_submit_rst_stream(ngh, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
@@ -404,12 +404,17 @@ static int
 on_stream_close(nghttp2_session *ngh, int32_t id, uint32_t code, void *priv)
 {
     struct h2s *s = stream_get(ngh, id);
+    struct h2c *c = priv;
 
-    (void)priv;
     if (s == NULL)
         return (0);
     s->closed = true;
     s->reset = code != NGHTTP2_NO_ERROR || !s->end_sent;
+    c->nopen--;
+    if (s->reset && s->task) {
+        s->zombie = true; /* its request goes on: it still counts */
+        c->nzombie++;
+    }
     s->open = false;
     (void)nghttp2_session_set_stream_user_data(ngh, id, NULL);
     AZ(pthread_cond_broadcast(&s->cond));

@@ -116,6 +116,7 @@ struct h2s {
     bool closed;        /* nghttp2 closed it (a reset, either way, or both ends done) */
     bool reset;         /* closed before our response ended: by the client, or an error */
     bool end_sent;      /* our END_STREAM went out */
+    bool zombie;        /* reset while its runner still works: counted in c->nzombie */
     bool waiting;       /* its runner waits for output (on c's waiters) */
     /* response */
     struct req *req;
@@ -168,7 +169,9 @@ struct h2c {
     enum h2_kill kill;
     /* streams */
     struct h2s *all;   /* every stream (lnext) */
-    unsigned nstreams; /* on it: open in nghttp2, or with a runner */
+    /* Streams under way: open in nghttp2, or reset but with their request still running. */
+    unsigned nopen;
+    unsigned nzombie;
     struct h2s *qhead; /* waiting for a runner, in order */
     struct h2s *qtail;
     unsigned nactive;  /* streams queued or running: the connection is busy */

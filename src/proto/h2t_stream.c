@@ -68,7 +68,7 @@ h2t__stream_new(struct h2c *c, int32_t id)
     if (c->all != NULL)
         c->all->lprev = s;
     c->all = s;
-    c->nstreams++;
+    c->nopen++;
     return (s);
 }
 
@@ -85,7 +85,6 @@ h2t__stream_release(struct h2s *s)
         c->all = s->lnext;
     if (s->lnext != NULL)
         s->lnext->lprev = s->lprev;
-    c->nstreams--;
     h2t__hdr_free(&s->h);
     h2t__hdr_free(&s->tr);
     free(s->ib);
@@ -758,6 +757,10 @@ finish(struct h2s *s)
     s->req = NULL;
     s->nva = NULL;
     s->task = false;
+    if (s->zombie) {
+        s->zombie = false;
+        c->nzombie--;
+    }
     c->nactive--;
     h2t__pump(c);
     h2t__stream_release(s);
@@ -793,6 +796,10 @@ h2t__run(struct wrk *wrk, struct h2c *c)
         s->next = NULL;
         s->queued = false;
         s->task = false;
+        if (s->zombie) {
+            s->zombie = false;
+            c->nzombie--;
+        }
         c->nactive--;
         h2t__stream_release(s);
     }
