@@ -732,6 +732,50 @@ h2t_sess_task(struct wrk *wrk, void *priv)
     h2t__unref(c);
 }
 
+struct h2c *
+h2t__test_conn(struct sess *sp)
+{
+    OBJ_CHECK(sp, SESS_MAGIC);
+    AZ(sp->pool);
+    return (conn_new(sp));
+}
+
+void
+h2t__test_feed(struct h2c *c, struct wrk *wrk, const void *p, size_t n)
+{
+    OBJ_CHECK(c, H2C_MAGIC);
+    AZ(pthread_mutex_lock(&c->mtx));
+    if (!c->dead) {
+        feed(c, p, n);
+        maybe_goaway(c);
+        h2t__pump(c);
+        h2t__run(wrk, c);
+    }
+    AZ(pthread_mutex_unlock(&c->mtx));
+}
+
+bool
+h2t__test_dead(struct h2c *c)
+{
+    bool dead;
+
+    AZ(pthread_mutex_lock(&c->mtx));
+    dead = c->dead;
+    AZ(pthread_mutex_unlock(&c->mtx));
+    return (dead);
+}
+
+void
+h2t__test_close(struct h2c *c, struct wrk *wrk)
+{
+    AZ(pthread_mutex_lock(&c->mtx));
+    c->dead = true;
+    wake_all(c);
+    h2t__run(wrk, c);
+    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unref(c);
+}
+
 int
 h2t_init(void)
 {

@@ -236,5 +236,20 @@ void h2t__stream_data(struct h2s *s, const uint8_t *data, size_t len);
 void h2t__run(struct wrk *wrk, struct h2c *c);
 /* Under c->mtx: reset s with code (counted). */
 void h2t__stream_rst(struct h2s *s, uint32_t code);
+/* What serves a request that passed our checks: req_serve(); tests put their own here. */
+typedef void h2t_serve_f(struct req *req);
+extern h2t_serve_f *h2t__serve;
+
+/*
+ * Tests and fuzzing (tests/unit/proto, tests/fuzz/fuzz_h2.c): a connection
+ * on sp -- its fd one end of a socketpair, no pool, no waiter -- fed on
+ * the caller's thread.  h2t__test_feed() does with the bytes what the
+ * reader does, then serves what got queued, inline (h2t__serve).
+ * h2t__test_close() ends it and closes sp.
+ */
+struct h2c *h2t__test_conn(struct sess *sp);
+void h2t__test_feed(struct h2c *c, struct wrk *wrk, const void *p, size_t n);
+bool h2t__test_dead(struct h2c *c);
+void h2t__test_close(struct h2c *c, struct wrk *wrk);
 
 #endif

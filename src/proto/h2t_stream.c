@@ -118,11 +118,13 @@ helper_task(struct wrk *wrk, void *priv)
     h2t__unref(c);
 }
 
+h2t_serve_f *h2t__serve = req_serve;
+
 /* Under c->mtx: one more runner in the pool while streams wait and none is queued yet. */
 static void
 helper(struct h2c *c)
 {
-    if (c->helper_queued || c->qhead == NULL || c->dead)
+    if (c->helper_queued || c->qhead == NULL || c->dead || c->sp->pool == NULL)
         return;
     c->helper.func = helper_task;
     c->helper.priv = c;
@@ -583,13 +585,12 @@ h2t_interim(struct req *req, unsigned status, const struct txt *fields)
     return (rv == 0 ? 0 : failed(req));
 }
 
-/* Under c->mtx: give back the window of the body bytes the runner has taken. */
+/* Under c->mtx: give back the window of the body bytes the runner has taken, and send. */
 static void
 consume(struct h2s *s, size_t n)
 {
-    if (n == 0)
-        return;
-    (void)nghttp2_session_consume(s->c->ngh, s->id, n);
+    if (n > 0)
+        (void)nghttp2_session_consume(s->c->ngh, s->id, n);
     h2t__pump(s->c);
 }
 
@@ -732,7 +733,7 @@ serve(struct wrk *wrk, struct h2s *s)
         req->body = H1_BODY_CHUNKED; /* the backend learns the end from the chunks */
     }
     req->expect_100 = s->h.expect_100 && !req->body_done;
-    req_serve(req);
+    h2t__serve(req);
 }
 
 /* Under c->mtx: the runner is done with s. */
@@ -740,6 +741,7 @@ static void
 finish(struct h2s *s)
 {
     struct h2c *c = s->c;
+    size_t n;
 
     if (!stream_gone(s)) {
         if (!s->end_sent && (!s->eof || !s->head_sent)) {
@@ -752,8 +754,9 @@ finish(struct h2s *s)
     }
     /* Whatever of the body nobody will read gives its window back. */
     s->discard = true;
-    consume(s, s->ib_len + s->ib_handed);
+    n = s->ib_len + s->ib_handed;
     s->ib_len = s->ib_handed = 0;
+    consume(s, n); /* out go the reset and the window update; nghttp2 may close s */
     s->req = NULL;
     s->nva = NULL;
     s->task = false;
@@ -762,8 +765,7 @@ finish(struct h2s *s)
         c->nzombie--;
     }
     c->nactive--;
-    h2t__pump(c);
-    h2t__stream_release(s);
+    h2t__stream_release(s); /* s may be gone from here */
 }
 
 void
