@@ -145,8 +145,9 @@ h2t__send_data_cb(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *fra
     take_body(s, p + 9, length);
     c->ob_len += 9 + length;
     s->ocopied += length;
-    if (s->ocopied == s->ogiven)
-        AZ(pthread_cond_signal(&s->cond)); /* its body() may return */
+    /* Its body() may return: all is in, or its stream is gone and what nghttp2 began is. */
+    if (s->ocopied == s->ogiven || (h2t__stream_gone(s) && s->ocopied == s->oframed))
+        AZ(pthread_cond_signal(&s->cond));
     return (0);
 }
 

@@ -5,7 +5,9 @@
  *   h2t.c         connections: start, the reader, parking, closing, limits
  *   h2t_io.c      the output buffer, frames out, waiting for the socket
  *   h2t_hdr.c     request header fields checked (RFC 9113 section 8) and kept
- *   h2t_stream.c  streams as requests: the runners and tp_ops
+ *   h2t_recv.c    nghttp2's receive callbacks, and the limits they enforce
+ *   h2t_stream.c  streams as requests: their lifetime, the runners
+ *   h2t_ops.c     tp_ops: a stream's response and request body
  */
 #ifndef SUROGAT_H2T_PRIV_H
 #define SUROGAT_H2T_PRIV_H
@@ -195,11 +197,20 @@ struct h2c {
 
 /* h2t.c */
 extern nghttp2_session_callbacks *h2t__cb;
+void h2t__wake_all(struct h2c *c); /* under c->mtx: every runner waiting on the connection */
 void h2t__unref(struct h2c *c); /* the last one frees c and closes its session */
 /* Under c->mtx: tear the connection down (GOAWAY with why, when it can still be said). */
 void h2t__kill(struct h2c *c, enum h2_kill why, uint32_t code);
 /* Under c->mtx: the connection's request count went to zero while parked busy. */
 void h2t__rested(struct h2c *c);
+
+/* h2t_recv.c */
+void h2t__recv_callbacks(nghttp2_session_callbacks *cb);
+/*
+ * Under c->mtx: condemn the connection -- count why, have nghttp2 say
+ * GOAWAY with code.  Safe in nghttp2's callbacks; h2t__kill() finishes.
+ */
+void h2t__doom(struct h2c *c, enum h2_kill why, uint32_t code);
 
 /* h2t_io.c: all under c->mtx */
 /* Frames out: into ob and on to the socket, until nghttp2 has no more or the socket is full. */
@@ -236,6 +247,12 @@ void h2t__stream_data(struct h2s *s, const uint8_t *data, size_t len);
 void h2t__run(struct wrk *wrk, struct h2c *c);
 /* Under c->mtx: reset s with code (counted). */
 void h2t__stream_rst(struct h2s *s, uint32_t code);
+
+/* h2t_ops.c */
+/* No more of the response can go: the connection died or the stream was reset. */
+bool h2t__stream_gone(const struct h2s *s);
+/* Under c->mtx: give back the window of n body bytes the runner has taken, and send. */
+void h2t__consume(struct h2s *s, size_t n);
 /* What serves a request that passed our checks: req_serve(); tests put their own here. */
 typedef void h2t_serve_f(struct req *req);
 extern h2t_serve_f *h2t__serve;

@@ -302,6 +302,18 @@ def test_counters_metrics_status(static):
     assert js["counters"]["h2_streams"] == 5 and js["counters"]["h2_sess"] == 1
 
 
+def test_status_page_shows_h2(static, tmp_path):
+    from m_status_page_test import load_dom
+    admin = free_port()
+    srv = static(args=["-M", "127.0.0.1:%d" % admin])
+    with srv.h2(tls=True) as c:
+        for _ in range(7):
+            assert c.get("/index.html").status == 200
+        dom = load_dom("http://127.0.0.1:%d/" % admin, tmp_path, 3000)
+        assert dom.by_id["h2-streams"]["attrs"]["data-value"] == "7", dom.by_id["h2-streams"]
+        assert dom.by_id["h2-open"]["text"].strip() == "1"
+
+
 # -- real clients --------------------------------------------------------------------------
 
 

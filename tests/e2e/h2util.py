@@ -94,6 +94,7 @@ class H2:
         self.closed = False
         self.settings = {}       # what the server said
         self.pings = 0
+        self.hold = set()        # streams whose window stays shut (the connection's opens)
         if preface:
             self.conn.initiate_connection()
             if settings:
@@ -202,8 +203,11 @@ class H2:
             st.trailers = ev.headers
         elif isinstance(ev, h2.events.DataReceived):
             st.data += ev.data
-            if self.auto_window and ev.flow_controlled_length:
-                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            n = ev.flow_controlled_length
+            if n and ev.stream_id in self.hold:
+                self.conn.increment_flow_control_window(n)  # the connection's, not the stream's
+            elif n and self.auto_window:
+                self.conn.acknowledge_received_data(n, ev.stream_id)
         elif isinstance(ev, h2.events.StreamEnded):
             st.ended = True
         elif isinstance(ev, h2.events.StreamReset):

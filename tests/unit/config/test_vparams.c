@@ -148,16 +148,17 @@ END_TEST
 
 START_TEST(feature_values)
 {
-    const char *fixed = "+https_scheme,+wait_silo,+validate_headers,+busy_stats_rate";
+    const char *fixed = "+http2,+https_scheme,+wait_silo,+validate_headers,+busy_stats_rate";
 
     ck_assert_str_eq(get("feature"), fixed);
     set_ok("feature", "default");
     set_ok("feature", "+validate_headers");
-    set_ok("feature", "-http2,-esi_remove_bom");
-    set_ok("feature", "none,+https_scheme,+validate_headers,+wait_silo,+busy_stats_rate");
-    set_ok("feature", "+http2,-http2");
+    set_ok("feature", "+http2,-esi_remove_bom");
+    set_ok("feature",
+           "none,+http2,+https_scheme,+validate_headers,+wait_silo,+busy_stats_rate");
+    set_ok("feature", "-http2,+http2");
     ck_assert_str_eq(get("feature"), fixed);
-    set_fails("feature", "+http2", "+http2 is not possible: HTTP/2 is not supported");
+    set_fails("feature", "-http2", "-http2 is not possible: HTTP/2 is chosen per listen");
     set_fails("feature", "+esi_disable_xml_check", "surogat does not process ESI");
     set_fails("feature", "-validate_headers", "-validate_headers is not possible");
     set_fails("feature", "none", "is not possible");
