@@ -57,6 +57,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -77,7 +78,30 @@
 #include "h2t_priv.h"
 
 nghttp2_session_callbacks *h2t__cb;
+unsigned h2t__ncpu = 1;
 static nghttp2_option *h2t_opt;
+static __thread const struct h2c *held; /* the connection whose lock this thread holds */
+
+void
+h2t__lock(struct h2c *c)
+{
+    AZ(pthread_mutex_lock(&c->mtx));
+    held = c;
+}
+
+void
+h2t__unlock(struct h2c *c)
+{
+    SRG_ASSERT(held == c);
+    held = NULL;
+    AZ(pthread_mutex_unlock(&c->mtx));
+}
+
+bool
+h2t__held(const struct h2c *c)
+{
+    return (held == c);
+}
 
 /* RFC 9113 section 3.4: what a client with prior knowledge sends first. */
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -160,10 +184,10 @@ h2t__unref(struct h2c *c)
     bool last;
 
     OBJ_CHECK(c, H2C_MAGIC);
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     SRG_ASSERT(c->refcnt > 0);
     last = --c->refcnt == 0;
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     if (!last)
         return;
     SRG_ASSERT(c->dead && c->nrunners == 0 && c->qhead == NULL);
@@ -191,7 +215,7 @@ conn_close(struct sess *sp)
     struct h2c *c = sp->tp_conn;
 
     OBJ_CHECK(c, H2C_MAGIC);
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     if (!c->dead && !c->goaway) {
         (void)nghttp2_submit_goaway(c->ngh, NGHTTP2_FLAG_NONE,
                                     nghttp2_session_get_last_proc_stream_id(c->ngh),
@@ -202,7 +226,7 @@ conn_close(struct sess *sp)
     c->dead = true;
     c->parked_busy = false;
     h2t__wake_all(c);
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     h2t__unref(c);
 }
 
@@ -277,10 +301,10 @@ io_wait(struct h2c *c)
         return;
     }
     c->flusher = true;
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     vio_blocking();
     (void)poll(&pfd, 1, (int)(left * 1e3) + 1);
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     c->flusher = false;
     h2t__pump(c);
 }
@@ -346,7 +370,7 @@ h2t_sess_task(struct wrk *wrk, void *priv)
     c = sp->tp_conn != NULL ? sp->tp_conn : conn_new(sp);
     OBJ_CHECK(c, H2C_MAGIC);
     wrk_buffers_fit(wrk);
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     c->reader = true;
     c->parked_busy = false;
     for (;;) {
@@ -383,10 +407,10 @@ h2t_sess_task(struct wrk *wrk, void *priv)
         if (c->qhead != NULL) {
             c->refcnt++;
             h2t__run(wrk, c);
-            AZ(pthread_mutex_unlock(&c->mtx));
+            h2t__unlock(c);
             h2t__unref(c);
         } else {
-            AZ(pthread_mutex_unlock(&c->mtx));
+            h2t__unlock(c);
         }
         return;
     }
@@ -394,7 +418,7 @@ h2t_sess_task(struct wrk *wrk, void *priv)
     h2t__wake_all(c);
     c->reader = false;
     h2t__run(wrk, c);
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     h2t__unref(c);
 }
 
@@ -410,14 +434,14 @@ void
 h2t__test_feed(struct h2c *c, struct wrk *wrk, const void *p, size_t n)
 {
     OBJ_CHECK(c, H2C_MAGIC);
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     if (!c->dead) {
         feed(c, p, n);
         maybe_goaway(c);
         h2t__pump(c);
         h2t__run(wrk, c);
     }
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
 }
 
 bool
@@ -425,20 +449,20 @@ h2t__test_dead(struct h2c *c)
 {
     bool dead;
 
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     dead = c->dead;
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     return (dead);
 }
 
 void
 h2t__test_close(struct h2c *c, struct wrk *wrk)
 {
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     c->dead = true;
     h2t__wake_all(c);
     h2t__run(wrk, c);
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     h2t__unref(c);
 }
 
@@ -446,6 +470,10 @@ int
 h2t_init(void)
 {
     nghttp2_session_callbacks *cb;
+    cpu_set_t cpus;
+
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0)
+        h2t__ncpu = (unsigned)CPU_COUNT(&cpus);
 
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&h2t_opt) != 0)
         return (-1);

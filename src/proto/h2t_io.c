@@ -39,6 +39,23 @@
 
 #include "h2t_priv.h"
 
+static __thread char me; /* its address names this thread as a holder */
+
+void
+h2t__hold(struct h2c *c)
+{
+    c->holder = &me;
+}
+
+void
+h2t__release(struct h2c *c)
+{
+    if (c->holder != &me)
+        return;
+    c->holder = NULL;
+    h2t__pump(c);
+}
+
 ssize_t
 h2t__read(struct h2c *c, void *buf, size_t len)
 {
@@ -202,6 +219,8 @@ h2t__pump(struct h2c *c)
             h2t__kill(c, H2K_FRAME, NGHTTP2_INTERNAL_ERROR);
             return;
         }
+        if (c->holder == &me && c->ob_len < H2_HOLD_MAX)
+            return; /* held back for the next answer (h2t__hold()) */
         if (c->ob == NULL || c->ob_len == 0) {
             c->t_progress = 0;
             return;
@@ -234,6 +253,8 @@ h2t__flush_wait(struct h2c *c, double deadline)
     double stall, left;
 
     SRG_ASSERT(!c->flusher);
+    if (c->holder == &me)
+        c->holder = NULL; /* about to wait: nothing is held back any more */
     if (c->dead)
         return (-1);
     if (c->ob_len == 0)
@@ -244,12 +265,12 @@ h2t__flush_wait(struct h2c *c, double deadline)
     if (deadline > stall)
         deadline = stall;
     c->flusher = true;
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     vio_blocking();
     left = deadline - tim_mono();
     if (left > 0)
         (void)poll(&pfd, 1, (int)(left * 1e3) + 1);
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     c->flusher = false;
     h2t__pump(c);
     if (c->dead)
@@ -273,6 +294,8 @@ h2t__wake_waiters(struct h2c *c)
 void
 h2t__settle(struct h2c *c)
 {
+    if (c->holder == &me)
+        return; /* it sends what it holds itself, soon */
     while (!c->dead && c->ob_len > 0 && !c->flusher) {
         if (c->waiters != NULL) {
             /* A runner that waits anyway flushes: we may go. */

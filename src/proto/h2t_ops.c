@@ -261,7 +261,7 @@ send_body(struct req *req, struct h2s *s, const struct iovec *iov, int niov, uin
     struct h2c *c = s->c;
     int rv = -1;
 
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     if (!h2t__stream_gone(s) && submit_head(s) == 0) {
         if (s->olen < TP_LEN_UNKNOWN && s->ogiven + total > s->olen)
             total = s->olen - s->ogiven; /* never past what the head announced */
@@ -274,7 +274,7 @@ send_body(struct req *req, struct h2s *s, const struct iovec *iov, int niov, uin
         s->oiov = NULL;
         s->oniov = 0;
     }
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     if (rv != 0)
         return (failed(req));
     req->resp_bytes += total;
@@ -317,9 +317,9 @@ h2t_file(struct req *req, int fd, off_t off, size_t len)
             continue;
         if (n <= 0) {
             /* The file shrank or failed: the head promised a length, so the stream is cut. */
-            AZ(pthread_mutex_lock(&s->c->mtx));
+            h2t__lock(s->c);
             h2t__stream_rst(s, NGHTTP2_INTERNAL_ERROR);
-            AZ(pthread_mutex_unlock(&s->c->mtx));
+            h2t__unlock(s->c);
             req->abort = true;
             return (failed(req));
         }
@@ -339,7 +339,7 @@ h2t_end(struct req *req)
     struct h2c *c = s->c;
     int rv = -1;
 
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     if (!h2t__stream_gone(s) && submit_head(s) == 0) {
         if (!s->eof) {
             s->eof = true;
@@ -353,7 +353,7 @@ h2t_end(struct req *req)
         h2t__settle(c);
         rv = c->dead ? -1 : 0;
     }
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     return (rv == 0 ? 0 : failed(req));
 }
 
@@ -363,7 +363,7 @@ h2t_abort(struct req *req)
     struct h2s *s = stream_of(req);
     bool cut;
 
-    AZ(pthread_mutex_lock(&s->c->mtx));
+    h2t__lock(s->c);
     cut = s->head_sent;
     if (cut) {
         /* The client must not take a short body for a whole one. */
@@ -374,7 +374,7 @@ h2t_abort(struct req *req)
         s->olen = TP_LEN_NONE;
         req->t_first = 0;
     }
-    AZ(pthread_mutex_unlock(&s->c->mtx));
+    h2t__unlock(s->c);
     if (cut)
         req->abort = req->close = true;
     return (cut);
@@ -387,11 +387,11 @@ h2t_writable(struct req *req)
     struct h2c *c = s->c;
     bool ok;
 
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     ok = !h2t__stream_gone(s) && H2_OB_SIZE - c->ob_len >= 8192 &&
          nghttp2_session_get_stream_remote_window_size(c->ngh, s->id) >= 8192 &&
          nghttp2_session_get_remote_window_size(c->ngh) >= 8192;
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     return (ok);
 }
 
@@ -420,9 +420,9 @@ h2t_interim(struct req *req, unsigned status, const struct txt *fields)
     struct h2s *s = stream_of(req);
     int rv;
 
-    AZ(pthread_mutex_lock(&s->c->mtx));
+    h2t__lock(s->c);
     rv = send_interim(req, s, status, fields);
-    AZ(pthread_mutex_unlock(&s->c->mtx));
+    h2t__unlock(s->c);
     return (rv == 0 ? 0 : failed(req));
 }
 
@@ -445,7 +445,7 @@ h2t_body_next(struct req *req, const char **data)
 
     if (req->body_done)
         return (0);
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     if (s->ib_handed > 0) {
         s->ib_head = (s->ib_head + s->ib_handed) % s->ib_cap;
         n = s->ib_handed;
@@ -478,10 +478,11 @@ h2t_body_next(struct req *req, const char **data)
         }
         if (h2t__stream_gone(s) || tim_mono() >= deadline)
             break;
+        h2t__release(c); /* what this runner held back goes before it waits */
         h2t__settle(c);
         (void)wait_for(s, false, deadline);
     }
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     if (rv < 0)
         req->close = true;
     return (rv);

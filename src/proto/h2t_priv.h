@@ -30,6 +30,7 @@ struct wrk;
 /* Room for output frames; a DATA frame and its header fill one TLS record (H2_DATA_MAX). */
 #define H2_OB_SIZE  (64 * 1024)
 #define H2_DATA_MAX (16384 - 9)
+#define H2_HOLD_MAX 16384
 /* Frames one header block may take (HEADERS and its CONTINUATIONs), and bytes per http_req_size. */
 #define H2_HB_FRAMES 32
 
@@ -184,6 +185,7 @@ struct h2c {
     char *ob;          /* H2_OB_SIZE, while there is output */
     size_t ob_head, ob_len;
     bool flusher;      /* a thread waits for the socket to take ob */
+    const void *holder; /* the runner holding back ob to send it with its next stream's */
     struct h2s *waiters; /* runners waiting for output progress (next) */
     double t_progress; /* tim_mono() of the last write that made progress */
     uint32_t local_window; /* our SETTINGS_INITIAL_WINDOW_SIZE */
@@ -197,6 +199,11 @@ struct h2c {
 
 /* h2t.c */
 extern nghttp2_session_callbacks *h2t__cb;
+extern unsigned h2t__ncpu; /* the CPUs we may run on: runners a connection keeps busy at most */
+/* c->mtx, the thread knowing it holds it (a runner's blocking hook runs in either state). */
+void h2t__lock(struct h2c *c);
+void h2t__unlock(struct h2c *c);
+bool h2t__held(const struct h2c *c);
 void h2t__wake_all(struct h2c *c); /* under c->mtx: every runner waiting on the connection */
 void h2t__unref(struct h2c *c); /* the last one frees c and closes its session */
 /* Under c->mtx: tear the connection down (GOAWAY with why, when it can still be said). */
@@ -223,6 +230,15 @@ void h2t__pump(struct h2c *c);
 int h2t__flush_wait(struct h2c *c, double deadline);
 /* Before a thread leaves the connection or blocks: see that ob gets written (h2t.c). */
 void h2t__settle(struct h2c *c);
+/*
+ * A runner about to serve another stream of the connection holds back
+ * what ob has, below H2_HOLD_MAX, so that both answers leave in one write
+ * (one TLS record, one system call).  Whatever it does next that can
+ * block lets go first (h2t__flush_wait(), wrk.on_block), and so does the
+ * end of its run: h2t__release() sends what was held.
+ */
+void h2t__hold(struct h2c *c);
+void h2t__release(struct h2c *c);
 /* A non-blocking read: >0, 0 at EOF, -1 with errno (EAGAIN). */
 ssize_t h2t__read(struct h2c *c, void *buf, size_t len);
 void h2t__ob_free(struct h2c *c);

@@ -7,12 +7,13 @@
  * connection's queue.  Runners take streams from the queue one after
  * another and serve each with req_serve() on the runner's own worker:
  * the reader that decoded them becomes the first runner once it has
- * parked the connection, and while the queue holds more, one more runner
- * is always queued in the pool (a "helper"), so that a stream that blocks
- * (a slow backend, a closed window) never holds up the others -- any free
- * worker takes the next -- while a burst of cache hits is served back to
- * back without a thread hand-off per stream.  At most one helper per
- * connection waits in the pool queue.
+ * parked the connection.  While the queue holds more, another runner is
+ * queued in the pool (a "helper") as long as there are CPUs for it, and
+ * whenever a runner is about to block (wrk.on_block: a slow backend, a
+ * busy object, a closed window), so that a stream that blocks never holds
+ * up the others -- any free worker takes the next -- while a burst of
+ * cache hits is served back to back without a thread hand-off per stream.
+ * At most one helper per connection waits in the pool queue.
  *
  * A stream is freed when both nghttp2 (until on_stream_close()) and its
  * runner (from queued to done) have let it go; both under the connection
@@ -105,10 +106,10 @@ helper_task(struct wrk *wrk, void *priv)
 
     OBJ_CHECK(c, H2C_MAGIC);
     wrk_buffers_fit(wrk);
-    AZ(pthread_mutex_lock(&c->mtx));
+    h2t__lock(c);
     c->helper_queued = false;
     h2t__run(wrk, c);
-    AZ(pthread_mutex_unlock(&c->mtx));
+    h2t__unlock(c);
     h2t__unref(c);
 }
 
@@ -296,6 +297,29 @@ finish(struct h2s *s)
     h2t__stream_release(s); /* s may be gone from here */
 }
 
+/*
+ * wrk.on_block while a runner serves a stream of c: it is about to block
+ * (a backend, a busy object, a window), so the streams queued behind it go
+ * to a helper.  With its connection's lock held or not.
+ */
+static void
+runner_blocking(struct wrk *wrk)
+{
+    struct h2c *c = wrk->on_block_priv;
+
+    OBJ_CHECK(c, H2C_MAGIC);
+    if (h2t__held(c)) {
+        h2t__release(c);
+        helper(c);
+        return;
+    }
+    h2t__lock(c);
+    h2t__release(c);
+    h2t__settle(c);
+    helper(c);
+    h2t__unlock(c);
+}
+
 void
 h2t__run(struct wrk *wrk, struct h2c *c)
 {
@@ -308,16 +332,32 @@ h2t__run(struct wrk *wrk, struct h2c *c)
             c->qtail = NULL;
         s->next = NULL;
         s->queued = false;
-        helper(c);
+        /*
+         * More runners while CPUs are left for them; beyond, only when a
+         * runner blocks (runner_blocking()): a burst of cache hits is served
+         * back to back, without a thread hand-off per stream.
+         */
+        if (c->nrunners + (c->helper_queued ? 1 : 0) < h2t__ncpu)
+            helper(c);
         if (!h2t__stream_gone(s)) {
             /* A stream reset while it waited (Rapid Reset) costs no request. */
-            AZ(pthread_mutex_unlock(&c->mtx));
+            h2t__unlock(c);
+            wrk->on_block = runner_blocking;
+            wrk->on_block_priv = c;
             serve(wrk, s);
-            AZ(pthread_mutex_lock(&c->mtx));
+            wrk->on_block = NULL;
+            wrk->on_block_priv = NULL;
+            h2t__lock(c);
         }
         finish(s);
+        if (c->qhead != NULL)
+            h2t__hold(c); /* its answer leaves with the next one's */
+        else
+            h2t__release(c);
         h2t__settle(c);
     }
+    h2t__release(c);
+    h2t__settle(c);
     /* Dead: what is still queued ends here. */
     while ((s = c->qhead) != NULL) {
         c->qhead = s->next;
