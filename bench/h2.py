@@ -22,7 +22,9 @@ static files from tmpfs.  Same pinning as tls.py:
    h2load's per-request log (time from the request to the end of its
    response).
 3. TLS handshakes with ALPN h2: h2load opening connections at a fixed
-   rate, each for one request (no resumption): completions per second.
+   rate above what any of them accepts, each for one request, no
+   resumption: handshakes per second of the proxy's CPU time, and per
+   second of the run.
 
 The protocol, cipher, key exchange, certificate and ALPN each one
 negotiates with `openssl s_client` are printed first.  Every process it
@@ -206,6 +208,8 @@ def load_phase(args, servers, workdir):
         for srv in servers:
             if not srv.check_alive():
                 continue
+            row.setdefault("busy_before_pct", {})[srv.name] = pt.wait_idle(
+                min(60.0, args.wait_idle), limit=args.idle_limit)
             lf = os.path.join(workdir, f"h2load-{srv.name}.log")
             url = f"https://127.0.0.1:{srv.port}{path}"
             h2load(args, url, args.conns, m, args.warmup)  # warm-up, not counted
@@ -226,20 +230,23 @@ def load_phase(args, servers, workdir):
 
 
 def handshake_phase(args, servers):
+    """New connections, a request each, created faster than any of them accepts:
+    handshakes per second of the proxy's CPU time (and of the wall clock)."""
     rows = {}
     n = args.handshakes
     for srv in servers:
         if not srv.check_alive():
             continue
-        # a connection a request, created at a rate above what any of them can take
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), pt.proc_ticks(srv.pid)
         r = h2load(args, f"https://127.0.0.1:{srv.port}/1k", n, 1,
-                   extra=["-n", str(n), "-r", str(max(1, n // 50)), "--rate-period", "0.02s"])
+                   extra=["-n", str(n), "-r", str(max(1, n // 100)), "--rate-period=20ms"])
         secs = time.monotonic() - t0
+        r["cpu_s"] = (pt.proc_ticks(srv.pid) - c0) / os.sysconf("SC_CLK_TCK")
+        r["hs_per_cpu_s"] = (r["ok"] / r["cpu_s"]) if r["ok"] and r["cpu_s"] else None
         r["hs_per_s"] = (r["ok"] / secs) if r["ok"] else None
         rows[srv.name] = r
-        log(f"handshakes {srv.name:>8}: {pt.fmt_num(r['hs_per_s'])}/s "
-            f"(ok {r['ok']} of {n}, h2load says {pt.fmt_num(r['rps'])} req/s)")
+        log(f"handshakes {srv.name:>8}: {pt.fmt_num(r['hs_per_cpu_s'])} per CPU s, "
+            f"{pt.fmt_num(r['hs_per_s'])} per s (ok {r['ok']} of {n})")
     return rows
 
 
@@ -272,10 +279,12 @@ def report(idle, rows, hs, names):
                       for n in others]
         cells += [pt.fmt_ms(r[n].get("p99")) for n in names]
         print("| " + " | ".join(cells) + " |")
-    print("\n### TLS handshakes with ALPN h2\n")
-    print("| " + " | ".join(f"{n} /s" for n in names) + " |")
-    print("|" + "---|" * len(names))
-    print("| " + " | ".join(pt.fmt_num((hs.get(n) or {}).get("hs_per_s")) for n in names) + " |")
+    print("\n### TLS handshakes with ALPN h2 (a connection a request)\n")
+    print("| " + " | ".join(f"{n} per CPU s" for n in names) + " | " +
+          " | ".join(f"{n} per s" for n in names) + " |")
+    print("|" + "---|" * 2 * len(names))
+    print("| " + " | ".join(pt.fmt_num((hs.get(n) or {}).get("hs_per_cpu_s")) for n in names) +
+          " | " + " | ".join(pt.fmt_num((hs.get(n) or {}).get("hs_per_s")) for n in names) + " |")
 
 
 def parse_args():
@@ -294,6 +303,11 @@ def parse_args():
     ap.add_argument("--handshakes", type=int, default=10000,
                     help="connections in the handshake run")
     ap.add_argument("--no-idle", action="store_true")
+    ap.add_argument("--wait-idle", type=float, default=300.0,
+                    help="wait up to this long for both cores to be nearly idle before "
+                         "starting, and up to 60 s before each run (shared machines)")
+    ap.add_argument("--idle-limit", type=float, default=10.0,
+                    help="busy %% of a core under which it counts as idle")
     ap.add_argument("--no-handshakes", action="store_true")
     ap.add_argument("--thread-pools", type=int, default=2)
     ap.add_argument("--thread-pool-min", type=int, default=250)
@@ -357,6 +371,8 @@ def main():
     pt.wait_ready(origin.proc, origin_port, "/1k", 1024, "origin nginx")
     start = {"surogat": start_surogat, "nginx": start_nginx, "haproxy": start_haproxy}
     servers = [start[n](args, workdir, origin_port, crt, key) for n in args.only]
+    busy_before = pt.wait_idle(args.wait_idle, limit=args.idle_limit)
+    log(f"cores busy before the runs (%): {busy_before}")
     idle = {}
     for srv in servers:
         deadline = time.monotonic() + 30
@@ -383,6 +399,7 @@ def main():
                 "proxy_cpu": args.proxy_cpu, "client_cpu": args.client_cpu,
                 "duration": args.duration, "warmup": args.warmup, "conns": args.conns,
                 "streams": args.streams, "contenders": args.only,
+                "busy_before_pct": busy_before,
                 "ciphers": tls.CIPHERS, "ciphersuites": tls.SUITES}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "tls": check, "idle": idle, "rows": rows,

@@ -265,11 +265,41 @@ serve(struct wrk *wrk, struct h2s *s)
     h2t__serve(req);
 }
 
+/* Under c->mtx: off the queue or out of its runner: no request of s runs any more. */
+static struct h2s *
+dequeue(struct h2c *c)
+{
+    struct h2s *s = c->qhead;
+
+    if (s == NULL)
+        return (NULL);
+    c->qhead = s->next;
+    if (c->qhead == NULL)
+        c->qtail = NULL;
+    s->next = NULL;
+    s->queued = false;
+    return (s);
+}
+
+/* Under c->mtx: s has no request running any more; freed if nghttp2 let go too. */
+static void
+untask(struct h2s *s)
+{
+    struct h2c *c = s->c;
+
+    s->task = false;
+    if (s->zombie) {
+        s->zombie = false;
+        c->nzombie--;
+    }
+    c->nactive--;
+    h2t__stream_release(s);
+}
+
 /* Under c->mtx: the runner is done with s. */
 static void
 finish(struct h2s *s)
 {
-    struct h2c *c = s->c;
     size_t n;
 
     if (!h2t__stream_gone(s)) {
@@ -288,13 +318,7 @@ finish(struct h2s *s)
     h2t__consume(s, n); /* out go the reset and the window update; nghttp2 may close s */
     s->req = NULL;
     s->nva = NULL;
-    s->task = false;
-    if (s->zombie) {
-        s->zombie = false;
-        c->nzombie--;
-    }
-    c->nactive--;
-    h2t__stream_release(s); /* s may be gone from here */
+    untask(s); /* s may be gone from here */
 }
 
 /*
@@ -326,12 +350,7 @@ h2t__run(struct wrk *wrk, struct h2c *c)
     struct h2s *s;
 
     c->nrunners++;
-    while (!c->dead && (s = c->qhead) != NULL) {
-        c->qhead = s->next;
-        if (c->qhead == NULL)
-            c->qtail = NULL;
-        s->next = NULL;
-        s->queued = false;
+    while (!c->dead && (s = dequeue(c)) != NULL) {
         /*
          * More runners while CPUs are left for them; beyond, only when a
          * runner blocks (runner_blocking()): a burst of cache hits is served
@@ -359,20 +378,8 @@ h2t__run(struct wrk *wrk, struct h2c *c)
     h2t__release(c);
     h2t__settle(c);
     /* Dead: what is still queued ends here. */
-    while ((s = c->qhead) != NULL) {
-        c->qhead = s->next;
-        if (c->qhead == NULL)
-            c->qtail = NULL;
-        s->next = NULL;
-        s->queued = false;
-        s->task = false;
-        if (s->zombie) {
-            s->zombie = false;
-            c->nzombie--;
-        }
-        c->nactive--;
-        h2t__stream_release(s);
-    }
+    while ((s = dequeue(c)) != NULL)
+        untask(s);
     c->nrunners--;
     if (c->nactive == 0)
         h2t__rested(c);

@@ -171,35 +171,22 @@ def test_hpack_bomb_is_431(h2c):
     assert served(port)
 
 
-def test_continuation_flood(h2c):
-    """CVE-2024-27316: a header block that never ends, in small CONTINUATION frames."""
-    sg, port = h2c()
-    block = hpack.Encoder().encode(BASE + [("x-a%d" % i, "a" * 90) for i in range(1000)],
+@pytest.mark.parametrize("frame_len,fields", [(100, 1000), (16000, 2000)])
+def test_continuation_flood(h2c, frame_len, fields):
+    """CVE-2024-27316: a header block that never ends, in CONTINUATION frames: small ones
+    (more than 32), or full ones (more than http_req_size bytes)."""
+    sg, port = h2c(params={"http_req_size": "32k"})
+    block = hpack.Encoder().encode(BASE + [("x-a%d" % i, "a" * 90) for i in range(fields)],
                                    huffman=False)
     with Raw(port) as r:
-        r.send(raw_headers(1, block[:100], end_headers=False))
-        for i in range(100, len(block), 100):
-            if not r.send(continuation(1, block[i:i + 100])):
+        r.send(raw_headers(1, block[:frame_len], end_headers=False))
+        for i in range(frame_len, len(block), frame_len):
+            if not r.send(continuation(1, block[i:i + frame_len])):
                 break
         assert r.read_until_closed()
         assert r.goaway()[0] == ENHANCE_YOUR_CALM, r.frames()
     assert sg.stat("h2_flood_continuation") == 1
     assert served(port)
-
-
-def test_continuation_flood_large_frames(h2c):
-    """The same with full frames: the block's bytes are capped at http_req_size."""
-    sg, port = h2c(params={"http_req_size": "32k"})
-    block = hpack.Encoder().encode(BASE + [("x-a%d" % i, "a" * 90) for i in range(2000)],
-                                   huffman=False)
-    with Raw(port) as r:
-        r.send(raw_headers(1, block[:16000], end_headers=False))
-        for i in range(16000, len(block), 16000):
-            if not r.send(continuation(1, block[i:i + 16000])):
-                break
-        assert r.read_until_closed()
-        assert r.goaway()[0] == ENHANCE_YOUR_CALM
-    assert sg.stat("h2_flood_continuation") == 1
 
 
 def test_rapid_reset(h2c):

@@ -365,7 +365,11 @@ class Raw:
 
     def read_until_closed(self, timeout=None):
         """Everything until the server closes; True if it did in time."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+        return self.read_for(timeout or self.timeout)
+
+    def read_for(self, secs):
+        """Read for secs seconds at most; True when the server closed meanwhile."""
+        deadline = time.monotonic() + secs
         while time.monotonic() < deadline:
             self.sock.settimeout(max(0.05, deadline - time.monotonic()))
             try:
@@ -378,20 +382,6 @@ class Raw:
                 return True
             self.buf += d
         return False
-
-    def read_for(self, secs):
-        deadline = time.monotonic() + secs
-        while time.monotonic() < deadline:
-            self.sock.settimeout(max(0.05, deadline - time.monotonic()))
-            try:
-                d = self.sock.recv(1 << 16)
-            except (socket.timeout, TimeoutError):
-                continue
-            except OSError:
-                return
-            if not d:
-                return
-            self.buf += d
 
     def frames(self):
         """[(type, flags, stream id, payload)] read so far."""
