@@ -41,6 +41,7 @@
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/pool.h"
+#include "surogat/realip.h"
 #include "surogat/req.h"
 #include "surogat/rld.h"
 #include "surogat/sb.h"
@@ -582,6 +583,7 @@ drain_and_stop(const struct opts *o)
     xkey_fini();
     ban_fini();
     req_purge_fini();
+    realip_fini();
     sto_fini();
     alog_fini();
     rlog_fini();
@@ -677,7 +679,7 @@ main(int argc, char **argv)
     if (o.backend != NULL && o.backend[0] == '/') {
         /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
         o.sfb = sfb_new_params(o.backend, &err);
-        if (o.sfb == NULL || be_add_static("default", o.sfb, &err) != 0)
+        if (o.sfb == NULL || be_add_local("default", &sfb_be_ops, o.sfb, &err) != 0)
             die("-b %s", ebuf);
     } else if (o.backend != NULL && be_add("default", o.backend, &err) != 0) {
         die("-b %s", ebuf);

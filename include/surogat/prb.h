@@ -60,10 +60,13 @@ void prb_fini(void); /* stop the thread if running; frees every probe */
  * the Host header of the default request.  tls: NULL for plain HTTP, else
  * borrowed until prb_fini() (the backend's).  The conf is copied (after
  * prb_conf_check()).  Any thread.  *bits0 gets the initial history.
+ * proxy_protocol 1 or 2: each probe connection opens with a PROXY header
+ * saying LOCAL (v1 UNKNOWN), before TLS, as the backend expects on every
+ * connection; 0: none.
  */
 struct prb *prb_start(const char *name, const struct sockaddr *sa, socklen_t salen,
-                      const char *host, struct bcp_tls *tls, const struct be_probe_conf *c,
-                      prb_result_f *cb, void *priv, uint64_t *bits0);
+                      const char *host, struct bcp_tls *tls, unsigned proxy_protocol,
+                      const struct be_probe_conf *c, prb_result_f *cb, void *priv, uint64_t *bits0);
 /*
  * Stop and free it at the probe thread's next turn; *pp = NULL.  A result
  * being delivered meanwhile may still reach the callback, so priv must

@@ -9,21 +9,32 @@
  *
  * A tls address loads its certificates here too, so a bad file also
  * stops the start; the handshake itself is left to a worker.
+ *
+ * A Unix socket is created where no process of another kind could be
+ * tricked: its path is checked with lstat(2) (never through a symbolic
+ * link), an old socket file is removed only when nobody answers on it,
+ * the mode comes from the umask at bind(2) (so no chmod(2) ever follows
+ * a link planted after it), and the owner is set without following one.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,27 +110,95 @@ abs_path(const char *spec, const char *base, const char *opt, const char *val, s
     return (p);
 }
 
+#define ACC_OPTIONS                                                                     \
+    "PROXY, tls, cert=, key=, ocsp=, h1only, h2c; for a Unix socket mode=, user=, group="
+
+/* A user or group, by name or number. */
+static int
+owner_id(const char *spec, const char *opt, const char *val, struct acc_spec *as, struct sb *err)
+{
+    char *end;
+    unsigned long v = strtoul(val, &end, 10);
+    bool num = *val != '\0' && *end == '\0';
+
+    if (*val == '\0') {
+        sb_printf(err, "-a %s: %s= needs a name", spec, opt);
+        return (-1);
+    }
+    if (*opt == 'u') {
+        const struct passwd *pw = num ? NULL : getpwnam(val);
+        if (!num && pw == NULL) {
+            sb_printf(err, "-a %s: no user '%s'", spec, val);
+            return (-1);
+        }
+        as->uid = num ? (uid_t)v : pw->pw_uid;
+        as->has_uid = true;
+    } else {
+        const struct group *gr = num ? NULL : getgrnam(val);
+        if (!num && gr == NULL) {
+            sb_printf(err, "-a %s: no group '%s'", spec, val);
+            return (-1);
+        }
+        as->gid = num ? (gid_t)v : gr->gr_gid;
+        as->has_gid = true;
+    }
+    return (0);
+}
+
+/* An option of a Unix socket; 1 when opt is none of them. */
+static int
+unix_option(const char *spec, const char *opt, const char *val, struct acc_spec *as, struct sb *err)
+{
+    char *end;
+    unsigned long m;
+
+    if (strcmp(opt, "mode") == 0) {
+        m = strtoul(val, &end, 8);
+        if (*val == '\0' || *end != '\0' || m > 0777) {
+            sb_printf(err, "-a %s: mode=%s is not an octal mode (0660)", spec, val);
+            return (-1);
+        }
+        as->mode = (mode_t)m;
+        as->has_mode = true;
+        return (0);
+    }
+    if (strcmp(opt, "user") == 0 || strcmp(opt, "group") == 0)
+        return (owner_id(spec, opt, val, as, err));
+    return (1);
+}
+
 /* One option after the address; 0 or -1 with err. */
 static int
 spec_option(const char *spec, const char *base, char *opt, struct acc_spec *as, struct sb *err)
 {
     struct tls_conf *tc = &as->tls_conf;
     char *val = strchr(opt, '='), **slot;
+    int rv;
 
     if (val == NULL) {
         if (strcmp(opt, "tls") == 0) {
             as->tls = true;
             return (0);
         }
+        if (strcasecmp(opt, "PROXY") == 0) {
+            as->proxy = true;
+            return (0);
+        }
         if (strcmp(opt, "h2c") == 0 || strcmp(opt, "h1only") == 0) {
             *(opt[1] == '2' ? &as->h2c : &as->h1only) = true;
             return (0);
         }
-        sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=, h2c, h1only)", spec,
-                  opt);
+        sb_printf(err, "-a %s: unknown option '%s' (" ACC_OPTIONS ")", spec, opt);
         return (-1);
     }
     *val++ = '\0';
+    if ((rv = unix_option(spec, opt, val, as, err)) <= 0) {
+        if (rv == 0 && as->path[0] == '\0') {
+            sb_printf(err, "-a %s: %s= is for a Unix socket (an absolute path)", spec, opt);
+            return (-1);
+        }
+        return (rv);
+    }
     if (strcmp(opt, "cert") == 0) {
         if (tc->ncert == TLS_MAX_CERTS) {
             sb_printf(err, "-a %s: more than %d certificates", spec, TLS_MAX_CERTS);
@@ -148,7 +227,7 @@ spec_option(const char *spec, const char *base, char *opt, struct acc_spec *as, 
         *slot = abs_path(spec, base, opt, val, err);
         return (*slot == NULL ? -1 : 0);
     }
-    sb_printf(err, "-a %s: unknown option '%s' (tls, cert=, key=, ocsp=, h2c, h1only)", spec, opt);
+    sb_printf(err, "-a %s: unknown option '%s' (" ACC_OPTIONS ")", spec, opt);
     return (-1);
 }
 
@@ -169,11 +248,18 @@ acc_spec_parse(const char *spec, const char *base, struct acc_spec *as, struct s
     opts = strchr(buf, ',');
     if (opts != NULL)
         *opts++ = '\0';
-    if (split_spec(buf, as->host, sizeof as->host, as->port, sizeof as->port) != 0) {
-        sb_printf(err, "-a %s: expected HOST:PORT, [IPV6]:PORT or :PORT", spec);
+    if (buf[0] == '/') {
+        if (strlen(buf) >= sizeof as->path) {
+            sb_printf(err, "-a %s: a Unix socket path is at most %zu bytes", spec,
+                      sizeof as->path - 1);
+            return (-1);
+        }
+        strcpy(as->path, buf);
+    } else if (split_spec(buf, as->host, sizeof as->host, as->port, sizeof as->port) != 0) {
+        sb_printf(err, "-a %s: expected HOST:PORT, [IPV6]:PORT, :PORT or /PATH", spec);
         return (-1);
     }
-    if (num_port(as->port, &portnum) != 0) {
+    if (as->path[0] == '\0' && num_port(as->port, &portnum) != 0) {
         sb_printf(err, "-a %s: '%s' is not a port number (0-65535)", spec, as->port);
         return (-1);
     }
@@ -210,14 +296,60 @@ acc_spec_clear(struct acc_spec *as)
     tls_conf_clear(&as->tls_conf);
 }
 
+/* Register a bound, listening socket: its certificates, its lsock.  Closes fd on failure. */
 static int
-bind_one(const char *spec, const struct acc_spec *as, const struct addrinfo *ai, struct sb *err)
+add_lsock(const char *spec, const struct acc_spec *as, int fd, struct sb *err)
 {
     struct tls_lsn *tls = NULL;
     struct lsock *ls;
     char addr[INET6_ADDRSTRLEN];
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
+    struct stat st;
+
+    if (as->tls) {
+        tls = tls_lsn_new(spec, &as->tls_conf, err);
+        if (tls == NULL) {
+            close(fd);
+            return (-1);
+        }
+    }
+    AZ(fcntl(fd, F_SETFL, O_NONBLOCK));
+    AZ(getsockname(fd, (struct sockaddr *)&ss, &sl));
+    OBJ_NEW(ls, LSOCK_MAGIC);
+    ls->fd = fd;
+    ls->spec = strdup(spec);
+    AN(ls->spec);
+    ls->proto = tls != NULL ? "https" : "http";
+    ls->tls = tls;
+    ls->proxy = as->proxy;
+    ls->h2c = as->h2c;
+    if (as->path[0] != '\0') {
+        ls->addr = strdup(as->path);
+        ls->unix_path = true;
+        if (lstat(as->path, &st) == 0) {
+            ls->dev = st.st_dev;
+            ls->ino = st.st_ino;
+        }
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        AN(inet_ntop(AF_INET6, &s6->sin6_addr, addr, sizeof addr));
+        snprintf(ls->port, sizeof ls->port, "%u", ntohs(s6->sin6_port));
+        ls->addr = strdup(addr);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        AN(inet_ntop(AF_INET, &s4->sin_addr, addr, sizeof addr));
+        snprintf(ls->port, sizeof ls->port, "%u", ntohs(s4->sin_port));
+        ls->addr = strdup(addr);
+    }
+    AN(ls->addr);
+    lsocks[nlsocks++] = ls;
+    return (0);
+}
+
+static int
+bind_one(const char *spec, const struct acc_spec *as, const struct addrinfo *ai, struct sb *err)
+{
     int fd, one = 1;
 
     if (nlsocks == ACC_MAX_LISTEN) {
@@ -246,35 +378,108 @@ bind_one(const char *spec, const struct acc_spec *as, const struct addrinfo *ai,
         (void)setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof secs);
     }
 #endif
-    if (as->tls) {
-        tls = tls_lsn_new(spec, &as->tls_conf, err);
-        if (tls == NULL) {
-            close(fd);
-            return (-1);
-        }
+    return (add_lsock(spec, as, fd, err));
+}
+
+/* Whether a process accepts connections on the Unix socket at sun. */
+static bool
+unix_in_use(const struct sockaddr_un *sun)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    bool used;
+
+    if (fd < 0)
+        return (true); /* cannot tell: do not remove it */
+    /* EAGAIN: its backlog is full, so it is very much in use. */
+    used = connect(fd, (const struct sockaddr *)sun, sizeof *sun) == 0 || errno == EAGAIN;
+    close(fd);
+    return (used);
+}
+
+/*
+ * Make room for the socket file: nothing there, or an old socket file
+ * of a process that is gone.  lstat(2): a symbolic link is never
+ * followed, whatever it points at.
+ */
+static int
+unix_clear(const char *spec, const struct sockaddr_un *sun, struct sb *err)
+{
+    struct stat st;
+
+    if (lstat(sun->sun_path, &st) != 0) {
+        if (errno == ENOENT)
+            return (0);
+        sb_printf(err, "-a %s: %s: %s", spec, sun->sun_path, strerror(errno));
+        return (-1);
     }
-    AZ(fcntl(fd, F_SETFL, O_NONBLOCK));
-    AZ(getsockname(fd, (struct sockaddr *)&ss, &sl));
-    OBJ_NEW(ls, LSOCK_MAGIC);
-    ls->fd = fd;
-    ls->spec = strdup(spec);
-    AN(ls->spec);
-    ls->proto = tls != NULL ? "https" : "http";
-    ls->tls = tls;
-    ls->h2c = as->h2c;
-    if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        AN(inet_ntop(AF_INET6, &s6->sin6_addr, addr, sizeof addr));
-        snprintf(ls->port, sizeof ls->port, "%u", ntohs(s6->sin6_port));
-    } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        AN(inet_ntop(AF_INET, &s4->sin_addr, addr, sizeof addr));
-        snprintf(ls->port, sizeof ls->port, "%u", ntohs(s4->sin_port));
+    if (!S_ISSOCK(st.st_mode)) {
+        sb_printf(err, "-a %s: %s exists and is not a socket (%s): not replaced", spec,
+                  sun->sun_path, S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
+        return (-1);
     }
-    ls->addr = strdup(addr);
-    AN(ls->addr);
-    lsocks[nlsocks++] = ls;
+    if (unix_in_use(sun)) {
+        sb_printf(err, "-a %s: %s: another process listens on it", spec, sun->sun_path);
+        return (-1);
+    }
+    if (unlink(sun->sun_path) != 0 && errno != ENOENT) {
+        sb_printf(err, "-a %s: cannot remove the old socket %s: %s", spec, sun->sun_path,
+                  strerror(errno));
+        return (-1);
+    }
     return (0);
+}
+
+static int
+bind_unix(const char *spec, const struct acc_spec *as, struct sb *err)
+{
+    struct sockaddr_un sun;
+    mode_t old = 0;
+    int fd, rv;
+
+    if (nlsocks == ACC_MAX_LISTEN) {
+        sb_printf(err, "-a %s: too many listen addresses", spec);
+        return (-1);
+    }
+    memset(&sun, 0, sizeof sun);
+    sun.sun_family = AF_UNIX;
+    strcpy(sun.sun_path, as->path); /* acc_spec_parse() checked the length */
+    if (unix_clear(spec, &sun, err) != 0)
+        return (-1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        sb_printf(err, "-a %s: socket: %s", spec, strerror(errno));
+        return (-1);
+    }
+    /*
+     * bind(2) creates the file with 0777 less the umask: setting the
+     * umask for it gives the exact mode with no chmod(2) on a path.
+     * Startup, main thread, before any other thread creates a file.
+     */
+    if (as->has_mode)
+        old = umask(~as->mode & 0777);
+    rv = bind(fd, (const struct sockaddr *)&sun, sizeof sun);
+    if (as->has_mode)
+        (void)umask(old);
+    if (rv != 0) {
+        sb_printf(err, "-a %s: cannot bind: %s", spec, strerror(errno));
+        close(fd);
+        return (-1);
+    }
+    if ((as->has_uid || as->has_gid) &&
+        fchownat(AT_FDCWD, as->path, as->has_uid ? as->uid : (uid_t)-1,
+                 as->has_gid ? as->gid : (gid_t)-1, AT_SYMLINK_NOFOLLOW) != 0) {
+        sb_printf(err, "-a %s: cannot set the owner of %s: %s", spec, as->path, strerror(errno));
+        (void)unlink(as->path);
+        close(fd);
+        return (-1);
+    }
+    if (listen(fd, (int)par.listen_depth) != 0) {
+        sb_printf(err, "-a %s: cannot listen: %s", spec, strerror(errno));
+        (void)unlink(as->path);
+        close(fd);
+        return (-1);
+    }
+    return (add_lsock(spec, as, fd, err));
 }
 
 int
@@ -287,6 +492,11 @@ acc_listen(const char *spec, const char *base, struct sb *err)
     if (acc_spec_parse(spec, base, &as, err) != 0) {
         acc_spec_clear(&as);
         return (-1);
+    }
+    if (as.path[0] != '\0') {
+        rv = bind_unix(spec, &as, err);
+        acc_spec_clear(&as);
+        return (rv);
     }
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -388,7 +598,12 @@ acc_stop(void)
         close(wake_pipe[1]);
     }
     for (unsigned i = 0; i < nlsocks; i++) {
+        struct stat st;
         close(lsocks[i]->fd);
+        /* Only the file we made: another daemon may have replaced it since. */
+        if (lsocks[i]->unix_path && lstat(lsocks[i]->addr, &st) == 0 && S_ISSOCK(st.st_mode) &&
+            st.st_dev == lsocks[i]->dev && st.st_ino == lsocks[i]->ino)
+            (void)unlink(lsocks[i]->addr);
         if (lsocks[i]->tls != NULL)
             tls_lsn_free(&lsocks[i]->tls);
         free(lsocks[i]->spec);
@@ -402,6 +617,10 @@ void
 acc_dump(struct sb *out)
 {
     for (unsigned i = 0; i < nlsocks; i++)
-        sb_printf(out, strchr(lsocks[i]->addr, ':') != NULL ? "[%s]:%s%s\n" : "%s:%s%s\n",
-                  lsocks[i]->addr, lsocks[i]->port, lsocks[i]->tls != NULL ? " (tls)" : "");
+        if (lsocks[i]->unix_path)
+            sb_printf(out, "%s%s\n", lsocks[i]->addr, lsocks[i]->proxy ? " (PROXY)" : "");
+        else
+            sb_printf(out, strchr(lsocks[i]->addr, ':') != NULL ? "[%s]:%s%s%s\n" : "%s:%s%s%s\n",
+                      lsocks[i]->addr, lsocks[i]->port, lsocks[i]->tls != NULL ? " (tls)" : "",
+                      lsocks[i]->proxy ? " (PROXY)" : "");
 }

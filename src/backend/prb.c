@@ -37,6 +37,7 @@
 #include "surogat/defs.h"
 #include "surogat/prb.h"
 #include "surogat/sb.h"
+#include "surogat/pp.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 
@@ -61,6 +62,8 @@ struct prb {
     prb_result_f *cb;
     void *priv;
     struct bcp_tls *tls; /* NULL: plain HTTP */
+    uint8_t pp[PP_BUILD_MAX]; /* the PROXY header each connection opens with */
+    size_t pplen;             /* 0: none */
     /* The rest belongs to the probe thread. */
     uint64_t bits;
     enum prb_state state;
@@ -312,6 +315,11 @@ on_io(evutil_socket_t fd, short what, void *arg)
     switch (p->state) {
     case PRB_CONNECTING:
         if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
+            finish(p, false);
+            return;
+        }
+        /* A fresh socket's buffer takes a PROXY header whole: one write, before TLS. */
+        if (p->pplen > 0 && write(p->fd, p->pp, p->pplen) != (ssize_t)p->pplen) {
             finish(p, false);
             return;
         }
@@ -583,8 +591,8 @@ post(struct prb *p, bool stop)
 
 struct prb *
 prb_start(const char *name, const struct sockaddr *sa, socklen_t salen, const char *host,
-          struct bcp_tls *tls, const struct be_probe_conf *c, prb_result_f *cb, void *priv,
-          uint64_t *bits0)
+          struct bcp_tls *tls, unsigned proxy_protocol, const struct be_probe_conf *c,
+          prb_result_f *cb, void *priv, uint64_t *bits0)
 {
     struct prb *p;
     int rv;
@@ -619,6 +627,8 @@ prb_start(const char *name, const struct sockaddr *sa, socklen_t salen, const ch
     p->cb = cb;
     p->priv = priv;
     p->tls = tls;
+    if (proxy_protocol > 0)
+        p->pplen = pp_build(proxy_protocol, NULL, NULL, p->pp);
     p->fd = -1;
     p->bits = prb_initial_bits((unsigned)c->initial, c->window);
     if (bits0 != NULL)

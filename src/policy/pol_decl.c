@@ -375,7 +375,7 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
         "host", "port", "connect_timeout", "first_byte_timeout", "between_bytes_timeout",
         "max_connections", "weight", "probe", "root", "index", "listing", "follow_symlinks",
         "deny", "mime_file", "mime", "expires", "tls", "ca_file", "sni", "verify", "verify_host",
-        "cert", "key",
+        "cert", "key", "path", "proxy_protocol",
     };
     static const char *const probe_fields[] = {
         "url", "request", "interval", "timeout", "window", "threshold", "initial",
@@ -393,6 +393,13 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     c.name = d->name;
     c.host = field_str(d, idx, "host");
     c.port = field_str(d, idx, "port");
+    c.path = field_str(d, idx, "path");
+    {
+        double pv = field_num(d, idx, "proxy_protocol", 0, 0, 2);
+        if (pv != 0 && pv != 1 && pv != 2)
+            (void)decl_fail(d, "proxy_protocol must be 1 or 2");
+        c.proxy_protocol = (unsigned)pv;
+    }
     c.connect_timeout = field_num(d, idx, "connect_timeout", -1, 0.001, 3600);
     c.first_byte_timeout = field_num(d, idx, "first_byte_timeout", -1, 0.001, 86400);
     c.between_bytes_timeout = field_num(d, idx, "between_bytes_timeout", -1, 0.001, 86400);
@@ -408,10 +415,14 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     c.tls_noverify = lua_getfield(d->L, idx, "verify") != LUA_TNIL && !field_bool(d, idx, "verify");
     lua_pop(d->L, 1);
     root = field_str(d, idx, "root");
-    if (root != NULL && c.host != NULL)
-        return (decl_fail(d, "either host (an HTTP server) or root (static files)"));
-    if (root == NULL && c.host == NULL)
-        return (decl_fail(d, "host (an HTTP server) or root (static files) is missing"));
+    if (root != NULL && (c.host != NULL || c.path != NULL))
+        return (decl_fail(d, "either host or path (an HTTP server) or root (static files)"));
+    if (c.path != NULL && (c.host != NULL || c.port != NULL))
+        return (decl_fail(d, "either path (a Unix socket) or host and port"));
+    if (c.path != NULL && c.tls)
+        return (decl_fail(d, "tls is not spoken over a Unix socket (path)"));
+    if (root == NULL && c.host == NULL && c.path == NULL)
+        return (decl_fail(d, "host or path (an HTTP server) or root (static files) is missing"));
     if (lua_getfield(d->L, idx, "probe") == LUA_TTABLE) {
         int pidx = lua_gettop(d->L);
         memset(&pc, 0, sizeof pc);
@@ -432,10 +443,12 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
         (void)decl_fail(d, "a static backend (root) has no probe");
     if (!d->failed && root != NULL) {
         sb_init(&e, ebuf, sizeof ebuf);
-        if ((c.sfb = build_static(d, idx, root, &e)) == NULL && !d->failed)
+        if ((c.ops_priv = build_static(d, idx, root, &e)) == NULL && !d->failed) {
             (void)decl_fail_from(d, ebuf);
-        else if (c.sfb != NULL)
-            sfb_keep(c.sfb);
+        } else if (c.ops_priv != NULL) {
+            c.ops = &sfb_be_ops;
+            sfb_keep(c.ops_priv);
+        }
     }
     if (d->failed) {
         lua_pop(d->L, 1);
@@ -449,7 +462,7 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     lua_pop(d->L, 1); /* probe, kept on the stack while pc pointed into it */
     cfg->be[cfg->nbe++] = be;
     cfg->dir[cfg->ndir++] = dir_backend(be);
-    cfg->nstatic += be->sfb != NULL;
+    cfg->nstatic += be_local(be);
     return (0);
 }
 
@@ -686,7 +699,7 @@ pol__decl_build(lua_State *L, struct sb *err)
     if (cfg->dflt == NULL && (b = be_find("default")) != NULL) {
         cfg->dflt = dir_backend(b); /* -b's lives as long as the process */
         cfg->dir[cfg->ndir++] = cfg->dflt;
-        cfg->nstatic += b->sfb != NULL;
+        cfg->nstatic += be_local(b);
     }
     if (cfg->dflt == NULL && cfg->ndir > 0)
         cfg->dflt = cfg->dir[0];

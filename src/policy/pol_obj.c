@@ -36,10 +36,12 @@
 #include <unistd.h>
 
 #include <lauxlib.h>
+#include <openssl/ssl.h>
 
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/http.h"
+#include "surogat/pp.h"
 #include "surogat/req.h"
 #include "surogat/sess.h"
 #include "surogat/wrk.h"
@@ -142,7 +144,7 @@ ws_txt(lua_State *L, const char *s, size_t len)
     char *p;
 
     AN(pw->req);
-    p = ws_strndup(&pw->req->wrk->ws, s, len);
+    p = ws_strndup(pw->req->ws, s, len);
     if (p == NULL)
         (void)luaL_error(L, "workspace_client exhausted");
     return ((struct txt){ p, len });
@@ -659,6 +661,40 @@ l_msg_tostring(lua_State *L)
 
 /* ---- client ---- */
 
+/*
+ * TLS facts of the client's connection: from our own handshake, or from
+ * the PROXY v2 header of a terminator in front.  nil when unknown.
+ */
+static void
+push_tls_fact(lua_State *L, const struct sess *sp, const char *k)
+{
+    const struct pp_sess *ps = sp->pp;
+    const char *v = NULL;
+
+    if (sp->ssl != NULL) {
+        SSL *ssl = (SSL *)sp->ssl;
+        if (strcmp(k, "version") == 0)
+            v = SSL_get_version(ssl);
+        else if (strcmp(k, "cipher") == 0)
+            v = SSL_get_cipher_name(ssl);
+        else if (strcmp(k, "sni") == 0)
+            v = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    } else if (ps != NULL) {
+        if (strcmp(k, "version") == 0 && ps->tls)
+            v = ps->tls_version;
+        else if (strcmp(k, "cipher") == 0 && ps->tls)
+            v = ps->tls_cipher;
+        else if (strcmp(k, "cert_cn") == 0 && ps->tls)
+            v = ps->tls_cn;
+        else if (strcmp(k, "sni") == 0)
+            v = ps->authority;
+    }
+    if (v != NULL && *v != '\0')
+        lua_pushstring(L, v);
+    else
+        lua_pushnil(L);
+}
+
 static int
 l_client_index(lua_State *L)
 {
@@ -675,6 +711,12 @@ l_client_index(lua_State *L)
         lua_pushinteger(L, strtol(sp->client_port, NULL, 10));
     else if (strcmp(k, "tls") == 0)
         lua_pushboolean(L, sp != NULL && sess_is_tls(sp));
+    else if (sp != NULL && strncmp(k, "tls_", 4) == 0)
+        push_tls_fact(L, sp, k + 4);
+    else if (sp != NULL && strcmp(k, "sni") == 0)
+        push_tls_fact(L, sp, k);
+    else if (sp != NULL && strcmp(k, "proxy") == 0 && sp->pp != NULL)
+        lua_pushinteger(L, sp->pp->version);
     else if (strcmp(k, "proto") == 0)
         lua_pushstring(L, http_proto_name(pw->req->http->proto)); /* the client's protocol */
     else
@@ -710,6 +752,14 @@ push_local_addr(lua_State *L, const char *k)
 
     if (pw->req == NULL)
         return (luaL_error(L, "server.%s used outside a hook", k));
+    if (pw->req->sp != NULL && pw->req->sp->pp != NULL && pw->req->sp->pp->server_ip[0] != '\0') {
+        /* Behind a PROXY header: the address the client reached, not the balancer's hop. */
+        if (*k == 'i')
+            lua_pushstring(L, pw->req->sp->pp->server_ip);
+        else
+            lua_pushinteger(L, strtol(pw->req->sp->pp->server_port, NULL, 10));
+        return (1);
+    }
     if (pw->req->sp == NULL || getsockname(pw->req->sp->fd, (struct sockaddr *)&ss, &sl) != 0 ||
         getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
                     NI_NUMERICHOST | NI_NUMERICSERV) != 0)

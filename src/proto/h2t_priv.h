@@ -22,6 +22,8 @@
 
 #include "surogat/http.h"
 #include "surogat/pool.h"
+#include "surogat/req.h"
+#include "surogat/wrk.h"
 
 struct req;
 struct sess;
@@ -123,6 +125,7 @@ struct h2s {
     bool waiting;       /* its runner waits for output (on c's waiters) */
     /* response */
     struct req *req;
+    struct wrk_mem mem; /* a parked request's workspace (tp.h park()) */
     nghttp2_nv *nva;    /* a held-back head (workspace) */
     size_t nvlen;
     bool head_sent;     /* HEADERS submitted */
@@ -261,6 +264,10 @@ void h2t__stream_ready(struct h2s *s);
 void h2t__stream_data(struct h2s *s, const uint8_t *data, size_t len);
 /* Under c->mtx, holding a reference: run queued streams until there are none (unlocks meanwhile). */
 void h2t__run(struct wrk *wrk, struct h2c *c);
+/* tp_ops park, resume and drop: a stream's request waiting without a worker (tp.h). */
+void h2t__park(struct req *req);
+void h2t__resume(struct wrk *wrk, struct req *req);
+void h2t__drop(struct req *req);
 /* Under c->mtx: reset s with code (counted). */
 void h2t__stream_rst(struct h2s *s, uint32_t code);
 
@@ -270,7 +277,7 @@ bool h2t__stream_gone(const struct h2s *s);
 /* Under c->mtx: give back the window of n body bytes the runner has taken, and send. */
 void h2t__consume(struct h2s *s, size_t n);
 /* What serves a request that passed our checks: req_serve(); tests put their own here. */
-typedef void h2t_serve_f(struct req *req);
+typedef enum req_run h2t_serve_f(struct req *req);
 extern h2t_serve_f *h2t__serve;
 
 /*

@@ -213,8 +213,12 @@ answer_status(enum h2_verdict v)
     SRG_WRONG("not an answered verdict");
 }
 
-/* Make the request for s in the worker's workspace and serve it. */
-static void
+/*
+ * Make the request for s in the worker's workspace and serve it.
+ * REQ_RUN_PARKED: it waits without a worker (h2t__park()), and may run
+ * anywhere from now on: touch nothing of s.
+ */
+static enum req_run
 serve(struct wrk *wrk, struct h2s *s)
 {
     unsigned nhdr = par.http_max_hdr + H2_EXTRA_HDR;
@@ -241,14 +245,14 @@ serve(struct wrk *wrk, struct h2s *s)
         STAT_INC(client_resp_500);
         (void)dlv_error(req, 500, NULL, NULL);
         req_log(req);
-        return;
+        return (REQ_RUN_DONE);
     }
     http_init(req->http, hdrs, nhdr);
     req->http->proto = 20;
     if (s->h.verdict != H2_OK) {
         (void)dlv_error(req, answer_status(s->h.verdict), NULL, NULL);
         req_log(req);
-        return;
+        return (REQ_RUN_DONE);
     }
     AZ(h2t__hdr_request(&s->h, req->http)); /* nhdr holds the block's fields and Host */
     if (!s->has_body) {
@@ -262,7 +266,7 @@ serve(struct wrk *wrk, struct h2s *s)
         req->body = H1_BODY_CHUNKED; /* the backend learns the end from the chunks */
     }
     req->expect_100 = s->h.expect_100 && !req->body_done;
-    h2t__serve(req);
+    return (h2t__serve(req));
 }
 
 /* Under c->mtx: off the queue or out of its runner: no request of s runs any more. */
@@ -360,13 +364,17 @@ h2t__run(struct wrk *wrk, struct h2c *c)
             helper(c);
         if (!h2t__stream_gone(s)) {
             /* A stream reset while it waited (Rapid Reset) costs no request. */
+            enum req_run rr;
+
             h2t__unlock(c);
             wrk->on_block = runner_blocking;
             wrk->on_block_priv = c;
-            serve(wrk, s);
+            rr = serve(wrk, s);
             wrk->on_block = NULL;
             wrk->on_block_priv = NULL;
             h2t__lock(c);
+            if (rr == REQ_RUN_PARKED)
+                continue; /* it goes on elsewhere, and finishes there */
         }
         finish(s);
         if (c->qhead != NULL)
@@ -383,4 +391,76 @@ h2t__run(struct wrk *wrk, struct h2c *c)
     c->nrunners--;
     if (c->nactive == 0)
         h2t__rested(c);
+}
+
+/*
+ * Waiting lists (tp.h): a request coalesced on a busy object lets go of
+ * its runner.  The stream keeps the workspace the request lives in (with
+ * its fields and state; its header fields are in the stream already) and
+ * a reference on the connection, which cannot go while it waits; the
+ * runner gets fresh memory and goes on with the connection's other
+ * streams.  Resumed on any worker, it finishes there, and that worker
+ * then serves what else the connection has queued.
+ */
+void
+h2t__park(struct req *req)
+{
+    struct h2s *s = req->tp_priv;
+    struct h2c *c;
+
+    OBJ_CHECK(s, H2S_MAGIC);
+    c = s->c;
+    OBJ_CHECK(req->wrk, WRK_MAGIC);
+    wrk_mem_take(req->wrk, &s->mem, 0);
+    req->ws = &s->mem.ws;
+    req->wrk = NULL;
+    h2t__lock(c);
+    c->refcnt++;
+    h2t__unlock(c);
+}
+
+void
+h2t__resume(struct wrk *wrk, struct req *req)
+{
+    struct h2s *s = req->tp_priv;
+    struct h2c *c;
+    enum req_run rr;
+
+    OBJ_CHECK(wrk, WRK_MAGIC);
+    OBJ_CHECK(s, H2S_MAGIC);
+    c = s->c;
+    wrk_buffers_fit(wrk);
+    wrk_mem_give(wrk, &s->mem);
+    req->wrk = wrk;
+    req->ws = &wrk->ws;
+    wrk->on_block = runner_blocking;
+    wrk->on_block_priv = c;
+    rr = req_resume(req);
+    wrk->on_block = NULL;
+    wrk->on_block_priv = NULL;
+    if (rr == REQ_RUN_PARKED)
+        return; /* waiting again, with the reference it took */
+    h2t__lock(c);
+    finish(s);
+    h2t__settle(c);
+    h2t__run(wrk, c);
+    h2t__unlock(c);
+    h2t__unref(c);
+}
+
+void
+h2t__drop(struct req *req)
+{
+    struct h2s *s = req->tp_priv;
+    struct wrk_mem mem;
+    struct h2c *c;
+
+    OBJ_CHECK(s, H2S_MAGIC);
+    c = s->c;
+    mem = s->mem; /* the request lives there: freed after the stream is done with it */
+    h2t__lock(c);
+    finish(s);
+    h2t__unlock(c);
+    wrk_mem_free(&mem);
+    h2t__unref(c);
 }

@@ -20,6 +20,7 @@
 #include "surogat/mon.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
+#include "surogat/realip.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -28,6 +29,8 @@
 #include "surogat/tp.h"
 
 #include "surogat/wrk.h"
+
+#include "req_priv.h"
 
 /* After an error response, how long to swallow what the client still sends. */
 #define REQ_ERROR_LINGER 0.5
@@ -147,6 +150,11 @@ req_check(struct req *req)
     struct http *hp = req->http;
     const struct http_hdr *h = http_find(hp, "Host");
 
+    realip_apply(req->sp, hp); /* the client behind trusted_proxies, before anyone reads it */
+    if (req->sp != NULL) {
+        snprintf(req->client_ip, sizeof req->client_ip, "%s", req->sp->client_ip);
+        req->client_tls = sess_is_tls(req->sp);
+    }
     /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
     if (h != NULL && (h->val.len > 0 || hp->proto == 11) && !http_host_valid(&h->val)) {
         STAT_INC(client_req_400);
@@ -176,13 +184,32 @@ req_check(struct req *req)
     return (true);
 }
 
-void
-req_serve(struct req *req)
+/* Served: its log lines, and the log hook. */
+static void
+req_finish(struct req *req)
 {
-    OBJ_CHECK(req, REQ_MAGIC);
-    if (req_check(req))
-        req_dispatch(req);
     req_log(req);
     if (pol_active() && pol_has_log())
         pol_log(req);
+}
+
+enum req_run
+req_serve(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    if (req_check(req) && req_dispatch(req) == REQ_RUN_PARKED)
+        return (REQ_RUN_PARKED);
+    req_finish(req);
+    return (REQ_RUN_DONE);
+}
+
+enum req_run
+req_resume(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    OBJ_CHECK(req->wrk, WRK_MAGIC);
+    if (req__dispatch_resume(req) == REQ_RUN_PARKED)
+        return (REQ_RUN_PARKED);
+    req_finish(req);
+    return (REQ_RUN_DONE);
 }

@@ -75,6 +75,7 @@ class OriginRequest:
         self.conn_seq = 0  # 1 for the first request on its connection
         self.t = 0.0
         self.answered = None  # the status the origin sent (None: no response head)
+        self.proxy = None  # Origin(proxy=True): the connection's PROXY header
 
     def header(self, name):
         name = name.lower()
@@ -246,11 +247,43 @@ class _Reader:
         return out
 
 
+def read_proxy_header(rd):
+    """The PROXY header opening a connection, as {"version", "local", "src",
+    "dst", "sport", "dport"}; OriginError for anything else."""
+    import ipaddress
+    import struct
+    first = rd.exactly(5)
+    if first == b"PROXY":
+        line = (first + rd.until(b"\r\n", 108)).decode("ascii")[:-2].split(" ")
+        if line[1] == "UNKNOWN":
+            return {"version": 1, "local": True}
+        if len(line) != 6 or line[1] not in ("TCP4", "TCP6"):
+            raise OriginError("bad PROXY line %r" % line)
+        return {"version": 1, "local": False, "src": line[2], "dst": line[3],
+                "sport": int(line[4]), "dport": int(line[5])}
+    head = first + rd.exactly(7)
+    if head != b"\r\n\r\n\x00\r\nQUIT\n":
+        raise OriginError("no PROXY header: %r" % head)
+    vc, fam, n = struct.unpack(">BBH", rd.exactly(4))
+    body = rd.exactly(n)
+    if vc == 0x20:
+        return {"version": 2, "local": True}
+    if vc != 0x21 or fam not in (0x11, 0x21):
+        raise OriginError("PROXY v2 %#x %#x" % (vc, fam))
+    a = 4 if fam == 0x11 else 16
+    sport, dport = struct.unpack(">HH", body[2 * a:2 * a + 4])
+    return {"version": 2, "local": False, "src": str(ipaddress.ip_address(body[:a])),
+            "dst": str(ipaddress.ip_address(body[a:2 * a])), "sport": sport, "dport": dport}
+
+
 class Origin:
     """A threaded origin on 127.0.0.1:0 (or `family`/`host`)."""
 
-    def __init__(self, host="127.0.0.1", family=socket.AF_INET):
+    def __init__(self, host="127.0.0.1", family=socket.AF_INET, path=None, proxy=False):
+        """path: listen on that Unix socket instead.  proxy: each connection
+        opens with a PROXY header (v1 or v2), read and kept in req.proxy."""
         self.lock = threading.Lock()
+        self.proxy = proxy
         self.routes = {}
         self.default = Route()
         self.requests = []
@@ -260,13 +293,18 @@ class Origin:
         self.stop_ev = threading.Event()
         self.socks = set()
         self.threads = []
-        self.ls = socket.socket(family, socket.SOCK_STREAM)
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind((host, 0))
+        self.ls = socket.socket(socket.AF_UNIX if path else family, socket.SOCK_STREAM)
+        if path:
+            self.ls.bind(str(path))
+        else:
+            self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.ls.bind((host, 0))
         self.ls.listen(128)
         self.host = host
-        self.port = self.ls.getsockname()[1]
-        self.addr = ("[%s]:%d" if ":" in host else "%s:%d") % (host, self.port)
+        self.path = path
+        self.port = 0 if path else self.ls.getsockname()[1]
+        self.addr = str(path) if path else ("[%s]:%d" if ":" in host else "%s:%d") % (host,
+                                                                                       self.port)
         t = threading.Thread(target=self._accept_loop, name="origin-accept", daemon=True)
         t.start()
         self.accept_thread = t
@@ -345,6 +383,7 @@ class Origin:
         rd = _Reader(s, self.stop_ev)
         seq = 0
         try:
+            pp = read_proxy_header(rd) if self.proxy else None
             while not self.stop_ev.is_set():
                 try:
                     req, route = self._read_request(rd, s)
@@ -353,6 +392,7 @@ class Origin:
                 seq += 1
                 req.conn_id = cid
                 req.conn_seq = seq
+                req.proxy = pp
                 with self.lock:
                     self.requests.append(req)
                     drop = self.drop_after is not None and seq > self.drop_after

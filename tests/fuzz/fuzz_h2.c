@@ -33,7 +33,7 @@ static char out[64 * 1024]; /* what the server wrote, not yet parsed */
 static size_t out_len;
 static bool out_goaway;
 
-static void
+static enum req_run
 respond(struct req *req)
 {
     static const char body[3000] = { 'x' };
@@ -53,20 +53,21 @@ respond(struct req *req)
     }
     h.len = n % 3 == 0 ? TP_LEN_UNKNOWN : n % 3 == 1 ? sizeof body : 0;
     if (req->tp->head(req, &h) != 0)
-        return;
+        return (REQ_RUN_DONE);
     if (n % 5 == 4 && !req->tp->abort(req)) {
         /* dropped before anything went out: answer anew */
         h.status = 503;
         h.len = 0;
         if (req->tp->head(req, &h) != 0)
-            return;
+            return (REQ_RUN_DONE);
     }
     iov[0] = (struct iovec){ (void *)(uintptr_t)body, sizeof body / 2 };
     iov[1] = (struct iovec){ (void *)(uintptr_t)(body + sizeof body / 2), sizeof body / 2 };
     if (h.len != 0 && req->tp->body(req, iov, 2) != 0)
-        return;
+        return (REQ_RUN_DONE);
     if (n % 11 != 10) /* now and then, a response that never ends */
         (void)req->tp->end(req);
+    return (REQ_RUN_DONE);
 }
 
 /* Frames out are whole and sane: a 9-byte header, a length within 16384. */

@@ -3,8 +3,13 @@
  * the certificate name matching SNI selection relies on.  No socket is
  * bound and no file is read.
  */
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -90,6 +95,17 @@ START_TEST(bad_specs)
         { ":443,cert=a.pem,key=a.key", "cert= without tls" },
         { ":443,tls,cert=a.pem,key=a.key,http2", "unknown option 'http2'" },
         { ":443,tls,cert=a.pem,key=a.key,foo=bar", "unknown option 'foo'" },
+        { ":80,PROXY,mode=0660", "mode= is for a Unix socket" },
+        { "/run/x.sock,mode=0999", "not an octal mode" },
+        { "/run/x.sock,mode=", "not an octal mode" },
+        { "/run/x.sock,user=no-such-user-here", "no user 'no-such-user-here'" },
+        { "/run/x.sock,group=no-such-group-here", "no group" },
+        { "/run/x.sock,user=", "user= needs a name" },
+        { "run/x.sock", "expected HOST:PORT" },
+        { "/run/a-path-longer-than-a-sockaddr_un-can-hold/"
+          ".........................................."
+          "......................................sock",
+          "at most 107 bytes" },
     };
     struct acc_spec as;
 
@@ -100,6 +116,85 @@ START_TEST(bad_specs)
         ck_assert_msg(strncmp(ebuf, "-a ", 3) == 0, "%s: '%s'", v[i].spec, ebuf);
         acc_spec_clear(&as);
     }
+}
+END_TEST
+
+START_TEST(proxy_and_unix)
+{
+    struct acc_spec as;
+
+    ck_assert_msg(parse(":8443,PROXY", &as) == 0, "%s", ebuf);
+    ck_assert(as.proxy && !as.tls);
+    ck_assert_str_eq(as.port, "8443");
+    acc_spec_clear(&as);
+    ck_assert_msg(parse("127.0.0.1:8443,proxy,tls,cert=/c,key=/k", &as) == 0, "%s", ebuf);
+    ck_assert(as.proxy && as.tls);
+    acc_spec_clear(&as);
+    ck_assert_msg(parse("/run/surogat.sock,mode=0660,user=0,group=root,PROXY", &as) == 0, "%s",
+                  ebuf);
+    ck_assert_str_eq(as.path, "/run/surogat.sock");
+    ck_assert_str_eq(as.host, "");
+    ck_assert(as.proxy && as.has_mode && as.has_uid && as.has_gid);
+    ck_assert_uint_eq(as.mode, 0660);
+    ck_assert_uint_eq(as.uid, 0);
+    ck_assert_uint_eq(as.gid, 0);
+    acc_spec_clear(&as);
+    ck_assert_msg(parse("/run/surogat.sock", &as) == 0, "%s", ebuf);
+    ck_assert(!as.has_mode && !as.has_uid && !as.proxy);
+    acc_spec_clear(&as);
+}
+END_TEST
+
+/* Unix-socket listeners: created with their mode, stale sockets replaced, nothing else. */
+START_TEST(unix_listen)
+{
+    char dir[] = "/tmp/test_acc_XXXXXX", path[128], spec[160], other[128];
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    struct stat st;
+    int fd;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/s.sock", dir);
+    snprintf(spec, sizeof spec, "%s,mode=0640", path);
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_msg(acc_listen(spec, NULL, &err) == 0, "%s", ebuf);
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISSOCK(st.st_mode));
+    ck_assert_uint_eq(st.st_mode & 0777, 0640);
+    /* a second daemon on a live socket: refused, the file left alone */
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(acc_listen(spec, NULL, &err), -1);
+    ck_assert_msg(strstr(ebuf, "another process listens") != NULL, "%s", ebuf);
+    acc_stop(); /* unlinks what it made */
+    ck_assert_int_eq(lstat(path, &st), -1);
+
+    /* a stale socket file (its process gone) is replaced */
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    strcpy(sun.sun_path, path);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sun, sizeof sun), 0);
+    close(fd);
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_msg(acc_listen(path, NULL, &err) == 0, "%s", ebuf);
+    acc_stop();
+
+    /* a symbolic link is never followed, a file never removed */
+    snprintf(other, sizeof other, "%s/target", dir);
+    fd = open(other, O_CREAT | O_WRONLY, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(symlink(other, path), 0);
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(acc_listen(path, NULL, &err), -1);
+    ck_assert_msg(strstr(ebuf, "a symbolic link") != NULL, "%s", ebuf);
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_int_eq(unlink(path), 0);
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(acc_listen(other, NULL, &err), -1);
+    ck_assert_msg(strstr(ebuf, "not a socket") != NULL, "%s", ebuf);
+    ck_assert_int_eq(stat(other, &st), 0);
+    ck_assert_int_eq(unlink(other), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
 
@@ -147,6 +242,8 @@ acc_suite(void)
     tcase_add_test(tc, tls_pairs);
     tcase_add_test(tc, bad_specs);
     tcase_add_test(tc, too_many_certs);
+    tcase_add_test(tc, proxy_and_unix);
+    tcase_add_test(tc, unix_listen);
     tcase_add_test(tc, name_match);
     suite_add_tcase(s, tc);
     return s;

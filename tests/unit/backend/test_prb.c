@@ -285,7 +285,7 @@ start(unsigned short port, const struct be_probe_conf *in, struct seen *s, uint6
     struct sockaddr_in sin = addr_of(port);
 
     ck_assert_msg(prb_conf_check(in, &pc, &err) == 0, "%s", ebuf);
-    return (prb_start("t", (struct sockaddr *)&sin, sizeof sin, "127.0.0.1", NULL, &pc, on_result,
+    return (prb_start("t", (struct sockaddr *)&sin, sizeof sin, "127.0.0.1", NULL, 0, &pc, on_result,
                       s, bits0));
 }
 

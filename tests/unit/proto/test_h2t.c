@@ -188,7 +188,7 @@ is(const struct req *req, const char *path)
     return (req->http->url.len == strlen(path) && memcmp(req->http->url.b, path, req->http->url.len) == 0);
 }
 
-static void
+static enum req_run
 respond(struct req *req)
 {
     const struct txt *host = http_value(req->http, "Host");
@@ -245,6 +245,7 @@ respond(struct req *req)
     } else {
         (void)dlv_error(req, 404, NULL, NULL);
     }
+    return (REQ_RUN_DONE);
 }
 
 static void
