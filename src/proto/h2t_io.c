@@ -123,9 +123,8 @@ h2t__send_cb(nghttp2_session *ngh, const uint8_t *data, size_t len, int flags, v
     return ((ssize_t)n);
 }
 
-/* Copy len bytes of s's pending body pieces to dst, consuming them. */
-static void
-take_body(struct h2s *s, char *dst, size_t len)
+void
+h2t__take_body(struct h2s *s, char *dst, size_t len)
 {
     while (len > 0) {
         size_t k;
@@ -161,7 +160,7 @@ h2t__send_data_cb(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *fra
         return (NGHTTP2_ERR_WOULDBLOCK); /* called again, the same, when ob has room */
     p = c->ob + c->ob_head + c->ob_len;
     memcpy(p, framehd, 9);
-    take_body(s, p + 9, length);
+    h2t__take_body(s, p + 9, length);
     c->ob_len += 9 + length;
     s->ocopied += length;
     /* Its body() may return: all is in, or its stream is gone and what nghttp2 began is. */

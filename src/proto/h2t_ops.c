@@ -7,6 +7,11 @@
  * Body pieces are never copied but into the output buffer: body() hands
  * them to the stream and waits, its worker blocked but no other, until
  * they are all framed (h2t_io.c), within h2_window_timeout of no progress.
+ * One exception keeps writable()'s word: after it said yes, the core
+ * counts on the next write not waiting for the client (a miss's fetch
+ * goes on at the backend's pace), so what of that write the windows do
+ * not take is copied aside, as a socket buffer would hold it, and the
+ * stream is not writable until it is out; the next write waits for it.
  * Every operation runs on the stream's runner and takes the connection's
  * lock for the time it touches nghttp2 or the stream, never while it
  * waits.
@@ -79,14 +84,45 @@ wait_for(struct h2s *s, bool output, double deadline)
 }
 
 /*
+ * Under c->mtx: copy the body pieces s has not framed yet aside, into its
+ * spill buffer, so that their caller may go.  false when the connection's
+ * streams keep H2_SPILL_MAX already.
+ */
+static bool
+spill(struct h2s *s)
+{
+    struct h2c *c = s->c;
+    size_t left = (size_t)(s->ogiven - s->ocopied);
+    char *p;
+
+    SRG_ASSERT(s->oiov != &s->spill_iov);
+    if (left > s->spill_cap) {
+        if (c->spilled - s->spill_cap + left > H2_SPILL_MAX)
+            return (false);
+        p = realloc(s->spill, left);
+        AN(p);
+        c->spilled += left - s->spill_cap;
+        s->spill = p;
+        s->spill_cap = left;
+    }
+    h2t__take_body(s, s->spill, left);
+    s->spill_iov = (struct iovec){ s->spill, left };
+    s->oiov = &s->spill_iov;
+    s->oniov = 1;
+    s->ooff = 0;
+    return (true);
+}
+
+/*
  * Under c->mtx: the body pieces handed to s are all in the output buffer
  * (or, when the stream or connection is gone, at least the frames
- * nghttp2 began).  0, or -1 when the stream cannot go on.  A window that
- * stays shut for h2_window_timeout resets the stream, or ends the
- * connection when its own window is the one shut.
+ * nghttp2 began), or, with may_spill, in its spill buffer.  0, or -1 when
+ * the stream cannot go on.  A window that stays shut for
+ * h2_window_timeout resets the stream, or ends the connection when its
+ * own window is the one shut.
  */
 static int
-out_wait(struct h2s *s)
+out_wait(struct h2s *s, bool may_spill)
 {
     struct h2c *c = s->c;
     uint64_t seen = s->ocopied;
@@ -107,6 +143,10 @@ out_wait(struct h2s *s)
         if (s->ocopied != seen) {
             seen = s->ocopied;
             t_wait = tim_mono();
+        }
+        if (may_spill && spill(s)) {
+            h2t__settle(c);
+            return (c->dead ? -1 : 0);
         }
         if (c->ob_len > 0 && !c->flusher) {
             (void)h2t__flush_wait(c, t_wait + par.h2_window_timeout);
@@ -254,15 +294,27 @@ submit_head(struct h2s *s)
     return (0);
 }
 
-/* Hand pieces to the stream and wait until they are framed. */
+/* Under c->mtx: what an earlier write left in the spill buffer is out.  0 or -1. */
+static int
+spill_wait(struct h2s *s)
+{
+    if (s->ocopied == s->ogiven)
+        return (0);
+    SRG_ASSERT(s->oiov == &s->spill_iov);
+    return (out_wait(s, false));
+}
+
+/* Hand pieces to the stream and wait until they are framed (or spilled, when promised). */
 static int
 send_body(struct req *req, struct h2s *s, const struct iovec *iov, int niov, uint64_t total)
 {
     struct h2c *c = s->c;
+    bool promised = s->promised;
     int rv = -1;
 
+    s->promised = false;
     h2t__lock(c);
-    if (!h2t__stream_gone(s) && submit_head(s) == 0) {
+    if (!h2t__stream_gone(s) && submit_head(s) == 0 && spill_wait(s) == 0) {
         if (s->olen < TP_LEN_UNKNOWN && s->ogiven + total > s->olen)
             total = s->olen - s->ogiven; /* never past what the head announced */
         s->oiov = iov;
@@ -270,9 +322,11 @@ send_body(struct req *req, struct h2s *s, const struct iovec *iov, int niov, uin
         s->ooff = 0;
         s->ogiven += total;
         (void)nghttp2_session_resume_data(c->ngh, s->id);
-        rv = out_wait(s);
-        s->oiov = NULL;
-        s->oniov = 0;
+        rv = out_wait(s, promised);
+        if (rv != 0 || s->ocopied == s->ogiven) {
+            s->oiov = NULL;
+            s->oniov = 0;
+        }
     }
     h2t__unlock(c);
     if (rv != 0)
@@ -339,8 +393,9 @@ h2t_end(struct req *req)
     struct h2c *c = s->c;
     int rv = -1;
 
+    s->promised = false;
     h2t__lock(c);
-    if (!h2t__stream_gone(s) && submit_head(s) == 0) {
+    if (!h2t__stream_gone(s) && submit_head(s) == 0 && spill_wait(s) == 0) {
         if (!s->eof) {
             s->eof = true;
             (void)nghttp2_session_resume_data(c->ngh, s->id);
@@ -388,9 +443,11 @@ h2t_writable(struct req *req)
     bool ok;
 
     h2t__lock(c);
-    ok = !h2t__stream_gone(s) && H2_OB_SIZE - c->ob_len >= 8192 &&
+    ok = !h2t__stream_gone(s) && s->ocopied == s->ogiven && H2_OB_SIZE - c->ob_len >= 8192 &&
          nghttp2_session_get_stream_remote_window_size(c->ngh, s->id) >= 8192 &&
-         nghttp2_session_get_remote_window_size(c->ngh) >= 8192;
+         nghttp2_session_get_remote_window_size(c->ngh) >= 8192 &&
+         c->spilled - s->spill_cap + SRG_MAX(s->spill_cap, (size_t)H2_SPILL_PIECE) <= H2_SPILL_MAX;
+    s->promised = ok;
     h2t__unlock(c);
     return (ok);
 }

@@ -33,6 +33,15 @@ struct wrk;
 #define H2_OB_SIZE  (64 * 1024)
 #define H2_DATA_MAX (16384 - 9)
 #define H2_HOLD_MAX 16384
+/*
+ * A connection's streams keep at most H2_SPILL_MAX of promised writes the
+ * windows did not take; writable() says yes only with room for one of
+ * H2_SPILL_PIECE, the most the core writes at once after asking (a
+ * backend read, the deliverer's DLV_CATCH_UP), so that past it a miss
+ * falls behind (reads from the store) rather than wait for the client.
+ */
+#define H2_SPILL_MAX   (256 * 1024)
+#define H2_SPILL_PIECE (64 * 1024)
 /* Frames one header block may take (HEADERS and its CONTINUATIONs), and bytes per http_req_size. */
 #define H2_HB_FRAMES 32
 
@@ -140,6 +149,10 @@ struct h2s {
     int oniov;
     size_t ooff;        /* into oiov[0] */
     char *fbuf;         /* file(): pieces read here (malloc'd, H2_OB_SIZE) */
+    bool promised;      /* writable() said yes: the next body() must not wait for the client */
+    char *spill;        /* what of such a body() the windows did not take yet (malloc'd) */
+    size_t spill_cap;
+    struct iovec spill_iov;
     double t_start;
 };
 
@@ -192,6 +205,7 @@ struct h2c {
     struct h2s *waiters; /* runners waiting for output progress (next) */
     double t_progress; /* tim_mono() of the last write that made progress */
     uint32_t local_window; /* our SETTINGS_INITIAL_WINDOW_SIZE */
+    size_t spilled;    /* bytes of its streams' spill buffers, at most H2_SPILL_MAX */
     /* input limits */
     double now;        /* tim_mono() when the input being decoded was read */
     int32_t hb_stream; /* the header block being received */
@@ -245,6 +259,8 @@ void h2t__release(struct h2c *c);
 /* A non-blocking read: >0, 0 at EOF, -1 with errno (EAGAIN). */
 ssize_t h2t__read(struct h2c *c, void *buf, size_t len);
 void h2t__ob_free(struct h2c *c);
+/* Copy len bytes of s's pending body pieces (s->oiov) to dst, consuming them. */
+void h2t__take_body(struct h2s *s, char *dst, size_t len);
 ssize_t h2t__send_cb(nghttp2_session *ngh, const uint8_t *data, size_t len, int flags,
                      void *priv);
 int h2t__send_data_cb(nghttp2_session *ngh, nghttp2_frame *frame, const uint8_t *framehd,

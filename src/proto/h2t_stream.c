@@ -84,6 +84,8 @@ h2t__stream_release(struct h2s *s)
     h2t__hdr_free(&s->tr);
     free(s->ib);
     free(s->fbuf);
+    c->spilled -= s->spill_cap;
+    free(s->spill);
     AZ(pthread_cond_destroy(&s->cond));
     OBJ_FREE(&s);
 }

@@ -1,12 +1,6 @@
 """HTTP/2 streams through the request core: cache hits, coalesced misses, gzip, grace,
 Range, a stream reset mid-body, 100 streams with a slow one, request bodies streamed to an
-HTTP/1.1 backend, passes and misses answered over h2.
-
-The core's fetch (src/fetch/fetch.c) still writes the answer of a pass or a miss straight
-to an HTTP/1 socket, which an HTTP/2 session refuses (sess_muxed(): nothing above the
-transport writes into its frames); such a stream is reset, and its object is still stored.
-Until the core rebuild delivers fetches through the transport (tp.h) as it does cached
-objects, the tests marked needs_core fail, strictly: once it does, they must be unmarked."""
+HTTP/1.1 backend, passes and misses answered over h2."""
 
 import gzip
 import hashlib
@@ -19,10 +13,6 @@ import httpc
 from conftest import free_port, wait_until
 from h2util import CURL, H2, run
 
-CORE_DELIVERS_FETCHES = False
-needs_core = pytest.mark.xfail(not CORE_DELIVERS_FETCHES, strict=True,
-                               reason="fetch answers are written to an HTTP/1 socket until the "
-                                      "core rebuild delivers them through tp.h")
 
 CC = {"Cache-Control": "max-age=60"}
 
@@ -40,7 +30,7 @@ def h2(surogat, origin):
 
 
 def warm(sg, path, headers=None):
-    """Store path with a miss over HTTP/1.1 (the core's fetch writes HTTP/1)."""
+    """Store path with a miss over HTTP/1.1: the same object serves both protocols."""
     r = httpc.fetch(sg.port, path=path, headers=headers)
     assert r.status == 200, r
     return r
@@ -196,7 +186,6 @@ def test_request_body_reaches_the_backend(h2, origin):
     assert sg.stat("client_body_bytes") == len(body) + 200000
 
 
-@needs_core
 def test_miss_then_hit_over_h2(h2, origin):
     origin.route("/m", body=b"missed, then hit", headers=CC)
     sg, port = h2()
@@ -208,8 +197,38 @@ def test_miss_then_hit_over_h2(h2, origin):
     assert origin.hits("/m") == 1
 
 
-@needs_core
+def test_streaming_miss_and_its_conditions_over_h2(h2, origin):
+    """A miss streams: the stream gets the body's first part while the backend still
+    holds the rest.  A miss with Range or a matching If-None-Match fetches the whole
+    object and answers the client's condition from it: 206 or 304 in one stream."""
+    body = os.urandom(300000)
+    route = origin.route("/sm", body=body, headers=dict(CC, ETag='"e1"'), hold_after=100000)
+    origin.route("/sr", body=body, headers=dict(CC, ETag='"e2"'))
+    origin.route("/sc", body=body, headers=dict(CC, ETag='"e3"'))
+    sg, port = h2()
+    with H2(port) as c:
+        sid = c.request("/sm", authority=AUTH)
+        c.wait(lambda: len(c.streams[sid].data) >= 90000, what="the part the backend sent")
+        assert not c.streams[sid].done and not route.done.is_set()
+        route.release.set()
+        st = c.response(sid)
+        assert st.status == 200 and bytes(st.data) == body, st
+        st = c.get("/sr", authority=AUTH, headers=[("range", "bytes=5-14")])
+        assert st.status == 206 and bytes(st.data) == body[5:15], st
+        assert st.header("content-range") == "bytes 5-14/300000"
+        st = c.get("/sc", authority=AUTH, headers=[("if-none-match", '"e3"')])
+        assert st.status == 304 and st.data == b"" and st.header("etag") == '"e3"', st
+    assert not origin.last("/sr").has("Range") and not origin.last("/sc").has("If-None-Match")
+    with H2(port) as c:
+        for path in ("/sm", "/sr", "/sc"):
+            st = c.get(path, authority=AUTH)
+            assert bytes(st.data) == body and st.header("cache-status").startswith("surogat; hit")
+    assert [origin.hits(p) for p in ("/sm", "/sr", "/sc")] == [1, 1, 1]
+
+
 def test_coalesced_miss_all_over_h2(h2, origin):
+    """Streams waiting for another stream's fetch park (no worker held) and resume on
+    the connection once it answers."""
     origin.route("/cm", body=b"x" * 100000, headers=CC, delay=1.0)
     sg, port = h2()
     with H2(port) as c:
@@ -218,9 +237,61 @@ def test_coalesced_miss_all_over_h2(h2, origin):
             st = c.response(sid)
             assert st.status == 200 and len(st.data) == 100000, st
     assert origin.hits("/cm") == 1
+    assert sg.stat("cache_coalesced") == 9 and sg.stat("coalesce_on_thread") == 0
+    assert sg.stat("coalesce_rushed") >= 1 and sg.stat("coalesce_parked") == 0
 
 
-@needs_core
+def test_stream_that_reads_nothing_does_not_hold_its_miss(h2, origin):
+    """A miss whose stream keeps its window shut falls behind: the fetch goes on at the
+    backend's pace, others hit the stored object at once, and the stream gets the rest
+    from the store when it opens its window."""
+    body = os.urandom(4 << 20)
+    origin.route("/slowmiss", body=body, headers=CC)
+    sg, port = h2()
+    with H2(port) as c:
+        sid = c.request("/slowmiss", authority=AUTH)
+        c.hold.add(sid)
+        origin.wait_hits("/slowmiss", 1, 10)
+        c.wait(lambda: sg.stat("cache_stored") == 1 and sg.stat("fetch_client_behind") == 1,
+               timeout=10, what="the fetch's end without the stream")
+        with H2(port) as d:
+            t0 = time.monotonic()
+            st = d.response(d.request("/slowmiss", authority=AUTH), timeout=20)
+            assert st.status == 200 and st.header("cache-status").startswith("surogat; hit")
+            assert bytes(st.data) == body and time.monotonic() - t0 < 5
+        assert not c.streams[sid].ended
+        c.hold.discard(sid)
+        c.conn.increment_flow_control_window(1 << 24, stream_id=sid)
+        c.flush()
+        st = c.response(sid, timeout=20)
+        assert bytes(st.data) == body
+    assert origin.hits("/slowmiss") == 1
+
+
+def test_parked_streams_outlive_their_connection_or_reset(h2, origin):
+    """A parked stream reset by its client, and a connection closed with streams parked:
+    when the fetch ends they are let go (nothing written, nothing leaked), and the
+    object serves the next client."""
+    route = origin.route("/pk", body=b"y" * 50000, headers=CC, hold_head=True)
+    sg, port = h2()
+    c = H2(port)
+    c.request("/pk", authority=AUTH)
+    assert route.held.wait(10)
+    sids = [c.request("/pk", authority=AUTH) for _ in range(5)]
+    wait_until(lambda: sg.stat("coalesce_parked") == 5, 10, "5 parked streams")
+    c.reset(sids[0])
+    c.close()
+    time.sleep(0.3)
+    route.release.set()
+    wait_until(lambda: sg.stat("coalesce_parked") == 0, 10, "parked streams let go")
+    wait_until(lambda: sg.stat("h2_sess_open") == 0, 10, "the connection's end")
+    with H2(port) as c:
+        st = c.get("/pk", authority=AUTH)
+        assert st.status == 200 and len(st.data) == 50000, st
+        assert st.header("cache-status").startswith("surogat; hit"), st
+    assert origin.hits("/pk") == 1
+
+
 def test_upload_answered_over_h2(h2, origin):
     origin.route("/up", echo_sha=True)
     sg, port = h2()
@@ -233,7 +304,6 @@ def test_upload_answered_over_h2(h2, origin):
     assert p.stdout.decode().strip() == hashlib.sha256(body).hexdigest()
 
 
-@needs_core
 def test_slow_backend_stream_holds_up_no_other(h2, origin):
     origin.route("/slow", body=b"late", delay=3.0, headers={"Cache-Control": "no-store"})
     origin.route("/fast", body=b"f", headers=CC)
@@ -247,3 +317,28 @@ def test_slow_backend_stream_holds_up_no_other(h2, origin):
         assert time.monotonic() - t0 < 2
         st = c.response(slow, timeout=15)
         assert st.status == 200 and bytes(st.data) == b"late"
+
+
+def test_trailers_are_dropped_both_ways(h2, origin):
+    """Trailer fields are not passed on, as over HTTP/1.1: a client's trailers end its
+    upload (the body still reaches the backend, chunked, without them) and a backend's
+    chunked trailers end its answer (the client gets the body and no trailer block)."""
+    origin.route("/up", echo_sha=True, headers={"Cache-Control": "no-store"})
+    origin.route("/tr", raw=b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                            b"Trailer: x-sum\r\nCache-Control: no-store\r\n\r\n"
+                            b"5\r\nhello\r\n0\r\nx-sum: 1\r\n\r\n")
+    sg, port = h2()
+    body = os.urandom(100000)
+    with H2(port) as c:
+        sid = c.request("/up", method="POST", authority=AUTH, end=False)
+        c.send_body(sid, body, end=False)
+        c.conn.send_headers(sid, [("x-sum", "abc")], end_stream=True)
+        c.flush()
+        st = c.response(sid)
+        assert st.status == 200 and bytes(st.data).decode() == hashlib.sha256(body).hexdigest()
+        st = c.get("/tr", authority=AUTH)
+        assert st.status == 200 and bytes(st.data) == b"hello", st
+        assert st.trailers is None and st.header("trailer") is None, st
+    up = origin.last("/up")
+    assert up.body == body and up.chunked and up.trailers == []
+    assert not up.has("x-sum") and not up.has("trailer")

@@ -20,6 +20,7 @@
 #include "surogat/req.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
+#include "surogat/tim.h"
 #include "surogat/tp.h"
 #include "surogat/wrk.h"
 #include "src/proto/h2t_priv.h"
@@ -52,6 +53,11 @@ static struct {
     enum h1_body framing;
     char host[64];
     size_t body_read;
+    /* /promise: what writable() and body() did */
+    bool writable_before, writable_after;
+    int promise_rv;
+    double promise_took;
+    size_t spilled;
 } T;
 
 static char bigbuf[100000];
@@ -234,6 +240,18 @@ respond(struct req *req)
         ck_assert_int_eq(head(req, 200, 5, true), 0);
         ck_assert(!req->tp->abort(req));
         (void)dlv_error(req, 503, NULL, NULL);
+    } else if (is(req, "/promise") || is(req, "/promise-big")) {
+        /* A write writable() allowed, larger than the window: it must not wait. */
+        static char big[400000];
+        size_t len = is(req, "/promise") ? 30000 : sizeof big;
+        double t0;
+        ck_assert_int_eq(head(req, 200, len, true), 0);
+        T.writable_before = req->tp->writable(req);
+        t0 = tim_mono();
+        T.promise_rv = body(req, big, len);
+        T.promise_took = tim_mono() - t0;
+        T.writable_after = req->tp->writable(req);
+        T.spilled = ((struct h2s *)req->tp_priv)->c->spilled;
     } else if (is(req, "/noend")) {
         (void)head(req, 200, TP_LEN_UNKNOWN, true);
         (void)body(req, "x", 1);
@@ -528,6 +546,36 @@ START_TEST(window_stall)
 }
 END_TEST
 
+START_TEST(promised_write_spills)
+{
+    nghttp2_settings_entry iv = { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 10000 };
+    int32_t id;
+
+    par.h2_window_timeout = 0.3;
+    start(&iv, 1);
+    id = get("GET", "/promise", NULL, 0, NULL);
+    exchange();
+    /* the window's worth went, the rest was kept aside, and the writer did not wait */
+    ck_assert(T.writable_before && !T.writable_after);
+    ck_assert_int_eq(T.promise_rv, 0);
+    ck_assert(T.promise_took < 0.1);
+    ck_assert_uint_eq(T.spilled, 20000);
+    ck_assert_uint_eq(T.r[id].len, 10000);
+    /* no end(): cut, and the kept bytes freed with the stream */
+    ck_assert_uint_eq(T.r[id].rst, NGHTTP2_INTERNAL_ERROR);
+    ck_assert_uint_eq(T.c->spilled, 0);
+    /* more than a connection may keep: the write waits, as any, and the stream stalls */
+    id = get("GET", "/promise-big", NULL, 0, NULL);
+    exchange();
+    ck_assert(T.writable_before);
+    ck_assert_int_eq(T.promise_rv, -1);
+    ck_assert(T.promise_took >= 0.25);
+    ck_assert_uint_eq(T.r[id].rst, NGHTTP2_CANCEL);
+    ck_assert_uint_eq(stat_get(STAT_h2_window_stall), 1);
+    ck_assert_uint_eq(T.c->spilled, 0);
+}
+END_TEST
+
 START_TEST(goaway_on_reload)
 {
     int32_t a, b;
@@ -577,6 +625,7 @@ h2t_suite(void)
     tcase_add_test(tc, rapid_reset);
     tcase_add_test(tc, ping_flood);
     tcase_add_test(tc, window_stall);
+    tcase_add_test(tc, promised_write_spills);
     tcase_add_test(tc, goaway_on_reload);
     tcase_add_test(tc, settings_sent);
     suite_add_tcase(s, tc);
