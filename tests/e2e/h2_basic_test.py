@@ -172,7 +172,7 @@ def test_preface_in_pieces(static):
 @pytest.mark.parametrize("opts,why", [
     (",tls,cert=C,key=K,h2c", "h2c is for cleartext listeners"),
     (",h2c,h1only", "h2c is for cleartext listeners without h1only"),
-    (",h3", "unknown option 'h3' (tls, cert=, key=, ocsp=, h2c, h1only)"),
+    (",h3", "unknown option 'h3' (PROXY, tls, cert=, key=, ocsp=, h1only, h2c;"),
 ])
 def test_listener_options_refused(pki, opts, why):
     opts = opts.replace("C", str(pki.a[0])).replace("K", str(pki.a[1]))
@@ -230,6 +230,38 @@ def test_policy_and_logs_see_http2(static, tmp_path):
     lines = srv.sg.wait_access_lines(3)
     assert sum("HTTP/2.0" in ln for ln in lines) == 2, lines
     assert sum("HTTP/1.1" in ln for ln in lines) == 1, lines
+
+
+def test_proxy_listeners_speak_h2(static, pki, tmp_path):
+    """After a PROXY header: prior knowledge on a PROXY,h2c listener, ALPN h2 on a
+    PROXY,tls one; the request is the carried client's."""
+    pol = tmp_path / "p.lua"
+    pol.write_text(POLICY)
+    pport, tport = free_port(), free_port()
+    srv = static(params={"access_log": "access.log"}, args=[
+        "-f", str(pol), "-a", "127.0.0.1:%d,PROXY,h2c" % pport,
+        "-a", "127.0.0.1:%d,PROXY,tls,cert=%s,key=%s" % (tport, pki.a[0], pki.a[1])])
+    hdr = b"PROXY TCP4 203.0.113.7 198.51.100.1 40001 8080\r\n"
+    with H2(pport, prefix=hdr) as c:
+        st = c.get("/index.html")
+        assert st.status == 200 and st.header("x-proto") == "HTTP/2.0", st
+    with H2(tport, tls_ca=srv.ca, prefix=hdr) as c:
+        st = c.get("/index.html")
+        assert st.status == 200 and st.header("x-proto") == "HTTP/2.0", st
+    lines = srv.sg.wait_access_lines(2)
+    assert all(ln.startswith("203.0.113.7 ") and "HTTP/2.0" in ln for ln in lines), lines
+    assert srv.sg.stat("proxy_hdr") == 2
+
+
+def test_unix_socket_h2c(static, tmp_path):
+    path = str(tmp_path / "h2.sock")
+    srv = static(args=["-a", path + ",h2c,mode=0600"])
+    wait_until(lambda: os.path.exists(path), 5, "the socket")
+    for proto in ("--http2-prior-knowledge", "--http1.1"):
+        p = run([CURL, "-sS", "--max-time", "20", proto, "--unix-socket", path, "-o",
+                 "/dev/null", "-w", "%{http_version} %{http_code}", "http://a.test/index.html"])
+        assert p.stdout.decode() == ("2 200" if proto.startswith("--http2") else "1.1 200")
+    assert srv.sg.stat("h2_sess") == 1
 
 
 def test_authority_is_host(static):

@@ -72,11 +72,14 @@ class Stream:
 
 class H2:
     """One HTTP/2 connection to surogatd.  auto_window=False leaves every window as
-    the server's data shrinks it (the client reads nothing)."""
+    the server's data shrinks it (the client reads nothing).  prefix: bytes sent first,
+    before TLS and the preface (a PROXY header)."""
 
     def __init__(self, port, tls_ca=None, sni="a.test", settings=None, timeout=10.0,
-                 auto_window=True, preface=True):
+                 auto_window=True, preface=True, prefix=b""):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if prefix:
+            self.sock.sendall(prefix)
         if tls_ca is not None:
             ctx = ssl.create_default_context(cafile=str(tls_ca))
             ctx.set_alpn_protocols(["h2"])
