@@ -326,4 +326,5 @@ const struct tp_ops h1t_ops = {
     .writable = h1t_writable,
     .interim = h1t_interim,
     .body_next = h1t_body_next,
+    .tunnel = h1t_tunnel,
 };
