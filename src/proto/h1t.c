@@ -327,4 +327,7 @@ const struct tp_ops h1t_ops = {
     .interim = h1t_interim,
     .body_next = h1t_body_next,
     .tunnel = h1t_tunnel,
+    .park = h1t_park,
+    .resume = h1t_resume,
+    .drop = h1t_drop,
 };

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "surogat/wrk.h"
+
 struct req;
 
 /*
@@ -31,6 +33,8 @@ struct h1t_in {
     double t_body;     /* tim_mono() when the head was complete: the body's deadline counts from it */
     uint64_t body_raw; /* body bytes received so far, framing included: req_body_min_rate's measure */
     size_t body_end;   /* the whole body is in wrk->rx and ends at this offset; 0 when it is not */
+    /* Parked on a waiting list: its workspace and receive buffer, off any worker. */
+    struct wrk_mem mem;
 };
 struct h1t_in *h1t_in_of(struct req *req);
 /*
@@ -47,5 +51,10 @@ int h1t_continue(struct req *req);
  * waits in the waiter or a worker streams it.
  */
 double h1t_body_deadline(double t_body, uint64_t got);
+/* tp_ops.park, .resume and .drop for HTTP/1 (h1t_sess.c). */
+struct wrk;
+void h1t_park(struct req *req);
+void h1t_resume(struct wrk *wrk, struct req *req);
+void h1t_drop(struct req *req);
 
 #endif

@@ -427,22 +427,55 @@ park_partial(struct req *req, struct sess **spp)
     wtr_enter_until(spp, deadline);
 }
 
-void
-h1t_sess_task(struct wrk *wrk, void *priv)
+/*
+ * A request was served: skip a body nobody read, and say whether the
+ * session goes on with the bytes after it (true, *carry of them, moved to
+ * the start of wrk->rx) or was closed.
+ */
+static bool
+served_next(struct wrk *wrk, struct req *req, struct sess **spp, size_t *carry)
 {
-    struct sess *sp = priv;
+    if (!req->body_done && req->body != H1_BODY_NONE) {
+        /*
+         * A body nobody read (a hit, an error page): skipped when it is
+         * all in the buffer, else the connection is out of step: close.
+         */
+        if (h1t_in_of(req)->body_end != 0)
+            req->rx_pos = h1t_in_of(req)->body_end;
+        else
+            req->close = true;
+    }
+    if (req->abort) {
+        sess_close(spp);
+        return (false);
+    }
+    *carry = req->rx_len - req->rx_pos;
+    if (req->close || req->want_close || sess_draining()) {
+        if (*carry > 0)
+            sess_close_lingering(spp, REQ_ERROR_LINGER);
+        else
+            sess_close(spp);
+        return (false);
+    }
+    if (*carry > 0) {
+        memmove(wrk->rx, wrk->rx + req->rx_pos, *carry);
+        STAT_INC(sess_herd);
+    }
+    (*spp)->t_idle = tim_mono();
+    return (true);
+}
+
+/*
+ * Read, check and serve requests on the session until it idles, closes or
+ * a request parks (then the request owns the session: touch nothing).
+ */
+static void
+sess_loop(struct wrk *wrk, struct sess *sp, size_t carry, unsigned served)
+{
     struct http_hdr *hdrs;
     struct req *req;
-    size_t carry = 0;
-    unsigned served = 0;
     enum head_result hr;
 
-    OBJ_CHECK(wrk, WRK_MAGIC);
-    OBJ_CHECK(sp, SESS_MAGIC);
-    wrk_buffers_fit(wrk);
-    /* A request that arrived in part before: its bytes back where they are parsed. */
-    if (sess_input_len(sp) > 0)
-        carry = sess_input_read(sp, wrk->rx, wrk->rx_size);
     for (;;) {
         ws_reset(&wrk->ws);
         req = ws_alloc(&wrk->ws, sizeof *req);
@@ -496,34 +529,70 @@ h1t_sess_task(struct wrk *wrk, void *priv)
         /* The request is all in (or its body streams from here): the next one starts afresh. */
         sp->t_req = sp->t_body = 0;
         sp->sent_100 = false;
-        req_serve(req);
-        if (!req->body_done && req->body != H1_BODY_NONE) {
-            /*
-             * A body nobody read (a hit, an error page): skipped when it is
-             * all in the buffer, else the connection is out of step: close.
-             */
-            if (h1t_in_of(req)->body_end != 0)
-                req->rx_pos = h1t_in_of(req)->body_end;
-            else
-                req->close = true;
-        }
+        if (req_serve(req) == REQ_RUN_PARKED)
+            return;
         served++;
-        if (req->abort) {
-            sess_close(&sp);
+        if (!served_next(wrk, req, &sp, &carry))
             return;
-        }
-        carry = req->rx_len - req->rx_pos;
-        if (req->close || req->want_close || sess_draining()) {
-            if (carry > 0)
-                sess_close_lingering(&sp, REQ_ERROR_LINGER);
-            else
-                sess_close(&sp);
-            return;
-        }
-        if (carry > 0) {
-            memmove(wrk->rx, wrk->rx + req->rx_pos, carry);
-            STAT_INC(sess_herd);
-        }
-        sp->t_idle = tim_mono();
     }
+}
+
+void
+h1t_sess_task(struct wrk *wrk, void *priv)
+{
+    struct sess *sp = priv;
+    size_t carry = 0;
+
+    OBJ_CHECK(wrk, WRK_MAGIC);
+    OBJ_CHECK(sp, SESS_MAGIC);
+    wrk_buffers_fit(wrk);
+    /* A request that arrived in part before: its bytes back where they are parsed. */
+    if (sess_input_len(sp) > 0)
+        carry = sess_input_read(sp, wrk->rx, wrk->rx_size);
+    sess_loop(wrk, sp, carry, 0);
+}
+
+/*
+ * Waiting lists (tp.h): a parked request keeps the workspace and receive
+ * buffer it was read into -- its head, its state and any pipelined bytes
+ * are there -- and its session; the worker gets fresh buffers.
+ */
+void
+h1t_park(struct req *req)
+{
+    struct h1t_in *in = h1t_in_of(req);
+
+    OBJ_CHECK(req->wrk, WRK_MAGIC);
+    wrk_mem_take(req->wrk, &in->mem, req->rx_len);
+    req->ws = &in->mem.ws;
+    req->wrk = NULL;
+}
+
+void
+h1t_resume(struct wrk *wrk, struct req *req)
+{
+    struct h1t_in *in = h1t_in_of(req);
+    struct sess *sp = req->sp;
+    size_t carry;
+
+    OBJ_CHECK(wrk, WRK_MAGIC);
+    OBJ_CHECK(req, REQ_MAGIC);
+    wrk_buffers_fit(wrk);
+    wrk_mem_give(wrk, &in->mem);
+    req->wrk = wrk;
+    req->ws = &wrk->ws;
+    if (req_resume(req) == REQ_RUN_PARKED)
+        return;
+    if (served_next(wrk, req, &sp, &carry))
+        sess_loop(wrk, sp, carry, 1);
+}
+
+void
+h1t_drop(struct req *req)
+{
+    struct h1t_in *in = h1t_in_of(req);
+    struct sess *sp = req->sp;
+
+    sess_close(&sp);
+    wrk_mem_free(&in->mem); /* the request with it */
 }

@@ -226,8 +226,16 @@ PARAM(coalesce_timeout, DURATION, "10s", "0s", NULL, PAR_LIVE,
       "Longest a request waits for another request's fetch of the same object before it goes "
       "to the backend itself. The wait ends as soon as that fetch has the response head and "
       "knows it will be stored: then the waiting requests stream the body as it arrives.")
-PARAM(coalesce_max_waiters, UINT, "1024", "0", NULL, PAR_LIVE,
-      "Most requests that may wait for one fetch; more go to the backend themselves.")
+PARAM(coalesce_max_waiters, UINT, "16384", "0", NULL, PAR_LIVE,
+      "Most requests that may wait for one fetch; more go to the backend themselves. A "
+      "waiting request holds no worker thread: it is parked on the object's waiting list "
+      "with its request memory (a few KiB resident) until the fetch streams, ends or "
+      "coalesce_timeout passes.")
+PARAM(coalesce_rush, UINT, "3", "1", "1000", PAR_LIVE,
+      "How many parked requests each event of a fetch wakes (it streams, is published or "
+      "abandoned), and how many more each woken request wakes once it finds the object "
+      "usable: the waiters resume in a growing wave at the pace workers serve them instead "
+      "of flooding the queue at once (Varnish's rush_exponent).")
 PARAM(max_object_size, BYTES, "0", "0", NULL, PAR_LIVE,
       "Largest response body stored in the cache; 0 (the default): no limit but the store "
       "itself. A larger response -- by its Content-Length, or a chunked one once it grows "
