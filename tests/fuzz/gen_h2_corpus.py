@@ -1,7 +1,13 @@
 #!/usr/bin/python3
 """Write the seed corpus of fuzz_h2 (tests/fuzz/corpus/h2/): each file is one byte
 that chooses how the input is cut into reads (odd: whole), then the frames a client
-sends after the connection preface.  Needs python3-h2 (hpack, hyperframe)."""
+sends after the connection preface.  Needs python3-h2 (hpack, hyperframe).
+
+The committed corpus is kept small: what fuzzing adds is minimised now and then to
+the fewest files that still cover every edge the whole covered (libFuzzer's
+-merge=1 with -use_counters=0, then a greedy cover of each file's own edges), so
+seeds that cover nothing of their own are dropped from it; rerunning this adds
+them back, harmlessly."""
 import os
 import sys
 
