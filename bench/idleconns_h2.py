@@ -3,7 +3,8 @@
 idleconns_h2 -- idleconns.py for HTTP/2: open many connections (TLS with
 ALPN h2, or cleartext with prior knowledge: --h2c), send the connection
 preface, SETTINGS and one GET on each, read its whole response, and keep
-them all open and idle.
+them all open and idle.  --h1: the same over TLS with ALPN http/1.1 and an
+HTTP/1.1 GET, for what TLS alone keeps per connection.
 
 Protocol with the caller (bench/h2.py), one JSON object a line, as
 idleconns.py:
@@ -82,6 +83,29 @@ def read_response(sock, deadline):
     return None
 
 
+def read_response_h1(sock, deadline):
+    """Read an HTTP/1.1 response with a Content-Length body: its status, or None."""
+    buf = b""
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            d = sock.recv(65536)
+        except (socket.timeout, ssl.SSLError, OSError):
+            return None
+        if not d:
+            return None
+        buf += d
+        head, sep, body = buf.partition(b"\r\n\r\n")
+        if not sep:
+            continue
+        lines = head.decode("latin-1").split("\r\n")
+        clen = [int(ln.split(":", 1)[1]) for ln in lines[1:]
+                if ln.lower().startswith("content-length:")]
+        if clen and len(body) >= clen[0]:
+            return int(lines[0].split()[1])
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("port", type=int)
@@ -89,6 +113,7 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--path", default="/1k")
     ap.add_argument("--h2c", action="store_true", help="cleartext, prior knowledge")
+    ap.add_argument("--h1", action="store_true", help="HTTP/1.1 over TLS (ALPN http/1.1)")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per connection")
     args = ap.parse_args()
     if args.host != "127.0.0.1":
@@ -101,9 +126,12 @@ def main():
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-        ctx.set_alpn_protocols(["h2"])
+        ctx.set_alpn_protocols(["http/1.1"] if args.h1 else ["h2"])
     hello = PREFACE + frame(4, 0, 0, b"") + request(f"{args.host}:{args.port}", args.path,
                                                    not args.h2c)
+    if args.h1:
+        hello = f"GET {args.path} HTTP/1.1\r\nHost: {args.host}:{args.port}\r\n\r\n".encode()
+    want = "http/1.1" if args.h1 else "h2"
     stats = {"phase": "open", "opened": 0, "ok": 0, "failed": 0, "errors": {}}
     socks = []
     t0 = time.monotonic()
@@ -113,10 +141,11 @@ def main():
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RST)
             if ctx is not None:
                 s = ctx.wrap_socket(s, server_hostname="localhost")
-                if s.selected_alpn_protocol() != "h2":
+                if s.selected_alpn_protocol() != want:
                     raise OSError("ALPN %s" % s.selected_alpn_protocol())
             s.sendall(hello)
-            st = read_response(s, time.monotonic() + args.timeout)
+            st = (read_response_h1 if args.h1 else read_response)(s, time.monotonic() +
+                                                                   args.timeout)
             if st != 200:
                 raise OSError("status %s" % st)
         except OSError as e:
