@@ -437,6 +437,13 @@ fetch__revalidated(struct busyobj *bo)
             return (0);
         }
     }
+    /* The same body: the same attributes (an ESI program, gzip bits). */
+    if (hsh_oa_copy(oc, old) != 0) {
+        hsh_abandon(&bo->oc, 0);
+        hsh_ref(old);
+        bo->renewed = old;
+        return (0);
+    }
     oc->body_complete = true;
     STAT_INC(cache_revalidated);
     bo->stored = true;
