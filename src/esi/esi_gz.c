@@ -89,6 +89,7 @@ esi_gz_new(const struct esi_conf *c, int level)
     OBJ_NEW(g, ESI_GZ_MAGIC);
     g->p = esi_parser_new(c, cut, g);
     g->z = gz_new(GZ_ENCODE, level);
+    gz_track(g->z); /* the bits of the whole stream, for esi_gz_bits() */
     g->st = GZ_OK;
     return (g);
 }
@@ -176,6 +177,13 @@ esi_gz_stats(const struct esi_gz *g, struct esi_stats *st)
 {
     OBJ_CHECK(g, ESI_GZ_MAGIC);
     esi_parser_stats(g->p, st);
+}
+
+bool
+esi_gz_bits(const struct esi_gz *g, struct gz_bits *b)
+{
+    OBJ_CHECK(g, ESI_GZ_MAGIC);
+    return (g->st == GZ_OK && gz_bits(g->z, b));
 }
 
 size_t

@@ -157,6 +157,7 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
         .do_gzip = -1,
         .do_gunzip = -1,
         .do_stream = -1,
+        .do_esi = -1,
         .uncacheable = *st != FRESH_STORE,
     };
 
@@ -166,6 +167,7 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
     bo->pol_gzip = br.do_gzip;
     bo->pol_gunzip = br.do_gunzip;
     bo->hold = br.do_stream == 0;
+    bo->pol_esi = br.do_esi;
     switch (act) {
     case POL_DELIVER:
         break;

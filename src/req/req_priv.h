@@ -90,6 +90,15 @@ struct req_state {
     struct pol_synth syn;    /* the synthetic answer of REQ_S_SYNTH */
 };
 
+/*
+ * Run req's steps from req->st->step on until the request is done
+ * (REQ_S_DONE), or until the next step is one of `stop` (a mask of
+ * 1u << REQ_S_*, 0 for none): that step is returned, not run.  An ESI
+ * include runs its lookup this way on the page's worker and the rest,
+ * unless a hit, on a task of its own (req_esi.c).
+ */
+enum req_step req__run(struct req *req, unsigned stop);
+
 /* req_key.c: whether the request's method is exactly m (methods are case-sensitive). */
 bool req__is_method(const struct req *req, const char *m);
 

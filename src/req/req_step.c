@@ -467,6 +467,27 @@ restart(struct req *req)
     return (true);
 }
 
+enum req_step
+req__run(struct req *req, unsigned stop)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    /* A deliver hook run outside the steps (an ESI include's hit) said "restart". */
+    if (req->restart) {
+        req->restart = false;
+        req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
+    }
+    while (req->st->step != REQ_S_DONE) {
+        if (stop & (1u << req->st->step))
+            return (req->st->step);
+        req->restart = false;
+        req->st->step = steps[req->st->step].run(req);
+        /* The deliverer and the synth hook say "restart" through the request. */
+        if (req->restart || req->st->step == REQ_S_RESTART)
+            req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
+    }
+    return (REQ_S_DONE);
+}
+
 void
 req_dispatch(struct req *req)
 {
@@ -480,11 +501,5 @@ req_dispatch(struct req *req)
     }
     memset(req->st, 0, sizeof *req->st);
     req->st->step = REQ_S_RECV;
-    while (req->st->step != REQ_S_DONE) {
-        req->restart = false;
-        req->st->step = steps[req->st->step].run(req);
-        /* The deliverer and the synth hook say "restart" through the request. */
-        if (req->restart || req->st->step == REQ_S_RESTART)
-            req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
-    }
+    (void)req__run(req, 0);
 }
