@@ -272,6 +272,7 @@ obj_body(struct out *o, struct req *sub, struct cobj *oc)
             gz_stitch_member_end(&o->st) != 0)
             return (o->failed ? R_CLIENT : R_CUT);
         o->frag_bytes += bits.len;
+        STAT_INC(esi_spliced);
         return (R_OK);
     }
     d = (struct decode){ gz_new(gz_coding_decoder((enum gz_coding)coding), 0), o, false };

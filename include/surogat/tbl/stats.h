@@ -203,6 +203,8 @@ STAT(esi_warnings, COUNTER, "ESI warnings found in pages while they were stored.
 STAT(esi_deliveries, COUNTER, "ESI pages assembled for a client or for an include.")
 STAT(esi_gzip, COUNTER, "ESI pages sent gzip, stitched from stored segments and fragments "
      "without recompressing.")
+STAT(esi_spliced, COUNTER, "Cached includes stored gzip spliced whole into a gzip page, "
+     "neither decoded nor compressed (their gzip bits kept with them).")
 STAT(esi_includes, COUNTER, "Includes processed (every level).")
 STAT(esi_include_hit, COUNTER, "Includes answered from the cache, on the page's worker.")
 STAT(esi_include_miss, COUNTER, "Includes fetched for the cache.")
