@@ -118,9 +118,8 @@ void
 par__feature_doc(struct sb *out, const char *indent)
 {
     for (unsigned i = 0; i < ARRAY_LEN(feats); i++)
+        /* A choice shows its default. */
         sb_printf(out, "%s%c%-26s %s\n", indent,
-                  feats[i].state == FEAT_ON    ? '+'
-                  : feats[i].state == FEAT_OFF ? '-'
-                                               : ' ',
+                  feats[i].state == FEAT_ON || feats[i].state == FEAT_CHOICE_ON ? '+' : '-',
                   feats[i].name, feats[i].why);
 }

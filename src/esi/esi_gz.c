@@ -124,7 +124,8 @@ hold_from(struct esi_gz *g, uint64_t from)
         g->held = realloc(g->held, g->held_cap);
         AN(g->held);
     }
-    memcpy(g->held + keep_old, g->cur + (g->cur_len - (n - keep_old)), n - keep_old);
+    if (n > keep_old) /* nothing new to keep: held may still be NULL */
+        memcpy(g->held + keep_old, g->cur + (g->cur_len - (n - keep_old)), n - keep_old);
     g->held_off = from;
     g->held_len = n;
     g->cur = NULL;
