@@ -149,6 +149,8 @@ struct esi_iter {
 int esi_prog_info(const void *prog, size_t len, struct esi_info *info);
 /* Start walking prog (checked by esi_prog_info() first: -1 if unsound). */
 int esi_iter_init(struct esi_iter *it, const void *prog, size_t len);
+/* Both at once, with one check: a delivery's walk begins here. */
+int esi_iter_info(struct esi_iter *it, const void *prog, size_t len, struct esi_info *info);
 enum esi_next esi_iter_next(struct esi_iter *it, struct esi_item *item);
 
 /* ---- ESI pages stored gzip ---- */

@@ -172,11 +172,13 @@ struct req_frag_info {
     unsigned status;  /* REQ_FRAG_BYTES, REQ_FRAG_FAILED: its response's (0: none) */
 };
 /*
- * The includes of the page req delivers, whose program prog (valid until
- * req_esi_end()) is walked in order: the first esi_max_parallel are
- * started now, and one more each time one is done.  Never NULL.
+ * The includes of the page req delivers, whose program (valid until
+ * req_esi_end()) the iterator it is about to walk in order, holding ninc
+ * includes: the first esi_max_parallel are started now, and one more each
+ * time one is done.  Never NULL.
  */
-struct req_esi *req_esi_begin(struct req *req, const void *prog, size_t plen);
+struct esi_iter;
+struct req_esi *req_esi_begin(struct req *req, const struct esi_iter *it, unsigned ninc);
 /* Whether req_esi_next() for the next include in page order would not wait. */
 bool req_esi_ready(const struct req_esi *e);
 /*
@@ -191,6 +193,8 @@ struct req_frag *req_esi_next(struct req_esi *e, const struct esi_item *item, bo
  * 0 at the end, -1 when the response failed.  Blocks.
  */
 ssize_t req_esi_read(struct req_frag *f, const char **p);
+/* Whether req_esi_read() would not wait. */
+bool req_esi_readable(struct req_frag *f);
 /*
  * REQ_FRAG_OBJ whose deliver hook did not deliver (synth: its page is in
  * the buffer; restart): the rest of its steps run here, and it becomes

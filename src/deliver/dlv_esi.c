@@ -55,20 +55,30 @@
 
 #include "dlv_priv.h"
 
-/* Iovecs gathered per write, and room for the small pieces the stitcher makes on its stack. */
-#define ESI_IOV   64
-#define ESI_SMALL 2048
-#define ESI_COPY  64 /* pieces up to this are copied: headers, trailers, a patched byte */
+/*
+ * Iovecs gathered per write; pieces up to ESI_COPY bytes (the stitcher's
+ * headers and trailers, made on its stack) are copied, and so are bytes
+ * that do not outlive the call (a decoder's output, an include's buffer),
+ * into a copy buffer of ESI_BUF bytes at most.
+ */
+#define ESI_IOV  64
+#define ESI_COPY 64
+#define ESI_BUF  (16 * 1024)
 
-/* Where the assembled bytes go: the page's transport, gathered into few writes. */
+/*
+ * Where the assembled bytes go: the page's transport, gathered into few
+ * writes.  The head waits for the first write: a page whose includes were
+ * all ready goes out whole in one write, with its length.
+ */
 struct out {
     struct req *req;
     bool gzip;           /* the body is one stitched gzip stream */
     struct gz_stitch st;
+    struct tp_head *head; /* not given to the transport yet */
     struct iovec iov[ESI_IOV];
     int niov;
-    char small[ESI_SMALL];
-    size_t nsmall;
+    char *buf;           /* the copy buffer */
+    size_t cap, used;
     bool failed;         /* the client is gone */
     uint64_t frag_bytes; /* identity bytes of the include being sent */
 };
@@ -82,44 +92,93 @@ enum res {
     R_CLIENT, /* the client failed */
 };
 
+/* The head, when it has not gone yet: the body's length is not known (chunked). */
+static int
+send_head(struct out *o)
+{
+    struct tp_head *h = o->head;
+
+    o->head = NULL;
+    if (h != NULL && o->req->tp->head(o->req, h) != 0)
+        o->failed = true;
+    return (o->failed ? -1 : 0);
+}
+
 static int
 flush(struct out *o)
 {
-    if (o->failed)
+    if (o->failed || send_head(o) != 0)
         return (-1);
     if (o->niov > 0 && o->req->tp->body(o->req, o->iov, o->niov) != 0)
         o->failed = true;
     o->niov = 0;
-    o->nsmall = 0;
+    o->used = 0;
     return (o->failed ? -1 : 0);
 }
 
-/*
- * Bytes for the client: small ones copied (they may live on a caller's
- * stack), larger ones pointed at -- valid until the next flush().
- */
+/* Add n bytes at p, copied when copy (or small), else pointed at until the next flush(). */
 static int
-put(struct out *o, const char *p, size_t n)
+add(struct out *o, const char *p, size_t n, bool copy)
 {
     if (n == 0)
         return (o->failed ? -1 : 0);
-    if (o->niov == ESI_IOV || (n <= ESI_COPY && o->nsmall + n > sizeof o->small))
+    copy = copy || n <= ESI_COPY;
+    while (copy && n > o->cap - o->used) {
+        /* Fill the copy buffer, send, go on with the rest. */
+        size_t k = o->cap - o->used;
+        if (k > 0 && add(o, p, k, true) != 0)
+            return (-1);
+        p += k;
+        n -= k;
         if (flush(o) != 0)
             return (-1);
-    if (n <= ESI_COPY) {
-        memcpy(o->small + o->nsmall, p, n);
-        p = o->small + o->nsmall;
-        o->nsmall += n;
+    }
+    if (o->niov == ESI_IOV && flush(o) != 0)
+        return (-1);
+    if (copy) {
+        memcpy(o->buf + o->used, p, n);
+        p = o->buf + o->used;
+        o->used += n;
     }
     o->iov[o->niov++] = (struct iovec){ (void *)(uintptr_t)p, n };
     return (0);
 }
 
-/* gz_out_f: the stitcher's output. */
+/* Bytes that live as long as the delivery (the store's, ours). */
+static int
+put(struct out *o, const char *p, size_t n)
+{
+    return (add(o, p, n, false));
+}
+
+/* gz_out_f: the stitcher's output (stored bytes, or its own small pieces). */
 static int
 stitch_out(void *priv, const char *p, size_t len)
 {
     return (put(priv, p, len));
+}
+
+/* gz_out_f: stitched pieces of bytes that do not outlive the call. */
+static int
+copy_out(void *priv, const char *p, size_t len)
+{
+    return (add(priv, p, len, true));
+}
+
+/*
+ * Bytes that do not outlive the call (a decoder's output, an include's
+ * buffer): copied.  While they are stitched the stitcher's output is
+ * copied too (its stored blocks point at them).
+ */
+static int
+put_copy(struct out *o, const char *p, size_t n)
+{
+    if (!o->gzip)
+        return (add(o, p, n, true));
+    o->st.out = copy_out;
+    n = gz_stitch_identity(&o->st, p, n) == 0 ? 0 : 1;
+    o->st.out = stitch_out;
+    return (n == 0 ? 0 : -1);
 }
 
 /* Identity bytes of the page or an include, in place: as they are, or as stored blocks. */
@@ -132,15 +191,14 @@ identity(struct out *o, const char *p, size_t n)
     return (put(o, p, n));
 }
 
-/* gz_out_f: a decoder's output, which reuses its buffer: sent now. */
+/* gz_out_f: a decoder's output, which reuses its buffer: copied. */
 static int
 decoded_out(void *priv, const char *p, size_t len)
 {
     struct out *o = priv;
 
-    if (identity(o, p, len) != 0)
-        return (-1);
-    return (flush(o));
+    o->frag_bytes += len;
+    return (put_copy(o, p, len));
 }
 
 /* ---- the stored bytes ---- */
@@ -317,9 +375,15 @@ bytes_body(struct out *o, struct req_frag *f)
     const char *p;
     ssize_t n;
 
-    while ((n = req_esi_read(f, &p)) > 0) {
-        /* The piece lives until the next read: sent first. */
-        if (identity(o, p, (size_t)n) != 0 || flush(o) != 0)
+    for (;;) {
+        /* What is ready goes out before the page waits for more of this include. */
+        if (!req_esi_readable(f) && flush(o) != 0)
+            return (R_CLIENT);
+        if ((n = req_esi_read(f, &p)) <= 0)
+            break;
+        /* The piece lives until the next read: copied. */
+        o->frag_bytes += (uint64_t)n;
+        if (put_copy(o, p, (size_t)n) != 0)
             return (o->failed ? R_CLIENT : R_CUT);
     }
     if (n == 0)
@@ -415,27 +479,24 @@ literal(struct out *o, const struct cobj *oc, const struct esi_info *info,
     return (R_CUT); /* the stored page does not match its program */
 }
 
-/* Walk the page oc, delivered for req, into o. */
+/* Walk the page oc, delivered for req, into o: it is about to walk its program. */
 static enum res
-page(struct out *o, struct req *req, struct cobj *oc, struct txt prog)
+walk(struct out *o, struct req *req, struct cobj *oc, struct esi_iter *it,
+     const struct esi_info *info)
 {
     struct req_esi *e = NULL;
-    struct esi_info info;
-    struct esi_iter it;
     struct esi_item item;
     struct cursor c = { NULL, 0 };
     struct decode raw = { NULL, o, false };
     enum esi_next n = ESI_DONE;
     enum res r = R_OK;
 
-    if (esi_prog_info(prog.b, prog.len, &info) != 0 || esi_iter_init(&it, prog.b, prog.len) != 0)
-        return (R_CUT);
     STAT_INC(esi_deliveries);
-    if (info.ninc > 0)
-        e = req_esi_begin(req, prog.b, prog.len);
-    while (r == R_OK && (n = esi_iter_next(&it, &item)) == ESI_ITEM) {
+    if (info->ninc > 0)
+        e = req_esi_begin(req, it, info->ninc);
+    while (r == R_OK && (n = esi_iter_next(it, &item)) == ESI_ITEM) {
         if (item.kind == ESI_LITERAL)
-            r = literal(o, oc, &info, &item, &c, &raw);
+            r = literal(o, oc, info, &item, &c, &raw);
         else
             r = include_item(o, e, &item);
     }
@@ -445,6 +506,18 @@ page(struct out *o, struct req *req, struct cobj *oc, struct txt prog)
     if (e != NULL)
         req_esi_end(&e);
     return (r);
+}
+
+/* An included page: its program checked, then walked. */
+static enum res
+page(struct out *o, struct req *req, struct cobj *oc, struct txt prog)
+{
+    struct esi_info info;
+    struct esi_iter it;
+
+    if (esi_iter_info(&it, prog.b, prog.len, &info) != 0)
+        return (R_CUT);
+    return (walk(o, req, oc, &it, &info));
 }
 
 /*
@@ -495,12 +568,14 @@ dlv__esi(struct req *req, struct cobj *oc, struct txt prog, double now, const ch
 {
     const struct tp_ops *tp = req->tp;
     struct esi_info info;
+    struct esi_iter it;
     struct dlv_plan d;
     struct out *o;
+    uint64_t len = 0;
     enum res r;
 
     OBJ_CHECK(req, REQ_MAGIC);
-    if (esi_prog_info(prog.b, prog.len, &info) != 0) {
+    if (esi_iter_info(&it, prog.b, prog.len, &info) != 0) {
         /* Its attributes passed their checks, its program not: the object is damaged. */
         (void)hsh_kill(oc, false);
         req->close = true;
@@ -508,13 +583,18 @@ dlv__esi(struct req *req, struct cobj *oc, struct txt prog, double now, const ch
         return;
     }
     o = ws_alloc(req->ws, sizeof *o);
-    if (o == NULL) {
+    if (o != NULL) {
+        /* The copy buffer: what the workspace spares, within bounds. */
+        memset(o, 0, sizeof *o);
+        o->cap = SRG_MIN((size_t)ESI_BUF, ws_free_bytes(req->ws) / 4);
+        o->buf = o->cap >= 4 * ESI_COPY ? ws_alloc(req->ws, o->cap) : NULL;
+    }
+    if (o == NULL || o->buf == NULL) {
         STAT_INC(ws_overflow);
         req->close = true;
         (void)dlv_error(req, 500, NULL, "workspace_client exhausted");
         return;
     }
-    memset(o, 0, sizeof *o);
     o->req = req;
     /* An include's bytes are decoded by the page taking them: it gets identity. */
     o->gzip = info.gzip && req->esi_level == 0 && gz_accepts(req->http);
@@ -522,19 +602,25 @@ dlv__esi(struct req *req, struct cobj *oc, struct txt prog, double now, const ch
         dlv__refused(req, &d);
         return;
     }
-    if (tp->head(req, &d.head) != 0)
-        return;
     if (!d.head.body || req->head_only) {
-        (void)tp->end(req);
+        if (tp->head(req, &d.head) == 0)
+            (void)tp->end(req);
         return;
     }
+    o->head = &d.head; /* with the first write */
     if (o->gzip) {
         STAT_INC(esi_gzip);
         AZ(gz_stitch_begin(&o->st, stitch_out, o)); /* into the batch: it cannot fail */
     }
-    r = page(o, req, oc, prog);
+    r = walk(o, req, oc, &it, &info);
     if (r == R_OK && o->gzip && gz_stitch_end(&o->st) != 0)
         r = R_CLIENT;
+    if (r == R_OK && o->head != NULL) {
+        /* Nothing had to wait: the whole page is here, with its length, in one write. */
+        for (int i = 0; i < o->niov; i++)
+            len += o->iov[i].iov_len;
+        o->head->len = len;
+    }
     if (r == R_OK && flush(o) == 0) {
         (void)tp->end(req);
         return;
@@ -542,8 +628,8 @@ dlv__esi(struct req *req, struct cobj *oc, struct txt prog, double now, const ch
     if (r != R_CUT)
         return; /* the client is gone */
     STAT_INC(esi_aborted);
-    /* Nothing went out yet: a whole answer instead of a cut one. */
-    if (!tp->abort(req)) {
+    if (o->head != NULL || !tp->abort(req)) {
+        /* Nothing went out yet: a whole answer instead of a cut one. */
         req->close = true;
         (void)dlv_error(req, 503, NULL, "an ESI include failed");
     }

@@ -248,6 +248,18 @@ req_esi_read(struct req_frag *f, const char **p)
     return (rv);
 }
 
+bool
+req_esi_readable(struct req_frag *f)
+{
+    bool r;
+
+    OBJ_CHECK(f, REQ_FRAG_MAGIC);
+    AZ(pthread_mutex_lock(&f->mtx));
+    r = f->ended || f->written > f->consumed;
+    AZ(pthread_mutex_unlock(&f->mtx));
+    return (r);
+}
+
 /* ---- esi_tp: the transport of an include, writing its buffer ---- */
 
 static struct req_frag *
@@ -780,18 +792,17 @@ frag_start(struct req_esi *e, const struct esi_item *item, bool alt, unsigned in
 static void fill_window(struct req_esi *e);
 
 struct req_esi *
-req_esi_begin(struct req *req, const void *prog, size_t plen)
+req_esi_begin(struct req *req, const struct esi_iter *it, unsigned ninc)
 {
     struct req_esi *e;
-    struct esi_info info;
 
     OBJ_CHECK(req, REQ_MAGIC);
+    OBJ_CHECK(it, ESI_ITER_MAGIC);
     OBJ_NEW(e, REQ_ESI_MAGIC);
     e->req = req;
-    AZ(esi_prog_info(prog, plen, &info)); /* checked by the deliverer */
-    AZ(esi_iter_init(&e->it, prog, plen));
-    e->ninc = info.ninc;
-    e->win_cap = SRG_MAX(1u, SRG_MIN(par.esi_max_parallel, info.ninc));
+    e->it = *it; /* a walk of its own, ahead of the deliverer's */
+    e->ninc = ninc;
+    e->win_cap = SRG_MAX(1u, SRG_MIN(par.esi_max_parallel, ninc));
     e->win = calloc(e->win_cap, sizeof *e->win);
     AN(e->win);
     if (req->esi_log == NULL) {

@@ -386,6 +386,24 @@ START_TEST(depth_and_cycles)
 }
 END_TEST
 
+/* Every include ready at once (cached): the page goes out whole, with its length. */
+START_TEST(all_ready_has_a_length)
+{
+    fragments();
+    again(false);
+    deliver("/nested");
+    ck_assert_str_eq(body_str(), "<div>([two])</div>");
+    ck_assert_uint_eq(seen.len, seen.blen);
+    ck_assert_uint_eq(seen.ends, 1);
+    /* Not with an include that had to be waited for: /missing is fetched. */
+    store_page("/wait", "<p><esi:include src=\"/missing\" onerror=\"continue\"/></p>", false);
+    again(false);
+    deliver("/wait");
+    ck_assert_str_eq(body_str(), "<p></p>");
+    ck_assert_uint_eq(seen.len, TP_LEN_UNKNOWN);
+}
+END_TEST
+
 /* HEAD: the head only, and no include is even looked up. */
 START_TEST(head_request)
 {
@@ -415,6 +433,7 @@ dlv_esi_suite(void)
     tcase_add_test(tc, failing_include_cuts);
     tcase_add_test(tc, depth_and_cycles);
     tcase_add_test(tc, head_request);
+    tcase_add_test(tc, all_ready_has_a_length);
     suite_add_tcase(s, tc);
     return s;
 }
