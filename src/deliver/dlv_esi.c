@@ -6,9 +6,11 @@
  * the page waits for each only when its turn comes, and sends what is
  * ready before it waits.
  *
- * The head has no Content-Length (the transport frames the body: chunked,
- * or the end of an HTTP/1.0 connection), no ETag or Last-Modified (the
- * bytes are assembled anew each time: no 304, no Range).  The body is
+ * The head has no ETag or Last-Modified (the bytes are assembled anew
+ * each time: no 304, no Range), and goes with the first write: a page
+ * whose includes were all ready is sent whole with its Content-Length,
+ * another one framed by the transport as it goes (chunked, or the end of
+ * an HTTP/1.0 connection).  The body is
  * gzip when the page is stored gzip and the client takes it, identity
  * otherwise:
  *

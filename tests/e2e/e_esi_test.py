@@ -107,7 +107,15 @@ function recv(req)
   -- The same for every user too, though its request carries their cookies.
   if req.url:find("^/frag/big") then return "hash" end
   if req.is_esi_subreq then req.http["X-Esi-Level"] = tostring(req.esi_level) end
+  if not req.is_esi_subreq then req.ctx.page = req.url end
   if req.is_esi_subreq and req.http.host == "allowed.test" then req.esi_allow_host = true end
+end
+
+-- The page's req.ctx is still its own after its includes ran their hooks on its worker.
+function log(req, resp)
+  if req.url == "/levels.php" then
+    surogat.log("ctx of the page: " .. tostring(req.ctx.page))
+  end
 end
 
 function backend_response(bereq, beresp)
@@ -367,6 +375,9 @@ def test_not_stored_is_not_processed(php, sg):
 def test_policy_sees_the_include(php, sg):
     s = sg()
     assert get(s, "/levels.php").body == b"<html>[level=1]</html>"
+    assert get(s, "/levels.php").body == b"<html>[level=1]</html>"
+    wait_until(lambda: s.log_tail(200).count("ctx of the page: /levels.php") == 2, 5,
+               "the log hook's lines")
 
 
 def test_other_host_needs_the_policy(php, sg):
