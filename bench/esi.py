@@ -34,10 +34,8 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 import zlib
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -135,53 +133,14 @@ def start_surogat(args, workdir, port, origin_port):
     return srv
 
 
-def start_varnish(args, workdir, port, origin_port):
-    d = os.path.join(workdir, "varnish")
-    os.makedirs(d, exist_ok=True)
-    vcl = pt.render("varnish-esi.vcl.in", os.path.join(d, "esi.vcl"), ORIGIN_PORT=origin_port)
-    srv = pt.Server("varnish", port)
-    srv.logfile = os.path.join(d, "stderr.log")
-    argv = ["taskset", "-c", str(args.proxy_cpu), args.varnishd, "-F",
-            "-n", os.path.join(d, "n"), "-a", f"127.0.0.1:{port}", "-f", vcl,
-            "-T", "none", "-s", "malloc,256m", "-p", f"thread_pools={args.thread_pools}",
-            "-p", f"thread_pool_min={args.thread_pool_min}", "-p", "thread_pool_max=5000",
-            "-p", "timeout_idle=60"]
-    srv.argv = argv
-    srv.proc = pt.spawn(argv, srv.logfile)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        kids = [k for k in pt.descendants(srv.proc.pid) if pt.comm(k) == "cache-main"]
-        if kids:
-            srv.pid = kids[0]
-            return srv
-        if srv.proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise SystemExit(f"varnishd did not start:\n{pt.tail(srv.logfile)}")
-
-
 def measure(args, srv, path, gzip):
-    argv = ["taskset", "-c", str(args.client_cpu), args.wrk, "-t", str(args.wrk_threads),
-            "-c", str(args.conns), "-d", f"{args.duration}s", "--timeout", "5s", "--latency"]
-    if gzip:
-        argv += ["-H", "Accept-Encoding: gzip"]
-    argv.append(f"http://127.0.0.1:{srv.port}{path}")
+    headers = ["Accept-Encoding: gzip"] if gzip else []
     if args.warmup > 0:
-        warm = list(argv)
-        warm[warm.index("-d") + 1] = f"{args.warmup}s"
-        subprocess.run(warm, capture_output=True, timeout=args.warmup + 60)
+        pt.run_wrk(args, srv.port, path, args.conns, False, args.warmup, False, headers)
     t0 = pt.proc_ticks(srv.pid)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    pt.STARTED.append(proc)
-    try:
-        out, _ = proc.communicate(timeout=args.duration + 60)
-    except subprocess.TimeoutExpired:
-        pt.stop(proc)
-        out = b"wrk: did not finish in time\n"
-    pt.STARTED.remove(proc)
+    argv, out = pt.run_wrk(args, srv.port, path, args.conns, False, args.duration, True, headers)
     ticks = (pt.proc_ticks(srv.pid) or 0) - (t0 or 0)
-    r = pt.parse_wrk(out.decode(errors="replace"))
+    r = pt.parse_wrk(out)
     r["argv"] = argv
     r["cpu_us_per_req"] = (ticks / pt.CLK_TCK * 1e6 / r["requests"]) if r.get("requests") else None
     if not srv.check_alive():
@@ -205,6 +164,8 @@ def parse_args():
     ap.add_argument("--thread-pool-min", type=int, default=50)
     ap.add_argument("-P", "--surogat-param", action="append", default=[],
                     help="extra surogat -p name=value (repeatable)")
+    ap.add_argument("--varnish-param", action="append", default=[],
+                    help="extra varnishd -p name=value (repeatable)")
     ap.add_argument("--proxy-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--wrk", default=shutil.which("wrk") or "/usr/bin/wrk")
@@ -248,7 +209,8 @@ def main():
     if "surogat" in only:
         servers.append(start_surogat(args, workdir, pt.free_port(), origin.port))
     if "varnish" in only:
-        servers.append(start_varnish(args, workdir, pt.free_port(), origin.port))
+        servers.append(pt.start_varnish(args, workdir, pt.free_port(), origin.port,
+                                        "varnish-esi.vcl.in"))
     for srv in servers:
         pt.wait_ready(srv.proc, srv.port, "/plain.html", len(want), srv.name)
         check(srv, want)

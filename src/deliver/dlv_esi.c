@@ -74,12 +74,12 @@
  */
 struct out {
     struct req *req;
-    bool gzip;           /* the body is one stitched gzip stream */
+    bool gzip; /* the body is one stitched gzip stream */
     struct gz_stitch st;
     struct tp_head *head; /* not given to the transport yet */
     struct iovec iov[ESI_IOV];
     int niov;
-    char *buf;           /* the copy buffer */
+    char *buf; /* the copy buffer */
     size_t cap, used;
     bool failed;         /* the client is gone */
     uint64_t frag_bytes; /* identity bytes of the include being sent */

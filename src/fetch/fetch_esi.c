@@ -169,8 +169,9 @@ dec_result(struct fetch_esi *fe, enum gz_status st)
         return (0);
     case GZ_E_BOMB:
         STAT_INC(gunzip_bombs);
-        log_msg(LOG_WARNING, "gzip: %.*s: backend body inflates past gunzip_max_ratio or "
-                             "gunzip_max_size: refused, not stored",
+        log_msg(LOG_WARNING,
+                "gzip: %.*s: backend body inflates past gunzip_max_ratio or "
+                "gunzip_max_size: refused, not stored",
                 (int)SRG_MIN(fe->bo->bereq->url.len, 256), fe->bo->bereq->url.b);
         return (FETCH_GZ_BOMB);
     case GZ_E_DATA:

@@ -87,43 +87,43 @@ enum frag_refused {
 struct req_frag {
     unsigned magic;
 #define REQ_FRAG_MAGIC 0x4f2ab7e1
-    unsigned refcnt;        /* under mtx: the page's worker, and a queued or running task */
-    unsigned index;         /* in page order; immutable */
+    unsigned refcnt; /* under mtx: the page's worker, and a queued or running task */
+    unsigned index;  /* in page order; immutable */
     enum frag_refused refused;
-    struct req *sub;        /* NULL when refused */
-    struct cobj *oc;        /* a hit for the deliverer (REQ_FRAG_OBJ) */
+    struct req *sub; /* NULL when refused */
+    struct cobj *oc; /* a hit for the deliverer (REQ_FRAG_OBJ) */
     struct pool_task task;
     double t_start, t_ready; /* tim_mono(): made; response complete (or hit found) */
-    struct esi_rec *rec;    /* under mtx: the log record to fill once DONE; NULL: none yet */
+    struct esi_rec *rec;     /* under mtx: the log record to fill once DONE; NULL: none yet */
     pthread_mutex_t mtx;
     pthread_cond_t cond;
     /* -- under mtx -- */
     enum frag_state state;
-    unsigned status;        /* of the last head its transport got */
+    unsigned status; /* of the last head its transport got */
     bool head;
-    bool ended, failed;     /* the response is over; whole or not */
-    bool cancel;            /* the page gave up on it: its transport's writes fail */
-    bool logged;            /* run_rest() wrote its live log record */
-    uint64_t written;       /* bytes in the buffer, ever */
-    uint64_t consumed;      /* bytes handed to the deliverer */
+    bool ended, failed; /* the response is over; whole or not */
+    bool cancel;        /* the page gave up on it: its transport's writes fail */
+    bool logged;        /* run_rest() wrote its live log record */
+    uint64_t written;   /* bytes in the buffer, ever */
+    uint64_t consumed;  /* bytes handed to the deliverer */
     struct chunk *first, *last;
-    size_t rd;              /* bytes of first handed out */
+    size_t rd; /* bytes of first handed out */
     /* -- its transport's, while it runs -- */
-    struct gz *dec;         /* decoding the response's content coding; NULL: identity */
-    bool undecodable;       /* a coding we cannot decode */
-    struct ws ws;           /* the include's workspace */
+    struct gz *dec;   /* decoding the response's content coding; NULL: identity */
+    bool undecodable; /* a coding we cannot decode */
+    struct ws ws;     /* the include's workspace */
     char *ws_mem;
 };
 
 struct req_esi {
     unsigned magic;
 #define REQ_ESI_MAGIC 0x0e5b1c93
-    struct req *req;        /* the page's */
-    struct esi_iter it;     /* the program, walked ahead to start includes */
+    struct req *req;    /* the page's */
+    struct esi_iter it; /* the program, walked ahead to start includes */
     unsigned ninc, nstarted, ntaken;
-    struct req_frag **win;  /* started, not taken: a ring of esi_max_parallel */
+    struct req_frag **win; /* started, not taken: a ring of esi_max_parallel */
     unsigned win_cap, win_head, win_n;
-    bool current;           /* one is taken and not done: it counts in the window */
+    bool current;              /* one is taken and not done: it counts in the window */
     struct req_frag **pending; /* done but still running: waited for at the end */
     unsigned npending, pending_cap;
 };
@@ -165,7 +165,8 @@ static int
 buf_append(struct req_frag *f, const char *p, size_t len)
 {
     AZ(pthread_mutex_lock(&f->mtx));
-    while (!f->cancel && f->state == F_RUNNING && f->written - f->consumed >= par.esi_fragment_buffer)
+    while (!f->cancel && f->state == F_RUNNING &&
+           f->written - f->consumed >= par.esi_fragment_buffer)
         AZ(pthread_cond_wait(&f->cond, &f->mtx));
     if (f->cancel) {
         AZ(pthread_mutex_unlock(&f->mtx));
@@ -470,9 +471,10 @@ static const struct tp_ops esi_tp_ops = {
 
 /* Request fields an include does not inherit from its page. */
 static const char *const not_inherited[] = {
-    "Host",     "If-None-Match",  "If-Modified-Since", "If-Match", "If-Unmodified-Since",
-    "If-Range", "Range",          "Content-Length",    "Transfer-Encoding", "Expect",
-    "Content-Type", "Content-Encoding",
+    "Host",     "If-None-Match",       "If-Modified-Since",
+    "If-Match", "If-Unmodified-Since", "If-Range",
+    "Range",    "Content-Length",      "Transfer-Encoding",
+    "Expect",   "Content-Type",        "Content-Encoding",
 };
 
 static bool
@@ -574,12 +576,12 @@ sub_new(struct req_frag *f, struct req *page, const struct txt *host, const stru
 }
 
 /* Steps that run on a task of their own: those that fetch, or stream, or send a file. */
-#define STOP_LOOKUP                                                                            \
-    ((1u << REQ_S_MISS) | (1u << REQ_S_PASS) | (1u << REQ_S_PIPE) | (1u << REQ_S_STATIC) |     \
+#define STOP_LOOKUP                                                                        \
+    ((1u << REQ_S_MISS) | (1u << REQ_S_PASS) | (1u << REQ_S_PIPE) | (1u << REQ_S_STATIC) | \
      (1u << REQ_S_DELIVER))
 /* An include of another host: recv first, then see whether it let the include through. */
 #define STOP_RECV (~0u & ~(1u << REQ_S_RECV))
-#define FORWARD                                                                                \
+#define FORWARD \
     ((1u << REQ_S_HASH) | (1u << REQ_S_PASS) | (1u << REQ_S_PIPE) | (1u << REQ_S_STATIC))
 
 /* The task's or the page's worker: the rest of the include's steps, into its buffer. */
@@ -757,6 +759,8 @@ frag_start(struct req_esi *e, const struct esi_item *item, bool alt, unsigned in
         }
     }
     s = req__run(f->sub, STOP_LOOKUP);
+    if (s == REQ_S_PIPE) /* nothing to pipe to: an include is answered whole, as a pass */
+        f->sub->st->step = s = REQ_S_PASS;
     if (s == REQ_S_DELIVER && f->sub->st->lookup == HSH_HIT) {
         /* A complete object: the deliverer sends it from the store at its turn. */
         f->oc = f->sub->st->oc;
@@ -839,6 +843,24 @@ fill_window(struct req_esi *e)
         start_next(e);
 }
 
+/*
+ * Under f->mtx, with its first bytes or its end in: whether its response
+ * can be sent -- a 200 or 204 that did not fail before its body.
+ */
+static void
+judge(struct req_frag *f, struct req_frag_info *fi)
+{
+    fi->status = f->head ? f->status : 0;
+    if (f->undecodable || (f->written == 0 && f->failed) ||
+        (fi->status != 200 && fi->status != 204)) {
+        fi->kind = REQ_FRAG_FAILED;
+        f->cancel = true; /* nothing of it is wanted: its writes fail from now on */
+        AZ(pthread_cond_broadcast(&f->cond));
+    } else {
+        fi->kind = REQ_FRAG_BYTES;
+    }
+}
+
 /* Wait for what the deliverer needs of f: its first bytes, or its end. */
 static void
 await(struct req_esi *e, struct req_frag *f, struct req_frag_info *fi)
@@ -863,15 +885,7 @@ await(struct req_esi *e, struct req_frag *f, struct req_frag_info *fi)
         vio_blocking();
         AZ(pthread_cond_wait(&f->cond, &f->mtx));
     }
-    fi->status = f->head ? f->status : 0;
-    if (f->undecodable || (f->written == 0 && f->failed) ||
-        (fi->status != 200 && fi->status != 204)) {
-        fi->kind = REQ_FRAG_FAILED;
-        f->cancel = true; /* nothing of it is wanted: its writes fail from now on */
-        AZ(pthread_cond_broadcast(&f->cond));
-    } else {
-        fi->kind = REQ_FRAG_BYTES;
-    }
+    judge(f, fi);
     AZ(pthread_mutex_unlock(&f->mtx));
 }
 
@@ -940,11 +954,7 @@ req_esi_rerun(struct req_frag *f, struct req_frag_info *fi)
     run_rest(f, f->sub->wrk);
     frag_done(f);
     AZ(pthread_mutex_lock(&f->mtx));
-    fi->status = f->head ? f->status : 0;
-    fi->kind = f->undecodable || (f->written == 0 && f->failed) ||
-                       (fi->status != 200 && fi->status != 204)
-                   ? REQ_FRAG_FAILED
-                   : REQ_FRAG_BYTES;
+    judge(f, fi);
     AZ(pthread_mutex_unlock(&f->mtx));
 }
 

@@ -15,6 +15,8 @@
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/tp.h"
+#include "surogat/wrk.h"
+#include "surogat/ws.h"
 
 /* What the memory transport saw. */
 static struct {
@@ -96,5 +98,25 @@ static const struct tp_ops mem_ops = {
     .end = mem_end,
     .abort = mem_abort,
 };
+
+/* A GET for url as a transport would hand it over, answered through the memory transport. */
+static void
+memtp_req(struct req *req, struct wrk *wrk, char *wsbuf, size_t wslen, struct http_hdr *hdrs,
+          unsigned nhdr, const char *url)
+{
+    memset(&seen, 0, sizeof seen);
+    memset(wrk, 0, sizeof *wrk);
+    wrk->magic = WRK_MAGIC;
+    ws_init(&wrk->ws, wsbuf, wslen);
+    memset(req, 0, sizeof *req);
+    req->magic = REQ_MAGIC;
+    req->wrk = wrk;
+    req->ws = &wrk->ws;
+    req->tp = &mem_ops;
+    http_init(req->http, hdrs, nhdr);
+    req->http->method = TXT_LIT("GET");
+    req->http->url = (struct txt){ url, strlen(url) };
+    req->http->proto = 11;
+}
 
 #endif

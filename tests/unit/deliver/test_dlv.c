@@ -44,19 +44,7 @@ setup(void)
         AZ(stat_init());
         once = true;
     }
-    memset(&seen, 0, sizeof seen);
-    memset(&wrk, 0, sizeof wrk);
-    wrk.magic = WRK_MAGIC;
-    ws_init(&wrk.ws, wsbuf, sizeof wsbuf);
-    memset(&req, 0, sizeof req);
-    req.magic = REQ_MAGIC;
-    req.wrk = &wrk;
-    req.ws = &wrk.ws;
-    req.tp = &mem_ops;
-    http_init(req.http, hdrs, 16);
-    req.http->method = TXT_LIT("GET");
-    req.http->url = TXT_LIT("/x");
-    req.http->proto = 11;
+    memtp_req(&req, &wrk, wsbuf, sizeof wsbuf, hdrs, 16, "/x");
 }
 
 static void

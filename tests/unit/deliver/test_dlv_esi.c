@@ -30,6 +30,7 @@
 #include "surogat/xkey.h"
 
 #include "memtp.h"
+#include "tbuf.h"
 
 #define HOST "esi.test"
 
@@ -51,19 +52,7 @@ setup(void)
     ck_assert_int_eq(ban_init(), 0);
     sb_init(&err, ebuf, sizeof ebuf);
     ck_assert_int_eq(sto_init("malloc,16m", &err), 0);
-    memset(&seen, 0, sizeof seen);
-    memset(&wrk, 0, sizeof wrk);
-    wrk.magic = WRK_MAGIC;
-    ws_init(&wrk.ws, wsbuf, sizeof wsbuf);
-    memset(&req, 0, sizeof req);
-    req.magic = REQ_MAGIC;
-    req.wrk = &wrk;
-    req.ws = &wrk.ws;
-    req.tp = &mem_ops;
-    http_init(req.http, hdrs, 16);
-    req.http->method = TXT_LIT("GET");
-    req.http->url = TXT_LIT("/page");
-    req.http->proto = 11;
+    memtp_req(&req, &wrk, wsbuf, sizeof wsbuf, hdrs, 16, "/page");
     ck_assert_int_eq(http_add(req.http, TXT_LIT("Host"), TXT_LIT(HOST)), 0);
 }
 
@@ -92,27 +81,6 @@ again(bool gzip)
 }
 
 /* ---- objects in the cache ---- */
-
-/* gz_out_f into a growing buffer. */
-struct buf {
-    char *p;
-    size_t len, cap;
-};
-
-static int
-buf_out(void *priv, const char *p, size_t len)
-{
-    struct buf *b = priv;
-
-    if (b->len + len > b->cap) {
-        b->cap = (b->len + len) * 2;
-        b->p = realloc(b->p, b->cap);
-        ck_assert_ptr_nonnull(b->p);
-    }
-    memcpy(b->p + b->len, p, len);
-    b->len += len;
-    return (0);
-}
 
 /*
  * Store url's object: head (fields, the status line added), body, and its
@@ -157,8 +125,8 @@ store_page(const char *url, const char *src, bool gzip)
 
     if (gzip) {
         struct esi_gz *g = esi_gz_new(&c, 6);
-        ck_assert_int_eq(esi_gz_feed(g, src, strlen(src), buf_out, &b), GZ_OK);
-        ck_assert_int_eq(esi_gz_finish(g, buf_out, &b, &prog, &plen), GZ_OK);
+        ck_assert_int_eq(esi_gz_feed(g, src, strlen(src), collect, &b), GZ_OK);
+        ck_assert_int_eq(esi_gz_finish(g, collect, &b, &prog, &plen), GZ_OK);
         ck_assert(esi_gz_bits(g, &bits));
         esi_gz_free(&g);
         store(url, "Content-Type: text/html\r\nContent-Encoding: gzip\r\nETag: \"p1\"\r\n", b.p,
@@ -185,7 +153,7 @@ store_gzip(const char *url, const char *text, bool with_bits)
     struct gz_bits bits;
 
     gz_track(z);
-    ck_assert_int_eq(gz_feed(z, text, strlen(text), GZ_FLUSH_FINISH, buf_out, &b), GZ_END);
+    ck_assert_int_eq(gz_feed(z, text, strlen(text), GZ_FLUSH_FINISH, collect, &b), GZ_END);
     ck_assert(gz_bits(z, &bits));
     gz_free(&z);
     store(url, "Content-Type: text/html\r\nContent-Encoding: gzip\r\n", b.p, b.len,
@@ -249,8 +217,8 @@ body_str(void)
 /* ---- the tests ---- */
 
 /* Words that compress: a fragment worth storing gzip. */
-#define F1                                                                                     \
-    "<ul><li>one fish</li><li>two fish</li><li>red fish</li><li>blue fish</li>"                \
+#define F1                                                                      \
+    "<ul><li>one fish</li><li>two fish</li><li>red fish</li><li>blue fish</li>" \
     "<li>one fish</li><li>two fish</li><li>red fish</li><li>blue fish</li></ul>"
 
 static void
@@ -262,9 +230,9 @@ fragments(void)
     store_page("/nested", "<div>(<esi:include src=\"/f2\"/>)</div>", false);
 }
 
-#define PAGE                                                                                   \
-    "<html>[A]<esi:include src=\"/f1\"/>[B]<esi:include src=\"f2\"/>[C]"                        \
-    "<esi:include src=\"/missing\" onerror=\"continue\"/>[D]<esi:include src=\"/nested\"/>"    \
+#define PAGE                                                                                \
+    "<html>[A]<esi:include src=\"/f1\"/>[B]<esi:include src=\"f2\"/>[C]"                    \
+    "<esi:include src=\"/missing\" onerror=\"continue\"/>[D]<esi:include src=\"/nested\"/>" \
     "<esi:remove>not for clients</esi:remove>[E]<esi:include src=\"/f3\"/></html>"
 #define WANT "<html>[A]" F1 "[B][two][C][D]<div>([two])</div>[E][three, gzip without bits]</html>"
 
