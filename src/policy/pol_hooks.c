@@ -243,6 +243,9 @@ push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct htt
         /* Another request: nothing of the last one's may reach this one. */
         ctx_switch(pw, req->pol_id);
         pol__env_reset(pw);
+        /* It waited without its worker: what its hooks kept comes back. */
+        if (req->pol_carry != NULL)
+            pol__unpark(pw, req);
     }
     pw->req = req;
     pol__obj_push(L, kind, hp, NULL, ro);

@@ -35,6 +35,7 @@
 #include "surogat/req.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/tp.h"
 #include "surogat/ws.h"
 
 #include "req_priv.h"
@@ -154,6 +155,8 @@ step_hash(struct req *req)
         return (REQ_S_PASS); /* the workspace ran out: no lookup */
     req->lookup_key = key;
     req->lookup_keylen = keylen;
+    /* A new key: a wait for it starts its own coalesce_timeout. */
+    memset(&req->st->waiter, 0, sizeof req->st->waiter);
     cc_parse_request(req->http, &req->st->qcc);
     if (req->hash_always_miss)
         req->st->refresh = true; /* set by recv */
@@ -168,13 +171,19 @@ step_hash(struct req *req)
 static enum req_step
 step_lookup(struct req *req)
 {
+    struct hsh_waiter *w = req__waiter(req);
+
     req->st->t_lookup = tim_real();
     req->st->oc = NULL;
     req->st->lookup = hsh_lookup(req->lookup_key, req->lookup_keylen, req->http, &req->st->qcc,
                              req->st->t_lookup,
                              (req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0) |
                                  (req->st->refresh ? HSH_L_FORCE_REVALIDATE : 0),
-                             &req->st->oc, &req->st->stale);
+                             &req->st->oc, &req->st->stale, w);
+    if (req->st->lookup == HSH_BUSY)
+        return (REQ_S_PARK); /* the wake-up may run it already: touch nothing */
+    if (w != NULL)
+        req__unwaited(req);
     switch (req->st->lookup) {
     case HSH_PASS:
         if (req->st->qcc.flags & CC_ONLY_IF_CACHED)
@@ -195,6 +204,8 @@ step_lookup(struct req *req)
         if (req->st->stale.oc != NULL && !hsh_verify(req->st->stale.oc))
             hsh_deref(&req->st->stale.oc);
         return (REQ_S_MISS);
+    case HSH_BUSY:
+        break; /* returned above */
     }
     SRG_WRONG("hsh_result");
 }
@@ -321,6 +332,7 @@ step_hit(struct req *req)
         return (REQ_S_DELIVER);
     case HSH_MISS:
     case HSH_PASS:
+    case HSH_BUSY:
         break;
     }
     SRG_WRONG("a hit without an object");
@@ -467,10 +479,15 @@ restart(struct req *req)
     return (true);
 }
 
-enum req_step
-req__run(struct req *req, unsigned stop)
+/*
+ * Run the steps from req->st->step to the end, to a waiting list, or --
+ * for an ESI include (req__run()) -- to a step in `stop`: then the request
+ * is parked (REQ_RUN_PARKED: its worker is free, and another may be
+ * running it already), or it waited on its worker and goes on.
+ */
+static enum req_run
+run_steps(struct req *req, unsigned stop)
 {
-    OBJ_CHECK(req, REQ_MAGIC);
     /* A deliver hook run outside the steps (an ESI include's hit) said "restart". */
     if (req->restart) {
         req->restart = false;
@@ -478,17 +495,34 @@ req__run(struct req *req, unsigned stop)
     }
     while (req->st->step != REQ_S_DONE) {
         if (stop & (1u << req->st->step))
-            return (req->st->step);
+            break;
         req->restart = false;
         req->st->step = steps[req->st->step].run(req);
+        if (req->st->step == REQ_S_PARK) {
+            /* Woken, it looks up again. */
+            req->st->step = REQ_S_LOOKUP;
+            if (req__park(req))
+                return (REQ_RUN_PARKED);
+            continue;
+        }
         /* The deliverer and the synth hook say "restart" through the request. */
         if (req->restart || req->st->step == REQ_S_RESTART)
             req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
     }
-    return (REQ_S_DONE);
+    return (REQ_RUN_DONE);
 }
 
-void
+enum req_step
+req__run(struct req *req, unsigned stop)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    /* An include waits on its worker (its transport cannot park it): never parked here. */
+    SRG_ASSERT(req->tp->park == NULL);
+    SRG_ASSERT(run_steps(req, stop) == REQ_RUN_DONE);
+    return (req->st->step);
+}
+
+enum req_run
 req_dispatch(struct req *req)
 {
     OBJ_CHECK(req, REQ_MAGIC);
@@ -497,9 +531,17 @@ req_dispatch(struct req *req)
         STAT_INC(ws_overflow);
         req->close = true;
         (void)dlv_error(req, 500, NULL, "workspace_client exhausted");
-        return;
+        return (REQ_RUN_DONE);
     }
     memset(req->st, 0, sizeof *req->st);
     req->st->step = REQ_S_RECV;
-    (void)req__run(req, 0);
+    return (run_steps(req, 0));
+}
+
+enum req_run
+req__dispatch_resume(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    SRG_ASSERT(req->st->step == REQ_S_LOOKUP);
+    return (run_steps(req, 0));
 }

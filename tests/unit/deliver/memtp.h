@@ -29,6 +29,7 @@ static struct {
     size_t blen;
     unsigned heads, ends, aborts;
     bool fail_writes; /* a client that is gone */
+    bool full;        /* a client that reads slowly */
 } seen;
 
 static int
@@ -90,8 +91,17 @@ mem_abort(struct req *req)
     return (seen.blen > 0);
 }
 
+/* A client whose socket is full: a miss with nothing stored must still wait for it. */
+static bool
+mem_writable(struct req *req)
+{
+    (void)req;
+    return (!seen.full);
+}
+
 static const struct tp_ops mem_ops = {
     .name = "memory",
+    .writable = mem_writable,
     .head = mem_head,
     .body = mem_body,
     .file = mem_file,

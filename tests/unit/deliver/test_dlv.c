@@ -166,6 +166,14 @@ START_TEST(fetch_head_from_the_backend)
     ck_assert_int_eq(dlv_fetch_begin(&req, &bo, NULL, &df), 0);
     ck_assert_uint_eq(seen.len, TP_LEN_UNKNOWN);
     ck_assert_ptr_nonnull(strstr(seen.fields, "Cache-Status: surogat; fwd=bypass\r\n"));
+    /* A slow client of a miss that stores nothing is written to all the same. */
+    setup();
+    seen.full = true;
+    mkbo(&bo, true, 200, 10);
+    ck_assert_int_eq(dlv_fetch_begin(&req, &bo, "miss", &df), 0);
+    feed(&df, "0123456789", 10, 4);
+    ck_assert_uint_eq(seen.blen, 10);
+    ck_assert_uint_eq(seen.ends, 1);
 }
 END_TEST
 
