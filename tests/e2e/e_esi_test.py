@@ -1,6 +1,8 @@
 """ESI end to end, against a real Apache with PHP: pages cached once whose
-includes are per user, fetched in parallel, nested to esi_max_depth,
-cycles, onerror="continue" and alt=, broken includes that cut the page,
+includes are per user, fetched in parallel and sent in document order as
+they come, relative and absolute src=, pages and includes of megabytes,
+nested to esi_max_depth, cycles, onerror="continue" and alt=, broken
+includes that cut the page,
 gzip stitched for clients that take it and identity for the others,
 Surrogate-Control and beresp.do_esi, a file store that brings pages back
 with their programs, and what the logs and counters say of includes.
@@ -93,6 +95,31 @@ PHP = {
     "other.php": "<?php " + ESI + " $c = isset($_GET['c']) ? ' onerror=\"continue\"' : '';"
                  "echo '<html>[o]<esi:include src=\"http://' . $_GET['h'] . '/frag/hello.php\"'"
                  " . $c . '/>[p]</html>';",
+    # Relative src= (against the page's directory) and an absolute one of the page's own host.
+    "dir/rel.php": "<?php " + ESI + " echo '<html><esi:include src=\"hello.php\"/>|"
+                   "<esi:include src=\"sub/hello.php?x=1&amp;y=2\"/>|"
+                   "<esi:include src=\"http://' . $_SERVER['HTTP_HOST'] . '/frag/hello.php\"/>"
+                   "</html>';",
+    "dir/hello.php": "<?php header('Cache-Control: max-age=60'); echo '[dir hello]';",
+    "dir/sub/hello.php": "<?php header('Cache-Control: no-store');"
+                         "echo '[sub ' . $_GET['x'] . $_GET['y'] . ']';",
+    # Answers after ms milliseconds, uncached.
+    "nap.php": "<?php header('Cache-Control: no-store'); $ms = (int)$_GET['ms'];"
+               "usleep($ms * 1000); echo \"[nap $ms]\";",
+    # A slow include before a fast one: the page keeps its order.
+    "order.php": "<?php " + ESI + " echo '<html>[a]<esi:include src=\"/nap.php?ms=1000\"/>[b]"
+                 "<esi:include src=\"/nap.php?ms=0\"/>[c]</html>';",
+    # Megabytes of page around its includes, and an include of megabytes itself.
+    "large.php": "<?php " + ESI + " $n = 60000;"
+                 "for ($i = 0; $i < $n; $i++) {"
+                 "  if ($i == 0 || $i == $n / 2) echo '<esi:include src=\"/frag/user.php\"/>';"
+                 "  if ($i == 10) echo '<esi:include src=\"/nap.php?ms=300\"/>';"
+                 "  if ($i == 20) echo '<esi:include src=\"/frag/large.php\"/>';"
+                 "  printf(\"<p>line %06d of a large page</p>\\n\", $i);"
+                 "}"
+                 "echo '<esi:include src=\"/frag/hello.php\"/>';",
+    "frag/large.php": "<?php header('Cache-Control: no-store');"
+                      "for ($i = 0; $i < 100000; $i++) printf(\"<li>%06d</li>\\n\", $i);",
     # ESI markup in a 404: not stored, not processed.
     "gone.php": "<?php http_response_code(404); " + ESI
                 + " echo '<html><esi:include src=\"/frag/hello.php\"/></html>';",
@@ -235,6 +262,71 @@ def test_includes_fetched_in_parallel(php, sg):
     r, dt = timed(s, "/par.php")
     assert r.body == want, r
     assert dt >= 0.78, "one include at a time, yet %.3f s" % dt
+
+
+def arrivals(s, path, marks, headers=None, timeout=10):
+    """The response, and when (seconds after the request) each of marks first arrived."""
+    seen = {}
+    with s.conn() as c:
+        c.request("GET", path, headers)
+        t0 = time.monotonic()
+        while not c.buf.endswith(b"0\r\n\r\n") and c._fill(t0 + timeout):
+            for m in marks:
+                if m not in seen and m in c.buf:
+                    seen[m] = time.monotonic() - t0
+        return httpc.parse_responses(bytes(c.buf))[0], seen
+
+
+def test_page_streams_in_document_order(php, sg):
+    s = sg()
+    want = b"<html>[a][nap 1000][b][nap 0][c]</html>"
+    assert get(s, "/order.php").body == want  # stored; its includes are fetched every time
+    r, seen = arrivals(s, "/order.php", [b"[a]", b"[nap 1000]", b"[c]"])
+    assert r.body == want and r.chunked and "hit" in r.header("Cache-Status"), r
+    # What comes before the slow include is sent before it; the rest follows it, in order.
+    assert seen[b"[a]"] < 0.7 and seen[b"[nap 1000]"] >= 0.95, seen
+    assert seen[b"[c]"] - seen[b"[nap 1000]"] < 0.5, seen
+    wait_apache_hits(php, "/nap.php?ms=0", 2)
+
+
+def test_relative_and_absolute_src(php, sg):
+    s = sg()
+    # src="hello.php" from /dir/ is /dir/hello.php; http:// of the page's own Host needs no
+    # policy (another host does: test_other_host_needs_the_policy).
+    r = get(s, "/dir/rel.php")
+    assert r.body == b"<html>[dir hello]|[sub 12]|[hello]</html>", r
+    wait_apache_hits(php, "/dir/hello.php", 1)
+    wait_apache_hits(php, "/dir/sub/hello.php?x=1&y=2", 1)
+    wait_apache_hits(php, "/frag/hello.php", 1)
+
+
+def large_want():
+    out = []
+    for i in range(60000):
+        if i in (0, 30000):
+            out.append('<div id="user">Hello, anonymous</div>')
+        if i == 10:
+            out.append("[nap 300]")
+        if i == 20:
+            out.append("".join("<li>%06d</li>\n" % j for j in range(100000)))
+        out.append("<p>line %06d of a large page</p>\n" % i)
+    out.append("[hello]")
+    return "".join(out).encode()
+
+
+def test_large_page_and_large_include(php, sg):
+    # A page of 1.9 MB stored and parsed as it came; an include of 1.4 MB held back, 16 KiB
+    # ahead at most, while a slower one before it is sent.
+    s = sg(params={"esi_fragment_buffer": "16k"})
+    want = large_want()
+    for ae in (None, "gzip", None):
+        r = get(s, "/large.php", {"Accept-Encoding": ae} if ae else None)
+        assert r.status == 200 and r.header("Content-Encoding") == ae, r
+        assert (gzip.decompress(r.body) if ae else r.body) == want
+    assert "hit" in r.header("Cache-Status")
+    wait_apache_hits(php, "/large.php", 1)
+    wait_apache_hits(php, "/frag/large.php", 3)
+    assert s.stat("esi_parsed") == 1 and s.stat("esi_gzip") == 1
 
 
 # -- depth, cycles, errors -----------------------------------------------------------
