@@ -45,6 +45,7 @@
 #include "surogat/gz.h"
 #include "surogat/hsh.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/pool.h"
 #include "surogat/req.h"
 #include "surogat/rlog.h"
@@ -777,12 +778,18 @@ frag_start(struct req_esi *e, const struct esi_item *item, bool alt, unsigned in
         f->state = F_DONE;
         return (f);
     }
-    /* Anything else goes on while the page is sent: a task of its own. */
+    /*
+     * Anything else goes on while the page is sent: a task of its own, on
+     * another worker, so what its hooks kept on this one's Lua state (its
+     * req.ctx, its globals) goes with it, as with a request that waits
+     * without its worker.  What cannot be carried keeps it here.
+     */
     f->task.func = frag_task;
     f->task.priv = f;
     f->state = F_QUEUED;
     f->refcnt++;
-    if (page->sp != NULL && pool_submit(page->sp->pool, &f->task, POOL_PRIO_FETCH) == 0) {
+    if (page->sp != NULL && pol_park(f->sub) == 0 &&
+        pool_submit(page->sp->pool, &f->task, POOL_PRIO_FETCH) == 0) {
         STAT_INC(esi_parallel);
     } else {
         f->refcnt--;

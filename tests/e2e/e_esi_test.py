@@ -120,6 +120,12 @@ PHP = {
                  "echo '<esi:include src=\"/frag/hello.php\"/>';",
     "frag/large.php": "<?php header('Cache-Control: no-store');"
                       "for ($i = 0; $i < 100000; $i++) printf(\"<li>%06d</li>\\n\", $i);",
+    # Echoes the tag the include's recv put in its req.ctx, as its miss or pass hook read it.
+    "tag.php": "<?php header('Cache-Control: no-store');"
+               "echo '[' . ($_SERVER['HTTP_X_TAG'] ?? '-') . ']';",
+    "tags.php": "<?php " + ESI + " echo '<html>';"
+                "for ($i = 1; $i <= 8; $i++) echo '<esi:include src=\"/tag.php?n=' . $i . '\"/>';"
+                "echo '</html>';",
     # ESI markup in a 404: not stored, not processed.
     "gone.php": "<?php http_response_code(404); " + ESI
                 + " echo '<html><esi:include src=\"/frag/hello.php\"/></html>';",
@@ -135,7 +141,17 @@ function recv(req)
   if req.url:find("^/frag/big") then return "hash" end
   if req.is_esi_subreq then req.http["X-Esi-Level"] = tostring(req.esi_level) end
   if not req.is_esi_subreq then req.ctx.page = req.url end
+  if req.url:find("^/tag%.php") then req.ctx.tag = "tag" .. req.url:match("n=(%d+)") end
   if req.is_esi_subreq and req.http.host == "allowed.test" then req.esi_allow_host = true end
+end
+
+-- An include's req.ctx goes with it to the worker that fetches it.
+function miss(req)
+  if req.ctx.tag then req.http["X-Tag"] = req.ctx.tag end
+end
+
+function pass(req)
+  if req.ctx.tag then req.http["X-Tag"] = req.ctx.tag end
 end
 
 -- The page's req.ctx is still its own after its includes ran their hooks on its worker.
@@ -470,6 +486,15 @@ def test_policy_sees_the_include(php, sg):
     assert get(s, "/levels.php").body == b"<html>[level=1]</html>"
     wait_until(lambda: s.log_tail(200).count("ctx of the page: /levels.php") == 2, 5,
                "the log hook's lines")
+
+
+def test_include_ctx_follows_it_to_its_task(php, sg):
+    s = sg()
+    want = b"<html>" + b"".join(b"[tag%d]" % i for i in range(1, 9)) + b"</html>"
+    for _ in range(3):
+        assert get(s, "/tags.php").body == want
+    # Most ran on tasks of their own, away from the worker where recv set req.ctx.
+    assert s.stat("esi_parallel") - s.stat("esi_stolen") >= 8
 
 
 def test_other_host_needs_the_policy(php, sg):
