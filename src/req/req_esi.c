@@ -15,7 +15,17 @@
  * here (esi_tp): its response, decoded, waits in memory until its turn,
  * at most esi_fragment_buffer bytes ahead of the page (the task then
  * waits).  esi_max_parallel includes are in flight at once, so their
- * fetches overlap while the page goes out in document order.
+ * fetches overlap while the page goes out in document order.  What the
+ * include's hooks kept on the page's worker (req.ctx, globals) goes with
+ * it to the task (pol_park()).
+ *
+ * An include whose lookup finds the object being fetched waits on the
+ * object's waiting list (hsh.h) with a waiter of its own
+ * (req__esi_waiter()), not on the worker that looked it up: that worker
+ * lets go of it (F_PARKED) and goes on -- the page's, to its next
+ * include.  The wake-up (frag_wake()) queues its task; the page's worker
+ * runs it itself when its turn comes first.  The wake-up may come before
+ * the worker has let go: then the worker runs on (f->woken).
  *
  * A task that no worker has picked up when its turn comes is run by the
  * page's worker itself, so a page never waits for a worker that other
@@ -24,11 +34,12 @@
  * its session and the program.
  *
  * Threads and locks: an include (struct req_frag) is shared by the page's
- * worker, which reads its buffer, and its task, which writes it; its
- * state and buffer are under its mutex, and it is freed by the last of
- * the two to let go of it (refcnt).  Its request and workspace belong to
- * whichever runs its steps: the page's worker until the task is queued,
- * the task then.  The page's own request and the ancestors the cycle
+ * worker, which reads its buffer, its task, which writes it, and a waiting
+ * list it is parked on; its state and buffer are under its mutex, and it
+ * is freed by the last of them to let go of it (refcnt).  Its request and
+ * workspace belong to whichever runs its steps: the page's worker until
+ * the task is queued or it is parked, the task -- or the page's worker
+ * that took it -- then.  The page's own request and the ancestors the cycle
  * check reads are not written while includes run (they are delivering).
  */
 #include "config.h"
@@ -73,6 +84,7 @@ enum frag_state {
     F_QUEUED,  /* a task is queued to run the rest */
     F_RUNNING, /* the task runs it */
     F_INLINE,  /* the page's worker runs the rest itself */
+    F_PARKED,  /* on a waiting list, let go: the wake-up queues it */
     F_DONE,    /* its steps are over */
 };
 
@@ -93,6 +105,7 @@ struct req_frag {
     enum frag_refused refused;
     struct req *sub; /* NULL when refused */
     struct cobj *oc; /* a hit for the deliverer (REQ_FRAG_OBJ) */
+    struct pool *pool; /* its page's, for its task; NULL: none */
     struct pool_task task;
     double t_start, t_ready; /* tim_mono(): made; response complete (or hit found) */
     struct esi_rec *rec;     /* under mtx: the log record to fill once DONE; NULL: none yet */
@@ -104,6 +117,8 @@ struct req_frag {
     bool head;
     bool ended, failed; /* the response is over; whole or not */
     bool cancel;        /* the page gave up on it: its transport's writes fail */
+    bool woken;         /* its waiter was woken before its runner let go of it */
+    bool task_queued;   /* its task is in the pool's queue, not begun */
     bool logged;        /* run_rest() wrote its live log record */
     uint64_t written;   /* bytes in the buffer, ever */
     uint64_t consumed;  /* bytes handed to the deliverer */
@@ -585,14 +600,46 @@ sub_new(struct req_frag *f, struct req *page, const struct txt *host, const stru
 #define FORWARD \
     ((1u << REQ_S_HASH) | (1u << REQ_S_PASS) | (1u << REQ_S_PIPE) | (1u << REQ_S_STATIC))
 
-/* The task's or the page's worker: the rest of the include's steps, into its buffer. */
-static void
+/*
+ * The include's lookup put it on a waiting list (req__run() said
+ * REQ_S_PARK): its runner lets go of it, its policy state carried as a
+ * parked request's (true: the wake-up queues it, frag_wake()).  When that
+ * state cannot be carried, or the wake-up came first, the runner keeps
+ * it and runs on, once it is woken (false).
+ */
+static bool
+let_go(struct req_frag *f)
+{
+    bool carried = f->sub->pol_carry != NULL || pol_park(f->sub) == 0, gone = false;
+
+    AZ(pthread_mutex_lock(&f->mtx));
+    if (carried && !f->woken) {
+        f->state = F_PARKED;
+        f->refcnt++; /* the waiting list's, handed to the wake-up */
+        gone = true;
+    }
+    while (!gone && !f->woken) {
+        vio_blocking();
+        AZ(pthread_cond_wait(&f->cond, &f->mtx));
+    }
+    f->woken = false;
+    AZ(pthread_mutex_unlock(&f->mtx));
+    return (gone);
+}
+
+/*
+ * The task's or the page's worker: the rest of the include's steps, into
+ * its buffer.  False when it was let go on a waiting list: it is not over.
+ */
+static bool
 run_rest(struct req_frag *f, struct wrk *wrk)
 {
     struct req *sub = f->sub;
 
     sub->wrk = wrk;
-    (void)req__run(sub, 0);
+    while (req__run(sub, 0) == REQ_S_PARK)
+        if (let_go(f))
+            return (false);
     /* Steps that end without end() or abort() (the page gave up): the response is cut. */
     buf_end(f, true);
     sub->t_end = tim_mono();
@@ -602,6 +649,7 @@ run_rest(struct req_frag *f, struct wrk *wrk)
     if (wrk->rlog != NULL)
         rlog_req(wrk->rlog, sub);
     f->logged = true;
+    return (true);
 }
 
 static void
@@ -660,16 +708,81 @@ frag_task(struct wrk *wrk, void *priv)
 
     OBJ_CHECK(f, REQ_FRAG_MAGIC);
     AZ(pthread_mutex_lock(&f->mtx));
+    f->task_queued = false;
     run = f->state == F_QUEUED; /* else the page ran it, or dropped it */
     if (run)
         f->state = F_RUNNING;
     AZ(pthread_mutex_unlock(&f->mtx));
     if (run) {
         wrk_buffers_fit(wrk);
-        run_rest(f, wrk);
-        frag_done(f);
+        if (run_rest(f, wrk))
+            frag_done(f);
     }
     frag_unref(&f);
+}
+
+/*
+ * Give f's rest to its task (F_QUEUED, with a reference for it), whose
+ * task_queued the caller set; false when no task takes it.
+ */
+static bool
+submit(struct req_frag *f)
+{
+    if (f->pool != NULL && pool_submit(f->pool, &f->task, POOL_PRIO_FETCH) == 0)
+        return (true);
+    AZ(pthread_mutex_lock(&f->mtx));
+    f->task_queued = false;
+    AZ(pthread_mutex_unlock(&f->mtx));
+    return (false);
+}
+
+/*
+ * hsh_waiter.wake of an include: from the fetch's thread or the sweeper,
+ * no index lock held.  A parked include goes to a task -- or to its page,
+ * whose worker takes it when its turn comes first (await()); one whose
+ * runner still holds it runs on there.
+ */
+static void
+frag_wake(struct hsh_waiter *w)
+{
+    struct req_frag *f = w->priv;
+    bool parked, again = false;
+
+    OBJ_CHECK(f, REQ_FRAG_MAGIC);
+    AZ(pthread_mutex_lock(&f->mtx));
+    parked = f->state == F_PARKED;
+    if (parked) {
+        f->state = F_QUEUED; /* the waiting list's reference is the task's now */
+        /* A task queued before the page took it, and let it go, runs it. */
+        again = f->task_queued;
+        f->task_queued = true;
+    } else {
+        f->woken = true;
+    }
+    AZ(pthread_cond_broadcast(&f->cond));
+    AZ(pthread_mutex_unlock(&f->mtx));
+    if (!parked)
+        return;
+    if (again || !submit(f)) {
+        AZ(pthread_mutex_lock(&f->mtx));
+        if (!again && f->state == F_QUEUED)
+            f->state = F_READY; /* no task: its page runs it */
+        AZ(pthread_mutex_unlock(&f->mtx));
+        frag_unref(&f);
+    }
+}
+
+struct hsh_waiter *
+req__esi_waiter(struct req *req)
+{
+    struct hsh_waiter *w = &req->st->waiter;
+
+    if (w->magic == 0) {
+        w->magic = HSH_WAITER_MAGIC;
+        w->wake = frag_wake;
+        w->priv = frag_of(req);
+    }
+    return (w);
 }
 
 /*
@@ -687,6 +800,7 @@ drop_steps(struct req *sub)
         if (st->stale.oc != NULL)
             hsh_deref(&st->stale.oc);
         break;
+    case REQ_S_HIT:
     case REQ_S_DELIVER:
         if (st->lookup == HSH_STREAM)
             hsh_stream_leave(&st->oc);
@@ -700,7 +814,7 @@ drop_steps(struct req *sub)
 }
 
 static struct req_frag *
-frag_alloc(unsigned index)
+frag_alloc(unsigned index, struct pool *pool)
 {
     struct req_frag *f;
     size_t wsz = par.workspace_client;
@@ -713,6 +827,9 @@ frag_alloc(unsigned index)
     AZ(pthread_cond_init(&f->cond, NULL));
     f->refcnt = 1;
     f->index = index;
+    f->pool = pool;
+    f->task.func = frag_task;
+    f->task.priv = f;
     f->t_start = tim_mono();
     return (f);
 }
@@ -727,7 +844,7 @@ frag_start(struct req_esi *e, const struct esi_item *item, bool alt, unsigned in
     struct req *page = e->req;
     struct txt phost = host_of(page), host = item->host.len > 0 ? item->host : phost;
     const struct txt *url = alt ? &item->alt : &item->src;
-    struct req_frag *f = frag_alloc(index);
+    struct req_frag *f = frag_alloc(index, page->sp != NULL ? page->sp->pool : NULL);
     enum req_step s;
 
     if (page->esi_level + 1 > par.esi_max_depth) {
@@ -760,6 +877,17 @@ frag_start(struct req_esi *e, const struct esi_item *item, bool alt, unsigned in
         }
     }
     s = req__run(f->sub, STOP_LOOKUP);
+    if (s == REQ_S_PARK) {
+        /*
+         * Someone fetches it: it waits on the object's waiting list, not
+         * on this worker, which starts the next include meanwhile.
+         */
+        if (let_go(f)) {
+            STAT_INC(esi_parallel);
+            return (f);
+        }
+        s = REQ_S_LOOKUP; /* woken already: a task looks up again */
+    }
     if (s == REQ_S_PIPE) /* nothing to pipe to: an include is answered whole, as a pass */
         f->sub->st->step = s = REQ_S_PASS;
     if (s == REQ_S_DELIVER && f->sub->st->lookup == HSH_HIT) {
@@ -784,15 +912,14 @@ frag_start(struct req_esi *e, const struct esi_item *item, bool alt, unsigned in
      * req.ctx, its globals) goes with it, as with a request that waits
      * without its worker.  What cannot be carried keeps it here.
      */
-    f->task.func = frag_task;
-    f->task.priv = f;
     f->state = F_QUEUED;
+    f->task_queued = true;
     f->refcnt++;
-    if (page->sp != NULL && pol_park(f->sub) == 0 &&
-        pool_submit(page->sp->pool, &f->task, POOL_PRIO_FETCH) == 0) {
+    if ((f->sub->pol_carry != NULL || pol_park(f->sub) == 0) && submit(f)) {
         STAT_INC(esi_parallel);
     } else {
         f->refcnt--;
+        f->task_queued = false;
         f->state = F_READY; /* no task: the page runs it at its turn */
     }
     return (f);
@@ -868,27 +995,34 @@ judge(struct req_frag *f, struct req_frag_info *fi)
     }
 }
 
-/* Wait for what the deliverer needs of f: its first bytes, or its end. */
-static void
-await(struct req_esi *e, struct req_frag *f, struct req_frag_info *fi)
+/*
+ * Under f->mtx, on the page's worker (wrk): when no worker has f's rest
+ * (or none could), run it here, its turn having come -- true.  It may be
+ * let go on a waiting list again meanwhile.
+ */
+static bool
+take(struct req_frag *f, struct wrk *wrk)
 {
-    bool inline_run = false;
-
-    AZ(pthread_mutex_lock(&f->mtx));
-    if (f->state == F_QUEUED || f->state == F_READY) {
-        if (f->state == F_QUEUED)
-            STAT_INC(esi_stolen);
-        f->state = F_INLINE;
-        inline_run = true;
-    }
+    if (f->state != F_QUEUED && f->state != F_READY)
+        return (false);
+    if (f->state == F_QUEUED)
+        STAT_INC(esi_stolen);
+    f->state = F_INLINE;
     AZ(pthread_mutex_unlock(&f->mtx));
-    if (inline_run) {
-        /* No worker has it (or none could): its turn has come, so the page's worker runs it. */
-        run_rest(f, e->req->wrk);
+    if (run_rest(f, wrk))
         frag_done(f);
-    }
+    AZ(pthread_mutex_lock(&f->mtx));
+    return (true);
+}
+
+/* Wait for what the deliverer on wrk needs of f: its first bytes, or its end. */
+static void
+await(struct req_frag *f, struct wrk *wrk, struct req_frag_info *fi)
+{
     AZ(pthread_mutex_lock(&f->mtx));
     while (f->written == 0 && !f->ended) {
+        if (take(f, wrk))
+            continue;
         vio_blocking();
         AZ(pthread_cond_wait(&f->cond, &f->mtx));
     }
@@ -943,7 +1077,7 @@ req_esi_next(struct req_esi *e, const struct esi_item *item, bool alt, struct re
         fi->oc = f->oc;
         fi->status = f->oc->status;
     } else {
-        await(e, f, fi);
+        await(f, e->req->wrk, fi);
     }
     return (f);
 }
@@ -957,12 +1091,8 @@ req_esi_rerun(struct req_frag *f, struct req_frag_info *fi)
     hsh_deref(&f->oc);
     fi->oc = NULL;
     f->sub->st->step = REQ_S_DONE; /* unless restarted: req__run() sees req->restart */
-    f->state = F_INLINE;
-    run_rest(f, f->sub->wrk);
-    frag_done(f);
-    AZ(pthread_mutex_lock(&f->mtx));
-    judge(f, fi);
-    AZ(pthread_mutex_unlock(&f->mtx));
+    f->state = F_READY;            /* the hit was found on the page's worker: run there */
+    await(f, f->sub->wrk, fi);
 }
 
 /* A log record for f in the page's log, NULL when there is no room. */
@@ -1043,16 +1173,35 @@ req_esi_done(struct req_esi *e, struct req_frag **fp, bool ok)
     fill_window(e);
 }
 
-/* Wait for f's steps to be over, its task having been told to give up. */
+/*
+ * At the page's end, on its worker (wrk): f's writes fail from now on;
+ * wait for its steps to be over.  Steps stopped before any worker ran the
+ * rest are dropped (a busy object abandoned, so that those waiting fetch
+ * it) -- but one woken from a waiting list looks up here first, since
+ * that lets those behind it on the list go (hsh.h), and no other worker
+ * may be free to.
+ */
 static void
-wait_done(struct req_frag *f)
+settle(struct req_frag *f, struct wrk *wrk)
 {
     AZ(pthread_mutex_lock(&f->mtx));
     f->cancel = true;
     AZ(pthread_cond_broadcast(&f->cond));
-    while (f->state != F_DONE && f->state != F_READY) {
-        vio_blocking();
-        AZ(pthread_cond_wait(&f->cond, &f->mtx));
+    while (f->state != F_DONE) {
+        bool idle = f->state == F_QUEUED || f->state == F_READY;
+
+        if (idle && f->sub != NULL && f->sub->st->step == REQ_S_LOOKUP) {
+            (void)take(f, wrk);
+        } else if (idle) {
+            f->state = F_READY; /* a queued task finds it taken and does nothing */
+            AZ(pthread_mutex_unlock(&f->mtx));
+            if (f->sub != NULL)
+                drop_steps(f->sub);
+            return;
+        } else {
+            vio_blocking();
+            AZ(pthread_cond_wait(&f->cond, &f->mtx));
+        }
     }
     AZ(pthread_mutex_unlock(&f->mtx));
 }
@@ -1068,27 +1217,17 @@ req_esi_end(struct req_esi **ep)
     /* Started and never taken (the page was cut, or its client left). */
     while (e->win_n > 0) {
         struct req_frag *f = e->win[e->win_head];
-        bool queued;
 
         e->win_head = (e->win_head + 1) % e->win_cap;
         e->win_n--;
-        AZ(pthread_mutex_lock(&f->mtx));
-        queued = f->state == F_QUEUED || f->state == F_READY;
-        if (queued)
-            f->state = F_READY; /* a queued task finds it taken and does nothing */
-        f->cancel = true;
-        AZ(pthread_cond_broadcast(&f->cond));
-        AZ(pthread_mutex_unlock(&f->mtx));
-        if (queued && f->sub != NULL)
-            drop_steps(f->sub);
         if (f->oc != NULL)
             hsh_deref(&f->oc);
-        wait_done(f);
+        settle(f, e->req->wrk);
         count(f);
         frag_unref(&f);
     }
     for (unsigned i = 0; i < e->npending; i++) {
-        wait_done(e->pending[i]);
+        settle(e->pending[i], e->req->wrk);
         frag_unref(&e->pending[i]);
     }
     free(e->pending);

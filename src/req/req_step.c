@@ -481,9 +481,10 @@ restart(struct req *req)
 
 /*
  * Run the steps from req->st->step to the end, to a waiting list, or --
- * for an ESI include (req__run()) -- to a step in `stop`: then the request
- * is parked (REQ_RUN_PARKED: its worker is free, and another may be
- * running it already), or it waited on its worker and goes on.
+ * for an ESI include (req__run()) -- to a step in `stop`.  On a waiting
+ * list the request is parked (REQ_RUN_PARKED: its worker is free, and
+ * another may be running it already), or it waited on its worker and
+ * goes on; an include is left to req_esi.c, which lets go of it.
  */
 static enum req_run
 run_steps(struct req *req, unsigned stop)
@@ -501,6 +502,8 @@ run_steps(struct req *req, unsigned stop)
         if (req->st->step == REQ_S_PARK) {
             /* Woken, it looks up again. */
             req->st->step = REQ_S_LOOKUP;
+            if (req->esi_up != NULL)
+                return (REQ_RUN_PARKED); /* an include: req_esi.c lets go of it */
             if (req__park(req))
                 return (REQ_RUN_PARKED);
             continue;
@@ -516,9 +519,9 @@ enum req_step
 req__run(struct req *req, unsigned stop)
 {
     OBJ_CHECK(req, REQ_MAGIC);
-    /* An include waits on its worker (its transport cannot park it): never parked here. */
-    SRG_ASSERT(req->tp->park == NULL);
-    SRG_ASSERT(run_steps(req, stop) == REQ_RUN_DONE);
+    SRG_ASSERT(req->esi_up != NULL);
+    if (run_steps(req, stop) == REQ_RUN_PARKED)
+        return (REQ_S_PARK);
     return (req->st->step);
 }
 

@@ -16,6 +16,7 @@ import json
 import os
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -120,6 +121,10 @@ PHP = {
                  "echo '<esi:include src=\"/frag/hello.php\"/>';",
     "frag/large.php": "<?php header('Cache-Control: no-store');"
                       "for ($i = 0; $i < 100000; $i++) printf(\"<li>%06d</li>\\n\", $i);",
+    # A cacheable include that takes a second, beside an uncached one that does too.
+    "slowc.php": "<?php header('Cache-Control: max-age=60'); usleep(1000000); echo '[slowc]';",
+    "busy.php": "<?php " + ESI + " echo '<html><esi:include src=\"/slowc.php\"/>"
+                "<esi:include src=\"/nap.php?ms=1000\"/></html>';",
     # Echoes the tag the include's recv put in its req.ctx, as its miss or pass hook read it.
     "tag.php": "<?php header('Cache-Control: no-store');"
                "echo '[' . ($_SERVER['HTTP_X_TAG'] ?? '-') . ']';",
@@ -343,6 +348,49 @@ def test_large_page_and_large_include(php, sg):
     wait_apache_hits(php, "/large.php", 1)
     wait_apache_hits(php, "/frag/large.php", 3)
     assert s.stat("esi_parsed") == 1 and s.stat("esi_gzip") == 1
+
+
+def test_include_being_fetched_does_not_hold_the_page(php, sg):
+    # An include that another request is fetching waits on the object's waiting list, not
+    # on the page's worker: the page's next include is fetched meanwhile.
+    s = sg()
+    want = b"<html>[slowc][nap 1000]</html>"
+    with ThreadPoolExecutor(1) as ex:
+        first = ex.submit(get, s, "/slowc.php")  # answers in 1 s
+        time.sleep(0.3)
+        r, dt = timed(s, "/busy.php")
+        assert first.result().body == b"[slowc]"
+    assert r.body == want, r
+    # About 0.7 s for /slowc.php to come, the second second of /nap.php meanwhile: 1 s; not
+    # 1.7 s, /nap.php after /slowc.php.
+    assert dt < 1.45, "an include waiting for a fetch held the page: %.3f s" % dt
+    assert s.stat("cache_coalesced") == 1 and s.stat("coalesce_on_thread") == 0
+    wait_apache_hits(php, "/slowc.php", 1)
+
+
+def test_many_pages_wait_for_one_include(php, sg):
+    # Twenty clients at once, and five that leave while their include waits: the include
+    # is fetched once, every page that stays whole, the waiting lists empty after.
+    s = sg()
+    want = b"<html>[slowc][nap 1000]</html>"
+
+    def leave():
+        with s.conn() as c:
+            c.request("GET", "/busy.php")
+            time.sleep(0.3)
+
+    with ThreadPoolExecutor(25) as ex:
+        gone = [ex.submit(leave) for _ in range(5)]
+        pages = [ex.submit(get, s, "/busy.php") for _ in range(20)]
+        for p in pages:
+            r = p.result()
+            assert r.status == 200 and r.body == want, r
+        for g in gone:
+            g.result()
+    wait_until(lambda: s.stat("coalesce_parked") == 0, 5, "no include left parked")
+    assert s.stat("coalesce_on_thread") == 0
+    wait_apache_hits(php, "/slowc.php", 1)
+    assert get(s, "/busy.php").body == want
 
 
 # -- depth, cycles, errors -----------------------------------------------------------
