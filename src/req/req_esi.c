@@ -103,8 +103,8 @@ struct req_frag {
     unsigned refcnt; /* under mtx: the page's worker, and a queued or running task */
     unsigned index;  /* in page order; immutable */
     enum frag_refused refused;
-    struct req *sub; /* NULL when refused */
-    struct cobj *oc; /* a hit for the deliverer (REQ_FRAG_OBJ) */
+    struct req *sub;   /* NULL when refused */
+    struct cobj *oc;   /* a hit for the deliverer (REQ_FRAG_OBJ) */
     struct pool *pool; /* its page's, for its task; NULL: none */
     struct pool_task task;
     double t_start, t_ready; /* tim_mono(): made; response complete (or hit found) */

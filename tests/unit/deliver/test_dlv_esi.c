@@ -98,7 +98,8 @@ store(const char *url, const char *fields, const void *body, size_t len, struct 
     size_t klen = (size_t)snprintf(key, sizeof key, "%s%c%s", HOST, 0, url);
 
     cc_init(&qcc);
-    ck_assert_int_eq(hsh_lookup(key, klen, req.http, &qcc, tim_real(), 0, &oc, &stale, NULL), HSH_MISS);
+    ck_assert_int_eq(hsh_lookup(key, klen, req.http, &qcc, tim_real(), 0, &oc, &stale, NULL),
+                     HSH_MISS);
     snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\n%s\r\n", fields);
     oc->head = strdup(head);
     oc->head_len = (uint32_t)strlen(head);
@@ -180,7 +181,8 @@ deliver(const char *url)
     struct cc qcc;
 
     cc_init(&qcc);
-    ck_assert_int_eq(hsh_lookup(key, klen, req.http, &qcc, tim_real(), 0, &oc, &stale, NULL), HSH_HIT);
+    ck_assert_int_eq(hsh_lookup(key, klen, req.http, &qcc, tim_real(), 0, &oc, &stale, NULL),
+                     HSH_HIT);
     req.http->url = (struct txt){ url, strlen(url) };
     dlv_obj(&req, oc, tim_real(), NULL);
     hsh_deref(&oc);
