@@ -342,3 +342,30 @@ def test_trailers_are_dropped_both_ways(h2, origin):
     up = origin.last("/up")
     assert up.body == body and up.chunked and up.trailers == []
     assert not up.has("x-sum") and not up.has("trailer")
+
+
+def test_esi_page_over_h2(h2, origin):
+    """An ESI page in h2 streams: three at once on one connection (one fetch of the page,
+    the others waiting on it), its includes fetched -- one a slow pass, one stored -- and
+    the page assembled in document order in each stream, gzip or not; then a hit."""
+    esi = {"Surrogate-Control": 'content="ESI/1.0"', "Cache-Control": "max-age=60",
+           "Content-Type": "text/html"}
+    origin.route("/page", body=b'<html><esi:include src="/a"/>-<esi:include src="/slow"/></html>',
+                 headers=esi)
+    origin.route("/a", body=b"[a]", headers=CC)
+    origin.route("/slow", body=b"[slow]", headers={"Cache-Control": "no-store"}, delay=0.5)
+    sg, port = h2()
+    want = b"<html>[a]-[slow]</html>"
+    with H2(port) as c:
+        sids = [c.request("/page", authority=AUTH) for _ in range(3)]
+        for sid in sids:
+            st = c.response(sid)
+            assert st.status == 200 and bytes(st.data) == want, st
+        st = c.get("/page", authority=AUTH, headers=[("accept-encoding", "gzip")])
+        body = bytes(st.data)
+        if st.header("content-encoding") == "gzip":
+            body = gzip.decompress(body)
+        assert st.status == 200 and body == want, st
+        assert st.header("surrogate-control") is None
+    assert origin.hits("/page") == 1 and origin.hits("/a") == 1
+    assert origin.hits("/slow") == 4
