@@ -9,7 +9,8 @@ libbrotli-dev libzstd-dev python3-brotli python3-zstandard
 libsystemd-dev libnghttp2-dev debhelper dpkg-dev fakeroot lintian
 python3 python3-pytest python3-prometheus-client chromium curl openssl apache2 varnish hitch nginx
 php-fpm libapache2-mod-php
-wrk media-types logrotate man-db groff-base systemd nghttp2-client python3-h2"
+wrk media-types logrotate man-db groff-base systemd nghttp2-client python3-h2
+libnss3-tools"
 
 missing=""
 for p in $PKGS; do

@@ -12,7 +12,7 @@ import pytest
 
 import httpc
 from conftest import REPO, free_port, run_surogatd, wait_until
-from h2util import CURL, H2, H2LOAD, NGHTTP, run
+from h2util import CERTUTIL, CURL, H2, H2LOAD, NGHTTP, run
 from t_tls_test import OPENSSL, Pki
 
 
@@ -374,14 +374,6 @@ def test_h2load_many_streams(static):
     assert srv.sg.stat("h2_refused") == 0
 
 
-def spki_hash(crt):
-    """base64(sha256(SubjectPublicKeyInfo)) of a certificate, for Chromium's SPKI list."""
-    pub = run([OPENSSL, "x509", "-in", crt, "-pubkey", "-noout"]).stdout
-    der = run([OPENSSL, "pkey", "-pubin", "-outform", "der"], input=pub).stdout
-    import base64
-    return base64.b64encode(hashlib.sha256(der).digest()).decode()
-
-
 PAGE = """<!doctype html>
 <html><head><title>h2</title></head><body>
 %s
@@ -399,13 +391,23 @@ window.addEventListener("load", function () {
 """
 
 
+def trust_ca(home, ca):
+    """The test CA as a trusted root in the NSS database Chromium reads ($HOME/.pki/nssdb)."""
+    db = home / ".pki" / "nssdb"
+    db.mkdir(parents=True, exist_ok=True)
+    run([CERTUTIL, "-d", "sql:%s" % db, "-N", "--empty-password"])
+    run([CERTUTIL, "-d", "sql:%s" % db, "-A", "-t", "C,,", "-n", "surogat test CA", "-i", ca])
+
+
 def test_chromium_page_with_30_assets_over_h2(static, pki, tmp_path):
+    """Chromium loads a page and its 30 assets from a tls listener whose certificate the
+    test CA issued, the CA trusted as a root: nothing about TLS is waived."""
     from m_status_page_test import chromium
     srv = static(n_assets=30, params={"access_log": "access.log"})
     imgs = "\n".join('<iframe src="/a%02d.txt"></iframe>' % i for i in range(30))
     (srv.www / "page.html").write_text(PAGE % imgs)
-    out = chromium(["--ignore-certificate-errors-spki-list=%s" % spki_hash(pki.a[0]),
-                    "--host-resolver-rules=MAP a.test 127.0.0.1",
+    trust_ca(tmp_path, pki.ca)
+    out = chromium(["--host-resolver-rules=MAP a.test 127.0.0.1",
                     "--virtual-time-budget=10000", "--dump-dom", srv.turl("/page.html")],
                    tmp_path)
     m = re.search(r'<pre id="out">(\{.*\})</pre>', out)

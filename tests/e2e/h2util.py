@@ -24,6 +24,7 @@ from hyperframe import frame as hf
 NGHTTP = "/usr/bin/nghttp"
 H2LOAD = "/usr/bin/h2load"
 CURL = "/usr/bin/curl"
+CERTUTIL = "/usr/bin/certutil"  # Debian libnss3-tools
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
