@@ -50,11 +50,11 @@ def request(host, path, tls):
     return frame(1, 0x5, 1, b"\x82" + scheme + literal(4, path) + literal(1, host))
 
 
-def read_response(sock, deadline):
-    """Read frames until stream 1 ends: its status (from the first HEADERS byte: an
-    indexed :status 200 is 0x88), or None.  Acks the server's SETTINGS."""
+def read_until(sock, deadline, parse):
+    """Read until parse(all bytes so far) says the response is whole: parse returns
+    (rest, None) for more, (rest, answer) when done; rest is kept for the next call.
+    The answer, or None on a timeout, an error or EOF."""
     buf = b""
-    status = None
     while time.monotonic() < deadline:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
         try:
@@ -63,7 +63,18 @@ def read_response(sock, deadline):
             return None
         if not d:
             return None
-        buf += d
+        buf, answer = parse(buf + d)
+        if answer is not None:
+            return answer or None
+    return None
+
+
+def read_response(sock, deadline):
+    """Read frames until stream 1 ends: its status (from the first HEADERS byte: an
+    indexed :status 200 is 0x88), or None.  Acks the server's SETTINGS."""
+    state = {"status": None}
+
+    def parse(buf):
         while len(buf) >= 9:
             length = int.from_bytes(buf[:3], "big")
             if len(buf) < 9 + length:
@@ -75,35 +86,31 @@ def read_response(sock, deadline):
             if ftype == 4 and not flags & 1:
                 sock.sendall(frame(4, 1, 0, b""))
             elif ftype == 1 and sid == 1:
-                status = 200 if payload[:1] == b"\x88" else 0
+                state["status"] = 200 if payload[:1] == b"\x88" else 0
             elif ftype == 7:
-                return None
+                return buf, 0  # GOAWAY: no answer
             if sid == 1 and ftype in (0, 1) and flags & 1:
-                return status
-    return None
+                return buf, state["status"] or 0
+        return buf, None
+
+    return read_until(sock, deadline, parse)
 
 
 def read_response_h1(sock, deadline):
     """Read an HTTP/1.1 response with a Content-Length body: its status, or None."""
-    buf = b""
-    while time.monotonic() < deadline:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            d = sock.recv(65536)
-        except (socket.timeout, ssl.SSLError, OSError):
-            return None
-        if not d:
-            return None
-        buf += d
+
+    def parse(buf):
         head, sep, body = buf.partition(b"\r\n\r\n")
         if not sep:
-            continue
+            return buf, None
         lines = head.decode("latin-1").split("\r\n")
         clen = [int(ln.split(":", 1)[1]) for ln in lines[1:]
                 if ln.lower().startswith("content-length:")]
         if clen and len(body) >= clen[0]:
-            return int(lines[0].split()[1])
-    return None
+            return buf, int(lines[0].split()[1])
+        return buf, None
+
+    return read_until(sock, deadline, parse)
 
 
 def main():
