@@ -92,6 +92,13 @@ struct hsh_stale {
      * (nothing cached for the key), or "miss".
      */
     const char *fwd;
+    /*
+     * HSH_PASS: why, as RFC 9211's detail -- "hit-for-miss" (a marker:
+     * the URL's last response was not cacheable; fwd "uri-miss"),
+     * "coalesce-timeout" or "coalesce-full" (fwd "miss").
+     */
+    const char *detail;
+    double waited; /* seconds the lookup waited for another request's fetch of the key */
 };
 
 enum hsh_result {

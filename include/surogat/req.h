@@ -21,6 +21,7 @@ struct wrk;
 struct ws;
 struct be;
 struct dir;
+struct trace_tx;
 
 /* How a request was answered; names and docs in tbl/outcomes.h. */
 enum req_outcome {
@@ -80,6 +81,13 @@ struct req {
     bool restart;        /* a hook said "restart": req_dispatch() starts over */
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
+    /*
+     * req_cache: why a pass went forward, as RFC 9211's Cache-Status fwd=
+     * and detail= ("bypass" and "policy", "uri-miss" and "hit-for-miss",
+     * "method" ...); NULL: fwd=bypass, no detail.
+     */
+    const char *cs_fwd, *cs_detail;
+    struct trace_tx *trace; /* trace: its transaction while a trace reader is attached */
 };
 
 /* After the backend answered an unsafe method, before the client sees it: invalidate. */

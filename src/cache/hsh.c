@@ -392,6 +392,16 @@ count_hit(struct cobj *oc)
     __atomic_add_fetch(&oc->hits, 1, __ATOMIC_RELAXED);
 }
 
+/* HSH_PASS: why, for Cache-Status and the trace. */
+static void
+pass_why(struct hsh_stale *stale, const char *fwd, const char *detail, double t_wait)
+{
+    stale->fwd = fwd;
+    stale->detail = detail;
+    if (t_wait > 0)
+        stale->waited = tim_mono() - t_wait;
+}
+
 enum hsh_result
 hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
            unsigned lflags, struct cobj **ocp, struct hsh_stale *stale)
@@ -404,6 +414,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     struct objhead *oh;
     struct timespec ts;
     bool waited = false;
+    double t_wait = 0; /* tim_mono() when the wait began */
 
     AN(ocp);
     AN(stale);
@@ -433,6 +444,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 if (oc->t_hfm_end > now) {
                     AZ(pthread_mutex_unlock(&sh->mtx));
                     STAT_INC(cache_hitmiss);
+                    pass_why(stale, "uri-miss", "hit-for-miss", t_wait);
                     return (HSH_PASS);
                 }
                 continue;
@@ -446,6 +458,8 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 oc->visited = true;
                 count_hit(oc);
                 AZ(pthread_mutex_unlock(&sh->mtx));
+                if (waited)
+                    stale->waited = tim_mono() - t_wait;
                 *ocp = oc;
                 return (HSH_HIT);
             }
@@ -467,6 +481,8 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             count_hit(swr);
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(cache_hit_grace);
+            if (waited)
+                stale->waited = tim_mono() - t_wait;
             *ocp = swr;
             return (HSH_HIT);
         }
@@ -479,6 +495,8 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             AZ(pthread_mutex_unlock(&sh->mtx));
             if (!waited)
                 STAT_INC(cache_coalesced);
+            else
+                stale->waited = tim_mono() - t_wait;
             STAT_INC(cache_streamed);
             *ocp = stream;
             return (HSH_STREAM);
@@ -489,12 +507,14 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (oh->nwaiting >= par.coalesce_max_waiters) {
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(coalesce_overflow);
+            pass_why(stale, "miss", "coalesce-full", t_wait);
             return (HSH_PASS);
         }
         if (!waited) {
             hsh__abs_deadline(&ts, par.coalesce_timeout);
             STAT_INC(cache_coalesced);
             waited = true;
+            t_wait = tim_mono(); /* only a lookup that waits reads the clock */
         }
         oh->nwaiting++;
         vio_blocking();
@@ -503,6 +523,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (rc == ETIMEDOUT) {
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(coalesce_timeout);
+            pass_why(stale, "miss", "coalesce-timeout", t_wait);
             return (HSH_PASS);
         }
         now = tim_real();
@@ -541,6 +562,8 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     }
     *ocp = busy_new(oh);
     AZ(pthread_mutex_unlock(&sh->mtx));
+    if (waited)
+        stale->waited = tim_mono() - t_wait;
     while (ndead > 0)
         hsh_deref(&dead[--ndead]);
     if (swr != NULL) {

@@ -34,6 +34,7 @@
 #include "surogat/sfb.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 #include "surogat/wrk.h"
 
 #include "fetch_priv.h"
@@ -349,6 +350,7 @@ refused(const struct fetch *f, enum bcp_refuse why)
     snprintf(what, sizeof what, "%.*s %.*s", (int)hp->method.len, hp->method.b,
              (int)(hp->url.len > 256 ? 256 : hp->url.len), hp->url.b);
     bcp_refused(f->be->pool, why, what);
+    TRACE(f->trace, FETCH_ERROR, "refused: %s", bcp_refuse_text(why));
 }
 
 /*
@@ -589,18 +591,30 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
         AZ(http_add(&resp, TXT_LIT("X-Cache"),
                     req->outcome == REQ_O_MISS ? TXT_LIT("MISS") : TXT_LIT("PASS")));
     if (par.cache_status) {
-        /* RFC 9211: why we went forward, what came back if the client gets another status. */
-        const char *fwd = req->outcome != REQ_O_MISS ? "bypass" : f->stale.fwd != NULL ? f->stale.fwd
-                                                                                : "miss";
-        char *cs = ws_alloc(&req->wrk->ws, 96);
+        /*
+         * RFC 9211: why we went forward, what came back if the client gets
+         * another status, and why a pass passed or a miss was not stored
+         * (detail=: req->cs_detail, f->store_why).
+         */
+        const char *fwd = req->outcome != REQ_O_MISS
+                              ? (req->cs_fwd != NULL ? req->cs_fwd : "bypass")
+                          : f->stale.fwd != NULL ? f->stale.fwd
+                                                 : "miss";
+        const char *detail = req->outcome != REQ_O_MISS ? req->cs_detail
+                             : f->oc == NULL && f->store_why != FRESH_STORE
+                                 ? fresh_store_name(f->store_why)
+                                 : NULL;
+        char *cs = ws_alloc(&req->wrk->ws, 128);
         int n;
         if (cs == NULL)
             return (-1);
-        n = snprintf(cs, 96, "surogat; fwd=%s", fwd);
+        n = snprintf(cs, 128, "surogat; fwd=%s", fwd);
         if (resp.status != be->status)
-            n += snprintf(cs + n, (size_t)(96 - n), "; fwd-status=%u", be->status);
+            n += snprintf(cs + n, (size_t)(128 - n), "; fwd-status=%u", be->status);
         if (f->oc != NULL)
-            n += snprintf(cs + n, (size_t)(96 - n), "; stored");
+            n += snprintf(cs + n, (size_t)(128 - n), "; stored");
+        else if (detail != NULL)
+            n += snprintf(cs + n, (size_t)(128 - n), "; detail=%s", detail);
         AZ(http_add(&resp, TXT_LIT("Cache-Status"), (struct txt){ cs, (size_t)n }));
     }
     if (req->close || req->want_close || sess_draining())
@@ -621,6 +635,7 @@ build_resp_head(struct fetch *f, struct out *o, struct pol_synth *syn)
             return (-2);
         }
     }
+    TRACE_HTTP(req->trace, RESP, &resp);
     buf = ws_reserve_all(&req->wrk->ws, &room);
     sb_init(&sb, buf, room);
     h1_write_response(&sb, &resp);
@@ -1040,11 +1055,13 @@ exchange(struct fetch *f, struct txt head)
             break;
         case BCP_E_BUSY:
             STAT_INC(backend_busy);
+            TRACE(f->trace, FETCH_ERROR, "%s busy: max_connections reached", be->name);
             if (failover(f))
                 return (ATTEMPT_FAILOVER);
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BCP_E_CONNECT:
             STAT_INC(backend_fail);
+            TRACE(f->trace, FETCH_ERROR, "%s: connect failed", be->name);
             if (failover(f))
                 return (ATTEMPT_FAILOVER);
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
@@ -1052,6 +1069,8 @@ exchange(struct fetch *f, struct txt head)
         if (f->conn->reused)
             STAT_INC(backend_reuse);
         STAT_INC(backend_req);
+        TRACE(f->trace, BACKEND, "%s %s %s", be->name, be->hostport != NULL ? be->hostport : "-",
+              f->conn->reused ? "reused" : "new");
         f->t_req = tim_real();
         rv = send_bereq(f, head);
         if (rv == -2) {
@@ -1073,10 +1092,12 @@ exchange(struct fetch *f, struct txt head)
                 continue;
             }
             STAT_INC(backend_fail);
+            TRACE(f->trace, FETCH_ERROR, "%s: sending the request failed", be->name);
             if (req->body != H1_BODY_NONE)
                 req->close = true;
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         }
+        TRACE_TS(f->trace, "Bereq");
         http_init(f->resp, ws_alloc(&req->wrk->ws, par.http_max_hdr * sizeof(struct http_hdr)),
                   par.http_max_hdr);
         if (f->resp->hdr == NULL) {
@@ -1097,6 +1118,7 @@ exchange(struct fetch *f, struct txt head)
             return (fail(f, 502) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BEH_TIMEOUT:
             STAT_INC(backend_timeout);
+            TRACE(f->trace, FETCH_ERROR, "%s: no response within the first byte timeout", be->name);
             return (fail(f, 504) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         case BEH_BAD:
             refused(f, f->why);
@@ -1121,6 +1143,7 @@ held_miss(struct fetch *f, struct out *o)
     hsh_ref(held);
     f->to_client = f->body_to_client = false;
     rv = deliver_body(f, o);
+    TRACE_BODY(f->trace, rv, f->body_off);
     fetch__gz_free(f);
     if (f->oc != NULL)
         hsh_abandon(&f->oc, 0); /* not published: deliver_body() failed */
@@ -1172,9 +1195,11 @@ attempt(struct fetch *f, struct out *o)
             return (fail(f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE);
         req->be_name = f->be->name;
     }
+    TRACE_HTTP(f->trace, BEREQ, req->bereq);
     if ((a = exchange(f, head)) != ATTEMPT_HEAD)
         return (a);
     f->t_resp = tim_real();
+    TRACE_HTTP(f->trace, BERESP, f->resp);
     /* The backend saw HEAD only on a pass: a miss asked it for GET. */
     f->body = h1_resp_body(f->resp, req->head_only && f->oc == NULL, &f->frame);
     f->clen = f->frame.clen;
@@ -1263,6 +1288,7 @@ attempt(struct fetch *f, struct out *o)
         return (ATTEMPT_DONE);
     }
     rv = deliver_body(f, o);
+    TRACE_BODY(f->trace, rv, f->body_off);
     fetch__gz_free(f);
     if (f->oc != NULL) {
         SRG_ASSERT(rv != 0); /* a complete body was published by deliver_body() */
@@ -1332,11 +1358,13 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
                 dlv_static(req, be->sfb);
             return;
         }
+        f.trace = trace_fetch(req->trace, oc == NULL ? "pass" : bg ? "bgfetch" : "fetch");
         if (be != NULL) {
             OBJ_CHECK(be, BE_MAGIC);
             req->be_name = be->name;
             a = attempt(&f, &o);
         } else {
+            TRACE(f.trace, FETCH_ERROR, "no healthy backend");
             a = fail(&f, 503) ? ATTEMPT_RETRY : ATTEMPT_DONE;
         }
         oc = f.oc; /* still busy, for the next attempt */
@@ -1344,12 +1372,14 @@ fetch_run(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *sta
             tried[ntried++] = be;
             be = f.next_be;
             STAT_INC(backend_failover);
+            TRACE(f.trace, RETRY, "failover to %s", be->name);
             continue;
         }
         if (a != ATTEMPT_RETRY)
             return;
         req->retries++;
         STAT_INC(policy_retry);
+        TRACE(f.trace, RETRY, "the policy said retry (%u)", req->retries);
     }
 }
 

@@ -14,10 +14,12 @@
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
+#include "surogat/fresh.h"
 
 struct bcp_conn;
 struct fetch_te;
 struct gz;
+struct trace_tx;
 
 /* What a fetch does with gzip (fetch_gz.c). */
 enum fetch_gz {
@@ -69,6 +71,12 @@ struct fetch {
     enum bcp_refuse why;    /* read_beresp_head(): why it refused the head */
     double t_req;        /* tim_real() when the request went out */
     double t_resp;       /* tim_real() when the response head arrived */
+    /*
+     * fetch__decide_store(): why the response is not stored (FRESH_STORE:
+     * it is), for Cache-Status detail= on the client's head.
+     */
+    enum fresh_store store_why;
+    struct trace_tx *trace; /* the backend transaction being traced, or NULL */
 };
 
 /*

@@ -26,6 +26,7 @@
 #include "surogat/stat.h"
 #include "surogat/sto.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 #include "surogat/wrk.h"
 
 #include "fetch_priv.h"
@@ -171,7 +172,7 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
     case POL_DELIVER:
         break;
     case POL_PASS:
-        *st = FRESH_NOT_CACHEABLE;
+        *st = FRESH_POLICY;
         return (0);
     case POL_RETRY:
         return (-2);
@@ -181,7 +182,7 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
     if (!br.changed)
         return (0);
     if (br.uncacheable || br.ttl <= 0) {
-        *st = FRESH_NOT_CACHEABLE;
+        *st = FRESH_POLICY;
         return (0);
     }
     if (*st != FRESH_STORE) {
@@ -193,6 +194,7 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
     fo->swr = br.grace;
     fo->sie = br.stale_if_error;
     fo->keep = (float)br.keep;
+    fo->src = FRESH_SRC_POLICY; /* whatever the fields said, the ttl is the policy's now */
     fo->flags &= (uint16_t)~FRESH_F_NO_CACHE;
     *st = FRESH_STORE;
     return (0);
@@ -212,9 +214,10 @@ verdict(struct fetch *f, const struct cc *qcc, const struct cc *rcc, const struc
          * no-cache -- would be stored and never used, and requests would
          * queue behind each other's fetches: treat it as uncacheable.
          */
-        if (f->oc->fresh.t_origin + f->oc->fresh.ttl <= f->t_resp ||
-            (f->oc->fresh.flags & FRESH_F_NO_CACHE))
-            st = FRESH_NOT_CACHEABLE;
+        if (f->oc->fresh.flags & FRESH_F_NO_CACHE)
+            st = FRESH_NO_CACHE;
+        else if (f->oc->fresh.t_origin + f->oc->fresh.ttl <= f->t_resp)
+            st = FRESH_STALE_ON_ARRIVAL;
     }
     return (st);
 }
@@ -256,7 +259,7 @@ fetch__decide_store(struct fetch *f)
         hfm_ttl = 0;
     /* Markers and objects alike answer only requests with the same Vary values. */
     if (hsh_set_vary(f->oc, req->http, f->resp) != 0) {
-        st = FRESH_VARY_STAR;
+        st = FRESH_VARY_TOO_LONG;
         hfm_ttl = 0;
     }
     /*
@@ -267,6 +270,8 @@ fetch__decide_store(struct fetch *f)
     if (st == FRESH_STORE && f->body == H1_BODY_LENGTH &&
         ((par.max_object_size > 0 && f->clen > par.max_object_size) || f->clen > sto_size())) {
         STAT_INC(cache_too_big);
+        f->store_why = FRESH_TOO_BIG;
+        TRACE_STORE(f->trace, FRESH_TOO_BIG, NULL, 0, 0, hfm_ttl);
         hsh_abandon(&f->oc, hfm_ttl);
         return (0);
     }
@@ -275,10 +280,15 @@ fetch__decide_store(struct fetch *f)
         if (f->body == H1_BODY_LENGTH && f->gz_want != FGZ_COMPRESS &&
             f->gz_want != FGZ_GUNZIP)
             f->oc->body.size_hint = f->clen;
-        if (store_head(f, &rcc) == 0 && hsh_store_begin(f->oc) == 0)
+        if (store_head(f, &rcc) == 0 && hsh_store_begin(f->oc) == 0) {
+            TRACE_STORE(f->trace, st, &f->oc->fresh, f->t_resp, par.default_keep, 0);
             return (0);
+        }
+        st = FRESH_STORE_FAILED;
     }
     STAT_INC(cache_uncacheable);
+    f->store_why = st;
+    TRACE_STORE(f->trace, st, NULL, 0, 0, hfm_ttl);
     hsh_abandon(&f->oc, hfm_ttl);
     return (0);
 }
@@ -295,6 +305,7 @@ fetch__store_body(struct fetch *f, const char *p, size_t len)
 
     if (!f->keep_for_readers && max > 0 && f->body_off + len > max) {
         STAT_INC(cache_too_big);
+        TRACE_STORE(f->trace, FRESH_TOO_BIG, NULL, 0, 0, par.hitmiss_ttl);
         if (hsh_stream_close(f->oc)) {
             f->keep_for_readers = true;
         } else {
@@ -302,8 +313,10 @@ fetch__store_body(struct fetch *f, const char *p, size_t len)
             return;
         }
     }
-    if (hsh_append(f->oc, p, len) != 0)
+    if (hsh_append(f->oc, p, len) != 0) {
+        TRACE_STORE(f->trace, FRESH_STORE_FAILED, NULL, 0, 0, 0);
         hsh_abandon(&f->oc, 0); /* no room: the client still gets everything */
+    }
 }
 
 /*
@@ -440,6 +453,7 @@ fetch__revalidated(struct fetch *f)
     }
     oc->body_complete = true;
     STAT_INC(cache_revalidated);
+    TRACE_STORE(f->trace, FRESH_STORE, &oc->fresh, f->t_resp, par.default_keep, 0);
     if (f->bg) {
         hsh_unbusy(&f->oc);
         return (0);

@@ -27,6 +27,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 
 #include "surogat/wrk.h"
 
@@ -135,6 +136,7 @@ req_log(struct req *req)
         alog_req(req->wrk->alog, req);
     if (req->wrk->rlog != NULL)
         rlog_req(req->wrk->rlog, req);
+    trace_req_end(req);
 }
 
 /*
@@ -149,6 +151,7 @@ req_check(struct req *req)
     const struct http_hdr *h = http_find(hp, "Host");
 
     realip_apply(req->sp, hp); /* the client behind trusted_proxies, before anyone reads it */
+    req->trace = trace_req_begin(req);
     /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
     if (h != NULL && (h->val.len > 0 || hp->proto == 11) && !http_host_valid(&h->val)) {
         STAT_INC(client_req_400);

@@ -37,6 +37,7 @@
 #include "surogat/sfb.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 #include "surogat/wrk.h"
 
 /* A cache key for this request's scheme (ckey_build()). */
@@ -129,6 +130,25 @@ req_invalidate(struct req *req, const struct http *resp)
     }
 }
 
+/*
+ * The built-in policy passes a request that is not GET or HEAD, or that
+ * carries credentials: say which, in Cache-Status and the trace.
+ */
+static void
+builtin_pass(struct req *req)
+{
+    if (!is_method(req, "GET") && !is_method(req, "HEAD")) {
+        req->cs_fwd = "method";
+        TRACE(req->trace, BUILTIN, "recv pass: the method is not GET or HEAD");
+    } else if (http_find(req->http, "Authorization") != NULL) {
+        req->cs_fwd = "bypass", req->cs_detail = "authorization";
+        TRACE(req->trace, BUILTIN, "recv pass: the request has Authorization");
+    } else {
+        req->cs_fwd = "bypass", req->cs_detail = "cookie";
+        TRACE(req->trace, BUILTIN, "recv pass: the request has a Cookie");
+    }
+}
+
 /* A policy failure: 503 (through the synth hook), logged by pol_ already. */
 static void
 policy_fail(struct req *req)
@@ -210,6 +230,8 @@ do_pass(struct req *req)
     struct pol_synth syn;
     enum pol_act act;
 
+    if (req->cs_fwd == NULL) /* Cache-Status: a pass the policy chose, unless said otherwise */
+        req->cs_fwd = "bypass", req->cs_detail = "policy";
     /* pass never answers "pass": no recursion */
     if (pol_active() && (act = pol_pass(req, &syn)) != POL_FETCH) {
         answer_other(req, act, &syn);
@@ -354,22 +376,27 @@ dispatch_once(struct req *req)
         if (!policy_recv(req, &key, &keylen))
             return;
     } else if (is_method(req, "PURGE")) {
+        TRACE(req->trace, BUILTIN, "recv purge");
         req_purge(req);
         return;
     } else if ((!is_method(req, "GET") && !is_method(req, "HEAD")) ||
                http_find(req->http, "Authorization") != NULL ||
                http_find(req->http, "Cookie") != NULL) {
+        builtin_pass(req);
         fetch_pass(req, be_default());
         return;
     } else {
+        TRACE(req->trace, BUILTIN, "recv hash");
         key = cache_key(req, &keylen);
     }
     if (key == NULL) {
+        req->cs_fwd = "bypass", req->cs_detail = "workspace"; /* no room for the key */
         do_pass(req);
         return;
     }
     req->lookup_key = key;
     req->lookup_keylen = keylen;
+    TRACE_KEY(req->trace, key, keylen);
     cc_parse_request(req->http, &qcc);
     if (req->hash_always_miss) {
         /* As the hit hook's "miss": a fresh object only serves to revalidate. */
@@ -383,11 +410,14 @@ lookup:
                            (refresh ? HSH_L_FORCE_REVALIDATE : 0),
                        &oc, &stale)) {
     case HSH_PASS:
+        TRACE_LOOKUP(req->trace, HSH_PASS, NULL, &stale, now);
+        req->cs_fwd = stale.fwd, req->cs_detail = stale.detail; /* a marker, or coalescing */
         if (qcc.flags & CC_ONLY_IF_CACHED)
             break;
         do_pass(req);
         return;
     case HSH_HIT:
+        TRACE_LOOKUP(req->trace, HSH_HIT, oc, &stale, now);
         if (!hsh_verify(oc)) {
             /* Recovered from a file store and corrupt: gone from the index, look again. */
             hsh_deref(&oc);
@@ -416,6 +446,7 @@ lookup:
         hsh_deref(&oc);
         return;
     case HSH_STREAM:
+        TRACE_LOOKUP(req->trace, HSH_STREAM, oc, &stale, now);
         /*
          * Joining a fetch in progress is a hit on the object it stores
          * (its head is in): the hit hook decides.  "miss" cannot refresh
@@ -444,6 +475,7 @@ lookup:
         hsh_stream_leave(&oc);
         return;
     case HSH_GRACE:
+        TRACE_LOOKUP(req->trace, HSH_GRACE, NULL, &stale, now);
         /*
          * Stale within its grace window and nobody refreshing it: this
          * request gets the stale copy at once too, and the refresh runs in
@@ -479,6 +511,7 @@ lookup:
         hsh_deref(&so);
         return;
     case HSH_MISS:
+        TRACE_LOOKUP(req->trace, HSH_MISS, NULL, &stale, now);
         if (qcc.flags & CC_ONLY_IF_CACHED) {
             hsh_abandon(&oc, 0);
             if (stale.oc != NULL)
@@ -520,6 +553,8 @@ req_dispatch(struct req *req)
         }
         req->restarts++;
         STAT_INC(policy_restart);
+        TRACE_RESTART(req->trace, req->restarts);
+        req->cs_fwd = req->cs_detail = NULL;
         req->bereq = NULL;
         req->retries = 0;
         req->be_name = NULL;

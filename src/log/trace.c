@@ -1,0 +1,614 @@
+/*
+ * The request trace, writer side: per-worker byte rings of tagged records
+ * and the transactions that write them (see trace.h for the contract).
+ *
+ * A ring is `size` bytes (a power of two) addressed by a 64-bit position
+ * that only grows; byte p lives at buf[p & mask].  A record is a header
+ * (struct trace_rh) and its payload padded to 8 bytes, written at the
+ * ring's head by the one worker that owns the ring:
+ *
+ *     reserve = head + n            relaxed: "bytes below this - size are going"
+ *     seg_first[...] = head         relaxed, when the record starts a segment
+ *     release fence
+ *     header and payload
+ *     head = head + n               release: published
+ *
+ * A reader copies bytes below the head it loaded, then (acquire fence)
+ * loads reserve: whatever it copied below reserve - size may have been
+ * overwritten while it copied, and is thrown away.  To start again at a
+ * record boundary the ring is cut in TRACE_SEGS segments, and the
+ * position of the first record starting in each is kept (seg_first): a
+ * record is never as long as a segment, so every segment has one.  The
+ * reader side is trace_read.c.
+ *
+ * Rings are made by the worker that first traces (the thread's tl_ring),
+ * handed back when it exits, and taken over by the next worker that
+ * traces; the list of rings only grows (readers walk it without a lock;
+ * ring_mtx guards it for writers, and the free list).  trace_fini() frees
+ * them.  A transaction lives in its request's workspace.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "surogat/defs.h"
+#include "surogat/hsh.h"
+#include "surogat/http.h"
+#include "surogat/req.h"
+#include "surogat/sess.h"
+#include "surogat/tim.h"
+#include "surogat/tp.h"
+#include "surogat/trace.h"
+#include "surogat/wrk.h"
+#include "surogat/ws.h"
+
+#include "trace_priv.h"
+
+unsigned trace_readers;
+
+static pthread_mutex_t ring_mtx = PTHREAD_MUTEX_INITIALIZER;
+struct trace_ring *trace__rings;     /* published with release stores */
+static struct trace_ring *free_list; /* under ring_mtx */
+static unsigned nrings;              /* under ring_mtx */
+static size_t ring_size = 1u << 20;  /* bytes per ring */
+static uint64_t next_tx;             /* atomic: transaction ids, 0 is none */
+
+static __thread struct trace_ring *tl_ring; /* this thread's, once it traced */
+
+static const char *const tag_name[TRACE_T__N] = {
+#define TRACE_TAG(name, str, doc) [TRACE_T_##name] = str,
+#include "surogat/tbl/trace_tags.h"
+};
+
+static const char *const tag_doc[TRACE_T__N] = {
+#define TRACE_TAG(name, str, doc) [TRACE_T_##name] = doc,
+#include "surogat/tbl/trace_tags.h"
+};
+
+struct trace_tx {
+    unsigned magic;
+#define TRACE_TX_MAGIC 0x1f6c83d2
+    enum trace_kind kind;
+    uint64_t id;
+    double t_start;         /* tim_real() at its Begin */
+    double t_last;          /* its previous timestamp */
+    struct ws *ws;          /* where its backend transaction is made */
+    struct trace_tx *bereq; /* a request's open backend transaction, or NULL */
+};
+
+const char *
+trace_tag_name(enum trace_tag t)
+{
+    return ((unsigned)t < TRACE_T__N ? tag_name[t] : NULL);
+}
+
+const char *
+trace_tag_doc(enum trace_tag t)
+{
+    return ((unsigned)t < TRACE_T__N ? tag_doc[t] : NULL);
+}
+
+/*--------------------------------------------------------------------
+ * Rings.
+ */
+
+static void
+slot_fini(struct wrk *wrk)
+{
+    struct trace_ring *r = tl_ring;
+
+    (void)wrk;
+    if (r == NULL)
+        return;
+    tl_ring = NULL;
+    AZ(pthread_mutex_lock(&ring_mtx));
+    SRG_ASSERT(r->in_use);
+    r->in_use = false;
+    r->next_free = free_list;
+    free_list = r;
+    AZ(pthread_mutex_unlock(&ring_mtx));
+}
+
+static const struct wrk_slot trace_slot = { "trace", NULL, slot_fini, NULL };
+static bool slot_registered;
+
+int
+trace_init(size_t ring_bytes)
+{
+    size_t n = TRACE_RING_MIN;
+
+    AZ(pthread_mutex_lock(&ring_mtx));
+    if (nrings > 0) {
+        AZ(pthread_mutex_unlock(&ring_mtx));
+        return (-1);
+    }
+    while (n < ring_bytes && n < TRACE_RING_MAX)
+        n <<= 1;
+    ring_size = n;
+    AZ(pthread_mutex_unlock(&ring_mtx));
+    if (!slot_registered) {
+        wrk_slot_register(&trace_slot);
+        slot_registered = true;
+    }
+    return (0);
+}
+
+void
+trace_fini(void)
+{
+    struct trace_ring *r, **rp;
+
+    AZ(pthread_mutex_lock(&ring_mtx));
+    for (rp = &trace__rings; (r = *rp) != NULL;) {
+        OBJ_CHECK(r, TRACE_RING_MAGIC);
+        /* A worker counted out of its pool may not have handed its ring back yet. */
+        if (r->in_use && r != tl_ring) {
+            rp = &r->next;
+            continue;
+        }
+        *rp = r->next;
+        free(r->buf);
+        OBJ_FREE(&r);
+    }
+    tl_ring = NULL;
+    free_list = NULL;
+    if (trace__rings == NULL)
+        nrings = 0;
+    AZ(pthread_mutex_unlock(&ring_mtx));
+}
+
+/* This thread's ring: the one it has, one an exited worker left, or a new one. */
+static struct trace_ring *
+my_ring(void)
+{
+    struct trace_ring *r = tl_ring;
+
+    if (r != NULL)
+        return (r);
+    AZ(pthread_mutex_lock(&ring_mtx));
+    r = free_list;
+    if (r != NULL) {
+        free_list = r->next_free;
+        r->next_free = NULL;
+    } else {
+        r = aligned_alloc(64, sizeof *r);
+        AN(r);
+        memset(r, 0, sizeof *r);
+        r->magic = TRACE_RING_MAGIC;
+        r->size = ring_size;
+        r->mask = ring_size - 1;
+        r->segshift = 0;
+        while ((UINT64_C(1) << r->segshift) < ring_size / TRACE_SEGS)
+            r->segshift++;
+        /* Untouched until written: a ring costs memory only as it fills. */
+        r->buf = calloc(1, ring_size);
+        AN(r->buf);
+        r->id = nrings++;
+        r->next = trace__rings;
+        __atomic_store_n(&trace__rings, r, __ATOMIC_RELEASE);
+    }
+    r->in_use = true;
+    AZ(pthread_mutex_unlock(&ring_mtx));
+    tl_ring = r;
+    return (r);
+}
+
+static void
+ring_copy(struct trace_ring *r, uint64_t pos, const void *p, size_t len)
+{
+    size_t at = (size_t)(pos & r->mask), first = SRG_MIN(len, (size_t)r->size - at);
+
+    memcpy(r->buf + at, p, first);
+    if (first < len)
+        memcpy(r->buf, (const char *)p + first, len - first);
+}
+
+/* One record of a then b (b may be NULL), cut to TRACE_PAYLOAD_MAX. */
+static void
+ring_put(uint64_t tx, enum trace_tag tag, const char *a, size_t alen, const char *b, size_t blen)
+{
+    static const char zero[8];
+    struct trace_ring *r = my_ring();
+    struct trace_rh rh;
+    uint64_t pos = r->head, seg, n;
+
+    if (alen > TRACE_PAYLOAD_MAX)
+        alen = TRACE_PAYLOAD_MAX;
+    if (blen > TRACE_PAYLOAD_MAX - alen)
+        blen = TRACE_PAYLOAD_MAX - alen;
+    rh.tx = tx;
+    rh.seq = r->seq++;
+    rh.tag = (uint16_t)tag;
+    rh.len = (uint16_t)(alen + blen);
+    n = TRACE_REC_SIZE(rh.len);
+    seg = pos >> r->segshift;
+    __atomic_store_n(&r->reserve, pos + n, __ATOMIC_RELAXED);
+    if (seg + 1 != r->last_seg) {
+        __atomic_store_n(&r->seg_first[seg % TRACE_SEGS], pos, __ATOMIC_RELAXED);
+        r->last_seg = seg + 1;
+    }
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ring_copy(r, pos, &rh, sizeof rh);
+    if (alen > 0)
+        ring_copy(r, pos + sizeof rh, a, alen);
+    if (blen > 0)
+        ring_copy(r, pos + sizeof rh + alen, b, blen);
+    if (n > sizeof rh + rh.len)
+        ring_copy(r, pos + sizeof rh + rh.len, zero, n - sizeof rh - rh.len);
+    __atomic_store_n(&r->head, pos + n, __ATOMIC_RELEASE);
+}
+
+/*--------------------------------------------------------------------
+ * Records.
+ */
+
+void
+trace_rec(struct trace_tx *tx, enum trace_tag tag, const char *p, size_t len)
+{
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    SRG_ASSERT((unsigned)tag < TRACE_T__N);
+    ring_put(tx->id, tag, p, len, NULL, 0);
+}
+
+static void
+vrec(struct trace_tx *tx, enum trace_tag tag, const char *fmt, va_list ap)
+{
+    char buf[TRACE_PAYLOAD_MAX + 1];
+    int n;
+
+    n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (n < 0)
+        n = 0;
+    trace_rec(tx, tag, buf, SRG_MIN((size_t)n, sizeof buf - 1));
+}
+
+void
+trace_printf(struct trace_tx *tx, enum trace_tag tag, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vrec(tx, tag, fmt, ap);
+    va_end(ap);
+}
+
+/* "Name: value" without building it first. */
+static void
+rec_field(struct trace_tx *tx, enum trace_tag tag, const struct txt *name, const struct txt *val)
+{
+    char nb[256];
+    size_t nl = SRG_MIN(name->len, sizeof nb - 2);
+
+    memcpy(nb, name->b, nl);
+    memcpy(nb + nl, ": ", 2);
+    ring_put(tx->id, tag, nb, nl + 2, val->b, val->len);
+}
+
+void
+trace_ts(struct trace_tx *tx, const char *event)
+{
+    double now = tim_real();
+
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    trace_printf(tx, TRACE_T_TIMESTAMP, "%s: %.6f %.6f %.6f", event, now, now - tx->t_start,
+                 now - tx->t_last);
+    tx->t_last = now;
+}
+
+/*--------------------------------------------------------------------
+ * Transactions.
+ */
+
+static struct trace_tx *
+tx_new(struct ws *ws, enum trace_kind kind, uint64_t id, double t_start)
+{
+    struct trace_tx *tx = ws_alloc(ws, sizeof *tx);
+
+    if (tx == NULL)
+        return (NULL); /* not traced: the request answers as it would anyway */
+    OBJ_INIT(tx, TRACE_TX_MAGIC);
+    tx->kind = kind;
+    tx->id = id != 0 ? id : __atomic_add_fetch(&next_tx, 1, __ATOMIC_RELAXED);
+    tx->t_start = tx->t_last = t_start;
+    tx->ws = ws;
+    return (tx);
+}
+
+static void
+tx_end(struct trace_tx *tx)
+{
+    trace_ts(tx, "End");
+    trace_rec(tx, TRACE_T_END, "", 0);
+}
+
+struct trace_tx *
+trace__req_begin(struct req *req)
+{
+    struct trace_tx *tx;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    if (req->trace != NULL)
+        return (req->trace);
+    tx = tx_new(&req->wrk->ws, TRACE_K_REQ, 0, req->t_start > 0 ? req->t_start : tim_real());
+    if (tx == NULL)
+        return (NULL);
+    trace_rec(tx, TRACE_T_BEGIN, "req 0 rxreq", 11);
+    trace_printf(tx, TRACE_T_TIMESTAMP, "Start: %.6f 0.000000 0.000000", tx->t_start);
+    if (req->sp != NULL)
+        trace_printf(tx, TRACE_T_REQ_START, "%s %s", req->sp->client_ip, req->sp->client_port);
+    if (req->http->method.len > 0)
+        trace_http(tx, TRACE_H_REQ, req->http);
+    return (tx);
+}
+
+void
+trace_req_end(struct req *req)
+{
+    struct trace_tx *tx = req->trace;
+
+    if (__builtin_expect(tx == NULL, 1)) {
+        /* A background fetch has no client: only its own begin makes it traced. */
+        if (!trace_wanted() || req->sp == NULL)
+            return;
+        /* Refused before the core saw it: the head as far as it was read. */
+        if ((tx = req->trace = trace__req_begin(req)) == NULL)
+            return;
+    }
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    if (tx->bereq != NULL) {
+        tx_end(tx->bereq);
+        tx->bereq = NULL;
+    }
+    if (tx->kind == TRACE_K_REQ) {
+        const char *c = req_outcome_name(req->outcome);
+        trace_rec(tx, TRACE_T_CACHE, c, strlen(c));
+        trace_printf(tx, TRACE_T_LENGTH, "%llu", (unsigned long long)req->resp_bytes);
+    }
+    tx_end(tx);
+    req->trace = NULL;
+}
+
+struct trace_tx *
+trace__fetch(struct trace_tx *parent, const char *why)
+{
+    struct trace_tx *tx;
+
+    OBJ_CHECK(parent, TRACE_TX_MAGIC);
+    if (parent->kind == TRACE_K_BEREQ)
+        return (parent); /* a background fetch: its own backend transaction */
+    if (parent->bereq != NULL)
+        return (parent->bereq);
+    tx = tx_new(parent->ws, TRACE_K_BEREQ, 0, tim_real());
+    if (tx == NULL)
+        return (NULL);
+    trace_printf(parent, TRACE_T_LINK, "bereq %llu %s", (unsigned long long)tx->id, why);
+    trace_printf(tx, TRACE_T_BEGIN, "bereq %llu %s", (unsigned long long)parent->id, why);
+    trace_printf(tx, TRACE_T_TIMESTAMP, "Start: %.6f 0.000000 0.000000", tx->t_start);
+    parent->bereq = tx;
+    return (tx);
+}
+
+struct trace_tx *
+trace_backend(struct trace_tx *tx)
+{
+    if (tx == NULL)
+        return (NULL);
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    return (tx->bereq != NULL ? tx->bereq : tx);
+}
+
+void
+trace_restart(struct trace_tx *tx, unsigned n)
+{
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    if (tx->bereq != NULL) {
+        tx_end(tx->bereq);
+        tx->bereq = NULL;
+    }
+    trace_printf(tx, TRACE_T_RESTART, "%u", n);
+}
+
+void
+trace_bg_link(struct trace_tx *tx, struct trace_link *tl)
+{
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    tl->parent = tx->id;
+    tl->id = __atomic_add_fetch(&next_tx, 1, __ATOMIC_RELAXED);
+    trace_printf(tx, TRACE_T_LINK, "bereq %llu bgfetch", (unsigned long long)tl->id);
+}
+
+struct trace_tx *
+trace_bg_begin(struct req *req, const struct trace_link *tl)
+{
+    struct trace_tx *tx;
+
+    if (tl->id == 0)
+        return (NULL);
+    OBJ_CHECK(req, REQ_MAGIC);
+    tx = tx_new(&req->wrk->ws, TRACE_K_BEREQ, tl->id, tim_real());
+    if (tx == NULL)
+        return (NULL);
+    trace_printf(tx, TRACE_T_BEGIN, "bereq %llu bgfetch", (unsigned long long)tl->parent);
+    trace_printf(tx, TRACE_T_TIMESTAMP, "Start: %.6f 0.000000 0.000000", tx->t_start);
+    return (tx);
+}
+
+/*--------------------------------------------------------------------
+ * Typed records.
+ */
+
+static void
+rec_proto(struct trace_tx *tx, enum trace_tag tag, unsigned proto)
+{
+    trace_rec(tx, tag, proto == 10 ? "HTTP/1.0" : "HTTP/1.1", 8);
+}
+
+void
+trace_http(struct trace_tx *tx, enum trace_http which, const struct http *hp)
+{
+    static const enum trace_tag hdr_tag[] = {
+        [TRACE_H_REQ] = TRACE_T_REQ_HEADER,
+        [TRACE_H_BEREQ] = TRACE_T_BEREQ_HEADER,
+        [TRACE_H_BERESP] = TRACE_T_BERESP_HEADER,
+        [TRACE_H_RESP] = TRACE_T_RESP_HEADER,
+    };
+
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    OBJ_CHECK(hp, HTTP_MAGIC);
+    switch (which) {
+    case TRACE_H_REQ:
+        trace_rec(tx, TRACE_T_REQ_METHOD, hp->method.b, hp->method.len);
+        trace_rec(tx, TRACE_T_REQ_URL, hp->url.b, hp->url.len);
+        rec_proto(tx, TRACE_T_REQ_PROTOCOL, hp->proto);
+        break;
+    case TRACE_H_BEREQ:
+        trace_rec(tx, TRACE_T_BEREQ_METHOD, hp->method.b, hp->method.len);
+        trace_rec(tx, TRACE_T_BEREQ_URL, hp->url.b, hp->url.len);
+        rec_proto(tx, TRACE_T_BEREQ_PROTOCOL, hp->proto);
+        break;
+    case TRACE_H_BERESP:
+        trace_ts(tx, "Beresp");
+        rec_proto(tx, TRACE_T_BERESP_PROTOCOL, hp->proto);
+        trace_printf(tx, TRACE_T_BERESP_STATUS, "%u", hp->status);
+        trace_rec(tx, TRACE_T_BERESP_REASON, hp->reason.b, hp->reason.len);
+        break;
+    case TRACE_H_RESP:
+        trace_ts(tx, "Resp");
+        rec_proto(tx, TRACE_T_RESP_PROTOCOL, hp->proto);
+        trace_printf(tx, TRACE_T_RESP_STATUS, "%u", hp->status);
+        trace_rec(tx, TRACE_T_RESP_REASON, hp->reason.b, hp->reason.len);
+        break;
+    }
+    for (unsigned i = 0; i < hp->nhdr; i++)
+        rec_field(tx, hdr_tag[which], &hp->hdr[i].name, &hp->hdr[i].val);
+}
+
+void
+trace_head(struct trace_tx *tx, const struct tp_head *h)
+{
+    const char *reason = h->reason.len > 0 ? h->reason.b : http_reason(h->status);
+    size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason);
+
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    trace_ts(tx, "Resp");
+    rec_proto(tx, TRACE_T_RESP_PROTOCOL, 11);
+    trace_printf(tx, TRACE_T_RESP_STATUS, "%u", h->status);
+    trace_rec(tx, TRACE_T_RESP_REASON, reason, rlen);
+    /* The blocks are serialised field lines, each ending in CRLF. */
+    for (unsigned i = 0; i < h->nblock; i++) {
+        const char *p = h->block[i].b, *e = p + h->block[i].len, *nl;
+        for (; p < e; p = nl + 1) {
+            nl = memchr(p, '\n', (size_t)(e - p));
+            if (nl == NULL)
+                nl = e;
+            size_t len = (size_t)(nl - p);
+            if (len > 0 && p[len - 1] == '\r')
+                len--;
+            if (len > 0)
+                trace_rec(tx, TRACE_T_RESP_HEADER, p, len);
+        }
+    }
+}
+
+void
+trace_key(struct trace_tx *tx, const char *key, size_t len)
+{
+    char buf[TRACE_PAYLOAD_MAX];
+    size_t o = 0;
+
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    /* The pieces are NUL-separated: shown as " | ". */
+    for (size_t i = 0; i < len && o + 3 < sizeof buf; i++) {
+        if (key[i] != '\0') {
+            buf[o++] = key[i];
+            continue;
+        }
+        memcpy(buf + o, " | ", 3);
+        o += 3;
+    }
+    trace_rec(tx, TRACE_T_HASH, buf, o);
+}
+
+void
+trace_lookup(struct trace_tx *tx, int res, const struct cobj *oc, const struct hsh_stale *stale,
+             double now)
+{
+    char wait[64] = "";
+    double age, ttl;
+
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    trace_ts(tx, "Lookup");
+    if (stale->waited > 0)
+        snprintf(wait, sizeof wait, ", after a busy wait of %.6f s", stale->waited);
+    switch ((enum hsh_result)res) {
+    case HSH_HIT:
+    case HSH_STREAM:
+        age = SRG_MAX(0.0, now - oc->fresh.t_origin);
+        ttl = oc->fresh.ttl - age;
+        trace_printf(tx, TRACE_T_LOOKUP, "%s: age %.3f ttl %.3f grace %.3f hits %u%s",
+                     res == HSH_STREAM ? "busy (streams from the fetch in progress)"
+                     : ttl < 0         ? "grace (stale, refreshed by another request)"
+                                       : "hit",
+                     age, ttl, oc->fresh.swr, __atomic_load_n(&oc->hits, __ATOMIC_RELAXED), wait);
+        break;
+    case HSH_GRACE:
+        age = SRG_MAX(0.0, now - stale->oc->fresh.t_origin);
+        trace_printf(tx, TRACE_T_LOOKUP,
+                     "grace (stale, refreshed in the background): age %.3f "
+                     "ttl %.3f grace %.3f hits %u%s",
+                     age, stale->oc->fresh.ttl - age, stale->oc->fresh.swr,
+                     __atomic_load_n(&stale->oc->hits, __ATOMIC_RELAXED), wait);
+        break;
+    case HSH_MISS:
+        trace_printf(tx, TRACE_T_LOOKUP, "miss (%s%s%s)%s",
+                     stale->fwd != NULL ? stale->fwd : "miss",
+                     stale->oc != NULL ? ", revalidates a copy " : "",
+                     stale->oc != NULL ? fresh_verdict_name(stale->verdict) : "", wait);
+        break;
+    case HSH_PASS:
+        trace_printf(tx, TRACE_T_LOOKUP, "%s%s",
+                     stale->detail != NULL ? stale->detail : "hit-for-miss", wait);
+        break;
+    default:
+        trace_printf(tx, TRACE_T_LOOKUP, "result %d", res);
+        break;
+    }
+}
+
+void
+trace_store(struct trace_tx *tx, enum fresh_store st, const struct fresh_obj *fo, double t_resp,
+            double keep_dflt, double hfm_ttl)
+{
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    if (st == FRESH_STORE && fo != NULL) {
+        /* The ttl left on arrival, as the policy's beresp.ttl: the lifetime less the age. */
+        double age = SRG_MAX(0.0, t_resp - fo->t_origin);
+        trace_printf(tx, TRACE_T_STORE, "storable: ttl %.3f grace %.3f keep %.3f from %s; age %.3f",
+                     fo->ttl - age, fo->swr, fo->keep < 0 ? keep_dflt : (double)fo->keep,
+                     fresh_src_name((enum fresh_src)fo->src), age);
+        return;
+    }
+    if (hfm_ttl > 0)
+        trace_printf(tx, TRACE_T_STORE, "uncacheable: %s (%s); hit-for-miss %.3f",
+                     fresh_store_name(st), fresh_store_why(st), hfm_ttl);
+    else
+        trace_printf(tx, TRACE_T_STORE, "uncacheable: %s (%s)", fresh_store_name(st),
+                     fresh_store_why(st));
+}
+
+void
+trace_body(struct trace_tx *tx, int rv, uint64_t bytes)
+{
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    trace_ts(tx, "BerespBody");
+    if (rv == -1)
+        trace_printf(tx, TRACE_T_FETCH_ERROR, "the body failed after %llu bytes",
+                     (unsigned long long)bytes);
+    else if (rv == -2)
+        trace_printf(tx, TRACE_T_FETCH_ERROR, "the client failed after %llu body bytes",
+                     (unsigned long long)bytes);
+}

@@ -1,0 +1,46 @@
+/*
+ * trace_priv -- shared by the trace's writer (trace.c) and its readers
+ * (trace_read.c): the ring and the record header (see trace.c for the
+ * protocol between them).
+ */
+#ifndef SUROGAT_TRACE_PRIV_H
+#define SUROGAT_TRACE_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TRACE_SEGS     16           /* resynchronisation points per ring */
+#define TRACE_RING_MIN (64u * 1024) /* a segment (4 KiB) above the longest record */
+#define TRACE_RING_MAX (1024u * 1024 * 1024)
+
+/* A record's header, then its payload, padded to a multiple of 8 bytes. */
+struct trace_rh {
+    uint64_t tx;  /* its transaction */
+    uint32_t seq; /* the ring's record number: a reader counts the gaps as missed */
+    uint16_t tag; /* enum trace_tag */
+    uint16_t len; /* payload bytes, at most TRACE_PAYLOAD_MAX */
+};
+#define TRACE_REC_SIZE(len) (sizeof(struct trace_rh) + (((size_t)(len) + 7) & ~(size_t)7))
+
+struct trace_ring {
+    unsigned magic;
+#define TRACE_RING_MAGIC 0x52c0e9a4
+    unsigned id;                  /* the readers' cursor index: creation order */
+    uint64_t size, mask;          /* bytes, a power of two; size - 1 */
+    unsigned segshift;            /* log2(size / TRACE_SEGS) */
+    struct trace_ring *next;      /* every ring, newest first; set once */
+    struct trace_ring *next_free; /* under ring_mtx */
+    bool in_use;                  /* under ring_mtx: a worker writes it */
+    /* the writer's own */
+    uint32_t seq;
+    uint64_t last_seg; /* segment of the last record's start, plus one; 0 none */
+    /* shared with readers, on a line of their own */
+    uint64_t reserve __attribute__((aligned(64))); /* bytes below reserve - size may be gone */
+    uint64_t head;                                 /* bytes complete */
+    uint64_t seg_first[TRACE_SEGS]; /* first record starting in segment k: at [k % SEGS] */
+    unsigned char *buf;
+};
+
+extern struct trace_ring *trace__rings; /* the list, published with release stores */
+
+#endif
