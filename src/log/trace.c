@@ -39,6 +39,7 @@
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/req.h"
+#include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
@@ -288,14 +289,78 @@ rec_field(struct trace_tx *tx, enum trace_tag tag, const struct txt *name, const
     ring_put(tx->id, tag, nb, nl + 2, val->b, val->len);
 }
 
+/*
+ * v with dec (at most 6) decimals, as printf's %.*f would write it: by
+ * hand, because printf's floating point would be most of what a trace
+ * costs a worker.
+ */
+struct fx {
+    char s[32];
+};
+static struct fx
+fx(double v, unsigned dec)
+{
+    static const uint64_t pow10[] = { 1, 10, 100, 1000, 10000, 100000, 1000000 };
+    struct fx r;
+    char digits[24];
+    uint64_t scaled, ip, fp;
+    size_t o = 0, n = 0;
+
+    SRG_ASSERT(dec < ARRAY_LEN(pow10));
+    if (!(v > -1e12 && v < 1e12)) { /* NaN, or past any time or size we log: rare */
+        snprintf(r.s, sizeof r.s, "%.*f", (int)dec, v);
+        return (r);
+    }
+    scaled = (uint64_t)((v < 0 ? -v : v) * (double)pow10[dec] + 0.5);
+    if (v < 0 && scaled > 0)
+        r.s[o++] = '-';
+    ip = scaled / pow10[dec];
+    fp = scaled % pow10[dec];
+    do {
+        digits[n++] = (char)('0' + ip % 10);
+        ip /= 10;
+    } while (ip > 0);
+    while (n > 0)
+        r.s[o++] = digits[--n];
+    if (dec > 0) {
+        r.s[o++] = '.';
+        for (unsigned i = dec; i-- > 0;) {
+            r.s[o + i] = (char)('0' + fp % 10);
+            fp /= 10;
+        }
+        o += dec;
+    }
+    r.s[o] = '\0';
+    return (r);
+}
+
+/* "Event: absolute since-start since-previous". */
+static void
+rec_ts(struct trace_tx *tx, const char *event, double t, double since, double prev)
+{
+    struct fx a = fx(t, 6), b = fx(since, 6), c = fx(prev, 6);
+    char buf[160];
+    struct sb sb;
+
+    sb_init(&sb, buf, sizeof buf);
+    sb_cat(&sb, event);
+    sb_cat(&sb, ": ");
+    sb_cat(&sb, a.s);
+    sb_cat(&sb, " ");
+    sb_cat(&sb, b.s);
+    sb_cat(&sb, " ");
+    sb_cat(&sb, c.s);
+    AN(sb_ok(&sb));
+    trace_rec(tx, TRACE_T_TIMESTAMP, buf, sb.len);
+}
+
 void
 trace_ts(struct trace_tx *tx, const char *event)
 {
     double now = tim_real();
 
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
-    trace_printf(tx, TRACE_T_TIMESTAMP, "%s: %.6f %.6f %.6f", event, now, now - tx->t_start,
-                 now - tx->t_last);
+    rec_ts(tx, event, now, now - tx->t_start, now - tx->t_last);
     tx->t_last = now;
 }
 
@@ -337,7 +402,7 @@ trace__req_begin(struct req *req)
     if (tx == NULL)
         return (NULL);
     trace_rec(tx, TRACE_T_BEGIN, "req 0 rxreq", 11);
-    trace_printf(tx, TRACE_T_TIMESTAMP, "Start: %.6f 0.000000 0.000000", tx->t_start);
+    rec_ts(tx, "Start", tx->t_start, 0, 0);
     if (req->sp != NULL)
         trace_printf(tx, TRACE_T_REQ_START, "%s %s", req->sp->client_ip, req->sp->client_port);
     if (req->http->method.len > 0)
@@ -387,7 +452,7 @@ trace__fetch(struct trace_tx *parent, const char *why)
         return (NULL);
     trace_printf(parent, TRACE_T_LINK, "bereq %llu %s", (unsigned long long)tx->id, why);
     trace_printf(tx, TRACE_T_BEGIN, "bereq %llu %s", (unsigned long long)parent->id, why);
-    trace_printf(tx, TRACE_T_TIMESTAMP, "Start: %.6f 0.000000 0.000000", tx->t_start);
+    rec_ts(tx, "Start", tx->t_start, 0, 0);
     parent->bereq = tx;
     return (tx);
 }
@@ -433,7 +498,7 @@ trace_bg_begin(struct req *req, const struct trace_link *tl)
     if (tx == NULL)
         return (NULL);
     trace_printf(tx, TRACE_T_BEGIN, "bereq %llu bgfetch", (unsigned long long)tl->parent);
-    trace_printf(tx, TRACE_T_TIMESTAMP, "Start: %.6f 0.000000 0.000000", tx->t_start);
+    rec_ts(tx, "Start", tx->t_start, 0, 0);
     return (tx);
 }
 
@@ -543,24 +608,26 @@ trace_lookup(struct trace_tx *tx, int res, const struct cobj *oc, const struct h
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
     trace_ts(tx, "Lookup");
     if (stale->waited > 0)
-        snprintf(wait, sizeof wait, ", after a busy wait of %.6f s", stale->waited);
+        snprintf(wait, sizeof wait, ", after a busy wait of %s s", fx(stale->waited, 6).s);
     switch ((enum hsh_result)res) {
     case HSH_HIT:
     case HSH_STREAM:
         age = SRG_MAX(0.0, now - oc->fresh.t_origin);
         ttl = oc->fresh.ttl - age;
-        trace_printf(tx, TRACE_T_LOOKUP, "%s: age %.3f ttl %.3f grace %.3f hits %u%s",
+        trace_printf(tx, TRACE_T_LOOKUP, "%s: age %s ttl %s grace %s hits %u%s",
                      res == HSH_STREAM ? "busy (streams from the fetch in progress)"
                      : ttl < 0         ? "grace (stale, refreshed by another request)"
                                        : "hit",
-                     age, ttl, oc->fresh.swr, __atomic_load_n(&oc->hits, __ATOMIC_RELAXED), wait);
+                     fx(age, 3).s, fx(ttl, 3).s, fx(oc->fresh.swr, 3).s,
+                     __atomic_load_n(&oc->hits, __ATOMIC_RELAXED), wait);
         break;
     case HSH_GRACE:
         age = SRG_MAX(0.0, now - stale->oc->fresh.t_origin);
         trace_printf(tx, TRACE_T_LOOKUP,
-                     "grace (stale, refreshed in the background): age %.3f "
-                     "ttl %.3f grace %.3f hits %u%s",
-                     age, stale->oc->fresh.ttl - age, stale->oc->fresh.swr,
+                     "grace (stale, refreshed in the background): age %s ttl %s grace %s "
+                     "hits %u%s",
+                     fx(age, 3).s, fx(stale->oc->fresh.ttl - age, 3).s,
+                     fx(stale->oc->fresh.swr, 3).s,
                      __atomic_load_n(&stale->oc->hits, __ATOMIC_RELAXED), wait);
         break;
     case HSH_MISS:
@@ -587,14 +654,15 @@ trace_store(struct trace_tx *tx, enum fresh_store st, const struct fresh_obj *fo
     if (st == FRESH_STORE && fo != NULL) {
         /* The ttl left on arrival, as the policy's beresp.ttl: the lifetime less the age. */
         double age = SRG_MAX(0.0, t_resp - fo->t_origin);
-        trace_printf(tx, TRACE_T_STORE, "storable: ttl %.3f grace %.3f keep %.3f from %s; age %.3f",
-                     fo->ttl - age, fo->swr, fo->keep < 0 ? keep_dflt : (double)fo->keep,
-                     fresh_src_name((enum fresh_src)fo->src), age);
+        trace_printf(tx, TRACE_T_STORE, "storable: ttl %s grace %s keep %s from %s; age %s",
+                     fx(fo->ttl - age, 3).s, fx(fo->swr, 3).s,
+                     fx(fo->keep < 0 ? keep_dflt : (double)fo->keep, 3).s,
+                     fresh_src_name((enum fresh_src)fo->src), fx(age, 3).s);
         return;
     }
     if (hfm_ttl > 0)
-        trace_printf(tx, TRACE_T_STORE, "uncacheable: %s (%s); hit-for-miss %.3f",
-                     fresh_store_name(st), fresh_store_why(st), hfm_ttl);
+        trace_printf(tx, TRACE_T_STORE, "uncacheable: %s (%s); hit-for-miss %s",
+                     fresh_store_name(st), fresh_store_why(st), fx(hfm_ttl, 3).s);
     else
         trace_printf(tx, TRACE_T_STORE, "uncacheable: %s (%s)", fresh_store_name(st),
                      fresh_store_why(st));

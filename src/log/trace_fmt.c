@@ -26,7 +26,8 @@ cat_payload(struct sb *sb, const char *p, size_t len)
 
     for (i = 0; i < len; i++) {
         unsigned char c = (unsigned char)p[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\')
+        /* One compare for the common byte: printable ASCII but the backslash. */
+        if ((unsigned char)(c - 0x20) < 0x5f && c != '\\')
             continue;
         sb_bcat(sb, p + run, i - run);
         run = i + 1;

@@ -222,6 +222,7 @@ struct trace_grouper {
     /* roots in the order they began: what flush walks */
     struct trace_txn **root;
     unsigned nroot, croot;
+    double t_sweep; /* when flush last looked for stray transactions */
 };
 
 static unsigned
@@ -251,6 +252,9 @@ txn_get(struct trace_grouper *g, uint64_t id, double now)
         return (t);
     t = calloc(1, sizeof *t);
     AN(t);
+    t->dcap = 512;
+    t->data = malloc(t->dcap); /* never NULL: payloads point into it, empty ones too */
+    AN(t->data);
     t->id = id;
     t->t_seen = now;
     b = bucket_of(id);
@@ -401,7 +405,8 @@ trace_grouper_add(struct trace_grouper *g, double now, uint64_t tx, enum trace_t
         t->data = realloc(t->data, t->dcap);
         AN(t->data);
     }
-    memcpy(t->data + t->dlen, p, len);
+    if (len > 0)
+        memcpy(t->data + t->dlen, p, len);
     t->item[t->nitem++] = (struct trace_item){ tag, (uint32_t)t->dlen, (uint32_t)len };
     t->dlen += len;
     top_of(t)->t_seen = now;
@@ -444,7 +449,8 @@ trace_grouper_flush(struct trace_grouper *g, double now, bool all, trace_group_f
     bool complete;
 
     OBJ_CHECK(g, TRACE_GROUPER_MAGIC);
-    qsort(g->root, g->nroot, sizeof *g->root, cmp_root);
+    if (g->nroot > 1)
+        qsort(g->root, g->nroot, sizeof *g->root, cmp_root);
     open = g->nroot;
     for (i = 0; i < g->nroot; i++) {
         t = g->root[i];
@@ -469,8 +475,12 @@ trace_grouper_flush(struct trace_grouper *g, double now, bool all, trace_group_f
     g->nroot = kept;
     /*
      * Transactions that never began and are no one's child (the end of
-     * one whose start was overwritten) are dropped once quiet.
+     * one whose start was overwritten) are dropped once quiet: looked for
+     * once a second, not at every flush.
      */
+    if (!all && now - g->t_sweep < 1.0)
+        return (given);
+    g->t_sweep = now;
     for (unsigned b = 0; b < GRP_BUCKETS; b++) {
         struct trace_txn **tp = &g->bucket[b];
         while ((t = *tp) != NULL) {
