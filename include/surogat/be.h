@@ -20,7 +20,23 @@
 struct sb;
 struct bcp;
 struct bcp_tls;
-struct sfb;
+struct http;
+struct ws;
+struct sfb_resp;
+
+/*
+ * A backend's kind: how a request reaches it.  An HTTP backend (answer
+ * NULL) is fetched from over its connection pool.  A backend that answers
+ * in place -- the static-file backend, sfb_be_ops -- fills a response for
+ * the deliverer (struct sfb_resp: status, fields, a body from memory or a
+ * file) without any fetch, and done() releases it once sent.
+ */
+struct be_ops {
+    const char *kind; /* "http", "static" */
+    void (*answer)(void *priv, const struct http *req, struct ws *ws, struct sfb_resp *r);
+    void (*done)(void *priv, struct sfb_resp *r);
+};
+extern const struct be_ops be_http_ops;
 
 struct be_probe_conf {
     const char *url;            /* default "/" */
@@ -49,10 +65,12 @@ struct be_conf {
     bool tls, tls_noverify;
     const char *ca_file, *sni, *verify_host, *cert, *key;
     /*
-     * The built-in static-file backend: no address, no pool, no probe,
-     * always healthy unless set sick.  Stored, never dereferenced here.
+     * A backend that answers in place (ops->answer, with ops_priv): no
+     * address, no pool, no probe, always healthy unless set sick.  NULL:
+     * an HTTP backend.  ops_priv is stored, never dereferenced here.
      */
-    struct sfb *sfb;
+    const struct be_ops *ops;
+    void *ops_priv;
 };
 
 enum be_admin {
@@ -71,13 +89,14 @@ struct be {
     unsigned magic;
 #define BE_MAGIC 0x63e01b9a
     char *name;
-    char *host;          /* as configured: for the Host header; NULL for sfb */
-    char *port;          /* NULL for sfb */
-    char *hostport;      /* "host:port", "[v6]:port"; "localhost" for a Unix socket; NULL for sfb */
+    char *host;          /* as configured: for the Host header; NULL when it answers in place */
+    char *port;          /* NULL when it answers in place */
+    char *hostport;      /* "host:port", "[v6]:port"; "localhost" for a Unix socket; NULL when it answers in place */
     char *path;          /* a Unix socket, else NULL */
     unsigned proxy_protocol; /* PROXY header version sent on each connection, 0: none */
-    struct bcp *pool;    /* NULL for sfb */
-    struct sfb *sfb;     /* the static-file backend, or NULL */
+    struct bcp *pool;    /* NULL when it answers in place */
+    const struct be_ops *ops; /* never NULL: be_http_ops, or an in-place kind */
+    void *ops_priv;           /* the in-place kind's own (its struct sfb) */
     struct bcp_tls *tls; /* NULL: plain HTTP; freed with the backend */
     /* Negative: use the backend_* parameter of the same name. */
     double connect_timeout;
@@ -107,11 +126,17 @@ int be_add(const char *name, const char *hostport, struct sb *err);
  */
 struct be *be_default(void);
 /*
- * Add the static-file backend sfb as `name`, for the life of the process
- * (-b /DIR), the default backend if it is the first.  The sfb stays the
- * caller's: free it after be_fini().
+ * Add a backend that answers in place (ops, its priv) as `name`, for the
+ * life of the process (-b /DIR: the static files), the default backend if
+ * it is the first.  priv stays the caller's: free it after be_fini().
  */
-int be_add_static(const char *name, struct sfb *sfb, struct sb *err);
+int be_add_local(const char *name, const struct be_ops *ops, void *priv, struct sb *err);
+/* It answers in place: the deliverer sends be->ops->answer()'s response, nothing is fetched. */
+static inline bool
+be_local(const struct be *be)
+{
+    return (be->ops->answer != NULL);
+}
 
 /*
  * A referenced backend.  Reuses the live one with the same name and an

@@ -150,6 +150,7 @@ int pol_hash(struct req *req, char **key, size_t *len);
  * !uncacheable && ttl > 0.
  */
 struct pol_beresp {
+    struct http *bereq;  /* the backend request as sent (read-only); NULL: req's */
     struct http *resp;   /* the backend's head: fields may be edited (copied to workspace) */
     double ttl;          /* in: RFC 9111's verdict; out: the policy's */
     double grace;        /* stale-while-revalidate */

@@ -10,11 +10,13 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include "surogat/http.h"
 #include "surogat/h1.h"
 
+struct req_state;
 struct sess;
 struct tp_ops;
 struct wrk;
@@ -42,6 +44,14 @@ struct req {
     struct ws *ws;            /* the request's arena */
     const struct tp_ops *tp;  /* its transport: the only way to its client */
     void *tp_priv;            /* the transport's, for this request's response */
+    /*
+     * Its client, as the backend is told (X-Forwarded-For and -Proto): set
+     * once the client behind trusted_proxies is known (req_serve()); a
+     * background refresh's copy of the request that caused it.
+     */
+    char client_ip[INET6_ADDRSTRLEN];
+    bool client_tls;
+    bool bg;             /* a background refresh: there is no client to answer */
     /* req: the parsed request; points into wrk->rx */
     struct http http[1];
     enum h1_body body;   /* how the request body is framed */
@@ -79,6 +89,7 @@ struct req {
     unsigned retries;    /* fetch: backend attempts after the first */
     bool bereq_uncacheable; /* fetch: nothing of this fetch is stored (a pass, hit-for-miss) */
     bool restart;        /* a hook said "restart": req_dispatch() starts over */
+    struct req_state *st; /* req_step.c: what its steps hand each other */
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
     /*

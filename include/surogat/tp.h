@@ -24,6 +24,7 @@
 
 #include "surogat/http.h"
 
+struct bcp_conn;
 struct req;
 
 /* The body length a head announces. */
@@ -78,6 +79,14 @@ struct tp_ops {
      * when the client failed (req->close set; req->body_bad for bad framing).
      */
     ssize_t (*body_next)(struct req *req, const char **data);
+    /*
+     * A pipe (VCL's pipe, an upgrade): the request head went to the
+     * backend connection already; from here on bytes go both ways
+     * uninterpreted until either side closes or nothing moves for
+     * pipe_timeout.  Sets req->status from the first bytes back.  -1
+     * when the transport cannot tunnel (HTTP/2 streams).
+     */
+    int (*tunnel)(struct req *req, struct bcp_conn *conn);
 };
 
 /* The HTTP/1 transport: its operations, and the pool task of its sessions. */

@@ -52,6 +52,15 @@ struct be_priv {
     struct be *next; /* every backend, newest first; under be_mtx */
 };
 
+const struct be_ops be_http_ops = { "http", NULL, NULL };
+
+/* The conf declares a backend that answers in place: no address, pool or probe. */
+static bool
+conf_local(const struct be_conf *c)
+{
+    return (c->ops != NULL && c->ops->answer != NULL);
+}
+
 static pthread_mutex_t be_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct be *be_all;      /* under be_mtx */
 static struct be *be_default_; /* the first be_add(); set before workers start */
@@ -194,8 +203,9 @@ same_conf(const struct be *be, const struct be_conf *c, const struct be_probe_co
 {
     const struct be_probe_conf *bpc = &be->priv->pc;
 
-    if (strcmp(be->name, c->name) != 0 || be->sfb != c->sfb || !str_eq(be->host, c->host) ||
-        !str_eq(be->port, c->sfb != NULL || c->path != NULL ? NULL : port) ||
+    if (strcmp(be->name, c->name) != 0 || be->ops != (conf_local(c) ? c->ops : &be_http_ops) ||
+        be->ops_priv != c->ops_priv || !str_eq(be->host, c->host) ||
+        !str_eq(be->port, conf_local(c) || c->path != NULL ? NULL : port) ||
         !str_eq(be->path, c->path) || be->proxy_protocol != c->proxy_protocol)
         return (false);
     if (be->connect_timeout != c->connect_timeout ||
@@ -280,7 +290,7 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         res->ai_family = AF_UNIX;
         res->ai_addr = (struct sockaddr *)sun;
         res->ai_addrlen = sizeof *sun;
-    } else if (c->sfb == NULL) {
+    } else if (!conf_local(c)) {
         memset(&hints, 0, sizeof hints);
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
@@ -299,7 +309,8 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->priv = calloc(1, sizeof *be->priv);
     AN(be->priv);
     be->name = xstrdup(c->name);
-    be->sfb = c->sfb;
+    be->ops = conf_local(c) ? c->ops : &be_http_ops;
+    be->ops_priv = c->ops_priv;
     be->connect_timeout = c->connect_timeout;
     be->first_byte_timeout = c->first_byte_timeout;
     be->between_bytes_timeout = c->between_bytes_timeout;
@@ -371,7 +382,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         return (-1);
     }
     if (c->path != NULL) {
-        if (c->host != NULL || c->port != NULL || c->sfb != NULL) {
+        if (c->host != NULL || c->port != NULL || conf_local(c)) {
             sb_printf(err, "backend %s: path (a Unix socket) or host and port, not both", c->name);
             return (-1);
         }
@@ -384,7 +395,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
             sb_printf(err, "backend %s: no tls over a Unix socket (path)", c->name);
             return (-1);
         }
-    } else if (c->sfb == NULL && (c->host == NULL || *c->host == '\0')) {
+    } else if (!conf_local(c) && (c->host == NULL || *c->host == '\0')) {
         sb_printf(err, "backend %s: no host", c->name);
         return (-1);
     }
@@ -392,7 +403,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         sb_printf(err, "backend %s: proxy_protocol is 1 or 2", c->name);
         return (-1);
     }
-    if (c->proxy_protocol > 0 && c->sfb != NULL) {
+    if (c->proxy_protocol > 0 && conf_local(c)) {
         sb_printf(err, "backend %s: a static backend (root) takes no proxy_protocol", c->name);
         return (-1);
     }
@@ -412,12 +423,12 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         sb_printf(err, "backend %s: ca_file, cert and key must be absolute paths", c->name);
         return (-1);
     }
-    if (c->tls && c->sfb != NULL) {
+    if (c->tls && conf_local(c)) {
         sb_printf(err, "backend %s: a static backend (root) has no tls", c->name);
         return (-1);
     }
     port = c->port != NULL ? c->port : c->tls ? "443" : "80";
-    if (c->sfb == NULL && c->path == NULL && (num_port(port, &portnum) != 0 || portnum == 0)) {
+    if (!conf_local(c) && c->path == NULL && (num_port(port, &portnum) != 0 || portnum == 0)) {
         sb_printf(err, "backend %s: '%.32s' is not a port number (1-65535)", c->name, port);
         return (-1);
     }
@@ -427,7 +438,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         return (-1);
     }
     weight = c->weight == 0 ? 1 : c->weight;
-    if (c->probe != NULL && c->sfb == NULL) {
+    if (c->probe != NULL && !conf_local(c)) {
         size_t mark = err->len;
         sb_printf(err, "backend %s: ", c->name);
         if (prb_conf_check(c->probe, &pcbuf, err) != 0)
@@ -526,13 +537,16 @@ be_add(const char *name, const char *hostport, struct sb *err)
 }
 
 int
-be_add_static(const char *name, struct sfb *sfb, struct sb *err)
+be_add_local(const char *name, const struct be_ops *ops, void *priv, struct sb *err)
 {
     struct be_conf c;
 
+    AN(ops);
+    AN(ops->answer);
     memset(&c, 0, sizeof c);
     c.name = name;
-    c.sfb = sfb;
+    c.ops = ops;
+    c.ops_priv = priv;
     c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
     return (add_permanent(&c, err));
 }

@@ -556,9 +556,6 @@ stream_start(int fd, void *priv)
         stream_free(&ls);
         return;
     }
-    /* The reader starts now, when the client sees OK: nothing between is lost or doubled. */
-    if (!ls->trace)
-        ls->rd = rlog_reader_new(ls->history);
     AZ(sigfillset(&all));
     AZ(pthread_sigmask(SIG_SETMASK, &all, &old));
     e = pthread_create(&ls->thr, NULL, stream_thread, ls);
@@ -751,16 +748,19 @@ cmd_log(int argc, char *const *argv, struct sb *out, void *priv)
         sb_printf(out, "Too many log streams (%d).", LOG_STREAMS_MAX);
         rc = -3;
     }
+    /*
+     * The reader starts before the OK goes out: a request the client makes
+     * once it has the OK is in the stream (and, with -g, traced: a request
+     * is traced, or not, from its start).
+     */
     if (rc == 0 && ls->trace) {
-        /*
-         * Before the OK goes out: workers trace the requests that come
-         * once the client has it (a request is traced, or not, from its start).
-         */
         ls->grp = trace_grouper_new(ls->grouping);
         ls->gcap = 65536;
         ls->gbuf = malloc(ls->gcap);
         AN(ls->gbuf);
         ls->trd = trace_reader_new(ls->history);
+    } else if (rc == 0) {
+        ls->rd = rlog_reader_new(ls->history);
     }
     if (rc == 0 && cli__stream(stream_start, ls) != 0) {
         sb_cat(out, "log streams only on an admin connection.");

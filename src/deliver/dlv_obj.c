@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/dlv.h"
 #include "surogat/gz.h"
@@ -311,14 +312,17 @@ dlv_stream(struct req *req, struct cobj *oc, double tmo)
 #define DLV_FILE_ROUND (1024 * 1024)
 
 void
-dlv_static(struct req *req, struct sfb *sfb)
+dlv_local(struct req *req, struct be *be)
 {
     const struct tp_ops *tp = req->tp;
     struct sfb_resp r;
     struct dlv_plan d;
 
     OBJ_CHECK(req, REQ_MAGIC);
-    sfb_answer(sfb, req->http, req->ws, &r);
+    OBJ_CHECK(be, BE_MAGIC);
+    AN(be_local(be));
+    req->be_name = be->name;
+    be->ops->answer(be->ops_priv, req->http, req->ws, &r);
     if (r.error) {
         char extra[64];
         snprintf(extra, sizeof extra, "%.*s", (int)r.fields.len, r.fields.b);
@@ -349,6 +353,6 @@ dlv_static(struct req *req, struct sfb *sfb)
                 (void)tp->end(req);
         }
     }
-    sfb_resp_done(sfb, &r);
+    be->ops->done(be->ops_priv, &r);
     req->outcome = REQ_O_STATIC;
 }

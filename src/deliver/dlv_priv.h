@@ -40,6 +40,8 @@ struct dlv_plan {
  */
 int dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now,
                   const char *fwd, unsigned hits, struct dlv_plan *d);
+/* hp's fields as one head block (http_write_fields()), in workspace.  -1 when it is full. */
+int dlv__fields_block(struct req *req, const struct http *hp, struct txt *out);
 /* The deliver hook on a finished plan's head.  0, or -1 as dlv__plan_obj(). */
 int dlv__finish_head(struct req *req, struct dlv_plan *d);
 /* A refused plan: its synthetic answer, or the restart it asked for. */

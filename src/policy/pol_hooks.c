@@ -416,7 +416,7 @@ pol_hash(struct req *req, char **key, size_t *len)
     }
     /* "lookup": the user's pieces alone, without the NUL before the first. */
     off = builtin != NULL ? 0 : 1;
-    k = ws_alloc(&req->wrk->ws, blen + pw->hlen);
+    k = ws_alloc(req->ws, blen + pw->hlen);
     if (k == NULL)
         return (0);
     if (builtin != NULL)
@@ -432,7 +432,12 @@ pol_backend_response(struct req *req, struct pol_beresp *br)
 {
     const struct call c = {
         .h = POL_H_BACKEND_RESPONSE, .dflt = POL_DELIVER, .nargs = 2,
-        .arg = { ARG_BEREQ(req), { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
+        .arg = { { .kind = POL_O_BEREQ,
+                   .hp = br->bereq != NULL   ? br->bereq
+                         : req->bereq != NULL ? req->bereq
+                                              : req->http,
+                   .ro = 1 },
+                 { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
     };
 
     return (call_hook(req, &c));

@@ -144,7 +144,7 @@ ws_txt(lua_State *L, const char *s, size_t len)
     char *p;
 
     AN(pw->req);
-    p = ws_strndup(&pw->req->wrk->ws, s, len);
+    p = ws_strndup(pw->req->ws, s, len);
     if (p == NULL)
         (void)luaL_error(L, "workspace_client exhausted");
     return ((struct txt){ p, len });

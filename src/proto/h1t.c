@@ -79,7 +79,8 @@ send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n)
         k = r->nhead;
     }
     SRG_ASSERT(n <= H1T_IOV);
-    memcpy(all + k, iov, (size_t)n * sizeof *all);
+    if (n > 0) /* iov may be NULL then: memcpy() wants a pointer even for 0 bytes */
+        memcpy(all + k, iov, (size_t)n * sizeof *all);
     k += n;
     if (k == 0)
         return (0);
@@ -317,4 +318,5 @@ const struct tp_ops h1t_ops = {
     .writable = h1t_writable,
     .interim = h1t_interim,
     .body_next = h1t_body_next,
+    .tunnel = h1t_tunnel,
 };

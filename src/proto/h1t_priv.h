@@ -14,6 +14,9 @@ struct req;
  * even that does not fit.
  */
 int h1t_req_init(struct req *req);
+/* tp_ops.tunnel for HTTP/1 (h1t_pipe.c). */
+struct bcp_conn;
+int h1t_tunnel(struct req *req, struct bcp_conn *conn);
 /* tp_ops.body_next for HTTP/1: Content-Length or chunked, 100-continue on first use. */
 ssize_t h1t_body_next(struct req *req, const char **data);
 

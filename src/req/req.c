@@ -151,6 +151,10 @@ req_check(struct req *req)
     const struct http_hdr *h = http_find(hp, "Host");
 
     realip_apply(req->sp, hp); /* the client behind trusted_proxies, before anyone reads it */
+    if (req->sp != NULL) {
+        snprintf(req->client_ip, sizeof req->client_ip, "%s", req->sp->client_ip);
+        req->client_tls = sess_is_tls(req->sp);
+    }
     req->trace = trace_req_begin(req);
     /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
     if (h != NULL && (h->val.len > 0 || hp->proto == 11) && !http_host_valid(&h->val)) {

@@ -332,6 +332,31 @@ PARAM(gzip_pass, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also compress responses that are not stored (passes, uncacheable misses) on the fly "
       "for clients that accept gzip, with the same rules as stored ones. This costs CPU on "
       "every such response, so it is off by default.")
+PARAM(compress_formats, STRING, "br,gzip", NULL, NULL, PAR_LIVE,
+      "Content codings a compressible body is kept in, best first, among br, zstd and gzip "
+      "(commas or spaces). Each client gets the one its Accept-Encoding weighs highest, ties "
+      "going to the first listed, else identity. The static-file backend (-b /DIR) makes and "
+      "keeps copies in these; cached objects keep gzip (http_gzip_support) for now. br is "
+      "listed first: at brotli_level 5 it is 4-11% smaller than gzip_level 6 on real HTML, "
+      "CSS and JavaScript for less CPU (bench/RESULTS.md), and every browser that sends zstd "
+      "also sends br; zstd is the cheapest to make and to decode.")
+PARAM(brotli_level, UINT, "5", "0", "11", PAR_LIVE,
+      "brotli quality for bodies compressed by surogat: 0 fastest, 11 smallest. 5 costs a "
+      "little less than gzip_level 6; 11 is about 100 times slower than 5 for 9-13% less.")
+PARAM(zstd_level, UINT, "6", "1", "19", PAR_LIVE,
+      "zstd level for bodies compressed by surogat: 1 fastest, 19 smallest (higher levels "
+      "would need a window past the 8 MiB that RFC 9659 allows the zstd coding).")
+PARAM(sfb_precompressed, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "Whether the -b /DIR backend serves a precompressed sibling of a file (file.css.br, "
+      ".zst, .gz, as nginx's gzip_static) to a client that accepts its coding, when the "
+      "sibling is a regular file not older than the file. Looked for at most once per "
+      "sfb_cache_check.")
+PARAM(sfb_compress_cache, BYTES, "32m", "0", NULL, PAR_LIVE,
+      "Memory for the compressed copies the -b /DIR backend makes of compressible files "
+      "(gzip_types, at least gzip_min_size, at most a quarter of this) in the codings of "
+      "compress_formats, kept by file identity (path, size, mtime, inode) so that a file is "
+      "compressed once, not per request; least recently used dropped first. 0: no "
+      "compression on the fly.")
 PARAM(sfb_cache_entries, UINT, "1000", "1", "1000000", PAR_LIVE,
       "Files the static-file backend (-b /dir) keeps open in its open-file cache, with their "
       "size, validators and type; the least recently used is closed first. Each entry holds "

@@ -221,4 +221,12 @@ STAT(sfb_cache_hit, COUNTER, "Static files found in the open-file cache without 
 STAT(sfb_cache_miss, COUNTER, "Static files opened (not cached, or due for sfb_cache_check).")
 STAT(sfb_cache_evict, COUNTER, "Open files closed to keep the cache within sfb_cache_entries.")
 STAT(sfb_sendfile_bytes, COUNTER, "Static body bytes sent with sendfile(2).")
+STAT(sfb_precompressed, COUNTER, "Static responses sent from a precompressed sibling (.br, .zst, "
+     ".gz).")
+STAT(sfb_compressed, COUNTER, "Compressed copies of static files made (sfb_compress_cache).")
+STAT(sfb_compress_hit, COUNTER, "Static responses sent from a compressed copy already made.")
+STAT(sfb_compress_busy, COUNTER, "Static responses sent identity because another request was "
+     "compressing the file.")
+STAT(sfb_compress_evict, COUNTER, "Compressed copies dropped to stay within sfb_compress_cache.")
+STAT(sfb_compress_bytes, GAUGE, "Bytes of compressed copies of static files kept.")
 #undef STAT
