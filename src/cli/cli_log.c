@@ -46,7 +46,7 @@
 #define LOG_TICK        0.05  /* seconds between two looks at the rings */
 #define TRACE_TICK      0.005 /* the same while traces keep coming: a trace ring fills fast */
 #define GROUP_MAX       (16u * 1024 * 1024) /* bytes of one trace group's text, at most */
-#define LOG_STREAMS_MAX 8     /* streams at once: each is a thread */
+#define LOG_STREAMS_MAX 8                   /* streams at once: each is a thread */
 #define LOG_SEND_TMO    30.0  /* seconds a client may refuse our bytes before we give up */
 #define LOG_OUT_MAX     65536 /* bytes buffered before they are sent */
 #define LOG_FILTER_MAX  16    /* values in one -s or -c list */

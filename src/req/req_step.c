@@ -176,8 +176,9 @@ step_hash(struct req *req)
         return (REQ_S_SYNTH);
     }
     if (key == NULL) {
-        req->cs_fwd = "bypass", req->cs_detail = "workspace"; /* Cache-Status says why */
-        return (REQ_S_PASS); /* the workspace ran out: no lookup */
+        /* The workspace ran out: no lookup, and Cache-Status says why. */
+        req->cs_fwd = "bypass", req->cs_detail = "workspace";
+        return (REQ_S_PASS);
     }
     req->lookup_key = key;
     req->lookup_keylen = keylen;
