@@ -37,7 +37,9 @@ import tempfile
 import threading
 import time
 
-BODY = (b"0123456789abcdef" * 64)[:1024]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from edge import BODY, Origin, free_port  # noqa: E402 -- the same 1 KiB origin
+
 MODES = {"none": None, "line": [], "trace": ["-g", "request"],
          "trace-q": ["-g", "request", "-q", 'ReqURL ~ "^/nomatch"']}
 STARTED = []
@@ -45,28 +47,6 @@ STARTED = []
 
 def log(msg):
     print(time.strftime("%H:%M:%S ") + msg, file=sys.stderr, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-class Origin(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.send_header("Cache-Control", "max-age=3600")
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *a):
-        pass
 
 
 def wait_listen(port, proc, secs):
@@ -209,6 +189,7 @@ def main():
     workdir = tempfile.mkdtemp(prefix="surogat-bench-hitinsns-")
     origin_port = free_port()
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", origin_port), Origin)
+    srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     rows = []
     try:

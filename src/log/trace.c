@@ -23,9 +23,9 @@
  *
  * Rings are made by the worker that first traces (the thread's tl_ring),
  * handed back when it exits, and taken over by the next worker that
- * traces; the list of rings only grows (readers walk it without a lock;
- * ring_mtx guards it for writers, and the free list).  trace_fini() frees
- * them.  A transaction lives in its request's workspace.
+ * traces (log_priv.h: the list is kept as the request log's is).
+ * trace_fini() frees them.  A transaction lives in its request's
+ * workspace.
  */
 #include "config.h"
 
@@ -51,12 +51,9 @@
 
 unsigned trace_readers;
 
-static pthread_mutex_t ring_mtx = PTHREAD_MUTEX_INITIALIZER;
-struct trace_ring *trace__rings;     /* published with release stores */
-static struct trace_ring *free_list; /* under ring_mtx */
-static unsigned nrings;              /* under ring_mtx */
-static size_t ring_size = 1u << 20;  /* bytes per ring */
-static uint64_t next_tx;             /* atomic: transaction ids, 0 is none */
+struct log_rings trace__rings = LOG_RINGS_INIT;
+static size_t ring_size = 1u << 20; /* bytes per ring; set before any ring is made */
+static uint64_t next_tx;            /* atomic: transaction ids, 0 is none */
 
 static __thread struct trace_ring *tl_ring; /* this thread's, once it traced */
 
@@ -106,12 +103,7 @@ slot_fini(struct wrk *wrk)
     if (r == NULL)
         return;
     tl_ring = NULL;
-    AZ(pthread_mutex_lock(&ring_mtx));
-    SRG_ASSERT(r->in_use);
-    r->in_use = false;
-    r->next_free = free_list;
-    free_list = r;
-    AZ(pthread_mutex_unlock(&ring_mtx));
+    log__ring_put(&trace__rings, &r->lr);
 }
 
 static const struct wrk_slot trace_slot = { "trace", NULL, slot_fini, NULL };
@@ -122,15 +114,11 @@ trace_init(size_t ring_bytes)
 {
     size_t n = TRACE_RING_MIN;
 
-    AZ(pthread_mutex_lock(&ring_mtx));
-    if (nrings > 0) {
-        AZ(pthread_mutex_unlock(&ring_mtx));
+    if (log__rings_started(&trace__rings))
         return (-1);
-    }
     while (n < ring_bytes && n < TRACE_RING_MAX)
         n <<= 1;
     ring_size = n;
-    AZ(pthread_mutex_unlock(&ring_mtx));
     if (!slot_registered) {
         wrk_slot_register(&trace_slot);
         slot_registered = true;
@@ -138,64 +126,50 @@ trace_init(size_t ring_bytes)
     return (0);
 }
 
+/* log_ring_free_f */
+static void
+ring_free(struct log_ring *lr)
+{
+    struct trace_ring *r = LOG_RING_OF(lr, struct trace_ring, lr);
+
+    OBJ_CHECK(r, TRACE_RING_MAGIC);
+    free(r->buf);
+    OBJ_FREE(&r);
+}
+
 void
 trace_fini(void)
 {
-    struct trace_ring *r, **rp;
-
-    AZ(pthread_mutex_lock(&ring_mtx));
-    for (rp = &trace__rings; (r = *rp) != NULL;) {
-        OBJ_CHECK(r, TRACE_RING_MAGIC);
-        /* A worker counted out of its pool may not have handed its ring back yet. */
-        if (r->in_use && r != tl_ring) {
-            rp = &r->next;
-            continue;
-        }
-        *rp = r->next;
-        free(r->buf);
-        OBJ_FREE(&r);
-    }
+    log__rings_fini(&trace__rings, ring_free, tl_ring != NULL ? &tl_ring->lr : NULL);
     tl_ring = NULL;
-    free_list = NULL;
-    if (trace__rings == NULL)
-        nrings = 0;
-    AZ(pthread_mutex_unlock(&ring_mtx));
+}
+
+/* log_ring_make_f, under the list's lock. */
+static struct log_ring *
+ring_make(void)
+{
+    struct trace_ring *r = aligned_alloc(64, sizeof *r); /* a multiple of 64: see reserve */
+
+    AN(r);
+    memset(r, 0, sizeof *r);
+    r->magic = TRACE_RING_MAGIC;
+    r->size = ring_size;
+    r->mask = ring_size - 1;
+    while ((UINT64_C(1) << r->segshift) < ring_size / TRACE_SEGS)
+        r->segshift++;
+    /* Untouched until written: a ring costs memory only as it fills. */
+    r->buf = calloc(1, ring_size);
+    AN(r->buf);
+    return (&r->lr);
 }
 
 /* This thread's ring: the one it has, one an exited worker left, or a new one. */
 static struct trace_ring *
 my_ring(void)
 {
-    struct trace_ring *r = tl_ring;
-
-    if (r != NULL)
-        return (r);
-    AZ(pthread_mutex_lock(&ring_mtx));
-    r = free_list;
-    if (r != NULL) {
-        free_list = r->next_free;
-        r->next_free = NULL;
-    } else {
-        r = aligned_alloc(64, sizeof *r);
-        AN(r);
-        memset(r, 0, sizeof *r);
-        r->magic = TRACE_RING_MAGIC;
-        r->size = ring_size;
-        r->mask = ring_size - 1;
-        r->segshift = 0;
-        while ((UINT64_C(1) << r->segshift) < ring_size / TRACE_SEGS)
-            r->segshift++;
-        /* Untouched until written: a ring costs memory only as it fills. */
-        r->buf = calloc(1, ring_size);
-        AN(r->buf);
-        r->id = nrings++;
-        r->next = trace__rings;
-        __atomic_store_n(&trace__rings, r, __ATOMIC_RELEASE);
-    }
-    r->in_use = true;
-    AZ(pthread_mutex_unlock(&ring_mtx));
-    tl_ring = r;
-    return (r);
+    if (tl_ring == NULL)
+        tl_ring = LOG_RING_OF(log__ring_get(&trace__rings, ring_make), struct trace_ring, lr);
+    return (tl_ring);
 }
 
 static void
@@ -512,57 +486,64 @@ rec_proto(struct trace_tx *tx, enum trace_tag tag, unsigned proto)
     trace_rec(tx, tag, proto == 10 ? "HTTP/1.0" : "HTTP/1.1", 8);
 }
 
+/*
+ * A response's status line from its Protocol tag on: Protocol, Status,
+ * Reason (the rows of one message stay together in tbl/trace_tags.h).
+ */
+static void
+rec_status(struct trace_tx *tx, enum trace_tag proto_tag, unsigned proto, unsigned status,
+           const char *reason, size_t rlen)
+{
+    rec_proto(tx, proto_tag, proto);
+    trace_printf(tx, proto_tag + 1, "%u", status);
+    trace_rec(tx, proto_tag + 2, reason, rlen);
+}
+
+/* What trace_http() counts on. */
+#define TAGS_IN_ORDER(a, b, c, d)                                                      \
+    _Static_assert(TRACE_T_##b == TRACE_T_##a + 1 && TRACE_T_##c == TRACE_T_##a + 2 && \
+                       TRACE_T_##d == TRACE_T_##a + 3,                                 \
+                   #a " .. " #d " in order")
+TAGS_IN_ORDER(REQ_METHOD, REQ_URL, REQ_PROTOCOL, REQ_HEADER);
+TAGS_IN_ORDER(BEREQ_METHOD, BEREQ_URL, BEREQ_PROTOCOL, BEREQ_HEADER);
+TAGS_IN_ORDER(BERESP_PROTOCOL, BERESP_STATUS, BERESP_REASON, BERESP_HEADER);
+TAGS_IN_ORDER(RESP_PROTOCOL, RESP_STATUS, RESP_REASON, RESP_HEADER);
+
 void
 trace_http(struct trace_tx *tx, enum trace_http which, const struct http *hp)
 {
-    static const enum trace_tag hdr_tag[] = {
-        [TRACE_H_REQ] = TRACE_T_REQ_HEADER,
-        [TRACE_H_BEREQ] = TRACE_T_BEREQ_HEADER,
-        [TRACE_H_BERESP] = TRACE_T_BERESP_HEADER,
-        [TRACE_H_RESP] = TRACE_T_RESP_HEADER,
+    /* A request's Method, URL, Protocol, Header; a response's Protocol, Status, Reason, Header. */
+    static const enum trace_tag first[] = {
+        [TRACE_H_REQ] = TRACE_T_REQ_METHOD,
+        [TRACE_H_BEREQ] = TRACE_T_BEREQ_METHOD,
+        [TRACE_H_BERESP] = TRACE_T_BERESP_PROTOCOL,
+        [TRACE_H_RESP] = TRACE_T_RESP_PROTOCOL,
     };
+    enum trace_tag t = first[which];
 
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
     OBJ_CHECK(hp, HTTP_MAGIC);
-    switch (which) {
-    case TRACE_H_REQ:
-        trace_rec(tx, TRACE_T_REQ_METHOD, hp->method.b, hp->method.len);
-        trace_rec(tx, TRACE_T_REQ_URL, hp->url.b, hp->url.len);
-        rec_proto(tx, TRACE_T_REQ_PROTOCOL, hp->proto);
-        break;
-    case TRACE_H_BEREQ:
-        trace_rec(tx, TRACE_T_BEREQ_METHOD, hp->method.b, hp->method.len);
-        trace_rec(tx, TRACE_T_BEREQ_URL, hp->url.b, hp->url.len);
-        rec_proto(tx, TRACE_T_BEREQ_PROTOCOL, hp->proto);
-        break;
-    case TRACE_H_BERESP:
-        trace_ts(tx, "Beresp");
-        rec_proto(tx, TRACE_T_BERESP_PROTOCOL, hp->proto);
-        trace_printf(tx, TRACE_T_BERESP_STATUS, "%u", hp->status);
-        trace_rec(tx, TRACE_T_BERESP_REASON, hp->reason.b, hp->reason.len);
-        break;
-    case TRACE_H_RESP:
-        trace_ts(tx, "Resp");
-        rec_proto(tx, TRACE_T_RESP_PROTOCOL, hp->proto);
-        trace_printf(tx, TRACE_T_RESP_STATUS, "%u", hp->status);
-        trace_rec(tx, TRACE_T_RESP_REASON, hp->reason.b, hp->reason.len);
-        break;
+    if (which == TRACE_H_REQ || which == TRACE_H_BEREQ) {
+        trace_rec(tx, t, hp->method.b, hp->method.len);
+        trace_rec(tx, t + 1, hp->url.b, hp->url.len);
+        rec_proto(tx, t + 2, hp->proto);
+    } else {
+        trace_ts(tx, which == TRACE_H_BERESP ? "Beresp" : "Resp");
+        rec_status(tx, t, hp->proto, hp->status, hp->reason.b, hp->reason.len);
     }
     for (unsigned i = 0; i < hp->nhdr; i++)
-        rec_field(tx, hdr_tag[which], &hp->hdr[i].name, &hp->hdr[i].val);
+        rec_field(tx, t + 3, &hp->hdr[i].name, &hp->hdr[i].val);
 }
 
 void
 trace_head(struct trace_tx *tx, const struct tp_head *h)
 {
     const char *reason = h->reason.len > 0 ? h->reason.b : http_reason(h->status);
-    size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason);
 
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
     trace_ts(tx, "Resp");
-    rec_proto(tx, TRACE_T_RESP_PROTOCOL, 11);
-    trace_printf(tx, TRACE_T_RESP_STATUS, "%u", h->status);
-    trace_rec(tx, TRACE_T_RESP_REASON, reason, rlen);
+    rec_status(tx, TRACE_T_RESP_PROTOCOL, 11, h->status, reason,
+               h->reason.len > 0 ? h->reason.len : strlen(reason));
     /* The blocks are serialised field lines, each ending in CRLF. */
     for (unsigned i = 0; i < h->nblock; i++) {
         const char *p = h->block[i].b, *e = p + h->block[i].len, *nl;

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "log_priv.h"
+
 #define TRACE_SEGS     16           /* resynchronisation points per ring */
 #define TRACE_RING_MIN (64u * 1024) /* a segment (4 KiB) above the longest record */
 #define TRACE_RING_MAX (1024u * 1024 * 1024)
@@ -25,12 +27,9 @@ struct trace_rh {
 struct trace_ring {
     unsigned magic;
 #define TRACE_RING_MAGIC 0x52c0e9a4
-    unsigned id;                  /* the readers' cursor index: creation order */
-    uint64_t size, mask;          /* bytes, a power of two; size - 1 */
-    unsigned segshift;            /* log2(size / TRACE_SEGS) */
-    struct trace_ring *next;      /* every ring, newest first; set once */
-    struct trace_ring *next_free; /* under ring_mtx */
-    bool in_use;                  /* under ring_mtx: a worker writes it */
+    struct log_ring lr;  /* its place in trace__rings; lr.id: the readers' cursor index */
+    uint64_t size, mask; /* bytes, a power of two; size - 1 */
+    unsigned segshift;   /* log2(size / TRACE_SEGS) */
     /* the writer's own */
     uint32_t seq;
     uint64_t last_seg; /* segment of the last record's start, plus one; 0 none */
@@ -41,6 +40,6 @@ struct trace_ring {
     unsigned char *buf;
 };
 
-extern struct trace_ring *trace__rings; /* the list, published with release stores */
+extern struct log_rings trace__rings; /* every trace ring */
 
 #endif

@@ -47,12 +47,12 @@ struct trace_reader {
 static void
 grow_cursors(struct trace_reader *rd)
 {
-    const struct trace_ring *r = __atomic_load_n(&trace__rings, __ATOMIC_ACQUIRE);
+    const struct log_ring *lr = log__rings_first(&trace__rings);
     unsigned n;
 
-    if (r == NULL || r->id < rd->ncur)
+    if (lr == NULL || lr->id < rd->ncur)
         return; /* the newest ring has the highest id */
-    n = SRG_MAX(2 * rd->ncur, r->id + 16);
+    n = SRG_MAX(2 * rd->ncur, lr->id + 16);
     rd->cur = realloc(rd->cur, n * sizeof *rd->cur);
     AN(rd->cur);
     memset(rd->cur + rd->ncur, 0, (n - rd->ncur) * sizeof *rd->cur);
@@ -75,9 +75,8 @@ trace_reader_new(bool history)
     } else {
         /* The rings there now: their history is what they still hold, no more. */
         grow_cursors(rd);
-        for (const struct trace_ring *r = __atomic_load_n(&trace__rings, __ATOMIC_ACQUIRE);
-             r != NULL; r = r->next)
-            rd->cur[r->id].counted = true;
+        for (const struct log_ring *lr = log__rings_first(&trace__rings); lr != NULL; lr = lr->next)
+            rd->cur[lr->id].counted = true;
     }
     rd->started = true;
     __atomic_add_fetch(&trace_readers, 1, __ATOMIC_RELAXED);
@@ -130,7 +129,7 @@ static size_t
 poll_ring(struct trace_reader *rd, const struct trace_ring *r, trace_rec_f *fn, void *priv,
           uint64_t *lost)
 {
-    struct cursor *c = &rd->cur[r->id];
+    struct cursor *c = &rd->cur[r->lr.id];
     uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), res;
     size_t got = 0, len, off;
     struct trace_rh rh;
@@ -191,9 +190,10 @@ trace_reader_poll(struct trace_reader *rd, trace_rec_f *fn, void *priv, uint64_t
     size_t got = 0;
 
     OBJ_CHECK(rd, TRACE_READER_MAGIC);
-    for (r = __atomic_load_n(&trace__rings, __ATOMIC_ACQUIRE); r != NULL; r = r->next) {
+    for (struct log_ring *lr = log__rings_first(&trace__rings); lr != NULL; lr = lr->next) {
+        r = LOG_RING_OF(lr, struct trace_ring, lr);
         OBJ_CHECK(r, TRACE_RING_MAGIC);
-        if (r->id >= rd->ncur)
+        if (lr->id >= rd->ncur)
             grow_cursors(rd);
         got += poll_ring(rd, r, fn, priv, &lost);
     }

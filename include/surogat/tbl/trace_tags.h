@@ -4,7 +4,10 @@
  *
  * TRACE_TAG(NAME, "Name", doc): TRACE_T_NAME in enum trace_tag, "Name" in
  * the trace's output and in surogatctl(1), where the docs come from.  The
- * order is the wire order of the rings: append new tags at the end.
+ * order is the wire order of the rings: append new tags at the end.  The
+ * rows of one message stay together, in their order (Method, URL,
+ * Protocol, Header; Protocol, Status, Reason, Header): trace_http()
+ * counts on it.
  */
 TRACE_TAG(BEGIN, "Begin",
           "The transaction begins: its kind (req, bereq), its parent's id (0: none) and why: rxreq "
