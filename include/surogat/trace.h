@@ -92,9 +92,15 @@ trace_req_begin(struct req *req)
  * The request (or the background fetch req carries) is over: its open
  * backend transaction ends, then Cache, Length, Timestamp End and End.  A
  * request refused before trace_req_begin() (a bad head) gets its
- * transaction here if a reader is attached.
+ * transaction here if a reader is attached.  A macro: req is a struct
+ * req * at the call site, whose trace field it reads.
  */
-void trace_req_end(struct req *req);
+void trace__req_end(struct req *req);
+#define TRACE_REQ_END(req)                                               \
+    do {                                                                 \
+        if (__builtin_expect((req)->trace != NULL, 0) || trace_wanted()) \
+            trace__req_end(req);                                         \
+    } while (0)
 /*
  * The backend transaction of a fetch for req's transaction `parent`
  * (why: "fetch", "pass", "bgfetch"): the open one again after a retry,

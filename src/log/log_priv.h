@@ -61,5 +61,11 @@ void log__ring_put(struct log_rings *l, struct log_ring *r); /* the worker exits
  */
 typedef void log_ring_free_f(struct log_ring *r);
 void log__rings_fini(struct log_rings *l, log_ring_free_f *destroy, const struct log_ring *mine);
+/*
+ * trace.c: a worker exits (the request log's worker slot calls it, one
+ * slot for the module): the thread's trace ring, if it made one, goes
+ * back to the list.
+ */
+void trace__wrk_exit(void);
 
 #endif

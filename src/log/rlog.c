@@ -84,6 +84,7 @@ static void
 slot_fini(struct wrk *wrk)
 {
     rlog_ring_put(&wrk->rlog);
+    trace__wrk_exit(); /* one slot for the module: each costs every worker a call */
 }
 
 static const struct wrk_slot rlog_slot = { "rlog", slot_init, slot_fini, NULL };

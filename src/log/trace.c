@@ -94,20 +94,16 @@ trace_tag_doc(enum trace_tag t)
  * Rings.
  */
 
-static void
-slot_fini(struct wrk *wrk)
+void
+trace__wrk_exit(void)
 {
     struct trace_ring *r = tl_ring;
 
-    (void)wrk;
     if (r == NULL)
         return;
     tl_ring = NULL;
     log__ring_put(&trace__rings, &r->lr);
 }
-
-static const struct wrk_slot trace_slot = { "trace", NULL, slot_fini, NULL };
-static bool slot_registered;
 
 int
 trace_init(size_t ring_bytes)
@@ -119,10 +115,6 @@ trace_init(size_t ring_bytes)
     while (n < ring_bytes && n < TRACE_RING_MAX)
         n <<= 1;
     ring_size = n;
-    if (!slot_registered) {
-        wrk_slot_register(&trace_slot);
-        slot_registered = true;
-    }
     return (0);
 }
 
@@ -385,7 +377,7 @@ trace__req_begin(struct req *req)
 }
 
 void
-trace_req_end(struct req *req)
+trace__req_end(struct req *req)
 {
     struct trace_tx *tx = req->trace;
 

@@ -136,7 +136,7 @@ req_log(struct req *req)
         alog_req(req->wrk->alog, req);
     if (req->wrk->rlog != NULL)
         rlog_req(req->wrk->rlog, req);
-    trace_req_end(req);
+    TRACE_REQ_END(req);
 }
 
 /*

@@ -104,7 +104,7 @@ bg_task(struct wrk *wrk, void *priv)
     }
     STAT_INC(cache_bgfetch);
     req__fetch(req, bg->be, bg->oc, &bg->stale);
-    trace_req_end(req);
+    TRACE_REQ_END(req);
     bg->oc = NULL; /* the fetch took it */
     hsh_deref(&bg->stale.oc);
     OBJ_FREE(&bg);

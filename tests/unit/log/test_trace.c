@@ -100,7 +100,7 @@ START_TEST(nothing_without_a_reader)
     TRACE(r->trace, HOOK, "recv %s", "hash");
     TRACE_TS(r->trace, "Lookup");
     ck_assert_ptr_null(trace_fetch(r->trace, "fetch"));
-    trace_req_end(r);
+    TRACE_REQ_END(r);
     /* A reader with history finds nothing: no ring was even made. */
     rd = trace_reader_new(true);
     ck_assert(trace_wanted());
@@ -141,7 +141,7 @@ write_request(const char *url, bool fetch)
     r->outcome = fetch ? REQ_O_MISS : REQ_O_HIT;
     r->resp_bytes = 1234;
     r->t_end = tim_mono();
-    trace_req_end(r);
+    TRACE_REQ_END(r);
     ck_assert_ptr_null(r->trace);
 }
 
@@ -501,7 +501,7 @@ START_TEST(payload_escaped_and_cut)
     r->trace = trace_req_begin(r);
     memset(big, 'b', sizeof big);
     trace_rec(r->trace, TRACE_T_REQ_HEADER, big, sizeof big);
-    trace_req_end(r);
+    TRACE_REQ_END(r);
     grp_for_add = trace_grouper_new(TRACE_G_REQUEST);
     (void)trace_reader_poll(rd, to_grouper, NULL, NULL);
     ck_assert_uint_eq(trace_grouper_flush(grp_for_add, 0, false, take_group, &gs), 1);
