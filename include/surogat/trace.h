@@ -24,7 +24,9 @@
  *     TRACE_HTTP(f->trace, BERESP, f->resp);      a whole head
  *     TRACE_TS(f->trace, "Bereq");                a timestamp
  *
- * Workers only; a transaction lives in its request's workspace.
+ * Workers only.  A transaction lives in its request's workspace and goes
+ * with it when it parks on a waiting list; it writes into the ring of
+ * whichever worker runs it.
  */
 #ifndef SUROGAT_TRACE_H
 #define SUROGAT_TRACE_H
@@ -42,6 +44,7 @@ struct http;
 struct req;
 struct sb;
 struct tp_head;
+struct ws;
 
 enum trace_tag {
 #define TRACE_TAG(name, str, doc) TRACE_T_##name,
@@ -104,14 +107,14 @@ void trace__req_end(struct req *req);
 /*
  * The backend transaction of a fetch for req's transaction `parent`
  * (why: "fetch", "pass", "bgfetch"): the open one again after a retry,
- * or a new one, linked.  A background fetch's request is its own backend
+ * or a new one in ws (the request's workspace), linked.  A background fetch's request is its own backend
  * transaction.  NULL when parent is.
  */
-struct trace_tx *trace__fetch(struct trace_tx *parent, const char *why);
+struct trace_tx *trace__fetch(struct trace_tx *parent, struct ws *ws, const char *why);
 static inline struct trace_tx *
-trace_fetch(struct trace_tx *parent, const char *why)
+trace_fetch(struct trace_tx *parent, struct ws *ws, const char *why)
 {
-    return (parent != NULL ? trace__fetch(parent, why) : NULL);
+    return (parent != NULL ? trace__fetch(parent, ws, why) : NULL);
 }
 /*
  * Where a backend hook's records go: tx's open backend transaction, tx
@@ -201,7 +204,20 @@ struct trace_reader; /* opaque: one per stream */
  */
 struct trace_reader *trace_reader_new(bool history);
 void trace_reader_free(struct trace_reader **rdp); /* *rdp = NULL; uncounted */
-typedef void trace_rec_f(void *priv, uint64_t tx, enum trace_tag tag, const char *p, size_t len);
+/* One record as a reader copied it: p valid during the call only. */
+struct trace_record {
+    uint64_t tx;
+    enum trace_tag tag;
+    /*
+     * Its transaction's run that wrote it, mod 256: a transaction that
+     * moved to another worker (a parked request, resumed) may be read
+     * from the new worker's ring before the old one's.
+     */
+    unsigned part;
+    const char *p;
+    size_t len;
+};
+typedef void trace_rec_f(void *priv, const struct trace_record *rec);
 /*
  * fn for each record written since the last call, in order within each
  * ring; *missed += records overwritten before this reader got to them.
@@ -226,6 +242,7 @@ enum trace_kind {
 struct trace_item {
     enum trace_tag tag;
     uint32_t off, len; /* payload: txn->data + off */
+    uint8_t part;      /* trace_record.part: items are in part order, then read order */
 };
 /* A transaction as a reader reassembled it. */
 struct trace_txn {
@@ -249,9 +266,11 @@ struct trace_txn {
 struct trace_grouper;
 struct trace_grouper *trace_grouper_new(enum trace_grouping g);
 void trace_grouper_free(struct trace_grouper **gp);
-/* Add one record read at `now` (seconds, any clock the caller keeps using). */
-void trace_grouper_add(struct trace_grouper *g, double now, uint64_t tx, enum trace_tag tag,
-                       const char *p, size_t len);
+/*
+ * Add one record read at `now` (seconds, any clock the caller keeps
+ * using), after its transaction's records of the same or earlier parts.
+ */
+void trace_grouper_add(struct trace_grouper *g, double now, const struct trace_record *rec);
 /*
  * fn for each group that is ready: complete (its transactions ended),
  * or given up on (nothing read for it in TRACE_GROUP_TMO seconds, a

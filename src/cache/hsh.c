@@ -45,6 +45,7 @@ _Static_assert(sizeof(struct cobj) <= 224, "struct cobj grew past 224 bytes");
 int
 hsh_init(void)
 {
+    hsh__wait_init();
     for (unsigned i = 0; i < HSH_SHARDS; i++) {
         AZ(pthread_mutex_init(&hsh__shards[i].mtx, NULL));
         AZ(pthread_cond_init(&hsh__shards[i].cond, NULL));
@@ -392,19 +393,33 @@ count_hit(struct cobj *oc)
     __atomic_add_fetch(&oc->hits, 1, __ATOMIC_RELAXED);
 }
 
-/* HSH_PASS: why, for Cache-Status and the trace. */
-static void
-pass_why(struct hsh_stale *stale, const char *fwd, const char *detail, double t_wait)
+/*
+ * A lookup found the key's object usable (a hit, a stream, a marker that
+ * says pass): let coalesce_rush more of its parked requests go, so that
+ * each woken request wakes the next ones (hsh.h).
+ */
+static struct hsh_waiter *
+rush_usable(struct shard *sh, struct objhead *oh)
+{
+    if (oh->wl_head == NULL)
+        return (NULL);
+    return (hsh__rush(sh, oh, par.coalesce_rush));
+}
+
+/* HSH_PASS: why, as RFC 9211's fwd= and detail=, for Cache-Status and the trace. */
+static enum hsh_result
+pass_why(struct hsh_stale *stale, const char *fwd, const char *detail)
 {
     stale->fwd = fwd;
     stale->detail = detail;
-    if (t_wait > 0)
-        stale->waited = tim_mono() - t_wait;
+    return (HSH_PASS);
 }
 
-enum hsh_result
-hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
-           unsigned lflags, struct cobj **ocp, struct hsh_stale *stale)
+/* hsh_lookup()'s work; *t_wait: tim_mono() when a wait on this thread began. */
+static enum hsh_result
+lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
+       unsigned lflags, struct cobj **ocp, struct hsh_stale *stale, struct hsh_waiter *w,
+       double *t_wait)
 {
     uint64_t hash = key_hash(key, keylen);
     struct shard *sh = shard_of(hash);
@@ -412,9 +427,9 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     enum fresh_verdict v, old_v = FRESH_V_REVALIDATE;
     unsigned ndead = 0;
     struct objhead *oh;
+    struct hsh_waiter *rushed = NULL;
     struct timespec ts;
-    bool waited = false;
-    double t_wait = 0; /* tim_mono() when the wait began */
+    bool waited = w != NULL && w->deadline != 0; /* counted when it first parked */
 
     AN(ocp);
     AN(stale);
@@ -442,10 +457,11 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 continue;
             if (oc->flags & COBJ_HFM) {
                 if (oc->t_hfm_end > now) {
+                    rushed = rush_usable(sh, oh);
                     AZ(pthread_mutex_unlock(&sh->mtx));
+                    hsh__wake(rushed);
                     STAT_INC(cache_hitmiss);
-                    pass_why(stale, "uri-miss", "hit-for-miss", t_wait);
-                    return (HSH_PASS);
+                    return (pass_why(stale, "uri-miss", "hit-for-miss"));
                 }
                 continue;
             }
@@ -457,9 +473,9 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 take_ref(oc);
                 oc->visited = true;
                 count_hit(oc);
+                rushed = rush_usable(sh, oh);
                 AZ(pthread_mutex_unlock(&sh->mtx));
-                if (waited)
-                    stale->waited = tim_mono() - t_wait;
+                hsh__wake(rushed);
                 *ocp = oc;
                 return (HSH_HIT);
             }
@@ -479,10 +495,10 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             take_ref(swr);
             swr->visited = true;
             count_hit(swr);
+            rushed = rush_usable(sh, oh);
             AZ(pthread_mutex_unlock(&sh->mtx));
+            hsh__wake(rushed);
             STAT_INC(cache_hit_grace);
-            if (waited)
-                stale->waited = tim_mono() - t_wait;
             *ocp = swr;
             return (HSH_HIT);
         }
@@ -492,11 +508,11 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             count_hit(stream);
             stream->nreaders++;
             oh->nstream++;
+            rushed = rush_usable(sh, oh);
             AZ(pthread_mutex_unlock(&sh->mtx));
+            hsh__wake(rushed);
             if (!waited)
                 STAT_INC(cache_coalesced);
-            else
-                stale->waited = tim_mono() - t_wait;
             STAT_INC(cache_streamed);
             *ocp = stream;
             return (HSH_STREAM);
@@ -504,17 +520,38 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (busy == NULL)
             break;
         /* Someone is fetching this key: wait for it rather than asking the backend too. */
+        if (w != NULL) {
+            /* Parked, without a thread: the fetch's events or the sweeper wake it. */
+            if (waited && tim_mono() >= w->deadline) {
+                AZ(pthread_mutex_unlock(&sh->mtx));
+                STAT_INC(coalesce_timeout);
+                return (pass_why(stale, "miss", "coalesce-timeout"));
+            }
+            if (!waited && oh->nwaiting >= par.coalesce_max_waiters) {
+                AZ(pthread_mutex_unlock(&sh->mtx));
+                STAT_INC(coalesce_overflow);
+                return (pass_why(stale, "miss", "coalesce-full"));
+            }
+            if (!waited) {
+                w->t_first = tim_mono();
+                w->deadline = w->t_first + par.coalesce_timeout;
+                STAT_INC(cache_coalesced);
+            }
+            hsh__park(sh, oh, w);
+            AZ(pthread_mutex_unlock(&sh->mtx));
+            return (HSH_BUSY);
+        }
         if (oh->nwaiting >= par.coalesce_max_waiters) {
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(coalesce_overflow);
-            pass_why(stale, "miss", "coalesce-full", t_wait);
-            return (HSH_PASS);
+            return (pass_why(stale, "miss", "coalesce-full"));
         }
         if (!waited) {
             hsh__abs_deadline(&ts, par.coalesce_timeout);
             STAT_INC(cache_coalesced);
+            STAT_INC(coalesce_on_thread);
             waited = true;
-            t_wait = tim_mono(); /* only a lookup that waits reads the clock */
+            *t_wait = tim_mono(); /* only a lookup that waits reads the clock */
         }
         oh->nwaiting++;
         vio_blocking();
@@ -523,8 +560,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (rc == ETIMEDOUT) {
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(coalesce_timeout);
-            pass_why(stale, "miss", "coalesce-timeout", t_wait);
-            return (HSH_PASS);
+            return (pass_why(stale, "miss", "coalesce-timeout"));
         }
         now = tim_real();
     }
@@ -550,8 +586,10 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             else
                 stale->fwd = "miss"; /* ours, but past all use or banned */
         }
-        if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now))
+        if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now)) {
+            STAT_ADD(n_expired, !(oc->flags & COBJ_BANNED));
             dead[ndead++] = hsh__unlink_obj(sh, oc);
+        }
         oc = next;
     }
     if (old != NULL) {
@@ -562,8 +600,6 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     }
     *ocp = busy_new(oh);
     AZ(pthread_mutex_unlock(&sh->mtx));
-    if (waited)
-        stale->waited = tim_mono() - t_wait;
     while (ndead > 0)
         hsh_deref(&dead[--ndead]);
     if (swr != NULL) {
@@ -572,6 +608,19 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     }
     STAT_INC(cache_miss);
     return (HSH_MISS);
+}
+
+enum hsh_result
+hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
+           unsigned lflags, struct cobj **ocp, struct hsh_stale *stale, struct hsh_waiter *w)
+{
+    /* A parked request has waited since it first parked, across its lookups. */
+    double t_wait = w != NULL && w->deadline != 0 ? w->t_first : 0;
+    enum hsh_result r = lookup(key, keylen, req, qcc, now, lflags, ocp, stale, w, &t_wait);
+
+    if (__builtin_expect(t_wait > 0, 0) && r != HSH_BUSY)
+        stale->waited = tim_mono() - t_wait;
+    return (r);
 }
 
 void
@@ -668,6 +717,7 @@ void
 hsh_fini(void)
 {
     closing = true;
+    hsh__wait_fini();
     for (unsigned i = 0; i < HSH_SHARDS; i++) {
         struct shard *sh = &hsh__shards[i];
         for (size_t b = 0; b < sh->nbuckets; b++) {

@@ -358,11 +358,11 @@ emit_missed(struct log_stream *ls, uint64_t missed)
 
 /* trace_rec_f: into the stream's grouper. */
 static void
-trace_add(void *priv, uint64_t tx, enum trace_tag tag, const char *p, size_t len)
+trace_add(void *priv, const struct trace_record *rec)
 {
     struct log_stream *ls = priv;
 
-    trace_grouper_add(ls->grp, tim_mono(), tx, tag, p, len);
+    trace_grouper_add(ls->grp, tim_mono(), rec);
 }
 
 /* The first value of field f in the group, as a string in buf. */

@@ -180,10 +180,15 @@ read_beresp_head(struct busyobj *bo)
                     bo->why = BCP_R_INTERIM;
                     return (BEH_BAD);
                 }
-                if (tim_mono() > first)
+                if (tim_mono() > first) {
+                    /* No read timed out, so the pool did not see it: the final answer is late. */
+                    be_count(bo->be, STAT_BE_fail_first_byte_timeout);
                     return (BEH_TIMEOUT);
+                }
                 memmove(bo->rxbuf, bo->rxbuf + used, bo->be_len - used);
                 bo->be_len -= used;
+                if (bo->be_len == 0)
+                    bcp_interim(bo->conn);
                 /* Not a new first byte: what comes next is still bound by the first deadline. */
                 deadline = bo->be_len > 0 ? tim_mono() + be_between_bytes_timeout(bo->be) : first;
                 continue;
@@ -192,6 +197,8 @@ read_beresp_head(struct busyobj *bo)
                 bo->be_pos = used;
                 if (bo->beresp->status != 101)
                     return (BEH_OK);
+                /* A final answer all the same: its class counts it, refused or not. */
+                be_count_status(bo->be, bo->beresp->status);
                 bo->why = BCP_R_UPGRADE;
                 return (BEH_BAD);
             }
@@ -439,6 +446,7 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
         return (r);
     bo->t_resp = tim_real();
     TRACE_HTTP(bo->trace, BERESP, bo->beresp);
+    be_count_status(bo->be, bo->beresp->status);
     /* The backend saw HEAD only on a pass: a miss asked it for GET. */
     bo->rbody = h1_resp_body(bo->beresp, bo->head_only && bo->oc == NULL, &bo->frame);
     bo->rclen = bo->frame.clen;

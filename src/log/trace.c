@@ -74,8 +74,15 @@ struct trace_tx {
     uint64_t id;
     double t_start;         /* tim_real() at its Begin */
     double t_last;          /* its previous timestamp */
-    struct ws *ws;          /* where its backend transaction is made */
     struct trace_tx *bereq; /* a request's open backend transaction, or NULL */
+    /*
+     * The ring it last wrote to, and how many times it moved to another
+     * (mod 256): a request parked on a waiting list resumes on any
+     * worker, and a reader that copies the new ring first puts the
+     * records back in order by this (trace_priv.h).
+     */
+    const struct trace_ring *ring;
+    uint8_t part;
 };
 
 const char *
@@ -174,22 +181,29 @@ ring_copy(struct trace_ring *r, uint64_t pos, const void *p, size_t len)
         memcpy(r->buf, (const char *)p + first, len - first);
 }
 
-/* One record of a then b (b may be NULL), cut to TRACE_PAYLOAD_MAX. */
+/* One record of tx's: a then b (b may be NULL), cut to TRACE_PAYLOAD_MAX. */
 static void
-ring_put(uint64_t tx, enum trace_tag tag, const char *a, size_t alen, const char *b, size_t blen)
+ring_put(struct trace_tx *tx, enum trace_tag tag, const char *a, size_t alen, const char *b,
+         size_t blen)
 {
     static const char zero[8];
     struct trace_ring *r = my_ring();
     struct trace_rh rh;
     uint64_t pos = r->head, seg, n;
 
+    if (__builtin_expect(tx->ring != r, 0)) {
+        if (tx->ring != NULL)
+            tx->part++;
+        tx->ring = r;
+    }
     if (alen > TRACE_PAYLOAD_MAX)
         alen = TRACE_PAYLOAD_MAX;
     if (blen > TRACE_PAYLOAD_MAX - alen)
         blen = TRACE_PAYLOAD_MAX - alen;
-    rh.tx = tx;
+    rh.tx = tx->id;
     rh.seq = r->seq++;
-    rh.tag = (uint16_t)tag;
+    rh.tag = (uint8_t)tag;
+    rh.part = tx->part;
     rh.len = (uint16_t)(alen + blen);
     n = TRACE_REC_SIZE(rh.len);
     seg = pos >> r->segshift;
@@ -218,7 +232,7 @@ trace_rec(struct trace_tx *tx, enum trace_tag tag, const char *p, size_t len)
 {
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
     SRG_ASSERT((unsigned)tag < TRACE_T__N);
-    ring_put(tx->id, tag, p, len, NULL, 0);
+    ring_put(tx, tag, p, len, NULL, 0);
 }
 
 static void
@@ -252,7 +266,7 @@ rec_field(struct trace_tx *tx, enum trace_tag tag, const struct txt *name, const
 
     memcpy(nb, name->b, nl);
     memcpy(nb + nl, ": ", 2);
-    ring_put(tx->id, tag, nb, nl + 2, val->b, val->len);
+    ring_put(tx, tag, nb, nl + 2, val->b, val->len);
 }
 
 /*
@@ -334,6 +348,7 @@ trace_ts(struct trace_tx *tx, const char *event)
  * Transactions.
  */
 
+/* In ws: the request's workspace, which goes with it when it parks. */
 static struct trace_tx *
 tx_new(struct ws *ws, enum trace_kind kind, uint64_t id, double t_start)
 {
@@ -345,7 +360,6 @@ tx_new(struct ws *ws, enum trace_kind kind, uint64_t id, double t_start)
     tx->kind = kind;
     tx->id = id != 0 ? id : __atomic_add_fetch(&next_tx, 1, __ATOMIC_RELAXED);
     tx->t_start = tx->t_last = t_start;
-    tx->ws = ws;
     return (tx);
 }
 
@@ -364,7 +378,7 @@ trace__req_begin(struct req *req)
     OBJ_CHECK(req, REQ_MAGIC);
     if (req->trace != NULL)
         return (req->trace);
-    tx = tx_new(&req->wrk->ws, TRACE_K_REQ, 0, req->t_start > 0 ? req->t_start : tim_real());
+    tx = tx_new(req->ws, TRACE_K_REQ, 0, req->t_start > 0 ? req->t_start : tim_real());
     if (tx == NULL)
         return (NULL);
     trace_rec(tx, TRACE_T_BEGIN, "req 0 rxreq", 11);
@@ -404,7 +418,7 @@ trace__req_end(struct req *req)
 }
 
 struct trace_tx *
-trace__fetch(struct trace_tx *parent, const char *why)
+trace__fetch(struct trace_tx *parent, struct ws *ws, const char *why)
 {
     struct trace_tx *tx;
 
@@ -413,7 +427,7 @@ trace__fetch(struct trace_tx *parent, const char *why)
         return (parent); /* a background fetch: its own backend transaction */
     if (parent->bereq != NULL)
         return (parent->bereq);
-    tx = tx_new(parent->ws, TRACE_K_BEREQ, 0, tim_real());
+    tx = tx_new(ws, TRACE_K_BEREQ, 0, tim_real());
     if (tx == NULL)
         return (NULL);
     trace_printf(parent, TRACE_T_LINK, "bereq %llu %s", (unsigned long long)tx->id, why);
@@ -460,7 +474,7 @@ trace_bg_begin(struct req *req, const struct trace_link *tl)
     if (tl->id == 0)
         return (NULL);
     OBJ_CHECK(req, REQ_MAGIC);
-    tx = tx_new(&req->wrk->ws, TRACE_K_BEREQ, tl->id, tim_real());
+    tx = tx_new(req->ws, TRACE_K_BEREQ, tl->id, tim_real());
     if (tx == NULL)
         return (NULL);
     trace_printf(tx, TRACE_T_BEGIN, "bereq %llu bgfetch", (unsigned long long)tl->parent);
@@ -613,9 +627,12 @@ trace_lookup(struct trace_tx *tx, int res, const struct cobj *oc, const struct h
         trace_printf(tx, TRACE_T_LOOKUP, "%s%s",
                      stale->detail != NULL ? stale->detail : "hit-for-miss", wait);
         break;
-    default:
-        trace_printf(tx, TRACE_T_LOOKUP, "result %d", res);
+    case HSH_BUSY: {
+        /* The wait's length is in the next lookup's record, when it is over. */
+        static const char busy[] = "busy: waits for another request's fetch";
+        trace_rec(tx, TRACE_T_LOOKUP, busy, sizeof busy - 1);
         break;
+    }
     }
 }
 

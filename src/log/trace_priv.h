@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "surogat/trace.h"
+
 #include "log_priv.h"
 
 #define TRACE_SEGS     16           /* resynchronisation points per ring */
@@ -19,9 +21,17 @@
 struct trace_rh {
     uint64_t tx;  /* its transaction */
     uint32_t seq; /* the ring's record number: a reader counts the gaps as missed */
-    uint16_t tag; /* enum trace_tag */
+    uint8_t tag;  /* enum trace_tag */
+    /*
+     * Which of its transaction's runs wrote it: bumped (mod 256) each time
+     * the transaction writes into another ring than its last, as a parked
+     * request resumed on another worker does.  Records of one run are in
+     * one ring, in order; runs are ordered by this.
+     */
+    uint8_t part;
     uint16_t len; /* payload bytes, at most TRACE_PAYLOAD_MAX */
 };
+_Static_assert(TRACE_T__N <= 256, "a tag fits in trace_rh.tag");
 #define TRACE_REC_SIZE(len) (sizeof(struct trace_rh) + (((size_t)(len) + 7) & ~(size_t)7))
 
 struct trace_ring {

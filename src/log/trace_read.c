@@ -172,9 +172,16 @@ poll_ring(struct trace_reader *rd, const struct trace_ring *r, trace_rec_f *fn, 
                 *lost += (uint32_t)(rh.seq - c->seq);
             c->seq = rh.seq + 1;
             c->seq_known = true;
-            if (fn != NULL)
-                fn(priv, rh.tx, (enum trace_tag)rh.tag, (const char *)rd->buf + off + sizeof rh,
-                   rh.len);
+            if (fn != NULL) {
+                struct trace_record rec = {
+                    .tx = rh.tx,
+                    .tag = (enum trace_tag)rh.tag,
+                    .part = rh.part,
+                    .p = (const char *)rd->buf + off + sizeof rh,
+                    .len = rh.len,
+                };
+                fn(priv, &rec);
+            }
         }
         c->pos += off;
         got += off;
@@ -361,16 +368,34 @@ top_of(struct trace_txn *t)
     return (t);
 }
 
-void
-trace_grouper_add(struct trace_grouper *g, double now, uint64_t tx, enum trace_tag tag,
-                  const char *p, size_t len)
+/*
+ * Where an item of `part` goes among t's: after every item of its part
+ * or an earlier one (parts compared mod 256), so at the end but when a
+ * later part was read first.
+ */
+static unsigned
+item_slot(const struct trace_txn *t, uint8_t part)
 {
+    unsigned i = t->nitem;
+
+    while (i > 0 && (int8_t)(uint8_t)(t->item[i - 1].part - part) > 0)
+        i--;
+    return (i);
+}
+
+void
+trace_grouper_add(struct trace_grouper *g, double now, const struct trace_record *rec)
+{
+    enum trace_tag tag = rec->tag;
+    const char *p = rec->p;
+    size_t len = rec->len;
     struct trace_txn *t, *o;
     enum trace_kind kind;
+    unsigned at;
     uint64_t id;
 
     OBJ_CHECK(g, TRACE_GROUPER_MAGIC);
-    t = txn_get(g, tx, now);
+    t = txn_get(g, rec->tx, now);
     if (tag == TRACE_T_BEGIN) {
         parse_link(p, len, &t->kind, &t->parent);
         t->begun = true;
@@ -407,7 +432,11 @@ trace_grouper_add(struct trace_grouper *g, double now, uint64_t tx, enum trace_t
     }
     if (len > 0)
         memcpy(t->data + t->dlen, p, len);
-    t->item[t->nitem++] = (struct trace_item){ tag, (uint32_t)t->dlen, (uint32_t)len };
+    at = item_slot(t, (uint8_t)rec->part);
+    if (at < t->nitem)
+        memmove(t->item + at + 1, t->item + at, (t->nitem - at) * sizeof *t->item);
+    t->item[at] = (struct trace_item){ tag, (uint32_t)t->dlen, (uint32_t)len, (uint8_t)rec->part };
+    t->nitem++;
     t->dlen += len;
     top_of(t)->t_seen = now;
 }

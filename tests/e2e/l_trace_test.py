@@ -61,6 +61,24 @@ def child(g):
     return kids[0]
 
 
+def busy_waiter(tr, url, n=2):
+    """Of the first n groups for url, the one request that waited for another's fetch."""
+    gs = tr.groups(n, pred=lambda g: first(g["tx"], "ReqURL") == url)
+    w = [g["tx"] for g in gs if (first(g["tx"], "Lookup") or "").startswith("busy: ")]
+    assert len(w) == 1, gs
+    return w[0]
+
+
+def in_order(tx):
+    """Its records as written: Begin first, End last, every timestamp after the one
+    before, wherever each part of it was written (a parked request resumes on any
+    worker)."""
+    assert tx["records"][0][0] == "Begin" and tx["records"][-1] == ["End", ""], tx
+    ts = [float(v.split()[1]) for v in recs(tx, "Timestamp")]
+    assert ts == sorted(ts) and recs(tx, "Timestamp")[0].startswith("Start: "), tx
+    return True
+
+
 def assert_begins(tx, kind, parent, why):
     assert first(tx, "Begin") == "%s %d %s" % (kind, parent, why), tx
     assert tx["records"][-1] == ["End", ""], tx
@@ -198,25 +216,27 @@ def test_hit_for_miss_busy_wait_and_grace(origin, surogat):
         g = tr.group("/sc", nth=1)
         assert recs(g["tx"], "Lookup") == ["hit-for-miss"]
         assert_begins(child(g), "bereq", g["tx"]["id"], "pass")
-        # A busy wait: the second request waits for the first one's fetch (its head held).
+        # A busy wait: the second request parks on the waiting list of the first one's
+        # fetch (its head held), and looks up again when the fetch streams or ends.
         res = []
         t1 = threading.Thread(target=lambda: res.append(sg.get("/slow")))
         t1.start()
         assert held.held.wait(10)
         t2 = threading.Thread(target=lambda: res.append(sg.get("/slow")))
         t2.start()
-        wait_until(lambda: sg.stat("cache_coalesced") >= 1, 10, "the second request to wait")
+        wait_until(lambda: sg.stat("coalesce_parked") >= 1, 10, "the second request to park")
         time.sleep(0.5)
         held.release.set()
         t1.join(10)
         t2.join(10)
         assert [x.status for x in res] == [200, 200] and origin.hits("/slow") == 1
-        waiter = tr.group("/slow", nth=1)["tx"]
-        lk = first(waiter, "Lookup")
-        # The fetch was done when it woke: a hit, after the wait.
+        waiter = busy_waiter(tr, "/slow")
+        lks = recs(waiter, "Lookup")
+        assert lks[0] == "busy: waits for another request's fetch", lks
+        # Woken by the fetch: streamed from it, or a hit, after the whole wait.
         m = re.fullmatch(r"(hit|busy \(streams from the fetch in progress\)): age \S+ ttl \S+ "
-                         r"grace \S+ hits \d+, after a busy wait of ([\d.]+) s", lk)
-        assert m and 0.45 <= float(m.group(2)) < 5, lk
+                         r"grace \S+ hits \d+, after a busy wait of ([\d.]+) s", lks[-1])
+        assert m and 0.45 <= float(m.group(2)) < 5, lks
         assert waiter["children"] == [] and timestamps(waiter)["Lookup"][2] >= 0.45
         # Busy: a request joins a fetch whose body is still coming, and streams it.
         streaming = origin.route("/stream", body=b"0123456789", headers=CC60, hold_after=2)
@@ -255,6 +275,97 @@ def test_hit_for_miss_busy_wait_and_grace(origin, surogat):
     finally:
         held.release.set()
         streaming.release.set()
+        tr.stop()
+
+
+def test_parked_requests_traced_in_order(origin, surogat):
+    """Requests parked on another's fetch hold no worker while they wait and resume on
+    any worker: each trace still reads in order, with the wait's length."""
+    held = origin.route("/crowd", body=b"crowd", headers=CC60, hold_head=True)
+    sg = surogat()
+    tr = Traces(sg)
+    res, lock = [], threading.Lock()
+
+    def get():
+        r = sg.get("/crowd")
+        with lock:
+            res.append(r)
+
+    threads = [threading.Thread(target=get) for _ in range(20)]
+    try:
+        threads[0].start()
+        assert held.held.wait(10)
+        for t in threads[1:]:
+            t.start()
+        wait_until(lambda: sg.stat("coalesce_parked") >= 19, 10, "19 requests to park")
+        time.sleep(0.3)
+        held.release.set()
+        for t in threads:
+            t.join(15)
+        assert len(res) == 20 and all(r.status == 200 and r.body == b"crowd" for r in res)
+        assert origin.hits("/crowd") == 1
+        gs = tr.groups(20, pred=lambda g: first(g["tx"], "ReqURL") == "/crowd")
+        waiters = [g["tx"] for g in gs if first(g["tx"], "Lookup").startswith("busy: ")]
+        assert len(waiters) == 19, gs
+        for w in waiters:
+            assert in_order(w) and w["children"] == []
+            lks = recs(w, "Lookup")
+            assert set(lks[:-1]) == {"busy: waits for another request's fetch"}, lks
+            m = re.search(r"^(hit|busy \(streams from the fetch in progress\)): .*, after a "
+                          r"busy wait of ([\d.]+) s$", lks[-1])
+            assert m and 0.25 <= float(m.group(2)) < 10, lks
+            assert recs(w, "Cache")[0] in ("HIT", "COLLAPSED"), w
+    finally:
+        held.release.set()
+        tr.stop()
+
+
+def test_waits_given_up_say_why(origin, surogat):
+    """A request that waited coalesce_timeout for another's fetch, and one that found
+    coalesce_max_waiters waiting, are passed: the trace and Cache-Status say which."""
+    held = origin.route("/ct", body=b"ct", headers=CC60, hold_head=True)
+    sg = surogat(params={"coalesce_timeout": "0.5s", "coalesce_max_waiters": "1"})
+    tr = Traces(sg)
+    res, lock = {}, threading.Lock()
+
+    def get(name):
+        r = sg.get("/ct", headers={"X-Who": name})
+        with lock:
+            res[name] = r
+
+    threads = {n: threading.Thread(target=get, args=(n,)) for n in ("first", "timeout", "full")}
+    try:
+        threads["first"].start()
+        assert held.held.wait(10)
+        threads["timeout"].start()
+        wait_until(lambda: sg.stat("coalesce_parked") == 1, 10, "a request to park")
+        threads["full"].start()
+        wait_until(lambda: sg.stat("coalesce_overflow") == 1, 10, "the list to be full")
+        wait_until(lambda: sg.stat("coalesce_timeout") == 1, 10, "the wait to time out")
+        wait_until(lambda: origin.hits("/ct") == 3, 10, "both passes at the origin")
+        held.release.set()
+        for t in threads.values():
+            t.join(15)
+        assert res["first"].header("Cache-Status") == "surogat; fwd=uri-miss; stored"
+        assert res["timeout"].header("Cache-Status") == "surogat; fwd=miss; detail=coalesce-timeout"
+        assert res["full"].header("Cache-Status") == "surogat; fwd=miss; detail=coalesce-full"
+        gs = {g["tx"]["id"]: g for g in tr.groups(3, pred=lambda g: first(g["tx"], "ReqURL") ==
+                                                   "/ct")}
+        by = {[h for h in recs(g["tx"], "ReqHeader") if h.startswith("X-Who: ")][0][7:]: g
+              for g in gs.values()}
+        to, full = by["timeout"], by["full"]
+        lks = recs(to["tx"], "Lookup")
+        assert lks[0] == "busy: waits for another request's fetch", lks
+        m = re.fullmatch(r"coalesce-timeout, after a busy wait of ([\d.]+) s", lks[-1])
+        assert m and 0.45 <= float(m.group(1)) < 3, lks
+        assert in_order(to["tx"]) and recs(to["tx"], "Cache") == ["PASS"]
+        assert_begins(child(to), "bereq", to["tx"]["id"], "pass")
+        assert recs(full["tx"], "Lookup") == ["coalesce-full"]
+        assert_begins(child(full), "bereq", full["tx"]["id"], "pass")
+        assert "Cache-Status: surogat; fwd=miss; detail=coalesce-full" in recs(full["tx"],
+                                                                                "RespHeader")
+    finally:
+        held.release.set()
         tr.stop()
 
 

@@ -36,9 +36,10 @@ TRACE_TAG(HASH, "Hash",
           "The cache key looked up: its pieces (the host, the request-target, then the policy's "
           "surogat.hash_data() pieces), separated by ` | `.")
 TRACE_TAG(LOOKUP, "Lookup",
-          "What the cache lookup found: hit, grace, miss, hit-for-miss, busy (joined a fetch in "
-          "progress) or coalesce-timeout ..., with the object's age, remaining ttl and hits, and "
-          "how long the lookup waited for another request's fetch of the same object.")
+          "What the cache lookup found: hit, grace, miss, hit-for-miss, busy (another request is "
+          "fetching the key: the request waits on its waiting list, and looks up again when the "
+          "fetch streams or ends), coalesce-timeout ..., with the object's age, remaining ttl and "
+          "hits, and after how long a busy wait.")
 TRACE_TAG(BACKEND, "Backend",
           "The backend a fetch went to: its name and address, and whether the connection was "
           "new or reused.")

@@ -59,14 +59,14 @@ struct got {
 };
 
 static void
-collect(void *priv, uint64_t tx, enum trace_tag tag, const char *p, size_t len)
+collect(void *priv, const struct trace_record *rec)
 {
     struct got *g = priv;
 
     ck_assert_uint_lt(g->n, 65536);
-    g->tx[g->n] = tx;
-    g->tag[g->n] = tag;
-    snprintf(g->p[g->n], sizeof g->p[0], "%.*s", (int)len, p);
+    g->tx[g->n] = rec->tx;
+    g->tag[g->n] = rec->tag;
+    snprintf(g->p[g->n], sizeof g->p[0], "%.*s", (int)rec->len, rec->p);
     g->n++;
 }
 
@@ -99,7 +99,7 @@ START_TEST(nothing_without_a_reader)
     /* Every emission point is a no-op on a NULL transaction. */
     TRACE(r->trace, HOOK, "recv %s", "hash");
     TRACE_TS(r->trace, "Lookup");
-    ck_assert_ptr_null(trace_fetch(r->trace, "fetch"));
+    ck_assert_ptr_null(trace_fetch(r->trace, r->ws, "fetch"));
     TRACE_REQ_END(r);
     /* A reader with history finds nothing: no ring was even made. */
     rd = trace_reader_new(true);
@@ -127,9 +127,9 @@ write_request(const char *url, bool fetch)
     TRACE(r->trace, HOOK, "recv %s %s", "hash", "builtin");
     TRACE_KEY(r->trace, "example.test\0/a\0lang=en", 23);
     if (fetch) {
-        b = trace_fetch(r->trace, "fetch");
+        b = trace_fetch(r->trace, r->ws, "fetch");
         ck_assert_ptr_nonnull(b);
-        ck_assert_ptr_eq(trace_fetch(r->trace, "fetch"), b); /* a retry: the same one */
+        ck_assert_ptr_eq(trace_fetch(r->trace, r->ws, "fetch"), b); /* a retry: the same one */
         http_init(&beresp, bh, 4);
         beresp.proto = 11;
         beresp.status = 200;
@@ -177,10 +177,10 @@ static struct trace_grouper *grp_for_add;
 static double now_for_add;
 
 static void
-to_grouper(void *priv, uint64_t tx, enum trace_tag tag, const char *p, size_t len)
+to_grouper(void *priv, const struct trace_record *rec)
 {
     (void)priv;
-    trace_grouper_add(grp_for_add, now_for_add, tx, tag, p, len);
+    trace_grouper_add(grp_for_add, now_for_add, rec);
 }
 
 START_TEST(request_with_its_backend_transaction)
@@ -336,6 +336,7 @@ writer_thread(void *priv)
     ws_init(&w2.ws, block, sizeof block);
     OBJ_INIT(&r2, REQ_MAGIC);
     r2.wrk = &w2;
+    r2.ws = &w2.ws;
     r2.sp = &sess;
     http_init(r2.http, h2, 4);
     r2.trace = trace_req_begin(&r2); /* no method: no head records */
@@ -354,14 +355,15 @@ static unsigned conc_n, conc_prev;
 static bool conc_any;
 
 static void
-conc_check(void *priv, uint64_t tx, enum trace_tag tag, const char *p, size_t len)
+conc_check(void *priv, const struct trace_record *rec)
 {
+    const char *p = rec->p;
+    size_t len = rec->len;
     unsigned a, b, c, d, e;
     char buf[256];
 
     (void)priv;
-    (void)tx;
-    if (tag != TRACE_T_REQ_HEADER)
+    if (rec->tag != TRACE_T_REQ_HEADER)
         return;
     ck_assert_uint_lt(len, sizeof buf);
     memcpy(buf, p, len);
@@ -400,9 +402,10 @@ START_TEST(concurrent_reader_sees_no_torn_record)
 }
 END_TEST
 
-/* Feed the grouper the records of a transaction given as "Tag payload" strings. */
+/* Feed the grouper the records of a transaction's part given as "Tag payload" strings. */
 static void
-feed(struct trace_grouper *g, double now, uint64_t tx, const char *const *recs)
+feed_part(struct trace_grouper *g, double now, uint64_t tx, unsigned part,
+          const char *const *recs)
 {
     for (; *recs != NULL; recs++) {
         const char *sp = strchr(*recs, ' ');
@@ -414,9 +417,93 @@ feed(struct trace_grouper *g, double now, uint64_t tx, const char *const *recs)
                 strncmp(trace_tag_name((enum trace_tag)i), *recs, tl) == 0)
                 tag = i;
         ck_assert_int_ge(tag, 0);
-        trace_grouper_add(g, now, tx, (enum trace_tag)tag, pl, strlen(pl));
+        trace_grouper_add(g, now,
+                          &(struct trace_record){ tx, (enum trace_tag)tag, part, pl, strlen(pl) });
     }
 }
+
+static void
+feed(struct trace_grouper *g, double now, uint64_t tx, const char *const *recs)
+{
+    feed_part(g, now, tx, 0, recs);
+}
+
+/* A parked request resumed on another worker: its records go on in that worker's ring. */
+static void *
+resumed_thread(void *priv)
+{
+    struct trace_tx *tx = priv;
+
+    TRACE(tx, LOOKUP, "hit: after a busy wait of %s s", "0.5");
+    TRACE(tx, RESP_STATUS, "%u", 200u);
+    return (NULL);
+}
+
+START_TEST(parked_request_read_in_order)
+{
+    static struct groups gs;
+    struct trace_reader *rd;
+    struct req *r;
+    pthread_t t;
+    const char *p[6];
+
+    ck_assert_int_eq(trace_init(0), 0);
+    rd = trace_reader_new(false);
+    r = mkreq("/parked");
+    r->trace = trace_req_begin(r);
+    TRACE(r->trace, LOOKUP, "%s", "busy: waits for another request's fetch");
+    AZ(pthread_create(&t, NULL, resumed_thread, r->trace));
+    AZ(pthread_join(t, NULL));
+    r->outcome = REQ_O_HIT;
+    TRACE_REQ_END(r); /* back on the first ring: a third part */
+    /*
+     * The rings are read newest first: the second thread's records come
+     * before the first part's, and the grouper puts them back in order.
+     */
+    grp_for_add = trace_grouper_new(TRACE_G_REQUEST);
+    (void)trace_reader_poll(rd, to_grouper, NULL, NULL);
+    ck_assert_uint_eq(trace_grouper_flush(grp_for_add, 0, false, take_group, &gs), 1);
+    ck_assert(gs.complete[0]);
+    p[0] = strstr(gs.text[0], "-   Begin          req 0 rxreq\n");
+    p[1] = strstr(gs.text[0], "-   ReqURL         /parked\n");
+    p[2] = strstr(gs.text[0], "-   Lookup         busy: waits for another request's fetch\n");
+    p[3] = strstr(gs.text[0], "-   Lookup         hit: after a busy wait of 0.5 s\n");
+    p[4] = strstr(gs.text[0], "-   RespStatus     200\n");
+    p[5] = strstr(gs.text[0], "-   Cache          HIT\n");
+    for (unsigned i = 0; i < 6; i++) {
+        ck_assert_msg(p[i] != NULL, "%u: %s", i, gs.text[0]);
+        if (i > 0)
+            ck_assert_msg(p[i] > p[i - 1], "%u out of order: %s", i, gs.text[0]);
+    }
+    ck_assert_msg(strstr(gs.text[0], "-   End\n") != NULL &&
+                      strstr(gs.text[0], "-   End\n")[strlen("-   End\n")] == '\n',
+                  "%s", gs.text[0]);
+    trace_grouper_free(&grp_for_add);
+    trace_reader_free(&rd);
+    trace_fini();
+}
+END_TEST
+
+START_TEST(parts_ordered_across_the_wrap)
+{
+    static struct groups gs;
+    struct trace_grouper *g = trace_grouper_new(TRACE_G_TX);
+    static const char *const a[] = { "Begin req 0 rxreq", "ReqURL /w", NULL };
+    static const char *const b[] = { "Lookup second", NULL };
+    static const char *const c[] = { "Lookup third", "End", NULL };
+
+    /* Parts 255, 0, 1 (a transaction that moved 256 times and more), read 1, 255, 0. */
+    feed_part(g, 0, 7, 1, c);
+    feed_part(g, 0, 7, 255, a);
+    feed_part(g, 0, 7, 0, b);
+    ck_assert_uint_eq(trace_grouper_flush(g, 0, false, take_group, &gs), 1);
+    ck_assert_msg(strstr(gs.text[0], "-   Begin          req 0 rxreq\n-   ReqURL         /w\n-   "
+                                     "Lookup         second\n-   Lookup         third\n-   End\n") !=
+                      NULL,
+                  "%s", gs.text[0]);
+    trace_grouper_free(&g);
+}
+END_TEST
 
 START_TEST(background_fetch_under_its_request)
 {
@@ -608,6 +695,8 @@ trace_suite(void)
     tcase_add_test(tc, background_fetch_under_its_request);
     tcase_add_test(tc, grouping_gives_up_in_time);
     tcase_add_test(tc, payload_escaped_and_cut);
+    tcase_add_test(tc, parked_request_read_in_order);
+    tcase_add_test(tc, parts_ordered_across_the_wrap);
     tcase_add_test(tc, manuals_name_every_tag_and_reason);
     suite_add_tcase(s, tc);
     return s;
