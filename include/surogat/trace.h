@@ -20,7 +20,8 @@
  *
  * Emission is one line at each point in the request core:
  *
- *     TRACE(req->trace, HOOK, "%s %s", ...);    printf-style, any tag
+ *     TRACE(req->trace, FETCH_ERROR, "%s", ...);  printf-style, any tag
+ *     TRACE_CAT(req->trace, HOOK, a, " ", b);     strings end to end
  *     TRACE_HTTP(f->trace, BERESP, f->resp);      a whole head
  *     TRACE_TS(f->trace, "Bereq");                a timestamp
  *
@@ -107,8 +108,8 @@ void trace__req_end(struct req *req);
 /*
  * The backend transaction of a fetch for req's transaction `parent`
  * (why: "fetch", "pass", "bgfetch"): the open one again after a retry,
- * or a new one in ws (the request's workspace), linked.  A background fetch's request is its own backend
- * transaction.  NULL when parent is.
+ * or a new one in ws (the request's workspace), linked.  A background fetch's request is its own
+ * backend transaction.  NULL when parent is.
  */
 struct trace_tx *trace__fetch(struct trace_tx *parent, struct ws *ws, const char *why);
 static inline struct trace_tx *
@@ -136,10 +137,15 @@ struct trace_link {
 void trace_bg_link(struct trace_tx *tx, struct trace_link *tl);
 struct trace_tx *trace_bg_begin(struct req *req, const struct trace_link *tl);
 
-/* One record of any tag: bytes, or printf-style text. */
+/*
+ * One record of any tag but Timestamp (trace_ts()'s): bytes, printf-style
+ * text, or strings end to end (the list ends with NULL).  trace_cat() for
+ * what every request writes: printf costs a worker several times as much.
+ */
 void trace_rec(struct trace_tx *tx, enum trace_tag tag, const char *p, size_t len);
 void trace_printf(struct trace_tx *tx, enum trace_tag tag, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+void trace_cat(struct trace_tx *tx, enum trace_tag tag, ...) __attribute__((sentinel));
 /*
  * A whole head: method, URL, protocol and fields for REQ and BEREQ;
  * protocol, status, reason and fields for BERESP and RESP.  BERESP and
@@ -181,6 +187,7 @@ void trace_body(struct trace_tx *tx, int rv, uint64_t bytes);
             fn((tx), __VA_ARGS__);             \
     } while (0)
 #define TRACE(tx, tag, ...)              TRACE_CALL(tx, trace_printf, TRACE_T_##tag, __VA_ARGS__)
+#define TRACE_CAT(tx, tag, ...)          TRACE_CALL(tx, trace_cat, TRACE_T_##tag, __VA_ARGS__, NULL)
 #define TRACE_HTTP(tx, which, hp)        TRACE_CALL(tx, trace_http, TRACE_H_##which, hp)
 #define TRACE_HEAD(tx, h)                TRACE_CALL(tx, trace_head, h)
 #define TRACE_KEY(tx, key, len)          TRACE_CALL(tx, trace_key, key, len)

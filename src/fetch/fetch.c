@@ -350,9 +350,9 @@ exchange(struct busyobj *bo, struct txt head)
         if (bo->conn->reused)
             STAT_INC(backend_reuse);
         STAT_INC(backend_req);
-        TRACE(bo->trace, BACKEND, "%s %s %s", bo->be->name,
-              bo->be->hostport != NULL ? bo->be->hostport : "-",
-              bo->conn->reused ? "reused" : "new");
+        TRACE_CAT(bo->trace, BACKEND, bo->be->name, " ",
+                  bo->be->hostport != NULL ? bo->be->hostport : "-", " ",
+                  bo->conn->reused ? "reused" : "new");
         bo->t_req = tim_real();
         rv = send_bereq(bo, head);
         if (rv == -2)

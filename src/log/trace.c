@@ -39,7 +39,6 @@
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/req.h"
-#include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
@@ -231,7 +230,7 @@ void
 trace_rec(struct trace_tx *tx, enum trace_tag tag, const char *p, size_t len)
 {
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
-    SRG_ASSERT((unsigned)tag < TRACE_T__N);
+    SRG_ASSERT((unsigned)tag < TRACE_T__N && tag != TRACE_T_TIMESTAMP);
     ring_put(tx, tag, p, len, NULL, 0);
 }
 
@@ -257,6 +256,24 @@ trace_printf(struct trace_tx *tx, enum trace_tag tag, const char *fmt, ...)
     va_end(ap);
 }
 
+void
+trace_cat(struct trace_tx *tx, enum trace_tag tag, ...)
+{
+    char buf[TRACE_PAYLOAD_MAX];
+    const char *s;
+    size_t o = 0, n;
+    va_list ap;
+
+    va_start(ap, tag);
+    while ((s = va_arg(ap, const char *)) != NULL) {
+        n = SRG_MIN(strlen(s), sizeof buf - o);
+        memcpy(buf + o, s, n);
+        o += n;
+    }
+    va_end(ap);
+    trace_rec(tx, tag, buf, o);
+}
+
 /* "Name: value" without building it first. */
 static void
 rec_field(struct trace_tx *tx, enum trace_tag tag, const struct txt *name, const struct txt *val)
@@ -269,22 +286,31 @@ rec_field(struct trace_tx *tx, enum trace_tag tag, const struct txt *name, const
     ring_put(tx, tag, nb, nl + 2, val->b, val->len);
 }
 
-/*
- * v with dec (at most 6) decimals, as printf's %.*f would write it: by
- * hand, because printf's floating point would be most of what a trace
- * costs a worker.
- */
-struct fx {
-    char s[32];
-};
-static struct fx
-fx(double v, unsigned dec)
+/* Figures for records, written by hand: printf would be most of what a trace costs a worker. */
+struct trace_fx
+trace__ux(uint64_t v)
+{
+    struct trace_fx r;
+    char digits[24];
+    size_t o = 0, n = 0;
+
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    while (n > 0)
+        r.s[o++] = digits[--n];
+    r.s[o] = '\0';
+    return (r);
+}
+
+struct trace_fx
+trace__fx(double v, unsigned dec)
 {
     static const uint64_t pow10[] = { 1, 10, 100, 1000, 10000, 100000, 1000000 };
-    struct fx r;
-    char digits[24];
-    uint64_t scaled, ip, fp;
-    size_t o = 0, n = 0;
+    struct trace_fx r, ip;
+    uint64_t scaled, fp;
+    size_t o = 0, n;
 
     SRG_ASSERT(dec < ARRAY_LEN(pow10));
     if (!(v > -1e12 && v < 1e12)) { /* NaN, or past any time or size we log: rare */
@@ -294,14 +320,11 @@ fx(double v, unsigned dec)
     scaled = (uint64_t)((v < 0 ? -v : v) * (double)pow10[dec] + 0.5);
     if (v < 0 && scaled > 0)
         r.s[o++] = '-';
-    ip = scaled / pow10[dec];
+    ip = trace__ux(scaled / pow10[dec]);
     fp = scaled % pow10[dec];
-    do {
-        digits[n++] = (char)('0' + ip % 10);
-        ip /= 10;
-    } while (ip > 0);
-    while (n > 0)
-        r.s[o++] = digits[--n];
+    n = strlen(ip.s);
+    memcpy(r.s + o, ip.s, n);
+    o += n;
     if (dec > 0) {
         r.s[o++] = '.';
         for (unsigned i = dec; i-- > 0;) {
@@ -314,24 +337,18 @@ fx(double v, unsigned dec)
     return (r);
 }
 
-/* "Event: absolute since-start since-previous". */
+/* A Timestamp: its figures as they are, formatted by the reader (trace_priv.h). */
 static void
 rec_ts(struct trace_tx *tx, const char *event, double t, double since, double prev)
 {
-    struct fx a = fx(t, 6), b = fx(since, 6), c = fx(prev, 6);
-    char buf[160];
-    struct sb sb;
+    struct trace_ts_rec b = { t, since, prev };
+    char buf[sizeof b + TRACE_TS_EVENT_MAX];
+    size_t n = SRG_MIN(strlen(event), (size_t)TRACE_TS_EVENT_MAX);
 
-    sb_init(&sb, buf, sizeof buf);
-    sb_cat(&sb, event);
-    sb_cat(&sb, ": ");
-    sb_cat(&sb, a.s);
-    sb_cat(&sb, " ");
-    sb_cat(&sb, b.s);
-    sb_cat(&sb, " ");
-    sb_cat(&sb, c.s);
-    AN(sb_ok(&sb));
-    trace_rec(tx, TRACE_T_TIMESTAMP, buf, sb.len);
+    memcpy(buf, &b, sizeof b);
+    memcpy(buf + sizeof b, event, n);
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    ring_put(tx, TRACE_T_TIMESTAMP, buf, sizeof b + n, NULL, 0);
 }
 
 void
@@ -384,7 +401,7 @@ trace__req_begin(struct req *req)
     trace_rec(tx, TRACE_T_BEGIN, "req 0 rxreq", 11);
     rec_ts(tx, "Start", tx->t_start, 0, 0);
     if (req->sp != NULL)
-        trace_printf(tx, TRACE_T_REQ_START, "%s %s", req->sp->client_ip, req->sp->client_port);
+        trace_cat(tx, TRACE_T_REQ_START, req->sp->client_ip, " ", req->sp->client_port, NULL);
     if (req->http->method.len > 0)
         trace_http(tx, TRACE_H_REQ, req->http);
     return (tx);
@@ -411,7 +428,7 @@ trace__req_end(struct req *req)
     if (tx->kind == TRACE_K_REQ) {
         const char *c = req_outcome_name(req->outcome);
         trace_rec(tx, TRACE_T_CACHE, c, strlen(c));
-        trace_printf(tx, TRACE_T_LENGTH, "%llu", (unsigned long long)req->resp_bytes);
+        trace_cat(tx, TRACE_T_LENGTH, trace__ux(req->resp_bytes).s, NULL);
     }
     tx_end(tx);
     req->trace = NULL;
@@ -430,8 +447,8 @@ trace__fetch(struct trace_tx *parent, struct ws *ws, const char *why)
     tx = tx_new(ws, TRACE_K_BEREQ, 0, tim_real());
     if (tx == NULL)
         return (NULL);
-    trace_printf(parent, TRACE_T_LINK, "bereq %llu %s", (unsigned long long)tx->id, why);
-    trace_printf(tx, TRACE_T_BEGIN, "bereq %llu %s", (unsigned long long)parent->id, why);
+    trace_cat(parent, TRACE_T_LINK, "bereq ", trace__ux(tx->id).s, " ", why, NULL);
+    trace_cat(tx, TRACE_T_BEGIN, "bereq ", trace__ux(parent->id).s, " ", why, NULL);
     rec_ts(tx, "Start", tx->t_start, 0, 0);
     parent->bereq = tx;
     return (tx);
@@ -463,7 +480,7 @@ trace_bg_link(struct trace_tx *tx, struct trace_link *tl)
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
     tl->parent = tx->id;
     tl->id = __atomic_add_fetch(&next_tx, 1, __ATOMIC_RELAXED);
-    trace_printf(tx, TRACE_T_LINK, "bereq %llu bgfetch", (unsigned long long)tl->id);
+    trace_cat(tx, TRACE_T_LINK, "bereq ", trace__ux(tl->id).s, " bgfetch", NULL);
 }
 
 struct trace_tx *
@@ -477,7 +494,7 @@ trace_bg_begin(struct req *req, const struct trace_link *tl)
     tx = tx_new(req->ws, TRACE_K_BEREQ, tl->id, tim_real());
     if (tx == NULL)
         return (NULL);
-    trace_printf(tx, TRACE_T_BEGIN, "bereq %llu bgfetch", (unsigned long long)tl->parent);
+    trace_cat(tx, TRACE_T_BEGIN, "bereq ", trace__ux(tl->parent).s, " bgfetch", NULL);
     rec_ts(tx, "Start", tx->t_start, 0, 0);
     return (tx);
 }
@@ -501,7 +518,7 @@ rec_status(struct trace_tx *tx, enum trace_tag proto_tag, unsigned proto, unsign
            const char *reason, size_t rlen)
 {
     rec_proto(tx, proto_tag, proto);
-    trace_printf(tx, proto_tag + 1, "%u", status);
+    trace_cat(tx, proto_tag + 1, trace__ux(status).s, NULL);
     trace_rec(tx, proto_tag + 2, reason, rlen);
 }
 
@@ -585,54 +602,61 @@ trace_key(struct trace_tx *tx, const char *key, size_t len)
     trace_rec(tx, TRACE_T_HASH, buf, o);
 }
 
+/* "what: age A ttl T grace G hits N" of oc at now, then the lookup's wait `w` (a "" list). */
+static void
+rec_obj(struct trace_tx *tx, const char *what, const struct cobj *oc, double now,
+        const char *const w[3])
+{
+    double age = SRG_MAX(0.0, now - oc->fresh.t_origin);
+
+    trace_cat(tx, TRACE_T_LOOKUP, what, ": age ", trace__fx(age, 3).s, " ttl ",
+              trace__fx(oc->fresh.ttl - age, 3).s, " grace ", trace__fx(oc->fresh.swr, 3).s,
+              " hits ", trace__ux(__atomic_load_n(&oc->hits, __ATOMIC_RELAXED)).s, w[0], w[1], w[2],
+              NULL);
+}
+
 void
 trace_lookup(struct trace_tx *tx, int res, const struct cobj *oc, const struct hsh_stale *stale,
              double now)
 {
-    char wait[64] = "";
-    double age, ttl;
+    struct trace_fx waited = trace__fx(stale->waited, 6);
+    const char *w[3] = { "", "", "" };
 
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
     trace_ts(tx, "Lookup");
-    if (stale->waited > 0)
-        snprintf(wait, sizeof wait, ", after a busy wait of %s s", fx(stale->waited, 6).s);
+    if (stale->waited > 0) {
+        w[0] = ", after a busy wait of ";
+        w[1] = waited.s;
+        w[2] = " s";
+    }
     switch ((enum hsh_result)res) {
     case HSH_HIT:
+        rec_obj(tx,
+                oc->fresh.t_origin + oc->fresh.ttl < now
+                    ? "grace (stale, refreshed by another request)"
+                    : "hit",
+                oc, now, w);
+        break;
     case HSH_STREAM:
-        age = SRG_MAX(0.0, now - oc->fresh.t_origin);
-        ttl = oc->fresh.ttl - age;
-        trace_printf(tx, TRACE_T_LOOKUP, "%s: age %s ttl %s grace %s hits %u%s",
-                     res == HSH_STREAM ? "busy (streams from the fetch in progress)"
-                     : ttl < 0         ? "grace (stale, refreshed by another request)"
-                                       : "hit",
-                     fx(age, 3).s, fx(ttl, 3).s, fx(oc->fresh.swr, 3).s,
-                     __atomic_load_n(&oc->hits, __ATOMIC_RELAXED), wait);
+        rec_obj(tx, "busy (streams from the fetch in progress)", oc, now, w);
         break;
     case HSH_GRACE:
-        age = SRG_MAX(0.0, now - stale->oc->fresh.t_origin);
-        trace_printf(tx, TRACE_T_LOOKUP,
-                     "grace (stale, refreshed in the background): age %s ttl %s grace %s "
-                     "hits %u%s",
-                     fx(age, 3).s, fx(stale->oc->fresh.ttl - age, 3).s,
-                     fx(stale->oc->fresh.swr, 3).s,
-                     __atomic_load_n(&stale->oc->hits, __ATOMIC_RELAXED), wait);
+        rec_obj(tx, "grace (stale, refreshed in the background)", stale->oc, now, w);
         break;
     case HSH_MISS:
-        trace_printf(tx, TRACE_T_LOOKUP, "miss (%s%s%s)%s",
-                     stale->fwd != NULL ? stale->fwd : "miss",
-                     stale->oc != NULL ? ", revalidates a copy " : "",
-                     stale->oc != NULL ? fresh_verdict_name(stale->verdict) : "", wait);
+        trace_cat(tx, TRACE_T_LOOKUP, "miss (", stale->fwd != NULL ? stale->fwd : "miss",
+                  stale->oc != NULL ? ", revalidates a copy " : "",
+                  stale->oc != NULL ? fresh_verdict_name(stale->verdict) : "", ")", w[0], w[1],
+                  w[2], NULL);
         break;
     case HSH_PASS:
-        trace_printf(tx, TRACE_T_LOOKUP, "%s%s",
-                     stale->detail != NULL ? stale->detail : "hit-for-miss", wait);
+        trace_cat(tx, TRACE_T_LOOKUP, stale->detail != NULL ? stale->detail : "hit-for-miss", w[0],
+                  w[1], w[2], NULL);
         break;
-    case HSH_BUSY: {
+    case HSH_BUSY:
         /* The wait's length is in the next lookup's record, when it is over. */
-        static const char busy[] = "busy: waits for another request's fetch";
-        trace_rec(tx, TRACE_T_LOOKUP, busy, sizeof busy - 1);
+        trace_cat(tx, TRACE_T_LOOKUP, "busy: waits for another request's fetch", NULL);
         break;
-    }
     }
 }
 
@@ -644,18 +668,15 @@ trace_store(struct trace_tx *tx, enum fresh_store st, const struct fresh_obj *fo
     if (st == FRESH_STORE && fo != NULL) {
         /* The ttl left on arrival, as the policy's beresp.ttl: the lifetime less the age. */
         double age = SRG_MAX(0.0, t_resp - fo->t_origin);
-        trace_printf(tx, TRACE_T_STORE, "storable: ttl %s grace %s keep %s from %s; age %s",
-                     fx(fo->ttl - age, 3).s, fx(fo->swr, 3).s,
-                     fx(fo->keep < 0 ? keep_dflt : (double)fo->keep, 3).s,
-                     fresh_src_name((enum fresh_src)fo->src), fx(age, 3).s);
+        trace_cat(tx, TRACE_T_STORE, "storable: ttl ", trace__fx(fo->ttl - age, 3).s, " grace ",
+                  trace__fx(fo->swr, 3).s, " keep ",
+                  trace__fx(fo->keep < 0 ? keep_dflt : (double)fo->keep, 3).s, " from ",
+                  fresh_src_name((enum fresh_src)fo->src), "; age ", trace__fx(age, 3).s, NULL);
         return;
     }
-    if (hfm_ttl > 0)
-        trace_printf(tx, TRACE_T_STORE, "uncacheable: %s (%s); hit-for-miss %s",
-                     fresh_store_name(st), fresh_store_why(st), fx(hfm_ttl, 3).s);
-    else
-        trace_printf(tx, TRACE_T_STORE, "uncacheable: %s (%s)", fresh_store_name(st),
-                     fresh_store_why(st));
+    trace_cat(tx, TRACE_T_STORE, "uncacheable: ", fresh_store_name(st), " (", fresh_store_why(st),
+              ")", hfm_ttl > 0 ? "; hit-for-miss " : "", hfm_ttl > 0 ? trace__fx(hfm_ttl, 3).s : "",
+              NULL);
 }
 
 void

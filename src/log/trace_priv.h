@@ -34,6 +34,24 @@ struct trace_rh {
 _Static_assert(TRACE_T__N <= 256, "a tag fits in trace_rh.tag");
 #define TRACE_REC_SIZE(len) (sizeof(struct trace_rh) + (((size_t)(len) + 7) & ~(size_t)7))
 
+/*
+ * A Timestamp record as a worker writes it: the figures as they are,
+ * then the event's name (at most TRACE_TS_EVENT_MAX bytes).  The reader
+ * hands on the text, "Event: absolute since-start since-previous", so
+ * the formatting costs its thread, not the worker's.
+ */
+struct trace_ts_rec {
+    double t, since, prev;
+};
+#define TRACE_TS_EVENT_MAX 32
+
+/* Figures by hand (trace.c): printf's would cost a worker several times as much. */
+struct trace_fx {
+    char s[32];
+};
+struct trace_fx trace__ux(uint64_t v);             /* decimal */
+struct trace_fx trace__fx(double v, unsigned dec); /* as printf's %.*f, dec <= 6 */
+
 struct trace_ring {
     unsigned magic;
 #define TRACE_RING_MAGIC 0x52c0e9a4

@@ -125,6 +125,35 @@ copy_out(const struct trace_ring *r, uint64_t pos, unsigned char *dst, size_t le
         memcpy(dst + first, r->buf, len - first);
 }
 
+/* A Timestamp record as readers get it: rec->p points into buf from then on. */
+static void
+ts_text(struct trace_record *rec, char *buf, size_t cap)
+{
+    struct trace_ts_rec b;
+    struct trace_fx f[3];
+    size_t o, n;
+
+    if (rec->len < sizeof b)
+        return; /* not a worker's: left as it is */
+    memcpy(&b, rec->p, sizeof b);
+    n = SRG_MIN(rec->len - sizeof b, (size_t)TRACE_TS_EVENT_MAX);
+    f[0] = trace__fx(b.t, 6);
+    f[1] = trace__fx(b.since, 6);
+    f[2] = trace__fx(b.prev, 6);
+    SRG_ASSERT(cap >= TRACE_TS_EVENT_MAX + 2 + 3 * sizeof f[0].s);
+    memcpy(buf, rec->p + sizeof b, n);
+    memcpy(buf + n, ":", 1);
+    o = n + 1;
+    for (unsigned i = 0; i < 3; i++) {
+        buf[o++] = ' ';
+        n = strlen(f[i].s);
+        memcpy(buf + o, f[i].s, n);
+        o += n;
+    }
+    rec->p = buf;
+    rec->len = o;
+}
+
 static size_t
 poll_ring(struct trace_reader *rd, const struct trace_ring *r, trace_rec_f *fn, void *priv,
           uint64_t *lost)
@@ -180,6 +209,9 @@ poll_ring(struct trace_reader *rd, const struct trace_ring *r, trace_rec_f *fn, 
                     .p = (const char *)rd->buf + off + sizeof rh,
                     .len = rh.len,
                 };
+                char ts[TRACE_TS_EVENT_MAX + 2 + 3 * sizeof(struct trace_fx)];
+                if (rec.tag == TRACE_T_TIMESTAMP)
+                    ts_text(&rec, ts, sizeof ts);
                 fn(priv, &rec);
             }
         }

@@ -364,8 +364,8 @@ call_hook(struct req *req, const struct call *c)
               c->h == POL_H_BACKEND_ERROR;
 
     if (by != NULL)
-        TRACE(be ? trace_backend(req->trace) : req->trace, HOOK, "%s %s %s", pol__hook_name[c->h],
-              act_word(c->h, act), by);
+        TRACE_CAT(be ? trace_backend(req->trace) : req->trace, HOOK, pol__hook_name[c->h], " ",
+                  act_word(c->h, act), " ", by);
     return (act);
 }
 
@@ -406,7 +406,7 @@ pol_hash(struct req *req, char **key, size_t *len)
         if (rv < 0)
             return (-1);
     }
-    TRACE(req->trace, HOOK, "hash lookup %s", rv == 0 ? pw->answered : "default");
+    TRACE_CAT(req->trace, HOOK, "hash lookup ", rv == 0 ? pw->answered : "default");
     if (rv == 1 || pw->hlen == 0) {
         builtin = req_cache_key(req, &blen);
         if (builtin == NULL)

@@ -78,7 +78,10 @@ req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc
         bo->stale = *stale; /* borrowed: the caller holds the reference */
     bo->stale_ok = stale_usable(stale);
     bo->retries = req->retries;
-    bo->trace = trace_fetch(req->trace, req->ws, oc == NULL ? "pass" : req->bg ? "bgfetch" : "fetch");
+    bo->trace = trace_fetch(req->trace, req->ws,
+                            oc == NULL ? "pass"
+                            : req->bg  ? "bgfetch"
+                                       : "fetch");
 }
 
 /*

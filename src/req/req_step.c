@@ -105,13 +105,13 @@ builtin_pass(struct req *req)
 {
     if (!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) {
         req->cs_fwd = "method";
-        TRACE(req->trace, BUILTIN, "recv pass: the method is not GET or HEAD");
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the method is not GET or HEAD");
     } else if (http_find(req->http, "Authorization") != NULL) {
         req->cs_fwd = "bypass", req->cs_detail = "authorization";
-        TRACE(req->trace, BUILTIN, "recv pass: the request has Authorization");
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the request has Authorization");
     } else {
         req->cs_fwd = "bypass", req->cs_detail = "cookie";
-        TRACE(req->trace, BUILTIN, "recv pass: the request has a Cookie");
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the request has a Cookie");
     }
     return (REQ_S_PASS);
 }
@@ -127,19 +127,19 @@ step_recv(struct req *req)
     if (!pol_active()) {
         struct be *dflt = be_default(); /* NULL: set sick */
         if (dflt != NULL && be_local(dflt)) {
-            TRACE(req->trace, BUILTIN, "recv static: %s", dflt->name);
+            TRACE_CAT(req->trace, BUILTIN, "recv static: ", dflt->name);
             req->st->be = dflt;
             return (REQ_S_STATIC);
         }
         if (req__is_method(req, "PURGE")) {
-            TRACE(req->trace, BUILTIN, "recv purge");
+            TRACE_CAT(req->trace, BUILTIN, "recv purge");
             return (REQ_S_PURGE);
         }
         if ((!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) ||
             http_find(req->http, "Authorization") != NULL ||
             http_find(req->http, "Cookie") != NULL)
             return (builtin_pass(req));
-        TRACE(req->trace, BUILTIN, "recv hash");
+        TRACE_CAT(req->trace, BUILTIN, "recv hash");
         return (REQ_S_HASH);
     }
     act = pol_recv(req, &req->st->syn);

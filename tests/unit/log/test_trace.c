@@ -404,8 +404,7 @@ END_TEST
 
 /* Feed the grouper the records of a transaction's part given as "Tag payload" strings. */
 static void
-feed_part(struct trace_grouper *g, double now, uint64_t tx, unsigned part,
-          const char *const *recs)
+feed_part(struct trace_grouper *g, double now, uint64_t tx, unsigned part, const char *const *recs)
 {
     for (; *recs != NULL; recs++) {
         const char *sp = strchr(*recs, ' ');
@@ -497,9 +496,9 @@ START_TEST(parts_ordered_across_the_wrap)
     feed_part(g, 0, 7, 255, a);
     feed_part(g, 0, 7, 0, b);
     ck_assert_uint_eq(trace_grouper_flush(g, 0, false, take_group, &gs), 1);
-    ck_assert_msg(strstr(gs.text[0], "-   Begin          req 0 rxreq\n-   ReqURL         /w\n-   "
-                                     "Lookup         second\n-   Lookup         third\n-   End\n") !=
-                      NULL,
+    ck_assert_msg(strstr(gs.text[0],
+                         "-   Begin          req 0 rxreq\n-   ReqURL         /w\n-   "
+                         "Lookup         second\n-   Lookup         third\n-   End\n") != NULL,
                   "%s", gs.text[0]);
     trace_grouper_free(&g);
 }
