@@ -25,7 +25,11 @@ turn for --rounds rounds so that drift spreads over all of them:
   trace-q    surogatctl log -g request -q 'ReqURL ~ "^/nomatch"': workers
              trace, the reader groups and queries, prints nothing
 
-Before measuring, the object is checked to be a hit.  Every process it
+Each run reports req/s and surogatd's own CPU time per request (its
+ticks over the measured run: workers and the log stream's thread), the
+steadier of the two on a machine that other work shares; a trace
+reader's run also counts the requests it printed and the records it
+reported missed.  Before measuring, the object is checked to be a hit.  Every process it
 starts is stopped on exit.  Traffic goes to 127.0.0.1 only.  Python 3
 stdlib only.  See bench/README.md.
 """
@@ -42,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
@@ -113,9 +118,17 @@ def start_reader(args, sg, mode, workdir):
 
 
 def stop_reader(proc):
-    """Stop it; for a trace reader, (requests printed, records it reported missed)."""
+    """Stop it; for a trace reader, (requests printed, records it reported missed), once
+    it has caught up with the load that ended (its output still for 1 s, 15 s at most)."""
     if proc is None:
         return None
+    if proc.outpath is not None:
+        deadline, size, still = time.monotonic() + 15, -1, 0
+        while time.monotonic() < deadline and still < 4:
+            time.sleep(0.25)
+            now = os.path.getsize(proc.outpath)
+            still = still + 1 if now == size else 0
+            size = now
     pt.stop(proc)
     pt.STARTED.remove(proc)
     proc.stderr.close()
@@ -137,8 +150,13 @@ def measure(args, sg, conns):
     if args.warmup > 0:
         _, wout = pt.run_wrk(args, sg.port, OBJ_PATH, conns, False, args.warmup, latency=False)
         warm = pt.parse_wrk(wout)["requests"] or 0
+    t0 = pt.proc_ticks(sg.pid) or 0
     argv, out = pt.run_wrk(args, sg.port, OBJ_PATH, conns, False, args.duration)
+    ticks = (pt.proc_ticks(sg.pid) or 0) - t0
     r = pt.parse_wrk(out)
+    # surogatd's own CPU (workers and the log stream's thread) per request: steadier than
+    # req/s on a shared machine.
+    r["cpu_us_per_req"] = ticks / pt.CLK_TCK * 1e6 / r["requests"] if r.get("requests") else None
     r["argv"] = argv
     r["all_requests"] = warm + (r["requests"] or 0)
     return r
@@ -232,6 +250,7 @@ def main():
                     shown = (f"  traced {traced[0]:,} of {r['all_requests']:,} requests, "
                              f"{traced[1]:,} records missed")
                 log(f"round {rnd + 1} c{conns:<4} {mode:10} {pt.fmt_num(r['rps']):>10} req/s  "
+                    f"{r['cpu_us_per_req'] or 0:5.2f} us CPU/req  "
                     f"p99 {pt.fmt_ms(r['p99'])}  non-2xx {r['non2xx']}  "
                     f"errors {r['sock_errors'] or '-'}{shown}")
                 if not sg.check_alive():
@@ -246,19 +265,25 @@ def main():
           f"rounds; surogatd on core {args.proxy_cpu}, wrk, origin and surogatctl on core "
           f"{args.client_cpu}")
     print()
-    print("| conns | reader | req/s | p99 | vs no reader | requests traced |")
-    print("|---|---|---|---|---|---|")
+    print("| conns | reader | req/s | p99 | vs no reader | CPU us/req | vs no reader | "
+          "requests traced |")
+    print("|---|---|---|---|---|---|---|---|")
     verdicts = []
     for conns in args.conns:
         base_rps = med("none", conns)
+        base_cpu = med("none", conns, "cpu_us_per_req")
         for mode in args.modes:
             rps = med(mode, conns)
+            cpu = med(mode, conns, "cpu_us_per_req")
             loss = (1 - rps / base_rps) * 100 if rps and base_rps else None
+            more = (cpu / base_cpu - 1) * 100 if cpu and base_cpu else None
             shares = [r["traced"] / r["all_requests"] for r in runs[(mode, conns)]
                       if "traced" in r and r["all_requests"]]
             traced = f"{statistics.median(shares) * 100:.1f}%" if shares else "-"
             print(f"| {conns} | {mode} | {pt.fmt_num(rps)} | {pt.fmt_ms(med(mode, conns, 'p99'))}"
-                  f" | {'-' if mode == 'none' or loss is None else f'{-loss:+.1f}%'} | {traced} |")
+                  f" | {'-' if mode == 'none' or loss is None else f'{-loss:+.1f}%'}"
+                  f" | {f'{cpu:.2f}' if cpu else '-'}"
+                  f" | {'-' if mode == 'none' or more is None else f'{more:+.1f}%'} | {traced} |")
             if mode != "none" and loss is not None:
                 verdicts.append((conns, mode, loss))
     print()
