@@ -29,18 +29,25 @@ static struct sess sess;
 static struct http_hdr hdrs[8];
 static struct req the_req;
 
+/* r on worker w, whose workspace is block, with room for nh header fields in h; no head. */
+static void
+init_req(struct req *r, struct wrk *w, char *block, size_t size, struct http_hdr *h, unsigned nh)
+{
+    OBJ_INIT(w, WRK_MAGIC);
+    ws_init(&w->ws, block, size);
+    OBJ_INIT(r, REQ_MAGIC);
+    r->wrk = w;
+    r->ws = &w->ws;
+    r->sp = &sess;
+    snprintf(sess.client_ip, sizeof sess.client_ip, "192.0.2.7");
+    snprintf(sess.client_port, sizeof sess.client_port, "4711");
+    http_init(r->http, h, nh);
+}
+
 static struct req *
 mkreq(const char *url)
 {
-    OBJ_INIT(&wrk, WRK_MAGIC);
-    ws_init(&wrk.ws, wsblock, sizeof wsblock);
-    OBJ_INIT(&the_req, REQ_MAGIC);
-    the_req.wrk = &wrk;
-    the_req.ws = &wrk.ws;
-    the_req.sp = &sess;
-    snprintf(sess.client_ip, sizeof sess.client_ip, "192.0.2.7");
-    snprintf(sess.client_port, sizeof sess.client_port, "4711");
-    http_init(the_req.http, hdrs, 8);
+    init_req(&the_req, &wrk, wsblock, sizeof wsblock, hdrs, 8);
     the_req.http->method = TXT_LIT("GET");
     the_req.http->url = (struct txt){ url, strlen(url) };
     the_req.http->proto = 11;
@@ -332,13 +339,7 @@ writer_thread(void *priv)
     static struct req r2;
     static struct http_hdr h2[4];
 
-    OBJ_INIT(&w2, WRK_MAGIC);
-    ws_init(&w2.ws, block, sizeof block);
-    OBJ_INIT(&r2, REQ_MAGIC);
-    r2.wrk = &w2;
-    r2.ws = &w2.ws;
-    r2.sp = &sess;
-    http_init(r2.http, h2, 4);
+    init_req(&r2, &w2, block, sizeof block, h2, 4);
     r2.trace = trace_req_begin(&r2); /* no method: no head records */
     ck_assert_ptr_nonnull(r2.trace);
     for (unsigned i = 0; i < w->n; i++) {
