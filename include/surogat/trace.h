@@ -93,6 +93,18 @@ trace_req_begin(struct req *req)
     return (trace_wanted() ? trace__req_begin(req) : NULL);
 }
 /*
+ * An ESI include's request `sub` of a traced page (its request's
+ * transaction): a transaction of its own, linked to the page's ("req N
+ * esi"), with its Begin, Start, ReqStart and head.  NULL when page is.
+ * The include ends it as any request, TRACE_REQ_END(sub).
+ */
+struct trace_tx *trace__esi_begin(struct trace_tx *page, struct req *sub);
+static inline struct trace_tx *
+trace_esi_begin(struct trace_tx *page, struct req *sub)
+{
+    return (page != NULL ? trace__esi_begin(page, sub) : NULL);
+}
+/*
  * The request (or the background fetch req carries) is over: its open
  * backend transaction ends, then Cache, Length, Timestamp End and End.  A
  * request refused before trace_req_begin() (a bad head) gets its

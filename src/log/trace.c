@@ -387,8 +387,9 @@ tx_end(struct trace_tx *tx)
     trace_rec(tx, TRACE_T_END, "", 0);
 }
 
-struct trace_tx *
-trace__req_begin(struct req *req)
+/* A request's transaction: a client's (parent NULL) or an ESI include's of page `parent`. */
+static struct trace_tx *
+req_tx(struct req *req, struct trace_tx *parent)
 {
     struct trace_tx *tx;
 
@@ -398,7 +399,12 @@ trace__req_begin(struct req *req)
     tx = tx_new(req->ws, TRACE_K_REQ, 0, req->t_start > 0 ? req->t_start : tim_real());
     if (tx == NULL)
         return (NULL);
-    trace_rec(tx, TRACE_T_BEGIN, "req 0 rxreq", 11);
+    if (parent == NULL) {
+        trace_rec(tx, TRACE_T_BEGIN, "req 0 rxreq", 11);
+    } else {
+        trace_cat(parent, TRACE_T_LINK, "req ", trace__ux(tx->id).s, " esi", NULL);
+        trace_cat(tx, TRACE_T_BEGIN, "req ", trace__ux(parent->id).s, " esi", NULL);
+    }
     rec_ts(tx, "Start", tx->t_start, 0, 0);
     if (req->sp != NULL)
         trace_cat(tx, TRACE_T_REQ_START, req->sp->client_ip, " ", req->sp->client_port, NULL);
@@ -407,14 +413,30 @@ trace__req_begin(struct req *req)
     return (tx);
 }
 
+struct trace_tx *
+trace__req_begin(struct req *req)
+{
+    return (req_tx(req, NULL));
+}
+
+struct trace_tx *
+trace__esi_begin(struct trace_tx *page, struct req *sub)
+{
+    OBJ_CHECK(page, TRACE_TX_MAGIC);
+    return (req_tx(sub, page));
+}
+
 void
 trace__req_end(struct req *req)
 {
     struct trace_tx *tx = req->trace;
 
     if (__builtin_expect(tx == NULL, 1)) {
-        /* A background fetch has no client: only its own begin makes it traced. */
-        if (!trace_wanted() || req->sp == NULL)
+        /*
+         * A background fetch has no client and an include no head of its
+         * own: only their own begin makes them traced.
+         */
+        if (!trace_wanted() || req->sp == NULL || req->esi_level > 0)
             return;
         /* Refused before the core saw it: the head as far as it was read. */
         if ((tx = req->trace = trace__req_begin(req)) == NULL)

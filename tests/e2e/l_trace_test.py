@@ -369,6 +369,53 @@ def test_waits_given_up_say_why(origin, surogat):
         tr.stop()
 
 
+def test_esi_includes_under_their_page(origin, surogat):
+    """An ESI page's includes are requests of their own, traced under the page that
+    included them, each with its own lookup and backend transaction."""
+    esi = {"Surrogate-Control": 'content="ESI/1.0"', "Cache-Control": "max-age=60"}
+    origin.route("/page", body=b'<p><esi:include src="/frag"/>|<esi:include src="/hit"/></p>',
+                 headers=esi)
+    origin.route("/frag", body=b"F", headers={"Cache-Control": "no-store"})
+    origin.route("/hit", body=b"H", headers=CC60)
+    sg = surogat()
+    assert sg.get("/hit").body == b"H"
+    tr = Traces(sg)
+    try:
+        assert sg.get("/page").body == b"<p>F|H</p>"
+        g = tr.group("/page")
+        page = g["tx"]
+        assert in_order(page) and recs(page, "Cache") == ["MISS"]
+        kids = {first(k, "ReqURL") or first(k, "BereqURL"): k for k in page["children"]}
+        assert sorted(recs(page, "Link")) == sorted(
+            "%s %d %s" % ("req" if u in ("/frag", "/hit") else "bereq", k["id"],
+                          "esi" if u in ("/frag", "/hit") else "fetch")
+            for u, k in kids.items()), page
+        assert set(kids) == {"/page", "/frag", "/hit"}, kids
+        frag, hit = kids["/frag"], kids["/hit"]
+        for inc in (frag, hit):
+            assert inc["kind"] == "req" and in_order(inc)
+            assert_begins(inc, "req", page["id"], "esi")
+            assert recs(inc, "Hash") == ["surogat.test | %s" % first(inc, "ReqURL")], inc
+        assert first(hit, "Lookup").startswith("hit: ") and recs(hit, "Cache") == ["HIT"]
+        assert hit["children"] == []
+        assert recs(frag, "Lookup") == ["miss (uri-miss)"] and recs(frag, "Cache") == ["MISS"]
+        fb = child({"tx": frag})
+        assert_begins(fb, "bereq", frag["id"], "fetch")
+        assert first(fb, "BereqURL") == "/frag"
+        assert recs(fb, "Store")[0].startswith("uncacheable: no-store ("), fb
+        # Text: the includes under the page, their fetch one level further in.
+        text = LogTail(sg, "-d", "-g", "request")
+        try:
+            out = "\n".join(text.take(1, pred=lambda ln: ln.startswith("*   << Request  >> ")))
+            out = "\n".join(text.settle())
+            assert "**  << Request  >> %d" % frag["id"] in out, out
+            assert "*** << BeReq    >> %d" % fb["id"] in out, out
+        finally:
+            text.stop()
+    finally:
+        tr.stop()
+
+
 # -- why (not) cached ------------------------------------------------------------------
 
 REASONS = [

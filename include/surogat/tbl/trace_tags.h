@@ -12,7 +12,8 @@
 TRACE_TAG(BEGIN, "Begin",
           "The transaction begins: its kind (req, bereq), its parent's id (0: none) and why: rxreq "
           "(a client request), fetch (a miss, fetched for the cache), pass (fetched, not stored), "
-          "bgfetch (a background refresh of a stale object).")
+          "bgfetch (a background refresh of a stale object), esi (an ESI include: a request of "
+          "its own, its parent the page's request).")
 TRACE_TAG(END, "End", "The transaction is complete.")
 TRACE_TAG(LINK, "Link",
           "A child transaction of this one: its kind, id and why (`bereq 13 fetch`).  The request "
