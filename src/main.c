@@ -581,6 +581,7 @@ drain_and_stop(const struct opts *o)
     }
     hsh_fini();
     xkey_fini();
+    ban_persist_close();
     ban_fini();
     req_purge_fini();
     realip_fini();
@@ -697,6 +698,8 @@ main(int argc, char **argv)
         AZ(sto_init("malloc,256m", &err));
     lfu_init(sto_size() / 4096); /* a guess of objects per store byte, for the sketch's width */
     hsh_recover();
+    if (ban_persist_open("bans", &err) != 0)
+        die("%s", ebuf);
     raise_fd_limit();
     if (tls_init() != 0)
         die("cannot initialise OpenSSL");

@@ -260,6 +260,12 @@ PARAM(ban_lurker_batch, UINT, "1000", "1", NULL, PAR_LIVE,
 PARAM(ban_dups, BOOL, "on", NULL, NULL, PAR_LIVE,
       "When a ban is added, mark older identical bans completed: the new one covers every "
       "object they cover, so objects are not tested twice.")
+PARAM(ban_persist, DURATION, "1d", "0s", NULL, PAR_LIVE,
+      "How long a ban is kept in the file bans of the -n directory, with the time it was "
+      "made, and replayed at start: an object a file store brings back after a restart is "
+      "then tested against the bans made before the restart, and one fetched after a ban is "
+      "not. Each ban is written and synced as it is added. Bans are replayed before the "
+      "first request is served. 0s: bans are neither written nor replayed.")
 PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
       "Lua VM instructions one policy hook call may run (and the top level of the script when "
       "it is loaded). Past it the call fails: the error is logged with file and line and the "

@@ -134,6 +134,8 @@ STAT(bans_lurker_killed, COUNTER, "Objects found banned and removed by the lurke
 STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an object (match, "
      "depth or heap limit): taken as matches, so the object was invalidated; the first for "
      "each ban is logged.")
+STAT(bans_persist_fail, COUNTER, "Bans that could not be written to the bans file of the -n "
+     "directory (ban_persist): they hold until the next restart only; each is logged.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
 STAT(policy_limit, COUNTER, "Policy hook calls (and script top levels) stopped by "
