@@ -117,6 +117,12 @@ typedef void pol_prog_visit_f(const struct pol_prog_info *pi, void *priv);
  * The number of programs.
  */
 unsigned pol_prog_foreach(pol_prog_visit_f *fn, void *priv);
+/*
+ * The cluster the current program declares (clu.h), referenced: the
+ * caller clu_unref()s it.  NULL when it declares none.  Any thread.
+ */
+struct clu;
+struct clu *pol_cluster(void);
 /* Before pool_init(): the workers' Lua states are freed when they exit. */
 void pol_init(void);
 void pol_fini(void);

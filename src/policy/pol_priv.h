@@ -260,6 +260,13 @@ void pol__shd_release(struct pol_shd **dp); /* *dp = NULL */
 const char *pol__shd_name(const struct pol_shd *d);
 /* pol_decl.c: the program's shared dictionary `name`, or NULL. */
 struct pol_shd *pol__decl_shared(const struct pol_cfg *cfg, const char *name);
+/* pol_decl.c: the program's cluster (not referenced), or NULL. */
+struct clu;
+struct clu *pol__decl_cluster(const struct pol_cfg *cfg);
+/* pol_cluster.c: the table surogat.cluster, in the table on top of L's stack. */
+void pol__cluster_open(lua_State *L);
+/* pol_obj.c: server.identity: the identity parameter, else the host name. */
+void pol__identity(char *buf, size_t len);
 /* Whether the top level of L's script declared `kind` `name` so far. */
 bool pol__decl_seen(lua_State *L, const char *kind, const char *name);
 

@@ -136,6 +136,25 @@ STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an objec
      "each ban is logged.")
 STAT(bans_persist_fail, COUNTER, "Bans that could not be written to the bans file of the -n "
      "directory (ban_persist): they hold until the next restart only; each is logged.")
+STAT(cluster_fwd, COUNTER, "Fetches a cluster member sent to the member owning the key.")
+STAT(cluster_owner, COUNTER, "Fetches a cluster member made from the origin as the key's owner.")
+STAT(cluster_crossed, COUNTER, "Fetches from the origin for requests that came from another "
+     "member (a valid hop header, or the cluster's Via mark): never sent on to a member.")
+STAT(cluster_alone, COUNTER, "Fetches from the origin because no member of the cluster was usable.")
+STAT(cluster_peer_failed, COUNTER, "Fetches from another member that failed and were retried "
+     "on the next member of the ring (or the origin).")
+STAT(cluster_hop_refused, COUNTER, "Hop headers not believed (forged, stale, unknown member, "
+     "wrong address): removed from the request, or its cluster message refused with 403.")
+STAT(cluster_inval_sent, COUNTER, "Invalidations another member acknowledged at once.")
+STAT(cluster_inval_queued, COUNTER, "Invalidations a member did not acknowledge, kept in its "
+     "outbox to be sent again.")
+STAT(cluster_inval_retried, COUNTER, "Invalidations delivered from an outbox, later.")
+STAT(cluster_inval_received, COUNTER, "Invalidations received from other members and applied.")
+STAT(cluster_sync, COUNTER, "Journals received from other members at start, to catch up.")
+STAT(cluster_sync_served, COUNTER, "Journals sent to members catching up.")
+STAT(cluster_sync_gap, COUNTER, "Starts that found the members' journals too short to catch "
+     "up: every older object was banned.")
+STAT(cluster_journal_fail, COUNTER, "Records that could not be written to cluster.journal.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
 STAT(policy_limit, COUNTER, "Policy hook calls (and script top levels) stopped by "

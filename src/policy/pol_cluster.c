@@ -1,0 +1,359 @@
+/*
+ * surogat.cluster: what a policy asks of its `cluster` declaration
+ * (clu.h), so that the request path needs no code of its own for a
+ * fleet; vcl/cluster.lua is the policy that uses it.
+ *
+ *   recv(req)          in recv, first: answers the members' probe
+ *                      (synth 200/503), lets a cluster message through
+ *                      ("purge"), says whether the request came from a
+ *                      member ("peer": a valid hop header), crossed one
+ *                      ("loop": the cluster's Via mark without one) or a
+ *                      client (nil), and removes a hop header that is
+ *                      not believed.  The verdict is kept in req.ctx.cluster.
+ *   route(bereq)       in backend_fetch, last: sends the fetch to the
+ *                      member owning the key, with a signed hop header
+ *                      and the cluster's Via element, or to the origin
+ *                      (the owner is this node, the request crossed a
+ *                      member, a pass, no member usable); returns the
+ *                      backend's name and why
+ *   is_peer(name)      a member other than this node (bereq.backend)
+ *   failed(name)       a fetch from that member failed: the next member
+ *                      on the ring takes its keys for a few seconds
+ *   local_ttl()        seconds a copy from a member may be kept here
+ *   ban(expr)          ban here and on every member: ok, report
+ *   ready()            this node caught up and is not draining
+ *   info()             { name, self, origin, local_ttl, peers = { name = addr } }
+ *
+ * Each function reads the cluster of the program its state was built
+ * from: a request that began under one program ends under it.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "surogat/clu.h"
+#include "surogat/defs.h"
+#include "surogat/dir.h"
+#include "surogat/http.h"
+#include "surogat/req.h"
+#include "surogat/sb.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/ws.h"
+
+#include "pol_priv.h"
+
+#define REPORT_MAX (CLU_MEMBERS_MAX * 256)
+
+static struct clu *
+cluster_of(lua_State *L, const char *fn)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+    struct clu *c = pw->prog != NULL ? pol__decl_cluster(pol__prog_cfg(pw->prog)) : NULL;
+
+    if (c == NULL)
+        (void)luaL_error(L, "surogat.cluster.%s: the program declares no cluster", fn);
+    return (c);
+}
+
+static struct req *
+in_hook(lua_State *L, enum pol_hook h, const char *fn)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+
+    if (pw->req == NULL || pw->hook != h)
+        (void)luaL_error(L, "surogat.cluster.%s: only in %s", fn, pol__hook_name[h]);
+    return (pw->req);
+}
+
+static bool
+txt_is(const struct txt *t, const char *s)
+{
+    return (t->len == strlen(s) && memcmp(t->b, s, t->len) == 0);
+}
+
+/* req.ctx.cluster: the verdict of recv, or NULL (a client, or no recv: a background fetch). */
+static const char *
+verdict_get(lua_State *L, struct pol_wrk *pw, char *buf, size_t len)
+{
+    const char *v = NULL;
+
+    if (pw->ctx_ref == LUA_NOREF)
+        return (NULL);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+    if (lua_getfield(L, -1, "cluster") == LUA_TSTRING) {
+        snprintf(buf, len, "%s", lua_tostring(L, -1));
+        v = buf;
+    }
+    lua_pop(L, 2);
+    return (v);
+}
+
+static void
+verdict_set(lua_State *L, struct pol_wrk *pw, const char *v)
+{
+    if (pw->ctx_ref == LUA_NOREF) {
+        lua_newtable(L);
+        pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+    if (v != NULL)
+        lua_pushstring(L, v);
+    else
+        lua_pushnil(L);
+    lua_setfield(L, -2, "cluster");
+    lua_pop(L, 1);
+}
+
+/* "peer", "loop" or NULL for req's head, removing a hop header not believed. */
+static const char *
+judge(const struct clu *c, struct http *hp, const char *client_ip)
+{
+    unsigned from;
+
+    switch (clu_hop_check(c, hp, client_ip, NULL, 0, tim_real(), &from)) {
+    case CLU_HOP_OK:
+        return ("peer");
+    case CLU_HOP_BAD:
+        STAT_INC(cluster_hop_refused);
+        (void)http_unset(hp, CLU_HOP_HEADER);
+        break;
+    case CLU_HOP_NONE:
+        break;
+    }
+    return (clu_via_crossed(c, hp) ? "loop" : NULL);
+}
+
+static int
+l_recv(lua_State *L)
+{
+    struct req *req = in_hook(L, POL_H_RECV, "recv");
+    struct clu *c = cluster_of(L, "recv");
+    struct pol_wrk *pw = pol__wrk(L);
+    struct http *hp = req->http;
+    const char *v;
+    bool ready;
+
+    if (txt_is(&hp->url, CLU_PATH) && (txt_is(&hp->method, "GET") || txt_is(&hp->method, "HEAD"))) {
+        /* The members' probe: ready once caught up at start, until draining. */
+        ready = clu_ready() && !sess_draining();
+        AN(pw->syn);
+        pw->syn->status = ready ? 200 : 503;
+        snprintf(pw->syn->reason, sizeof pw->syn->reason, "%s %s of cluster %s",
+                 ready ? "Ready:" : "Not ready:", clu_self(c), clu_name(c));
+        lua_pushliteral(L, "synth");
+        lua_pushliteral(L, "probe");
+        return (2);
+    }
+    if (txt_is(&hp->url, CLU_PATH) && txt_is(&hp->method, "PURGE")) {
+        /* A cluster message: its hop header signs its body too, checked with it (req_purge). */
+        lua_pushliteral(L, "purge");
+        lua_pushliteral(L, "message");
+        return (2);
+    }
+    v = judge(c, hp, req->sp != NULL ? req->sp->client_ip : NULL);
+    verdict_set(L, pw, v);
+    lua_pushnil(L);
+    if (v != NULL)
+        lua_pushstring(L, v);
+    else
+        lua_pushnil(L);
+    return (2);
+}
+
+/* The name of the director d, or of -b's backend when d is NULL. */
+static void
+push_dir_name(lua_State *L, const struct dir *d)
+{
+    if (d != NULL)
+        lua_pushstring(L, dir_name(d));
+    else
+        lua_pushliteral(L, "default");
+}
+
+/* Add a field to the backend request, its value copied to the request's workspace. */
+static void
+bereq_add(lua_State *L, struct req *req, const char *name, const char *val)
+{
+    size_t n = strlen(val);
+    char *p = ws_alloc(req->ws, n);
+
+    if (p == NULL)
+        (void)luaL_error(L, "surogat.cluster.route: workspace_client exhausted");
+    memcpy(p, val, n);
+    if (http_add(req->bereq, (struct txt){ name, strlen(name) }, (struct txt){ p, n }) != 0)
+        (void)luaL_error(L, "surogat.cluster.route: too many header fields (http_max_hdr)");
+}
+
+static int
+l_route(lua_State *L)
+{
+    struct req *req = in_hook(L, POL_H_BACKEND_FETCH, "route");
+    struct clu *c = cluster_of(L, "route");
+    struct pol_wrk *pw = pol__wrk(L);
+    const struct pol_cfg *cfg = pol__prog_cfg(pw->prog);
+    char vbuf[16], hop[CLU_HOP_LEN], via[CLU_NAME_MAX * 2 + 32];
+    const char *v, *why;
+    struct dir *origin;
+    unsigned m = 0;
+    struct sb sb;
+
+    AN(req->bereq);
+    v = verdict_get(L, pw, vbuf, sizeof vbuf);
+    if (v == NULL && req->sp == NULL)
+        v = judge(c, req->http, NULL); /* a background refresh: its recv ran on another state */
+    (void)http_unset(req->bereq, CLU_HOP_HEADER);
+    if (clu_origin(c) != NULL)
+        origin = pol__decl_find(cfg, clu_origin(c));
+    else if (req->dir != NULL && !clu_is_peer(c, dir_name(req->dir)))
+        origin = req->dir;
+    else
+        origin = pol__decl_route(cfg, req);
+    if (v != NULL) {
+        why = "crossed";
+        STAT_INC(cluster_crossed);
+    } else if (req->bereq_uncacheable || req->lookup_key == NULL) {
+        why = "pass";
+    } else {
+        switch (clu_route(c, req->lookup_key, req->lookup_keylen, &m)) {
+        case CLU_R_PEER:
+            req->dir = pol__decl_find(cfg, clu_member_name(c, m));
+            AN(req->dir);
+            clu_hop_make(c, &req->bereq->method, http_value(req->bereq, "Host"), &req->bereq->url,
+                         NULL, 0, tim_real(), hop, sizeof hop);
+            bereq_add(L, req, CLU_HOP_HEADER, hop);
+            sb_init(&sb, via, sizeof via);
+            clu_via(c, &sb);
+            bereq_add(L, req, "Via", via);
+            STAT_INC(cluster_fwd);
+            lua_pushstring(L, clu_member_name(c, m));
+            lua_pushliteral(L, "peer");
+            return (2);
+        case CLU_R_SELF:
+            why = "owner";
+            STAT_INC(cluster_owner);
+            break;
+        case CLU_R_ALONE:
+        default:
+            why = "alone";
+            STAT_INC(cluster_alone);
+            break;
+        }
+    }
+    req->dir = origin;
+    push_dir_name(L, origin);
+    lua_pushstring(L, why);
+    return (2);
+}
+
+static int
+l_is_peer(lua_State *L)
+{
+    struct clu *c = cluster_of(L, "is_peer");
+    const char *name = luaL_optstring(L, 1, NULL);
+
+    lua_pushboolean(L, name != NULL && clu_is_peer(c, name));
+    return (1);
+}
+
+static int
+l_failed(lua_State *L)
+{
+    struct clu *c = cluster_of(L, "failed");
+    const char *name = luaL_checkstring(L, 1);
+    int i = clu_member_find(c, name);
+
+    if (i >= 0 && (unsigned)i != clu_self_index(c)) {
+        clu_failed(c, (unsigned)i);
+        STAT_INC(cluster_peer_failed);
+    }
+    return (0);
+}
+
+static int
+l_local_ttl(lua_State *L)
+{
+    lua_pushnumber(L, clu_local_ttl(cluster_of(L, "local_ttl")));
+    return (1);
+}
+
+static int
+l_ready(lua_State *L)
+{
+    (void)cluster_of(L, "ready");
+    lua_pushboolean(L, clu_ready() && !sess_draining());
+    return (1);
+}
+
+static int
+l_ban(lua_State *L)
+{
+    struct clu *c = cluster_of(L, "ban");
+    size_t len;
+    const char *expr = luaL_checklstring(L, 1, &len);
+    char ebuf[256], *rep;
+    struct clu_op op;
+    struct sb err, out;
+    unsigned nack;
+
+    if (pol__wrk(L)->req == NULL)
+        return (luaL_error(L, "surogat.cluster.ban: in hooks only"));
+    sb_init(&err, ebuf, sizeof ebuf);
+    clu_op_init(&op, clu_self(c), CLU_OP_BAN, false, expr, len);
+    if (memchr(expr, '\0', len) != NULL || clu_op_apply(&op, &err) < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, memchr(expr, '\0', len) != NULL ? "ban: NUL in the expression" : ebuf);
+        return (2);
+    }
+    rep = malloc(REPORT_MAX);
+    AN(rep);
+    sb_init(&out, rep, REPORT_MAX);
+    nack = clu_fanout(c, &op, 0, &out);
+    lua_pushboolean(L, nack == 0);
+    lua_pushlstring(L, out.buf, out.len);
+    free(rep);
+    return (2);
+}
+
+static int
+l_info(lua_State *L)
+{
+    struct clu *c = cluster_of(L, "info");
+
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, clu_name(c));
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, clu_self(c));
+    lua_setfield(L, -2, "self");
+    if (clu_origin(c) != NULL) {
+        lua_pushstring(L, clu_origin(c));
+        lua_setfield(L, -2, "origin");
+    }
+    lua_pushnumber(L, clu_local_ttl(c));
+    lua_setfield(L, -2, "local_ttl");
+    lua_createtable(L, 0, (int)clu_nmember(c));
+    for (unsigned i = 0; i < clu_nmember(c); i++) {
+        lua_pushstring(L, clu_member_addr(c, i));
+        lua_setfield(L, -2, clu_member_name(c, i));
+    }
+    lua_setfield(L, -2, "peers");
+    return (1);
+}
+
+void
+pol__cluster_open(lua_State *L)
+{
+    static const luaL_Reg lib[] = {
+        { "recv", l_recv },     { "route", l_route },         { "is_peer", l_is_peer },
+        { "failed", l_failed }, { "local_ttl", l_local_ttl }, { "ready", l_ready },
+        { "ban", l_ban },       { "info", l_info },           { NULL, NULL },
+    };
+
+    luaL_checktype(L, -1, LUA_TTABLE);
+    luaL_newlib(L, lib);
+    lua_setfield(L, -2, "cluster");
+}
