@@ -163,8 +163,11 @@ void clu_hop_make(const struct clu *c, const struct txt *method, const struct tx
                   size_t outlen);
 /* The Via element of this node in the cluster: "1.1 NAME (surogat CLUSTER)". */
 void clu_via(const struct clu *c, struct sb *out);
-/* Whether req's Via fields carry a member's element of this cluster. */
-bool clu_via_crossed(const struct clu *c, const struct http *req);
+/*
+ * Whether req's Via fields carry a member's element of this cluster;
+ * *self: this node's own among them (the request came back).
+ */
+bool clu_via_crossed(const struct clu *c, const struct http *req, bool *self);
 
 /* ---- invalidations (clu_op.c) ---- */
 

@@ -476,20 +476,29 @@ clu_via(const struct clu *c, struct sb *out)
 }
 
 bool
-clu_via_crossed(const struct clu *c, const struct http *req)
+clu_via_crossed(const struct clu *c, const struct http *req, bool *self)
 {
-    char mark[CLU_NAME_MAX + 16];
-    size_t ml;
+    char mark[CLU_NAME_MAX + 16], mine[2 * CLU_NAME_MAX + 24];
+    size_t ml, sl;
+    bool found = false;
 
     OBJ_CHECK(c, CLU_MAGIC);
+    *self = false;
     ml = (size_t)snprintf(mark, sizeof mark, "(surogat %s)", c->name);
+    sl = (size_t)snprintf(mine, sizeof mine, "1.1 %s (surogat %s)", c->m[c->self].name, c->name);
     for (unsigned i = 0; i < req->nhdr; i++) {
         const struct txt *val = &req->hdr[i].val;
         if (!http_name_eq(&req->hdr[i].name, "Via") || val->len < ml)
             continue;
-        for (size_t k = 0; k + ml <= val->len; k++)
-            if (memcmp(val->b + k, mark, ml) == 0)
-                return (true);
+        for (size_t k = 0; k + ml <= val->len; k++) {
+            if (memcmp(val->b + k, mark, ml) != 0)
+                continue;
+            found = true;
+            /* This node's own element: at the start of the field or after ", ". */
+            if (k + ml >= sl && memcmp(val->b + k + ml - sl, mine, sl) == 0 &&
+                (k + ml == sl || val->b[k + ml - sl - 1] == ' ' || val->b[k + ml - sl - 1] == ','))
+                *self = true;
+        }
     }
-    return (false);
+    return (found);
 }

@@ -14,8 +14,8 @@
  * forward by every op forgotten, and to the end of this node's own
  * absence when no member could tell it what happened meanwhile.  A
  * member catching up from a journal that does not reach back to its
- * SINCE has missed ops it cannot name: it bans every object fetched
- * before `covered` (the ops it missed are all older).
+ * SINCE has missed ops it cannot name: it purges every object it has
+ * (all fetched before it went away, so before the ops it missed).
  *
  * Files, in the -n directory: cluster.journal, one record a line --
  *   C COVERED      E OPLINE      O ID MEMBER (owed)      D ID MEMBER (delivered)
@@ -529,9 +529,9 @@ sync_with(struct clu *c, double last)
     double deadline = tim_mono() + par.cluster_sync_timeout, covered, min_cov = INFINITY;
     unsigned answered = 0, others = 0;
     bool complete = false;
-    char body[64], whybuf[160], *ans, ebuf[256];
+    char body[64], whybuf[160], *ans;
     size_t alen;
-    struct sb why, err;
+    struct sb why;
     long n;
 
     snprintf(body, sizeof body, "sync %.6f\n", since);
@@ -581,19 +581,22 @@ sync_with(struct clu *c, double last)
                 "for this node comes with their retries",
                 clu_name(c));
     } else if (!complete && answered > 0) {
-        sb_init(&err, ebuf, sizeof ebuf);
-        if (ban_add_before("req.url ~ \"\"", min_cov + CLU_SKEW, &err) != 0)
-            log_msg(LOG_ERR, "cluster: %s", ebuf);
+        /*
+         * Everything cached now was fetched before the gap ended (this node
+         * was away meanwhile, and serves nothing yet): it all goes, at once
+         * and for good, before the first request.
+         */
+        unsigned np = clu_purge_all();
         if (last > 0) {
             STAT_INC(cluster_sync_gap);
             log_msg(LOG_WARNING,
-                    "cluster %s: the members' journals start after this node last ran: every "
-                    "object fetched before them is banned",
-                    clu_name(c));
-        } else {
+                    "cluster %s: the members' journals start after this node last ran: the %u "
+                    "objects it had are purged",
+                    clu_name(c), np);
+        } else if (np > 0) {
             log_msg(LOG_INFO,
-                    "cluster %s: first start as %s: what it may have cached before is banned",
-                    clu_name(c), clu_self(c));
+                    "cluster %s: first start as %s: the %u objects it had before are purged",
+                    clu_name(c), clu_self(c), np);
         }
     }
 }

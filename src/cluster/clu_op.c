@@ -183,6 +183,29 @@ purge_url(const char *target, size_t len)
     return (uw.n);
 }
 
+/* Under a shard lock: every object goes. */
+static bool
+all_visit(struct cobj *oc, const char *key, size_t keylen, void *priv)
+{
+    (void)oc;
+    (void)key;
+    (void)keylen;
+    ++*(unsigned *)priv;
+    return (true);
+}
+
+unsigned
+clu_purge_all(void)
+{
+    struct hsh_cursor cur;
+    unsigned n = 0;
+
+    memset(&cur, 0, sizeof cur);
+    while (!hsh_walk(&cur, PURGE_WALK_STEP, all_visit, &n))
+        continue;
+    return (n);
+}
+
 long
 clu_op_apply(const struct clu_op *op, struct sb *err)
 {

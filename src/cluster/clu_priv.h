@@ -40,6 +40,11 @@ void clu__jnl_owe(const char *id, const char *name);
  */
 char *clu__jnl_dump(double since, size_t *len);
 
+/* ---- clu_op.c ---- */
+
+/* Remove every object in the cache (a member that cannot tell what it missed); how many. */
+unsigned clu_purge_all(void);
+
 /* ---- clu_peer.c ---- */
 
 /*

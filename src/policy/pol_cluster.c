@@ -38,6 +38,7 @@
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/http.h"
+#include "surogat/log.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
@@ -109,14 +110,19 @@ verdict_set(lua_State *L, struct pol_wrk *pw, const char *v)
     lua_pop(L, 1);
 }
 
-/* "peer", "loop" or NULL for req's head, removing a hop header not believed. */
+/*
+ * "peer", "loop" or NULL for req's head, removing a hop header not
+ * believed.  *self: the hop header is this node's own, come back.
+ */
 static const char *
-judge(const struct clu *c, struct http *hp, const char *client_ip)
+judge(const struct clu *c, struct http *hp, const char *client_ip, bool *self)
 {
     unsigned from;
 
+    *self = false;
     switch (clu_hop_check(c, hp, client_ip, NULL, 0, tim_real(), &from)) {
     case CLU_HOP_OK:
+        *self = from == clu_self_index(c);
         return ("peer");
     case CLU_HOP_BAD:
         STAT_INC(cluster_hop_refused);
@@ -125,7 +131,23 @@ judge(const struct clu *c, struct http *hp, const char *client_ip)
     case CLU_HOP_NONE:
         break;
     }
-    return (clu_via_crossed(c, hp) ? "loop" : NULL);
+    return (clu_via_crossed(c, hp, self) ? "loop" : NULL);
+}
+
+/* At most a line a minute: every such request would say the same. */
+static void
+self_loop_warn(const struct clu *c)
+{
+    static double last; /* tim_mono(); racy by design: a line more or less */
+    double now = tim_mono();
+
+    if (now - last < 60)
+        return;
+    last = now;
+    log_msg(LOG_WARNING,
+            "cluster %s: a request %s sent to another member came back to it: a member's "
+            "address in the peer list leads here",
+            clu_name(c), clu_self(c));
 }
 
 static int
@@ -136,7 +158,7 @@ l_recv(lua_State *L)
     struct pol_wrk *pw = pol__wrk(L);
     struct http *hp = req->http;
     const char *v;
-    bool ready;
+    bool ready, self;
 
     if (txt_is(&hp->url, CLU_PATH) && (txt_is(&hp->method, "GET") || txt_is(&hp->method, "HEAD"))) {
         /* The members' probe: ready once caught up at start, until draining. */
@@ -155,7 +177,17 @@ l_recv(lua_State *L)
         lua_pushliteral(L, "message");
         return (2);
     }
-    v = judge(c, hp, req->sp != NULL ? req->sp->client_ip : NULL);
+    v = judge(c, hp, req->sp != NULL ? req->sp->client_ip : NULL, &self);
+    if (self) {
+        /*
+         * A member's address leads back here (a wrong peer list, or one
+         * through the balancer): this very node holds the key's busy
+         * object for the request that sent this one, so waiting for it
+         * would wait for itself.  Fetch alongside instead.
+         */
+        req->hash_ignore_busy = true;
+        self_loop_warn(c);
+    }
     verdict_set(L, pw, v);
     lua_pushnil(L);
     if (v != NULL)
@@ -201,11 +233,12 @@ l_route(lua_State *L)
     struct dir *origin;
     unsigned m = 0;
     struct sb sb;
+    bool self;
 
     AN(req->bereq);
     v = verdict_get(L, pw, vbuf, sizeof vbuf);
-    if (v == NULL && req->sp == NULL)
-        v = judge(c, req->http, NULL); /* a background refresh: its recv ran on another state */
+    if (v == NULL && req->sp == NULL) /* a background refresh: its recv ran on another state */
+        v = judge(c, req->http, NULL, &self);
     (void)http_unset(req->bereq, CLU_HOP_HEADER);
     if (clu_origin(c) != NULL)
         origin = pol__decl_find(cfg, clu_origin(c));

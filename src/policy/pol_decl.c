@@ -794,8 +794,12 @@ build_cluster(struct decl *d, int idx, struct pol_cfg *cfg)
         (void)decl_fail(d, "probe must be a table");
     }
     lua_pop(d->L, 1);
-    /* Members are believed healthy at start: a fleet that starts routes at once. */
-    pc.initial = (int)pc.threshold;
+    /*
+     * A member is sick until its first good probe: turning healthy for the
+     * first time, it takes its keys at once, where a member assumed healthy
+     * and found down at start would ramp up when it came.
+     */
+    pc.initial = -1;
     if (lua_getfield(d->L, idx, "peers") != LUA_TTABLE) {
         lua_pop(d->L, 1);
         return (decl_fail(d, "peers: the members, { name = \"host:port\", ... }, are missing"));

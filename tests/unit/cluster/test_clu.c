@@ -295,15 +295,23 @@ START_TEST(via_mark)
     struct http req;
     char v[128];
     struct sb sb;
+    bool self;
 
     sb_init(&sb, v, sizeof v);
     clu_via(c1, &sb);
     ck_assert_str_eq(v, "1.1 node1 (surogat fleet)");
+
     mkreq(&req, hdrs, "GET", "/", "Via", "1.1 surogat", "Via", "1.0 x, 1.1 node3 (surogat fleet)",
           NULL);
-    ck_assert(clu_via_crossed(c1, &req));
+    ck_assert(clu_via_crossed(c1, &req, &self) && !self);
     mkreq(&req, hdrs, "GET", "/", "Via", "1.1 surogat, 1.1 node3 (surogat other)", NULL);
-    ck_assert(!clu_via_crossed(c1, &req));
+    ck_assert(!clu_via_crossed(c1, &req, &self) && !self);
+    mkreq(&req, hdrs, "GET", "/", "Via", "1.1 surogat, 1.1 node1 (surogat fleet)", NULL);
+    ck_assert(clu_via_crossed(c1, &req, &self) && self);
+    mkreq(&req, hdrs, "GET", "/", "Via", "1.1 xnode1 (surogat fleet)", NULL);
+    ck_assert(clu_via_crossed(c1, &req, &self) && !self);
+    mkreq(&req, hdrs, "GET", "/", "Via", "1.1 node1 (surogat fleet)", NULL);
+    ck_assert(clu_via_crossed(c1, &req, &self) && self);
     clu_unref(&c1);
 }
 END_TEST
