@@ -11,8 +11,9 @@
 --       secret_file = "/etc/surogat/cluster.key",
 --   }
 --   local cluster = require "cluster"
---   recv, backend_fetch = cluster.recv, cluster.backend_fetch
+--   recv, backend_fetch, log = cluster.recv, cluster.backend_fetch, cluster.log
 --   backend_response, backend_error = cluster.backend_response, cluster.backend_error
+--   synth = cluster.synth
 --
 --   surogatd -p identity=node1 -p policy_modules=cluster \
 --            -p policy_module_path=/etc/surogat/vcl -f /etc/surogat/site.lua ...
@@ -34,9 +35,13 @@
 --                     answers from its cache or fetches once; the owner
 --                     itself, a request that crossed a member already, a
 --                     pass, or a fleet with no usable member go to the origin
---   backend_response  a copy from another member is kept local_ttl at most
+--   backend_response  a copy from another member is kept local_ttl at most;
+--                     an answer that an invalidation applied meanwhile may
+--                     concern is not kept at all
 --   backend_error     a member that failed is skipped and the fetch tried
 --                     again, on the next member of the ring or the origin
+--   log               what such an overtaken fetch stored is removed
+--   synth             the page of a BAN, a line per member
 --
 -- PURGE (with Purge-Mode: soft, or Surrogate-Key) from purge_acl works on
 -- any node as on one: surogatd sends it on to every member and lists
@@ -89,11 +94,16 @@ function M.backend_fetch(bereq)
 end
 
 function M.backend_response(bereq, beresp)
-    if surogat.cluster.is_peer(bereq.backend) then
-        local ttl = surogat.cluster.local_ttl()
-        if beresp.ttl > ttl then
-            beresp.ttl = ttl
-        end
+    if beresp.uncacheable then
+        return -- setting ttl would make it storable
+    end
+    if surogat.cluster.invalidated(beresp) then
+        -- An invalidation concerning it came while this was on its way: the
+        -- member or the origin may have read it before.  Answered, then
+        -- forgotten (log).
+        beresp.ttl, beresp.grace, beresp.stale_if_error, beresp.keep = 1, 0, 0, 0
+    elseif surogat.cluster.is_peer(bereq.backend) and beresp.ttl > surogat.cluster.local_ttl() then
+        beresp.ttl = surogat.cluster.local_ttl()
     end
 end
 
@@ -102,6 +112,11 @@ function M.backend_error(bereq, beresp)
         surogat.cluster.failed(bereq.backend)
         return "retry"
     end
+end
+
+-- After the response: forget what a fetch that an invalidation overtook stored.
+function M.log(req, resp)
+    surogat.cluster.forget(req)
 end
 
 -- The page of a BAN: the line of each member.

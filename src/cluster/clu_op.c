@@ -13,6 +13,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,9 @@
 #include "surogat/clu.h"
 #include "surogat/defs.h"
 #include "surogat/hsh.h"
+#include "surogat/http.h"
 #include "surogat/sb.h"
+#include "surogat/shard.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
@@ -140,6 +143,89 @@ clu_op_parse(char *buf, struct clu_op *op)
 }
 
 /*--------------------------------------------------------------------
+ * The invalidations applied lately (clu.h: clu_inval_since).  A ring of
+ * CLU_RECENT entries under recent_mtx, written by _note(), read by
+ * _since() only when the sequence moved since the fetch began: a fetch
+ * costs one atomic load while no invalidation comes.
+ */
+
+#define RECENT_TAGS 8 /* tags remembered per surrogate-key purge; more: any object */
+
+struct recent {
+    uint64_t seq;
+    bool any;      /* a ban, a URL on every host, too many tags */
+    uint64_t key;  /* CLU_OP_KEY: shard_hash() of the key */
+    unsigned ntag; /* CLU_OP_TAGS */
+    uint64_t tag[RECENT_TAGS];
+};
+
+static pthread_mutex_t recent_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct recent recent[CLU_RECENT];
+static uint64_t recent_seq; /* atomic; written under recent_mtx */
+
+void
+clu_inval_note(enum clu_op_kind kind, const char *arg, size_t arglen)
+{
+    struct txt t[RECENT_TAGS + 1];
+    struct recent *e;
+    uint64_t s;
+    unsigned n;
+
+    AZ(pthread_mutex_lock(&recent_mtx));
+    s = recent_seq + 1;
+    e = &recent[s % CLU_RECENT];
+    memset(e, 0, sizeof *e);
+    e->seq = s;
+    switch (kind) {
+    case CLU_OP_KEY:
+        e->key = shard_hash(arg, arglen);
+        break;
+    case CLU_OP_TAGS:
+        n = xkey_split(arg, arglen, true, t, RECENT_TAGS + 1);
+        if (n > RECENT_TAGS)
+            e->any = true;
+        for (unsigned i = 0; i < n && i < RECENT_TAGS; i++)
+            e->tag[e->ntag++] = shard_hash(t[i].b, t[i].len);
+        break;
+    case CLU_OP_BAN:
+    case CLU_OP_URL:
+        e->any = true;
+        break;
+    }
+    __atomic_store_n(&recent_seq, s, __ATOMIC_RELEASE);
+    AZ(pthread_mutex_unlock(&recent_mtx));
+}
+
+uint64_t
+clu_inval_seq(void)
+{
+    return (__atomic_load_n(&recent_seq, __ATOMIC_ACQUIRE));
+}
+
+bool
+clu_inval_since(uint64_t seq, const char *key, size_t keylen, const struct txt *tags,
+                unsigned ntags)
+{
+    uint64_t now = clu_inval_seq(), kh = key != NULL ? shard_hash(key, keylen) : 0;
+    bool hit = false;
+
+    if (now == seq)
+        return (false);
+    if (now - seq >= CLU_RECENT)
+        return (true);
+    AZ(pthread_mutex_lock(&recent_mtx));
+    for (uint64_t s = seq + 1; s <= now && !hit; s++) {
+        const struct recent *e = &recent[s % CLU_RECENT];
+        hit = e->seq != s || e->any || (key != NULL && e->ntag == 0 && e->key == kh);
+        for (unsigned i = 0; i < e->ntag && !hit; i++)
+            for (unsigned j = 0; j < ntags && !hit; j++)
+                hit = e->tag[i] == shard_hash(tags[j].b, tags[j].len);
+    }
+    AZ(pthread_mutex_unlock(&recent_mtx));
+    return (hit);
+}
+
+/*--------------------------------------------------------------------
  * A request-target on every host: a walk over the index.  A hash hook
  * may have appended pieces to the built-in key ("host NUL url"), each
  * after a NUL: the target still ends at a NUL or at the key's end.
@@ -213,6 +299,8 @@ clu_op_apply(const struct clu_op *op, struct sb *err)
     char *expr;
     int rv;
 
+    /* Before the cache changes: a fetch under way then is not kept. */
+    clu_inval_note(op->kind, op->arg, op->arglen);
     switch (op->kind) {
     case CLU_OP_KEY:
         return ((long)hsh_purge_key(op->arg, op->arglen, op->soft));

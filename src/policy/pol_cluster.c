@@ -20,6 +20,10 @@
  *   failed(name)       a fetch from that member failed: the next member
  *                      on the ring takes its keys for a few seconds
  *   local_ttl()        seconds a copy from a member may be kept here
+ *   invalidated(beresp) in backend_response: an invalidation applied here
+ *                      since route() sent the fetch may concern its object
+ *                      (the answer may be what it removed: not to be kept)
+ *   forget(req)        in log: then remove what that fetch stored
  *   ban(expr)          ban here and on every member: ok, report
  *   ready()            this node caught up and is not draining
  *   info()             { name, self, origin, local_ttl, peers = { name = addr } }
@@ -31,12 +35,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <lauxlib.h>
 
 #include "surogat/clu.h"
 #include "surogat/defs.h"
 #include "surogat/dir.h"
+#include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/log.h"
 #include "surogat/req.h"
@@ -45,6 +51,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/ws.h"
+#include "surogat/xkey.h"
 
 #include "pol_priv.h"
 
@@ -107,6 +114,33 @@ verdict_set(lua_State *L, struct pol_wrk *pw, const char *v)
     else
         lua_pushnil(L);
     lua_setfield(L, -2, "cluster");
+    lua_pop(L, 1);
+}
+
+static void
+flag_set(lua_State *L, struct pol_wrk *pw, const char *name)
+{
+    if (pw->ctx_ref == LUA_NOREF) {
+        lua_newtable(L);
+        pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+    lua_pushboolean(L, true);
+    lua_setfield(L, -2, name);
+    lua_pop(L, 1);
+}
+
+/* req.ctx.cluster_seq: clu_inval_seq() as the fetch starts. */
+static void
+seq_set(lua_State *L, struct pol_wrk *pw)
+{
+    if (pw->ctx_ref == LUA_NOREF) {
+        lua_newtable(L);
+        pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+    lua_pushinteger(L, (lua_Integer)clu_inval_seq());
+    lua_setfield(L, -2, "cluster_seq");
     lua_pop(L, 1);
 }
 
@@ -262,6 +296,7 @@ l_route(lua_State *L)
             sb_init(&sb, via, sizeof via);
             clu_via(c, &sb);
             bereq_add(L, req, "Via", via);
+            seq_set(L, pw);
             STAT_INC(cluster_fwd);
             lua_pushstring(L, clu_member_name(c, m));
             lua_pushliteral(L, "peer");
@@ -278,9 +313,116 @@ l_route(lua_State *L)
         }
     }
     req->dir = origin;
+    seq_set(L, pw);
     push_dir_name(L, origin);
     lua_pushstring(L, why);
     return (2);
+}
+
+#define TAGS_MAX 64 /* the response's tags looked at; past them, any tag purge concerns it */
+
+/*
+ * invalidated(beresp), in backend_response: whether an invalidation
+ * applied here since route() sent this fetch may concern its object (the
+ * same key, a surrogate key of beresp in common, a ban): its answer may
+ * be what the invalidation removed, read before the invalidation got
+ * there, and must not be kept.
+ */
+static int
+l_invalidated(lua_State *L)
+{
+    struct req *req = in_hook(L, POL_H_BACKEND_RESPONSE, "invalidated");
+    struct pol_wrk *pw = pol__wrk(L);
+    struct txt tags[TAGS_MAX];
+    unsigned ntags = 0;
+    uint64_t seq = 0;
+    bool known = false, overflow = false;
+    int t;
+
+    (void)cluster_of(L, "invalidated");
+    luaL_checkany(L, 1);
+    if (pw->ctx_ref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+        if (lua_getfield(L, -1, "cluster_seq") == LUA_TNUMBER) {
+            seq = (uint64_t)lua_tointeger(L, -1);
+            known = true;
+        }
+        lua_pop(L, 2);
+    }
+    if (!known || seq == clu_inval_seq()) {
+        lua_pushboolean(L, false);
+        return (1);
+    }
+    /*
+     * for name, value in beresp.http:each(): the tags of its Surrogate-Key
+     * and xkey fields, the values kept in a table so that they live while
+     * they are compared.
+     */
+    lua_newtable(L);
+    t = lua_gettop(L);
+    lua_getfield(L, 1, "http");
+    lua_getfield(L, -1, "each");
+    lua_insert(L, -2);
+    lua_call(L, 1, 1);
+    for (;;) {
+        size_t nl, vl;
+        const char *n, *v;
+        lua_pushvalue(L, -1);
+        lua_call(L, 0, 2);
+        if (lua_isnil(L, -2)) {
+            lua_pop(L, 2);
+            break;
+        }
+        n = lua_tolstring(L, -2, &nl);
+        v = lua_tolstring(L, -1, &vl);
+        if ((nl == 13 && strncasecmp(n, "Surrogate-Key", 13) == 0) ||
+            (nl == 4 && strncasecmp(n, "xkey", 4) == 0)) {
+            if (ntags == TAGS_MAX)
+                overflow = true;
+            else
+                ntags += xkey_split(v, vl, true, tags + ntags, TAGS_MAX - ntags);
+            lua_rawseti(L, t, (lua_Integer)lua_rawlen(L, t) + 1); /* keeps v */
+            lua_pop(L, 1);
+        } else {
+            lua_pop(L, 2);
+        }
+    }
+    lua_pop(L, 1);
+    if (overflow) {
+        lua_pushboolean(L, true); /* more tags than looked at: any surrogate-key purge may be one */
+        return (1);
+    }
+    if (!clu_inval_since(seq, req->lookup_key, req->lookup_keylen, tags, ntags)) {
+        lua_pushboolean(L, false);
+        return (1);
+    }
+    flag_set(L, pw, "cluster_forget");
+    lua_pushboolean(L, true);
+    return (1);
+}
+
+/*
+ * forget(req), in log: when invalidated() said so, remove the object the
+ * fetch stored, now that it is done.  A freshness under a second does
+ * not do: ages are whole seconds, so a lookup in the same second would
+ * still find it fresh; and not storing it at all would leave a
+ * hit-for-miss marker, which sends the next requests past the owner.
+ */
+static int
+l_forget(lua_State *L)
+{
+    struct req *req = in_hook(L, POL_H_LOG, "forget");
+    struct pol_wrk *pw = pol__wrk(L);
+    bool forget = false;
+
+    if (pw->ctx_ref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+        forget = lua_getfield(L, -1, "cluster_forget") == LUA_TBOOLEAN && lua_toboolean(L, -1);
+        lua_pop(L, 2);
+    }
+    if (forget && req->lookup_key != NULL)
+        (void)hsh_purge_key(req->lookup_key, req->lookup_keylen, false);
+    return (0);
 }
 
 static int
@@ -381,9 +523,17 @@ void
 pol__cluster_open(lua_State *L)
 {
     static const luaL_Reg lib[] = {
-        { "recv", l_recv },     { "route", l_route },         { "is_peer", l_is_peer },
-        { "failed", l_failed }, { "local_ttl", l_local_ttl }, { "ready", l_ready },
-        { "ban", l_ban },       { "info", l_info },           { NULL, NULL },
+        { "recv", l_recv },
+        { "route", l_route },
+        { "is_peer", l_is_peer },
+        { "failed", l_failed },
+        { "local_ttl", l_local_ttl },
+        { "ready", l_ready },
+        { "ban", l_ban },
+        { "info", l_info },
+        { "invalidated", l_invalidated },
+        { "forget", l_forget },
+        { NULL, NULL },
     };
 
     luaL_checktype(L, -1, LUA_TTABLE);

@@ -273,11 +273,14 @@ req_purge(struct req *req)
     sb_init(&report, rbuf, CLU_MEMBERS_MAX * 256);
     nack = -1;
     tags = purge_tags(req, &len);
+    /* Each noted before the cache changes: a fetch under way then is not kept (clu.h). */
     if (tags != NULL) {
+        clu_inval_note(CLU_OP_TAGS, tags, len);
         n = xkey_purge(tags, len, soft == 1);
         STAT_INC(purges_tag);
         nack = cluster_fanout(CLU_OP_TAGS, soft == 1, tags, len, n, &report);
     } else if (len == 0 && (key = purge_key(req, &len)) != NULL) {
+        clu_inval_note(CLU_OP_KEY, key, len);
         n = hsh_purge_key(key, len, soft == 1);
         STAT_INC(purges);
         nack = cluster_fanout(CLU_OP_KEY, soft == 1, key, len, n, &report);

@@ -55,8 +55,8 @@ cluster "fleet" {
     probe = %s,
 }
 local cluster = require "cluster"
-recv, backend_response, backend_error, synth =
-    cluster.recv, cluster.backend_response, cluster.backend_error, cluster.synth
+recv, backend_response, backend_error, synth, log =
+    cluster.recv, cluster.backend_response, cluster.backend_error, cluster.synth, cluster.log
 function backend_fetch(bereq)
     bereq.http["X-Fetched-By"] = server.identity
     cluster.backend_fetch(bereq)
@@ -387,6 +387,32 @@ def test_purges_and_bans_reach_every_node(origin, fleet):
         assert origin.hits(u) == 2, (u, fetched_by(origin, u))
     for sg in nodes:
         assert sg.stat("cluster_inval_queued") == 0
+
+
+def test_a_purge_during_a_fetch_is_not_undone(origin, fleet):
+    """A purge acknowledged while a node's fetch (from the owner, or the
+    owner's from the origin) is under way: the answer that comes after it
+    may be the old object, and is not kept anywhere."""
+    versioned(origin)
+    nodes = fleet().start_all()
+    for i in range(6):
+        u = "/race/%d" % i
+        old = origin.route(u, body=b"old", headers={"Cache-Control": "max-age=300"},
+                           hold_head=True)
+        got = {}
+        t = threading.Thread(target=lambda: got.update(r=httpc.fetch(nodes[0].port, "GET", u,
+                                                                      timeout=20)))
+        t.start()
+        assert old.held.wait(10)
+        origin.route(u, body=b"new", headers={"Cache-Control": "max-age=300"})
+        r = httpc.fetch(nodes[1].port, "PURGE", u)
+        assert r.status == 200, r.body
+        old.release.set()
+        t.join(20)
+        assert got["r"].status == 200 and got["r"].body == b"old"  # it was under way
+        for sg in nodes:
+            r = get(sg.port, u)
+            assert r.body == b"new", (u, sg.port, fetched_by(origin, u), str(r.headers))
 
 
 def test_soft_purge_reaches_every_node(origin, fleet):

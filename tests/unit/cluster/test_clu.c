@@ -356,6 +356,37 @@ START_TEST(op_line)
 }
 END_TEST
 
+START_TEST(recent_invalidations)
+{
+    uint64_t s0 = clu_inval_seq(), s1, s2;
+    struct txt mine[2] = { TXT_LIT("t1"), TXT_LIT("t9") }, other = TXT_LIT("t5");
+
+    ck_assert(!clu_inval_since(s0, "h\0/a", 4, mine, 2));
+    clu_inval_note(CLU_OP_KEY, "h\0/a", 4);
+    ck_assert(clu_inval_since(s0, "h\0/a", 4, NULL, 0));
+    ck_assert(!clu_inval_since(s0, "h\0/b", 4, NULL, 0));
+    s1 = clu_inval_seq();
+    ck_assert_uint_eq(s1, s0 + 1);
+    /* A tag in common, or not. */
+    clu_inval_note(CLU_OP_TAGS, "t7 t9", 5);
+    ck_assert(clu_inval_since(s1, "h\0/b", 4, mine, 2));
+    ck_assert(!clu_inval_since(s1, "h\0/b", 4, &other, 1));
+    ck_assert(!clu_inval_since(s1, "h\0/a", 4, NULL, 0)); /* the key purge came before s1 */
+    /* A ban, a URL on every host: any object. */
+    s2 = clu_inval_seq();
+    clu_inval_note(CLU_OP_BAN, "req.url ~ ^/x", 13);
+    ck_assert(clu_inval_since(s2, "h\0/b", 4, NULL, 0));
+    /* More than remembered since: any object. */
+    s2 = clu_inval_seq();
+    for (unsigned i = 0; i < CLU_RECENT; i++)
+        clu_inval_note(CLU_OP_KEY, "h\0/zz", 5);
+    ck_assert(clu_inval_since(s2, "h\0/b", 4, NULL, 0));
+    s2 = clu_inval_seq();
+    clu_inval_note(CLU_OP_KEY, "h\0/zz", 5);
+    ck_assert(!clu_inval_since(s2, "h\0/b", 4, NULL, 0));
+}
+END_TEST
+
 START_TEST(journal)
 {
     struct clu_op op1, op2;
@@ -466,6 +497,7 @@ clu_suite(void)
     tcase_add_test(tc, hop_by_address);
     tcase_add_test(tc, via_mark);
     tcase_add_test(tc, op_line);
+    tcase_add_test(tc, recent_invalidations);
     tcase_add_test(tc, journal);
     tcase_add_test(tc, serve_message);
     suite_add_tcase(s, tc);
