@@ -53,8 +53,10 @@
 
 #include "surogat/ban.h"
 #include "surogat/defs.h"
+#include "surogat/fsu.h"
 #include "surogat/hsh.h"
 #include "surogat/log.h"
+#include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
@@ -199,18 +201,6 @@ pct_encode(struct sb *out, const char *s)
     }
 }
 
-static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return (c - '0');
-    if (c >= 'A' && c <= 'F')
-        return (c - 'A' + 10);
-    if (c >= 'a' && c <= 'f')
-        return (c - 'a' + 10);
-    return (-1);
-}
-
 /* In place; -1 on a bad escape. */
 static int
 pct_decode(char *s)
@@ -222,9 +212,9 @@ pct_decode(char *s)
             *w++ = *s;
             continue;
         }
-        if (hexval(s[1]) < 0 || hexval(s[2]) < 0)
+        if (num_hexdigit(s[1]) < 0 || num_hexdigit(s[2]) < 0)
             return (-1);
-        *w++ = (char)(hexval(s[1]) * 16 + hexval(s[2]));
+        *w++ = (char)(num_hexdigit(s[1]) * 16 + num_hexdigit(s[2]));
         s += 2;
     }
     *w = '\0';
@@ -254,75 +244,49 @@ pst_expire(double now)
     pst_n = k;
 }
 
+/* fsu_fill_f: the live entries, a line each. */
 static int
-write_all(int fd, const char *p, size_t len)
+pst_fill(int fd, void *priv)
 {
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return (-1);
-        p += n;
-        len -= (size_t)n;
-    }
-    return (0);
-}
-
-/*
- * Under pst_mtx: write the live entries to path.tmp, sync, rename over
- * the file and reopen it for appending.  -1 with errno (the old file and
- * descriptor stay).
- */
-static int
-pst_rewrite(void)
-{
-    char tmp[4096 + 8], *dir, *slash;
-    int fd, dfd, e;
-
-    snprintf(tmp, sizeof tmp, "%s.tmp", pst_path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return (-1);
+    (void)priv;
     for (unsigned i = 0; i < pst_n; i++) {
         char line[8192];
         struct sb sb;
         sb_init(&sb, line, sizeof line);
         pst_line(&sb, &pst[i]);
-        if (!sb_ok(&sb))
-            continue; /* cannot happen: expressions are at most 4 KB, tripled at worst */
-        if (write_all(fd, line, sb.len) != 0)
-            goto fail;
+        /* Always fits: expressions are at most 4 KB, tripled at worst. */
+        if (sb_ok(&sb) && fsu_write_all(fd, line, sb.len) != 0)
+            return (-1);
     }
-    if (fsync(fd) != 0 || rename(tmp, pst_path) != 0)
-        goto fail;
-    /* The rename is durable once the directory is synced. */
-    dir = strdup(pst_path);
-    AN(dir);
-    slash = strrchr(dir, '/');
-    if (slash != NULL)
-        slash[slash == dir ? 1 : 0] = '\0';
-    dfd = open(slash != NULL ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        (void)close(dfd);
-    }
-    AZ(close(fd));
-    fd = open(pst_path, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0)
+    return (0);
+}
+
+/* Under pst_mtx: the file anew, with the live entries only.  -1 with errno. */
+static int
+pst_rewrite(void)
+{
+    if (fsu_replace(pst_path, pst_fill, NULL, &pst_fd) != 0)
         return (-1);
-    if (pst_fd >= 0)
-        (void)close(pst_fd);
-    pst_fd = fd;
     pst_lines = pst_n;
     return (0);
-fail:
-    e = errno;
-    (void)close(fd);
-    (void)unlink(tmp);
-    errno = e;
-    return (-1);
+}
+
+/* Under pst_mtx: one more entry in the list. */
+static void
+pst_push(double t, double expires, const char *text)
+{
+    struct pst_ent *e;
+
+    if (pst_n == pst_cap) {
+        pst_cap = pst_cap > 0 ? 2 * pst_cap : 64;
+        pst = realloc(pst, pst_cap * sizeof *pst);
+        AN(pst);
+    }
+    e = &pst[pst_n++];
+    e->t = t;
+    e->expires = expires;
+    e->text = strdup(text);
+    AN(e->text);
 }
 
 /* Record a ban being added: appended and synced, or logged when the file fails. */
@@ -331,7 +295,6 @@ pst_add(const char *text, double t)
 {
     char line[8192];
     struct sb sb;
-    struct pst_ent *e;
 
     AZ(pthread_mutex_lock(&pst_mtx));
     if (pst_fd < 0) {
@@ -339,22 +302,14 @@ pst_add(const char *text, double t)
         return;
     }
     pst_expire(tim_real());
-    if (pst_n == pst_cap) {
-        pst_cap = pst_cap > 0 ? 2 * pst_cap : 64;
-        pst = realloc(pst, pst_cap * sizeof *pst);
-        AN(pst);
-    }
-    e = &pst[pst_n++];
-    e->t = t;
-    e->expires = t + par.ban_persist;
-    e->text = strdup(text);
-    AN(e->text);
+    pst_push(t, t + par.ban_persist, text);
     sb_init(&sb, line, sizeof line);
-    pst_line(&sb, e);
+    pst_line(&sb, &pst[pst_n - 1]);
     if (pst_lines > 2 * pst_n + 64) {
         if (pst_rewrite() != 0)
             log_msg(LOG_ERR, "ban: cannot rewrite %s: %s", pst_path, strerror(errno));
-    } else if (!sb_ok(&sb) || write_all(pst_fd, line, sb.len) != 0 || fdatasync(pst_fd) != 0) {
+    } else if (!sb_ok(&sb) || fsu_write_all(pst_fd, line, sb.len) != 0 ||
+               fdatasync(pst_fd) != 0) {
         STAT_INC(bans_persist_fail);
         log_msg(LOG_ERR, "ban: cannot persist to %s: %s: the ban holds until a restart only",
                 pst_path, strerror(errno));
@@ -373,7 +328,6 @@ pst_replay(char *line, double now, unsigned lineno)
     char *end, *text, ebuf[256];
     double t, expires;
     struct sb err;
-    struct pst_ent *e;
 
     t = strtod(line, &end);
     if (end == line || *end != ' ')
@@ -388,16 +342,7 @@ pst_replay(char *line, double now, unsigned lineno)
         log_msg(LOG_WARNING, "ban: %s:%u: %s: skipped", pst_path, lineno, ebuf);
         return (-1);
     }
-    if (pst_n == pst_cap) {
-        pst_cap = pst_cap > 0 ? 2 * pst_cap : 64;
-        pst = realloc(pst, pst_cap * sizeof *pst);
-        AN(pst);
-    }
-    e = &pst[pst_n++];
-    e->t = t;
-    e->expires = expires;
-    e->text = strdup(text);
-    AN(e->text);
+    pst_push(t, expires, text);
     return (1);
 }
 

@@ -46,6 +46,7 @@
 #include "surogat/be.h"
 #include "surogat/clu.h"
 #include "surogat/defs.h"
+#include "surogat/fsu.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
@@ -205,21 +206,6 @@ delivered(struct jent *e, const char *name)
  * The file.
  */
 
-static int
-write_all(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return (-1);
-        p += n;
-        len -= (size_t)n;
-    }
-    return (0);
-}
-
 /* Under jnl_mtx: append one record, synced.  A failure is logged, counted, and only costs a
  * restart's memory. */
 static void record(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -245,7 +231,7 @@ record(const char *fmt, ...)
         (void)vsnprintf(buf, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
-    if (write_all(jfd, buf, (size_t)n) != 0 || fdatasync(jfd) != 0) {
+    if (fsu_write_all(jfd, buf, (size_t)n) != 0 || fdatasync(jfd) != 0) {
         STAT_INC(cluster_journal_fail);
         log_msg(LOG_ERR, "cluster: cannot write %s: %s", JNL_PATH, strerror(errno));
     } else {
@@ -270,51 +256,46 @@ op_line(const struct clu_op *op)
     return (buf);
 }
 
-/* Under jnl_mtx: write the live records to the file anew (temporary file, sync, rename). */
+/* fsu_fill_f, under jnl_mtx: the live records. */
+static int
+jnl_fill(int fd, void *priv)
+{
+    char cov[64];
+
+    (void)priv;
+    snprintf(cov, sizeof cov, "C %.6f\n", jcovered);
+    if (fsu_write_all(fd, cov, strlen(cov)) != 0)
+        return (-1);
+    for (struct jent *e = jhead; e != NULL; e = e->next) {
+        char *l = op_line(&e->op);
+        int rv = fsu_write_all(fd, "E ", 2) == 0 && fsu_write_all(fd, l, strlen(l)) == 0 &&
+                         fsu_write_all(fd, "\n", 1) == 0
+                     ? 0
+                     : -1;
+        free(l);
+        if (rv != 0)
+            return (-1);
+        for (unsigned i = 0; i < e->nowed; i++) {
+            char o[CLU_ID_LEN + CLU_NAME_MAX + 8];
+            snprintf(o, sizeof o, "O %s %s\n", e->op.id, e->owed[i]);
+            if (fsu_write_all(fd, o, strlen(o)) != 0)
+                return (-1);
+        }
+    }
+    return (0);
+}
+
+/* Under jnl_mtx: the file anew, live records only.  -1 with errno. */
 static int
 rewrite(void)
 {
-    int fd, dfd;
-    bool ok = true;
-    char cov[64];
+    unsigned n = 1;
 
-    fd = open(JNL_PATH ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
+    if (fsu_replace(JNL_PATH, jnl_fill, NULL, &jfd) != 0)
         return (-1);
-    snprintf(cov, sizeof cov, "C %.6f\n", jcovered);
-    ok = write_all(fd, cov, strlen(cov)) == 0;
-    jlines = 1;
-    for (struct jent *e = jhead; ok && e != NULL; e = e->next) {
-        char *l = op_line(&e->op);
-        ok = write_all(fd, "E ", 2) == 0 && write_all(fd, l, strlen(l)) == 0 &&
-             write_all(fd, "\n", 1) == 0;
-        free(l);
-        jlines++;
-        for (unsigned i = 0; ok && i < e->nowed; i++) {
-            char o[CLU_ID_LEN + CLU_NAME_MAX + 8];
-            snprintf(o, sizeof o, "O %s %s\n", e->op.id, e->owed[i]);
-            ok = write_all(fd, o, strlen(o)) == 0;
-            jlines++;
-        }
-    }
-    if (!ok || fsync(fd) != 0 || rename(JNL_PATH ".tmp", JNL_PATH) != 0) {
-        int e = errno;
-        (void)close(fd);
-        (void)unlink(JNL_PATH ".tmp");
-        errno = e;
-        return (-1);
-    }
-    if ((dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-        (void)fsync(dfd);
-        (void)close(dfd);
-    }
-    AZ(close(fd));
-    fd = open(JNL_PATH, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0)
-        return (-1);
-    if (jfd >= 0)
-        (void)close(jfd);
-    jfd = fd;
+    for (struct jent *e = jhead; e != NULL; e = e->next)
+        n += 1 + e->nowed;
+    jlines = n;
     return (0);
 }
 

@@ -24,6 +24,7 @@
 #include "surogat/defs.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
+#include "surogat/num.h"
 #include "surogat/sb.h"
 #include "surogat/shard.h"
 #include "surogat/stat.h"
@@ -81,18 +82,6 @@ clu_op_print(const struct clu_op *op, struct sb *out)
     }
 }
 
-static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return (c - '0');
-    if (c >= 'A' && c <= 'F')
-        return (c - 'A' + 10);
-    if (c >= 'a' && c <= 'f')
-        return (c - 'a' + 10);
-    return (-1);
-}
-
 int
 clu_op_parse(char *buf, struct clu_op *op)
 {
@@ -130,9 +119,9 @@ clu_op_parse(char *buf, struct clu_op *op)
             *w++ = *p;
             continue;
         }
-        if (hexval(p[1]) < 0 || hexval(p[2]) < 0)
+        if (num_hexdigit(p[1]) < 0 || num_hexdigit(p[2]) < 0)
             return (-1);
-        *w++ = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+        *w++ = (char)(num_hexdigit(p[1]) * 16 + num_hexdigit(p[2]));
         p += 2;
     }
     op->arg = f[4];

@@ -84,64 +84,51 @@ txt_is(const struct txt *t, const char *s)
     return (t->len == strlen(s) && memcmp(t->b, s, t->len) == 0);
 }
 
-/* req.ctx.cluster: the verdict of recv, or NULL (a client, or no recv: a background fetch). */
+/*
+ * What this module keeps in req.ctx: cluster (recv's verdict),
+ * cluster_seq (clu_inval_seq() as the fetch started), cluster_forget
+ * (invalidated() said so).  _set() pops the value on top of the stack
+ * into field `name`, making the table if there is none yet; _get()
+ * pushes the field (nil without a table) and returns its type.
+ */
+static void
+ctx_set(lua_State *L, struct pol_wrk *pw, const char *name)
+{
+    if (pw->ctx_ref == LUA_NOREF) {
+        lua_newtable(L);
+        pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+    lua_insert(L, -2);
+    lua_setfield(L, -2, name);
+    lua_pop(L, 1);
+}
+
+static int
+ctx_get(lua_State *L, struct pol_wrk *pw, const char *name)
+{
+    if (pw->ctx_ref == LUA_NOREF) {
+        lua_pushnil(L);
+        return (LUA_TNIL);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
+    lua_getfield(L, -1, name);
+    lua_remove(L, -2);
+    return (lua_type(L, -1));
+}
+
+/* recv's verdict, or NULL (a client, or no recv on this state: a background fetch). */
 static const char *
 verdict_get(lua_State *L, struct pol_wrk *pw, char *buf, size_t len)
 {
     const char *v = NULL;
 
-    if (pw->ctx_ref == LUA_NOREF)
-        return (NULL);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-    if (lua_getfield(L, -1, "cluster") == LUA_TSTRING) {
+    if (ctx_get(L, pw, "cluster") == LUA_TSTRING) {
         snprintf(buf, len, "%s", lua_tostring(L, -1));
         v = buf;
     }
-    lua_pop(L, 2);
+    lua_pop(L, 1);
     return (v);
-}
-
-static void
-verdict_set(lua_State *L, struct pol_wrk *pw, const char *v)
-{
-    if (pw->ctx_ref == LUA_NOREF) {
-        lua_newtable(L);
-        pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-    if (v != NULL)
-        lua_pushstring(L, v);
-    else
-        lua_pushnil(L);
-    lua_setfield(L, -2, "cluster");
-    lua_pop(L, 1);
-}
-
-static void
-flag_set(lua_State *L, struct pol_wrk *pw, const char *name)
-{
-    if (pw->ctx_ref == LUA_NOREF) {
-        lua_newtable(L);
-        pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-    lua_pushboolean(L, true);
-    lua_setfield(L, -2, name);
-    lua_pop(L, 1);
-}
-
-/* req.ctx.cluster_seq: clu_inval_seq() as the fetch starts. */
-static void
-seq_set(lua_State *L, struct pol_wrk *pw)
-{
-    if (pw->ctx_ref == LUA_NOREF) {
-        lua_newtable(L);
-        pw->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-    lua_pushinteger(L, (lua_Integer)clu_inval_seq());
-    lua_setfield(L, -2, "cluster_seq");
-    lua_pop(L, 1);
 }
 
 /*
@@ -222,7 +209,11 @@ l_recv(lua_State *L)
         req->hash_ignore_busy = true;
         self_loop_warn(c);
     }
-    verdict_set(L, pw, v);
+    if (v != NULL)
+        lua_pushstring(L, v);
+    else
+        lua_pushnil(L);
+    ctx_set(L, pw, "cluster");
     lua_pushnil(L);
     if (v != NULL)
         lua_pushstring(L, v);
@@ -296,7 +287,8 @@ l_route(lua_State *L)
             sb_init(&sb, via, sizeof via);
             clu_via(c, &sb);
             bereq_add(L, req, "Via", via);
-            seq_set(L, pw);
+            lua_pushinteger(L, (lua_Integer)clu_inval_seq());
+            ctx_set(L, pw, "cluster_seq");
             STAT_INC(cluster_fwd);
             lua_pushstring(L, clu_member_name(c, m));
             lua_pushliteral(L, "peer");
@@ -313,7 +305,8 @@ l_route(lua_State *L)
         }
     }
     req->dir = origin;
-    seq_set(L, pw);
+    lua_pushinteger(L, (lua_Integer)clu_inval_seq());
+    ctx_set(L, pw, "cluster_seq");
     push_dir_name(L, origin);
     lua_pushstring(L, why);
     return (2);
@@ -341,14 +334,11 @@ l_invalidated(lua_State *L)
 
     (void)cluster_of(L, "invalidated");
     luaL_checkany(L, 1);
-    if (pw->ctx_ref != LUA_NOREF) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-        if (lua_getfield(L, -1, "cluster_seq") == LUA_TNUMBER) {
-            seq = (uint64_t)lua_tointeger(L, -1);
-            known = true;
-        }
-        lua_pop(L, 2);
+    if (ctx_get(L, pw, "cluster_seq") == LUA_TNUMBER) {
+        seq = (uint64_t)lua_tointeger(L, -1);
+        known = true;
     }
+    lua_pop(L, 1);
     if (!known || seq == clu_inval_seq()) {
         lua_pushboolean(L, false);
         return (1);
@@ -396,7 +386,8 @@ l_invalidated(lua_State *L)
         lua_pushboolean(L, false);
         return (1);
     }
-    flag_set(L, pw, "cluster_forget");
+    lua_pushboolean(L, true);
+    ctx_set(L, pw, "cluster_forget");
     lua_pushboolean(L, true);
     return (1);
 }
@@ -415,11 +406,8 @@ l_forget(lua_State *L)
     struct pol_wrk *pw = pol__wrk(L);
     bool forget = false;
 
-    if (pw->ctx_ref != LUA_NOREF) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-        forget = lua_getfield(L, -1, "cluster_forget") == LUA_TBOOLEAN && lua_toboolean(L, -1);
-        lua_pop(L, 2);
-    }
+    forget = ctx_get(L, pw, "cluster_forget") == LUA_TBOOLEAN && lua_toboolean(L, -1);
+    lua_pop(L, 1);
     if (forget && req->lookup_key != NULL)
         (void)hsh_purge_key(req->lookup_key, req->lookup_keylen, false);
     return (0);

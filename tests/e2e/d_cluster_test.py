@@ -35,7 +35,7 @@ import pytest
 import httpc
 from conftest import (REPO, ROOT_OK, SUROGATD, STOP_TIMEOUT, Surogat, free_port, listening,
                       need_binaries, run_surogatd, wait_until)
-from d_shard_test import HAPROXY, haproxy, haproxy_cmd  # noqa: F401 (the fixture)
+from d_shard_test import HAPROXY, haproxy, haproxy_cmd, server_status  # noqa: F401 (fixture)
 
 SECRET = "fleet-secret-for-tests"
 PROBE = "{ interval = 0.2, timeout = 0.5, window = 3, threshold = 2 }"
@@ -253,17 +253,6 @@ def haproxy_cluster_conf(front, nodes, sock):
         text, n = re.subn(r"server node%d \S+" % i, "server node%d 127.0.0.1:%d" % (i, port), text)
         assert n == 1, "no server node%d line in etc/haproxy-cluster.cfg" % i
     return text
-
-
-def server_status(sock):
-    out = {}
-    lines = haproxy_cmd(sock, "show stat").splitlines()
-    cols = lines[0].lstrip("# ").split(",")
-    for line in lines[1:]:
-        fl = dict(zip(cols, line.split(",")))
-        if fl.get("pxname") == "surogat" and fl.get("svname", "").startswith("node"):
-            out[fl["svname"]] = fl["status"]
-    return out
 
 
 def backend_requests(sock):
