@@ -107,7 +107,7 @@ START_TEST(declaration_checks)
 {
     struct clu_member_conf m[2] = { { "a", "127.0.0.1:9", NULL }, { "a", "127.0.0.1:19", NULL } };
     struct clu_conf c;
-    struct clu *cl;
+    struct clu *cl, *again;
 
     m[0].be = be[0];
     m[1].be = be[1];
@@ -141,9 +141,11 @@ START_TEST(declaration_checks)
     ck_assert_uint_eq(clu_self_index(cl), 1);
     ck_assert(clu_is_peer(cl, "node1") && !clu_is_peer(cl, "node2") && !clu_is_peer(cl, "x"));
     ck_assert_int_eq(clu_member_find(cl, "node3"), 2);
-    ck_assert_ptr_eq(clu_ref(cl), cl);
-    clu_unref(&cl);
-    ck_assert_ptr_null(cl);
+    again = clu_ref(cl);
+    ck_assert_ptr_eq(again, cl);
+    clu_unref(&again);
+    ck_assert_ptr_null(again);
+    clu_unref(&cl); /* the last reference: freed (LeakSanitizer would say otherwise) */
 }
 END_TEST
 
