@@ -138,6 +138,18 @@ enum clu_route {
 enum clu_route clu_route(const struct clu *c, const char *key, size_t keylen, unsigned *member);
 /* A fetch from member i failed: it owns nothing for a few seconds, until its probe decides. */
 void clu_failed(const struct clu *c, unsigned i);
+/*
+ * Count one more fetch of a cache key from its owner, and say how many
+ * this node made lately (a count-min sketch, halved every CLU_HOT_PERIOD
+ * seconds and every 10 * CLU_HOT_WIDTH counts; racy by design, as the
+ * cache's TinyLFU).  A node keeps a copy only of a key it asks for again
+ * so soon (CLU_HOT_ASKS): copies of the others' cold keys would evict the
+ * keys it owns, which the whole fleet asks it for.  Any thread.
+ */
+#define CLU_HOT_WIDTH  16384
+#define CLU_HOT_PERIOD 10
+#define CLU_HOT_ASKS   3
+unsigned clu_hot_touch(const char *key, size_t keylen);
 
 /* ---- the hop header ---- */
 

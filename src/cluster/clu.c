@@ -373,6 +373,47 @@ clu_failed(const struct clu *c, unsigned i)
     __atomic_store(&c->m[i].t_failed, &now, __ATOMIC_RELAXED);
 }
 
+/* The sketch of clu_hot_touch(): 4 rows of saturating 8-bit counters. */
+static uint8_t hot[4][CLU_HOT_WIDTH];
+static uint64_t hot_adds; /* atomic */
+static int64_t hot_halved; /* atomic: tim_mono() seconds of the last halving */
+
+/* Whether CLU_HOT_PERIOD passed since the last halving; true for one caller only. */
+static bool
+period_over(void)
+{
+    int64_t now = (int64_t)tim_mono(), last = __atomic_load_n(&hot_halved, __ATOMIC_RELAXED);
+
+    return (now - last >= CLU_HOT_PERIOD &&
+            __atomic_compare_exchange_n(&hot_halved, &last, now, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+}
+
+unsigned
+clu_hot_touch(const char *key, size_t keylen)
+{
+    uint64_t h = shard_hash(key, keylen);
+    unsigned est = UINT8_MAX;
+
+    _Static_assert((CLU_HOT_WIDTH & (CLU_HOT_WIDTH - 1)) == 0, "a power of two");
+    for (unsigned r = 0; r < 4; r++) {
+        uint8_t *ctr = &hot[r][shard_hash_end(h + r * 0x9e3779b97f4a7c15ULL) & (CLU_HOT_WIDTH - 1)];
+        uint8_t v = __atomic_load_n(ctr, __ATOMIC_RELAXED);
+        if (v < UINT8_MAX)
+            __atomic_store_n(ctr, ++v, __ATOMIC_RELAXED);
+        est = SRG_MIN(est, v);
+    }
+    if (__atomic_add_fetch(&hot_adds, 1, __ATOMIC_RELAXED) % (10 * CLU_HOT_WIDTH) == 0 ||
+        period_over()) {
+        /* Halved: what was asked for a while ago fades. */
+        for (unsigned r = 0; r < 4; r++)
+            for (unsigned i = 0; i < CLU_HOT_WIDTH; i++)
+                __atomic_store_n(&hot[r][i], __atomic_load_n(&hot[r][i], __ATOMIC_RELAXED) / 2,
+                                 __ATOMIC_RELAXED);
+    }
+    return (est);
+}
+
 /*--------------------------------------------------------------------
  * The hop header.
  */

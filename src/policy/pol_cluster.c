@@ -246,6 +246,28 @@ bereq_add(lua_State *L, struct req *req, const char *name, const char *val)
         (void)luaL_error(L, "surogat.cluster.route: too many header fields (http_max_hdr)");
 }
 
+/*
+ * The request's no-store that route() adds to keep a cold key's answer
+ * out of this node's cache: for this fetch from a member only, never for
+ * the member itself, nor for a retry that fetches here.
+ */
+#define NOSTORE "no-store, surogat-cluster-cold"
+
+static void
+unset_nostore(struct http *hp)
+{
+    unsigned k = 0;
+
+    for (unsigned i = 0; i < hp->nhdr; i++) {
+        const struct http_hdr *h = &hp->hdr[i];
+        if (http_name_eq(&h->name, "Cache-Control") && h->val.len == strlen(NOSTORE) &&
+            memcmp(h->val.b, NOSTORE, h->val.len) == 0)
+            continue;
+        hp->hdr[k++] = *h;
+    }
+    hp->nhdr = k;
+}
+
 static int
 l_route(lua_State *L)
 {
@@ -261,6 +283,14 @@ l_route(lua_State *L)
     bool self;
 
     AN(req->bereq);
+    if (ctx_get(L, pw, "cluster_nostore") != LUA_TNIL) {
+        /* A retry: decided again below, maybe to fetch (and store) here. */
+        unset_nostore(req->http);
+        unset_nostore(req->bereq);
+        lua_pushnil(L);
+        ctx_set(L, pw, "cluster_nostore");
+    }
+    lua_pop(L, 1);
     v = verdict_get(L, pw, vbuf, sizeof vbuf);
     if (v == NULL && req->sp == NULL) /* a background refresh: its recv ran on another state */
         v = judge(c, req->http, NULL, &self);
@@ -281,6 +311,19 @@ l_route(lua_State *L)
         case CLU_R_PEER:
             req->dir = pol__decl_find(cfg, clu_member_name(c, m));
             AN(req->dir);
+            /*
+             * A key this node seldom asks for: its answer is not stored
+             * here (RFC 9111's no-store in the request: nor is a
+             * hit-for-miss marker left, which would send the next
+             * requests to the origin), so that copies of the others'
+             * keys do not evict the keys this node owns.
+             */
+            if (clu_hot_touch(req->lookup_key, req->lookup_keylen) < CLU_HOT_ASKS &&
+                http_add(req->http, TXT_LIT("Cache-Control"), TXT_LIT(NOSTORE)) == 0) {
+                lua_pushboolean(L, true);
+                ctx_set(L, pw, "cluster_nostore");
+                STAT_INC(cluster_fwd_cold);
+            }
             clu_hop_make(c, &req->bereq->method, http_value(req->bereq, "Host"), &req->bereq->url,
                          NULL, 0, tim_real(), hop, sizeof hop);
             bereq_add(L, req, CLU_HOP_HEADER, hop);

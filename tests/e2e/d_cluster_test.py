@@ -40,6 +40,7 @@ from d_shard_test import HAPROXY, haproxy, haproxy_cmd, server_status  # noqa: F
 SECRET = "fleet-secret-for-tests"
 PROBE = "{ interval = 0.2, timeout = 0.5, window = 3, threshold = 2 }"
 CLU_PATH = "/.well-known/surogat-cluster"
+CLU_HOT_ASKS = 3  # clu.h: a node keeps a copy of a key it asked its owner for this often lately
 
 
 def cluster_policy(origin_port, ports, local_ttl="60s", rampup="1s", secret=SECRET,
@@ -207,12 +208,26 @@ def test_each_object_once_whichever_node_is_asked(origin, fleet):
     assert all(s["cluster_fwd"] >= 30 for s in st), [s["cluster_fwd"] for s in st]
     # Each origin fetch is one owner's (asked first) or one of a forwarded request.
     assert sum(s["cluster_owner"] + s["cluster_crossed"] for s in st) == 90
-    # Asked again: hits everywhere (the others' copies are local for local_ttl).
+    # Asked again: from the owner's cache; a node keeps no copy of a key it
+    # asked for once (cold: copies would evict what it owns) ...
     for u in urls[:30]:
-        for sg in nodes:
+        owner = fetched_by(origin, u)[0]
+        for sg, name in zip(nodes, f.names):
             r = get(sg.port, u)
-            assert last_cache_status(r).startswith("surogat; hit"), (u, r.headers)
+            cs = r.headers_all("Cache-Status")
+            if name == owner:
+                assert cs[-1].startswith("surogat; hit"), (u, name, cs)
+            else:
+                assert cs[-2].startswith("surogat; hit") and "stored" not in cs[-1], (u, name, cs)
+    # ... until it asks for it again soon (hot): then it keeps one for local_ttl.
+    u = urls[0]
+    owner = fetched_by(origin, u)[0]
+    other = nodes[(f.names.index(owner) + 1) % 3]
+    for _ in range(CLU_HOT_ASKS):
+        get(other.port, u)
+    assert last_cache_status(get(other.port, u)).startswith("surogat; hit")
     assert origin.hits() == 90
+    assert other.stat("cluster_fwd_cold") >= 30
 
 
 def test_three_nodes_asked_at_once_fetch_once(origin, fleet):
@@ -306,10 +321,13 @@ def test_round_robin_in_front_each_object_once(origin, fleet, haproxy, tmp_path)
 # -- (b) invalidations reach every node -----------------------------------------
 
 def fill_everywhere(nodes, urls, want=b"v1"):
+    """Each URL asked on each node until every node holds a copy (hot)."""
     for u in urls:
         for sg in nodes:
-            r = get(sg.port, u)
-            assert r.body.endswith(want), (u, sg.port, r.body)
+            for _ in range(CLU_HOT_ASKS + 1):
+                r = get(sg.port, u)
+                assert r.body.endswith(want), (u, sg.port, r.body)
+            assert last_cache_status(get(sg.port, u)).startswith("surogat; hit"), (u, sg.port)
 
 
 def served_everywhere(nodes, u):

@@ -137,6 +137,8 @@ STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an objec
 STAT(bans_persist_fail, COUNTER, "Bans that could not be written to the bans file of the -n "
      "directory (ban_persist): they hold until the next restart only; each is logged.")
 STAT(cluster_fwd, COUNTER, "Fetches a cluster member sent to the member owning the key.")
+STAT(cluster_fwd_cold, COUNTER, "Of those, the fetches of a key this node asks for seldom, "
+     "whose answer it does not keep (CLU_HOT_ASKS).")
 STAT(cluster_owner, COUNTER, "Fetches a cluster member made from the origin as the key's owner.")
 STAT(cluster_crossed, COUNTER, "Fetches from the origin for requests that came from another "
      "member (a valid hop header, or the cluster's Via mark): never sent on to a member.")
