@@ -94,8 +94,9 @@ struct clu_conf {
     unsigned nmember; /* 1 .. CLU_MEMBERS_MAX */
     /* The backend or director this node fetches from itself; NULL: the request's own route. */
     const char *origin;
-    double local_ttl; /* seconds a copy got from another member is kept, at most; 0: not kept */
-    double rampup;    /* seconds, for the ring (shard.h) */
+    double local_ttl;   /* seconds a copy got from another member is kept, at most; 0: not kept */
+    unsigned local_hot; /* ... of a key fetched from its owner this often lately; 0: the default */
+    double rampup;      /* seconds, for the ring (shard.h) */
     const unsigned char *secret; /* NULL: hop headers believed from the members' addresses */
     size_t secretlen;            /* at most CLU_SECRET_MAX */
 };
@@ -142,13 +143,15 @@ void clu_failed(const struct clu *c, unsigned i);
  * Count one more fetch of a cache key from its owner, and say how many
  * this node made lately (a count-min sketch, halved every CLU_HOT_PERIOD
  * seconds and every 10 * CLU_HOT_WIDTH counts; racy by design, as the
- * cache's TinyLFU).  A node keeps a copy only of a key it asks for again
- * so soon (CLU_HOT_ASKS): copies of the others' cold keys would evict the
- * keys it owns, which the whole fleet asks it for.  Any thread.
+ * cache's TinyLFU).  A node keeps a copy only of a key it asks for that
+ * often (clu_local_hot(): hot): copies of the others' cooler keys would
+ * evict the keys it owns, which the whole fleet asks it for, and a key
+ * its store then refuses goes to the origin.  Any thread.
  */
-#define CLU_HOT_WIDTH  16384
-#define CLU_HOT_PERIOD 10
-#define CLU_HOT_ASKS   3
+#define CLU_HOT_WIDTH   16384
+#define CLU_HOT_PERIOD  10
+#define CLU_HOT_DEFAULT 16
+unsigned clu_local_hot(const struct clu *c);
 unsigned clu_hot_touch(const char *key, size_t keylen);
 
 /* ---- the hop header ---- */

@@ -57,6 +57,7 @@ struct clu {
     char *name;
     char *origin;
     double local_ttl;
+    unsigned local_hot;
     unsigned self;
     struct clu_member *m;
     unsigned n;
@@ -171,6 +172,7 @@ clu_new(const struct clu_conf *cf, struct sb *err)
     AN(c->name);
     c->origin = cf->origin != NULL ? strdup(cf->origin) : NULL;
     c->local_ttl = cf->local_ttl;
+    c->local_hot = cf->local_hot > 0 ? cf->local_hot : CLU_HOT_DEFAULT;
     c->self = UINT32_MAX;
     c->m = calloc(cf->nmember, sizeof *c->m);
     AN(c->m);
@@ -282,6 +284,13 @@ clu_local_ttl(const struct clu *c)
 }
 
 unsigned
+clu_local_hot(const struct clu *c)
+{
+    OBJ_CHECK(c, CLU_MAGIC);
+    return (c->local_hot);
+}
+
+unsigned
 clu_nmember(const struct clu *c)
 {
     OBJ_CHECK(c, CLU_MAGIC);
@@ -375,7 +384,7 @@ clu_failed(const struct clu *c, unsigned i)
 
 /* The sketch of clu_hot_touch(): 4 rows of saturating 8-bit counters. */
 static uint8_t hot[4][CLU_HOT_WIDTH];
-static uint64_t hot_adds; /* atomic */
+static uint64_t hot_adds;  /* atomic */
 static int64_t hot_halved; /* atomic: tim_mono() seconds of the last halving */
 
 /* Whether CLU_HOT_PERIOD passed since the last halving; true for one caller only. */

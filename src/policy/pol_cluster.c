@@ -318,7 +318,7 @@ l_route(lua_State *L)
              * requests to the origin), so that copies of the others'
              * keys do not evict the keys this node owns.
              */
-            if (clu_hot_touch(req->lookup_key, req->lookup_keylen) < CLU_HOT_ASKS &&
+            if (clu_hot_touch(req->lookup_key, req->lookup_keylen) < clu_local_hot(c) &&
                 http_add(req->http, TXT_LIT("Cache-Control"), TXT_LIT(NOSTORE)) == 0) {
                 lua_pushboolean(L, true);
                 ctx_set(L, pw, "cluster_nostore");

@@ -753,6 +753,7 @@ build_cluster(struct decl *d, int idx, struct pol_cfg *cfg)
         "self",
         "origin",
         "local_ttl",
+        "local_hot",
         "rampup",
         "secret",
         "secret_file",
@@ -838,6 +839,7 @@ build_cluster(struct decl *d, int idx, struct pol_cfg *cfg)
     if ((dur = field_str(d, idx, "local_ttl")) != NULL &&
         (num_duration(dur, &cc.local_ttl) != 0 || cc.local_ttl < 0.1))
         (void)decl_fail(d, "local_ttl must be a duration of at least 100ms (\"5s\")");
+    cc.local_hot = (unsigned)field_num(d, idx, "local_hot", CLU_HOT_DEFAULT, 1, 255);
     cc.rampup = 30;
     if ((dur = field_str(d, idx, "rampup")) != NULL && num_duration(dur, &cc.rampup) != 0)
         (void)decl_fail(d, "rampup must be a duration (\"30s\")");

@@ -40,7 +40,7 @@ from d_shard_test import HAPROXY, haproxy, haproxy_cmd, server_status  # noqa: F
 SECRET = "fleet-secret-for-tests"
 PROBE = "{ interval = 0.2, timeout = 0.5, window = 3, threshold = 2 }"
 CLU_PATH = "/.well-known/surogat-cluster"
-CLU_HOT_ASKS = 3  # clu.h: a node keeps a copy of a key it asked its owner for this often lately
+LOCAL_HOT = 3  # a node keeps a copy of a key it asked its owner for this often lately
 
 
 def cluster_policy(origin_port, ports, local_ttl="60s", rampup="1s", secret=SECRET,
@@ -52,7 +52,7 @@ def cluster_policy(origin_port, ports, local_ttl="60s", rampup="1s", secret=SECR
 backend "origin" { host = "127.0.0.1", port = %d }
 cluster "fleet" {
     peers = { %s },
-    origin = "origin", local_ttl = "%s", rampup = "%s", %s
+    origin = "origin", local_ttl = "%s", local_hot = %d, rampup = "%s", %s
     probe = %s,
 }
 local cluster = require "cluster"
@@ -66,7 +66,7 @@ function deliver(req, resp)
     resp.http["X-Node"] = server.identity
 end
 %s
-""" % (origin_port, peers, local_ttl, rampup, sec, PROBE, extra)
+""" % (origin_port, peers, local_ttl, LOCAL_HOT, rampup, sec, PROBE, extra)
 
 
 class Fleet:
@@ -223,7 +223,7 @@ def test_each_object_once_whichever_node_is_asked(origin, fleet):
     u = urls[0]
     owner = fetched_by(origin, u)[0]
     other = nodes[(f.names.index(owner) + 1) % 3]
-    for _ in range(CLU_HOT_ASKS):
+    for _ in range(LOCAL_HOT):
         get(other.port, u)
     assert last_cache_status(get(other.port, u)).startswith("surogat; hit")
     assert origin.hits() == 90
@@ -324,7 +324,7 @@ def fill_everywhere(nodes, urls, want=b"v1"):
     """Each URL asked on each node until every node holds a copy (hot)."""
     for u in urls:
         for sg in nodes:
-            for _ in range(CLU_HOT_ASKS + 1):
+            for _ in range(LOCAL_HOT + 1):
                 r = get(sg.port, u)
                 assert r.body.endswith(want), (u, sg.port, r.body)
             assert last_cache_status(get(sg.port, u)).startswith("surogat; hit"), (u, sg.port)
@@ -659,6 +659,7 @@ def test_members_probe_ready_then_draining(origin, fleet):
     ('cluster "c" { peers = { n1 = "127.0.0.1:1" }, origin = "nope" }',
      'origin: no backend or director "nope"'),
     ('cluster "c" { peers = { n1 = "127.0.0.1:1" }, local_ttl = "0s" }', "local_ttl must be"),
+    ('cluster "c" { peers = { n1 = "127.0.0.1:1" }, local_hot = 0 }', "local_hot must be"),
     ('cluster "c" { peers = { n1 = "127.0.0.1:1" }, colour = 1 }', 'unknown field "colour"'),
     ('cluster "c" { peers = { n2 = "127.0.0.1:1" } }', '"n1"'),
     ('cluster "c" { peers = { n1 = "127.0.0.1:1" }, secret = "a", secret_file = "/x" }',
