@@ -52,13 +52,13 @@ def size_bytes(s):
     return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2)]
 
 
-def cluster_policy(origin_port, ports, local_ttl):
+def cluster_policy(origin_port, ports, local_ttl, local_hot):
     peers = ", ".join(f'node{i + 1} = "127.0.0.1:{p}"' for i, p in enumerate(ports))
     return f"""
 backend "origin" {{ host = "127.0.0.1", port = {origin_port} }}
 cluster "bench" {{
     peers = {{ {peers} }},
-    origin = "origin", local_ttl = "{local_ttl}", secret = "bench-secret",
+    origin = "origin", local_ttl = "{local_ttl}", local_hot = {local_hot}, secret = "bench-secret",
     probe = {{ interval = 0.5, timeout = 0.5, window = 3, threshold = 2 }},
 }}
 local cluster = require "cluster"
@@ -135,7 +135,7 @@ def run_fleet(args, workdir, kind, origin_port, table):
             if kind == "cluster":
                 pol = os.path.join(d, "site.lua")
                 with open(pol, "w") as f:
-                    f.write(cluster_policy(origin_port, ports, args.local_ttl))
+                    f.write(cluster_policy(origin_port, ports, args.local_ttl, args.local_hot))
                 extra = ["-f", pol, "-p", f"identity=node{i + 1}",
                          "-p", "policy_modules=cluster",
                          "-p", f"policy_module_path={os.path.join(REPO, 'vcl')}"]
@@ -187,7 +187,7 @@ def report(args, res):
                f"({args.objects * args.size / (1 << 20):.0f} MiB), node store {args.node_store}, "
                f"big store {big['stores'][0]}; wrk -t{args.wrk_threads} -c{args.conns}, "
                f"warm-up {args.warm_secs} s then {args.secs} s measured; cluster local_ttl "
-               f"{args.local_ttl}.")
+               f"{args.local_ttl}, local_hot {args.local_hot}.")
     out.append("")
     out.append("| fleet | origin requests, warm-up | origin requests, measured | client requests, "
                "measured | fleet hit ratio | req/s | p50 | p99 | errors |")
@@ -230,6 +230,7 @@ def parse_args():
     ap.add_argument("--zipf", type=float, default=0.8)
     ap.add_argument("--node-store", default="32m", help="one node's malloc store")
     ap.add_argument("--local-ttl", default="5s")
+    ap.add_argument("--local-hot", type=int, default=16)
     ap.add_argument("--conns", type=int, default=32)
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--warm-secs", type=int, default=30)
