@@ -32,7 +32,8 @@
 --                     member), a hop header not believed removed; BAN from
 --                     `cluster.purgers` bans here and on every member
 --   backend_fetch     a miss goes to the member owning its key, which
---                     answers from its cache or fetches once; the owner
+--                     answers from its cache or fetches once (a copy is
+--                     kept here only of a hot key, local_hot); the owner
 --                     itself, a request that crossed a member already, a
 --                     pass, or a fleet with no usable member go to the origin
 --   backend_response  a copy from another member is kept local_ttl at most;
