@@ -476,6 +476,42 @@ def test_a_node_down_gets_its_purge_before_it_serves_again(origin, fleet):
     assert origin.hits("/d/2") == 1
 
 
+def test_peer_list_reloaded_with_sighup(origin, fleet):
+    """Membership is the declaration: a third node joins when the file
+    lists it on every node and they reload."""
+    versioned(origin)
+    f = fleet()
+    two = cluster_policy(origin.port, f.ports[:2])
+    f.texts = [two, two, cluster_policy(origin.port, f.ports)]
+    n1, n2 = f.start(0), f.start(1)
+    urls = ["/m/%d" % i for i in range(60)]
+    for u in urls:
+        get(n1.port, u)
+    assert {fetched_by(origin, u)[0] for u in urls} == {"node1", "node2"}
+    # node3 starts with the three of them; the others reload the same file.
+    n3 = f.start(2)
+    for i, sg in ((0, n1), (1, n2)):
+        (f.tmp / ("%s.lua" % f.names[i])).write_text(f.texts[2])
+        before = sg.stat("policy_reload")
+        sg.signal(signal.SIGHUP)
+        wait_until(lambda: sg.stat("policy_reload") > before, 10, "%s to reload" % f.names[i])
+    f.wait_healthy()
+    time.sleep(1.2)  # node3 joined node1's and node2's rings by a reload: its rampup (1s)
+    more = ["/m2/%d" % i for i in range(90)]
+    for u in more:
+        get(n1.port, u)
+    owners = [fetched_by(origin, u)[0] for u in more]
+    assert set(owners) == {"node1", "node2", "node3"}, owners
+    # Each member, asked, agrees with node1 on the owner: one fetch each.
+    for u in more:
+        for sg in (n2, n3):
+            get(sg.port, u)
+    assert all(origin.hits(u) == 1 for u in more)
+    # And invalidations reach the newcomer.
+    r = httpc.fetch(n1.port, "PURGE", "/", headers={"Surrogate-Key": "none"})
+    assert set(report_lines(r.body)) == set(f.names), r.body
+
+
 # -- (c) a node killed, and back ---------------------------------------------------
 
 def test_killed_node_keys_move_and_come_back_warm(origin, fleet, haproxy, tmp_path):
