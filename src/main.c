@@ -681,7 +681,7 @@ main(int argc, char **argv)
     if (o.backend != NULL && o.backend[0] == '/') {
         /* A directory: the built-in static-file backend, set up by the sfb_* parameters. */
         o.sfb = sfb_new_params(o.backend, &err);
-        if (o.sfb == NULL || be_add_static("default", o.sfb, &err) != 0)
+        if (o.sfb == NULL || be_add_local("default", &sfb_be_ops, o.sfb, &err) != 0)
             die("-b %s", ebuf);
     } else if (o.backend != NULL && be_add("default", o.backend, &err) != 0) {
         die("-b %s", ebuf);

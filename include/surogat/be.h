@@ -16,11 +16,28 @@
 #include <stdint.h>
 
 #include "surogat/bcp.h"
+#include "surogat/stat.h"
 
 struct sb;
 struct bcp;
 struct bcp_tls;
-struct sfb;
+struct http;
+struct ws;
+struct sfb_resp;
+
+/*
+ * A backend's kind: how a request reaches it.  An HTTP backend (answer
+ * NULL) is fetched from over its connection pool.  A backend that answers
+ * in place -- the static-file backend, sfb_be_ops -- fills a response for
+ * the deliverer (struct sfb_resp: status, fields, a body from memory or a
+ * file) without any fetch, and done() releases it once sent.
+ */
+struct be_ops {
+    const char *kind; /* "http", "static" */
+    void (*answer)(void *priv, const struct http *req, struct ws *ws, struct sfb_resp *r);
+    void (*done)(void *priv, struct sfb_resp *r);
+};
+extern const struct be_ops be_http_ops;
 
 struct be_probe_conf {
     const char *url;            /* default "/" */
@@ -49,10 +66,12 @@ struct be_conf {
     bool tls, tls_noverify;
     const char *ca_file, *sni, *verify_host, *cert, *key;
     /*
-     * The built-in static-file backend: no address, no pool, no probe,
-     * always healthy unless set sick.  Stored, never dereferenced here.
+     * A backend that answers in place (ops->answer, with ops_priv): no
+     * address, no pool, no probe, always healthy unless set sick.  NULL:
+     * an HTTP backend.  ops_priv is stored, never dereferenced here.
      */
-    struct sfb *sfb;
+    const struct be_ops *ops;
+    void *ops_priv;
 };
 
 enum be_admin {
@@ -71,13 +90,14 @@ struct be {
     unsigned magic;
 #define BE_MAGIC 0x63e01b9a
     char *name;
-    char *host;          /* as configured: for the Host header; NULL for sfb */
-    char *port;          /* NULL for sfb */
-    char *hostport;      /* "host:port", "[v6]:port"; "localhost" for a Unix socket; NULL for sfb */
+    char *host;          /* as configured: for the Host header; NULL when it answers in place */
+    char *port;          /* NULL when it answers in place */
+    char *hostport;      /* "host:port", "[v6]:port"; "localhost" for a Unix socket; NULL when it answers in place */
     char *path;          /* a Unix socket, else NULL */
     unsigned proxy_protocol; /* PROXY header version sent on each connection, 0: none */
-    struct bcp *pool;    /* NULL for sfb */
-    struct sfb *sfb;     /* the static-file backend, or NULL */
+    struct bcp *pool;    /* NULL when it answers in place */
+    const struct be_ops *ops; /* never NULL: be_http_ops, or an in-place kind */
+    void *ops_priv;           /* the in-place kind's own (its struct sfb) */
     struct bcp_tls *tls; /* NULL: plain HTTP; freed with the backend */
     /* Negative: use the backend_* parameter of the same name. */
     double connect_timeout;
@@ -85,6 +105,7 @@ struct be {
     double between_bytes_timeout;
     unsigned weight;          /* >= 1 */
     unsigned max_connections; /* 0: backend_max_connections */
+    struct stat_be *stats;    /* its counters (tbl/be_stats.h); the pool counts into them */
     struct be_priv *priv;
 };
 
@@ -107,11 +128,17 @@ int be_add(const char *name, const char *hostport, struct sb *err);
  */
 struct be *be_default(void);
 /*
- * Add the static-file backend sfb as `name`, for the life of the process
- * (-b /DIR), the default backend if it is the first.  The sfb stays the
- * caller's: free it after be_fini().
+ * Add a backend that answers in place (ops, its priv) as `name`, for the
+ * life of the process (-b /DIR: the static files), the default backend if
+ * it is the first.  priv stays the caller's: free it after be_fini().
  */
-int be_add_static(const char *name, struct sfb *sfb, struct sb *err);
+int be_add_local(const char *name, const struct be_ops *ops, void *priv, struct sb *err);
+/* It answers in place: the deliverer sends be->ops->answer()'s response, nothing is fetched. */
+static inline bool
+be_local(const struct be *be)
+{
+    return (be->ops->answer != NULL);
+}
 
 /*
  * A referenced backend.  Reuses the live one with the same name and an
@@ -177,6 +204,35 @@ typedef void be_visit_f(const struct be *be, void *priv);
 void be_foreach(be_visit_f *fn, void *priv);
 /* The probe window of `be` as a bitmap (bit 0 the newest); 0 without a probe. */
 uint64_t be_probe_bits(const struct be *be);
+/*
+ * Counting what the pool cannot see (the status of an answer, a first
+ * byte deadline that passed between interim answers, no read timing
+ * out); bad responses are counted by bcp_refused().  Any thread,
+ * lock-free, one relaxed atomic add.  id is a COUNTER row of
+ * tbl/be_stats.h.
+ */
+void be_count(const struct be *be, enum stat_be_id id);
+void be_count_status(const struct be *be, unsigned status); /* its resp_Nxx row */
+/* Every row of tbl/be_stats.h into out[STAT_BE__N], the GAUGE rows read now.  Any thread. */
+void be_stats(const struct be *be, uint64_t *out);
+/* tim_real() when the health of be last changed, else when it was created. */
+double be_changed(const struct be *be);
+
+/* A live backend as its counters are shown (surogatctl stats, /metrics, the status page). */
+struct be_snap {
+    const struct be *be; /* valid until be_fini() */
+    const char *name;    /* be's own */
+    const char *addr;    /* "host:port", a Unix socket's path, or the kind ("static") */
+    uint64_t v[STAT_BE__N];
+    unsigned window; /* of the probe; 0 without one */
+    bool dup;        /* another live backend has this name (two programs declare it apart) */
+    char progs[128]; /* the programs declaring it, comma-separated; "": none (-b); see pol.h */
+};
+/*
+ * Every live backend, newest first, in a malloc'd array the caller
+ * frees; *n of them.  progs is left empty for pol_prog_label().
+ */
+struct be_snap *be_snapshot(unsigned *n);
 
 double be_connect_timeout(const struct be *be);
 double be_first_byte_timeout(const struct be *be);

@@ -17,6 +17,8 @@
 #define SUROGAT_DLV_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
 
 #include "surogat/http.h"
 
@@ -40,12 +42,54 @@ void dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd);
  */
 void dlv_stream(struct req *req, struct cobj *oc, double tmo);
 /*
- * Answer from the static-file backend sfb (sfb_answer()): its status and
- * fields through the deliver hook, its body from memory or with
- * sendfile(2).  Sets req->outcome STATIC.
+ * Answer from a backend that answers in place (be_local(be): the static
+ * files): its status and fields through the deliver hook, its body from
+ * memory or with sendfile(2).  Sets req->be_name, req->outcome STATIC.
  */
-struct sfb;
-void dlv_static(struct req *req, struct sfb *sfb);
+struct be;
+void dlv_local(struct req *req, struct be *be);
+/*
+ * Delivering a fetch to the client that asked (req_fetch.c joins the
+ * two): dlv_fetch_begin() plans the head from bo's response -- 304, 206 or
+ * 416 for a miss, which fetched the whole object; Cache-Status with fwd
+ * (NULL: a pass, "bypass") -- runs the deliver hook and gives the head to
+ * the transport; df->sink then takes the body from fetch_body() (df->body
+ * false: nothing of it goes to the client, who was answered in full at
+ * once -- the fetch goes on for the cache); dlv_fetch_end() ends the
+ * response as fetch_body() ended (0 complete, -1 the backend failed: a
+ * 502 if nothing went out yet, else a cut connection; -2 the client
+ * failed).  begin returns 0, or -1 when the request was answered
+ * otherwise (the hook's synth, a restart: req->restart) or the client
+ * failed.
+ */
+#include "surogat/fetch.h"
+struct cobj;
+struct dlv_reader;
+struct dlv_fetch {
+    struct req *req;
+    struct fetch_sink sink;
+    unsigned status;  /* the client's status */
+    bool body;        /* the body goes to the client */
+    bool range;       /* only bytes [first, last] of it (206) */
+    uint64_t first, last;
+    uint64_t off;     /* body bytes the sink was given */
+    struct iovec iov[64];
+    int niov;
+    /*
+     * A client that falls behind a miss's fetch (its socket full) stops
+     * being written to from the fetch: the fetch goes on at the backend's
+     * pace, for the cache and the requests streaming from it, and this
+     * client reads the rest back from the store as it can (dlv_fetch.c).
+     */
+    const struct busyobj *bo; /* a miss's, while its body is fetched; NULL for a pass */
+    struct cobj *oc;          /* once behind: the busy object it reads, referenced */
+    bool gunzip_store;        /* the client's body is the stored gzip body decoded */
+    uint64_t sent;            /* client body bytes given to the transport */
+    struct dlv_reader *lag;   /* fell behind: where it is in the store */
+};
+int dlv_fetch_begin(struct req *req, const struct busyobj *bo, const char *fwd,
+                    struct dlv_fetch *df);
+void dlv_fetch_end(struct dlv_fetch *df, int rv);
 /*
  * A page surogat answers on its own (a malformed request, a backend that
  * failed): status, its standard reason, msg (plain text, escaped here; NULL

@@ -1,43 +1,186 @@
 /*
- * fetch -- the backend transaction: send the request (streaming its body),
- * read the response head, and stream the response body to the client --
- * and to the cache, and through it to the requests waiting for the same
- * object.  A background refresh runs the same transaction with no client.
+ * fetch -- the backend side of a transaction, on a busy object (struct
+ * busyobj): the backend request, built once (fetch_bereq.c), the
+ * connection, the response head, and the body through its filters into
+ * the cache object being filled and to whoever takes the pieces.
  *
- * Failures become the right status: connect failure or a busy backend
- * 503, no response in time 504, a malformed one 502.  Once the response
- * head has gone to the client a backend failure can only abort the client
- * connection, which fetch does, so that no truncated response ever looks
- * complete.
+ * Fetch fills, it never delivers: it knows no client connection and no
+ * transport (it includes neither req.h nor sess.h).  What it needs of the
+ * request it runs for is copied into the busy object by its caller: the
+ * client's request head, the client's address, how to read the request
+ * body.  A background refresh fills one with no request behind it at all.
+ * Body pieces go to a sink (struct fetch_sink) the caller gives: the
+ * deliverer, for the client that asked; nothing, for a background fetch.
+ *
+ * Results are named (enum fetch_result); the caller decides what a
+ * failure means for its client (an error page, a stale copy, the policy's
+ * backend_error hook, a retry).  Runs on a worker and blocks on the
+ * backend, bounded by the backend's timeouts.
  */
 #ifndef SUROGAT_FETCH_H
 #define SUROGAT_FETCH_H
 
-struct req;
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "surogat/bcp.h"
+#include "surogat/h1.h"
+#include "surogat/hsh.h"
+#include "surogat/http.h"
+
 struct be;
 struct cobj;
+struct dir;
+struct gz;
+struct fetch_te;
+struct req;
+struct ws;
 
-/* Pass the request to `be` and deliver the answer.  Never fails: errors are answered. */
-void fetch_pass(struct req *req, struct be *be);
-struct hsh_stale;
+/* What a fetch does with gzip (fetch_gz.c). */
+enum fetch_gz {
+    FGZ_NONE,
+    FGZ_COMPRESS, /* compress the identity body: for the store, and for a client taking gzip */
+    FGZ_CHECK,    /* the backend sent gzip: check it, gunzip it for a client not taking gzip */
+    FGZ_GUNZIP,   /* the backend sent gzip and beresp.do_gunzip: store and send it decoded */
+};
+
+/* Backends one fetch may try in turn when connecting fails (failover). */
+#define FETCH_TRIED_MAX 8
+
+enum fetch_result {
+    FETCH_OK,          /* the response head is in (bo->beresp); fetch_body() gets the body */
+    FETCH_REVALIDATED, /* our stale copy still holds (a 304): bo->renewed is the renewed object */
+    FETCH_E_BUSY,      /* the backend is at max_connections: 503 */
+    FETCH_E_CONNECT,   /* no connection: 503 */
+    FETCH_E_SEND,      /* the request could not be sent: 503 */
+    FETCH_E_TIMEOUT,   /* no response head in time: 504 */
+    FETCH_E_BAD,       /* a response refused (malformed, ambiguous framing ...): 502 */
+    FETCH_E_CLIENT,    /* the client's request body failed: gone, slow, or bad framing */
+    FETCH_E_OVERFLOW,  /* the workspace ran out: 500 */
+    FETCH_E_POLICY,    /* backend_fetch or backend_response abandoned the fetch or failed: 503 */
+    FETCH_E_5XX,       /* the backend answered 500 to 504 and bo->stale_ok: the stale copy */
+    FETCH_RETRY,       /* backend_response said "retry": the caller may fetch again */
+    FETCH_FAILOVER,    /* connecting failed and bo->next_be, another healthy backend, may take it */
+};
+
+/* The status a failure answers, as the comments above say; 0 for the others. */
+unsigned fetch_result_status(enum fetch_result r);
+
 /*
- * A cache miss: fetch the full object for the busy *ocp (GET even for a
- * HEAD, without the client's conditional fields), deliver it while it is
- * stored, then publish it -- or abandon it when the response may not be
- * stored or the fetch fails.  With a stale object that has validators the
- * request is conditional, and a 304 renews the stale object instead; if
- * the backend fails and the stale object's stale-if-error window allows,
- * the stale object is served.  Takes the caller's references.
+ * Where a fetch's body pieces go, ready for the client that asked
+ * (encoded as bo->gz_client says).  A piece points into the fetch's
+ * buffers, valid until the next flush: flush() sends what was given.
+ * Both return 0, or -1 when the client failed -- then the fetch goes on
+ * for the cache if it stores the object (and for the requests streaming
+ * from it), and stops otherwise.
  */
-void fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
+struct fetch_sink {
+    int (*piece)(void *priv, const char *p, size_t len);
+    int (*flush)(void *priv);
+    void *priv;
+};
+
+/*
+ * A busy object: one backend transaction.  The caller fills the fields
+ * above the line before fetch_head(); the fetch owns those below it.
+ */
+struct busyobj {
+    unsigned magic;
+#define BUSYOBJ_MAGIC 0x3c90e5d7
+    /* -- set by the caller -- */
+    struct ws *ws;              /* where the fetch allocates (the request's workspace) */
+    char *rxbuf;                /* the backend receive buffer (the worker's) */
+    size_t rxsize;
+    const struct http *creq;    /* the client's request head (the policy's view of it) */
+    struct req *req;            /* opaque, for the policy's backend hooks; NULL: none */
+    char client_ip[INET6_ADDRSTRLEN]; /* X-Forwarded-For */
+    bool client_tls;            /* X-Forwarded-Proto: https */
+    bool client_gz;             /* the client takes gzip (fetch_gz.c) */
+    bool head_only;             /* the client asked HEAD: a pass sends HEAD, a miss GET */
+    enum h1_body body;          /* the request body's framing: H1_BODY_NONE, LENGTH, CHUNKED */
+    uint64_t clen;              /* its length, for H1_BODY_LENGTH */
+    /* The next piece of the request body, as tp_ops.body_next; NULL with no body. */
+    ssize_t (*body_next)(void *priv, const char **data);
+    void *body_priv;
+    bool *body_bad;             /* set by body_next's owner when the client's framing was bad */
+    const struct sess *sp;      /* the client connection, for PROXY headers to backends; NULL */
+    struct be *be;              /* where it goes */
+    const char **be_name;       /* told the backend's name when backend_fetch moves it; NULL */
+    struct dir *dir;            /* the director it came from: failover picks there; NULL */
+    struct be *const *tried;    /* backends that failed to connect already (skip them) */
+    unsigned ntried;
+    const char *key;            /* the cache key, for directors that hash it */
+    size_t keylen;
+    struct cobj *oc;            /* the busy object to fill (a miss or refresh), NULL for a pass */
+    struct hsh_stale stale;     /* a stale copy: to revalidate (borrowed from the caller) */
+    bool stale_ok;              /* it may stand in for a backend's 5xx (FETCH_E_5XX) */
+    bool bg;                    /* a background refresh: no client at all */
+    unsigned retries;           /* the policy's "retry"s so far (bereq.retries) */
+    /* -- the fetch's own -- */
+    bool miss;                  /* it fetches the whole object for the cache (GET, no conditions) */
+    struct http *bereq;         /* the backend request, as sent (for the backend hooks) */
+    struct http beresp[1];      /* the response head, parsed into rxbuf */
+    struct be *next_be;         /* FETCH_FAILOVER: the one to try next */
+    struct bcp_conn *conn;
+    size_t be_len;              /* bytes in rxbuf */
+    size_t be_pos;              /* first unconsumed byte in rxbuf */
+    enum h1_body rbody;         /* the response body's framing */
+    uint64_t rclen;             /* its length, for H1_BODY_LENGTH */
+    struct h1_framing frame;    /* the response's framing, from h1_resp_body() */
+    bool be_keepalive;          /* the backend allows reuse of the connection */
+    bool complete;              /* fetch_body() read the whole body: the connection may go back */
+    bool client_failed;         /* the sink failed; the fetch went on for the cache */
+    bool keep_for_readers;      /* over max_object_size with readers streaming: finish, do
+                                 * not publish */
+    uint64_t body_off;          /* body bytes received so far */
+    enum fetch_gz gz_want;      /* the plan, from the response head (fetch__gz_plan) */
+    struct gz *gz;              /* the filter of the plan, once the fetch knows it needs one */
+    bool gz_client;             /* the client gets the filter's output, not the backend's bytes */
+    int pol_gzip;               /* beresp.do_gzip: -1 not set, 0 never compress, 1 compress */
+    int pol_gunzip;             /* beresp.do_gunzip: 1 decode a gzip body */
+    bool hold;                  /* beresp.do_stream = false: deliver once stored, not while */
+    bool stored;                /* the response is being stored (bo->oc kept) */
+    struct fetch_te *te;        /* the transfer codings to undo (fetch_te.c), or NULL */
+    enum bcp_refuse why;        /* why the response was refused */
+    struct cobj *renewed;       /* FETCH_REVALIDATED: the renewed object, referenced */
+    double t_req;               /* tim_real() when the request went out */
+    double t_resp;              /* tim_real() when the response head arrived */
+};
+
+/* Zero bo and set its magic; the caller then fills its part. */
+void fetch_init(struct busyobj *bo);
+/*
+ * Build the backend request (the backend_fetch hook may edit it, or send
+ * it elsewhere: *dirp), connect, send it with the request body, read the
+ * response head, run backend_response and decide whether the object is
+ * stored.  A miss asks for the whole object (GET, no conditions, no
+ * Range); a stale copy with validators makes it a revalidation.
+ */
+enum fetch_result fetch_head(struct busyobj *bo, struct dir **dirp);
+/*
+ * The body, through its filters, into the object (when stored) and to
+ * sink (NULL: nobody takes it).  0 complete; -1 the backend failed (the
+ * object is not published); -2 the sink failed and nothing else wanted
+ * the rest.
+ */
+int fetch_body(struct busyobj *bo, const struct fetch_sink *sink);
+/*
+ * The end of a fetch: the connection recycled or closed, the filters
+ * freed, a busy object still held abandoned (waiters fetch again).
+ */
+void fetch_done(struct busyobj *bo);
 /*
  * Grace with nobody refreshing (HSH_GRACE): refresh the busy *ocp from
  * the stale copy stale->oc in a pool task (POOL_PRIO_BG, through the
- * bounded queue) while the caller delivers the stale copy.  Takes both
- * references.  When the queue is full the refresh is skipped and the
- * busy object abandoned (cache_bgfetch_skipped): a later request tries
- * again.  Never blocks on the backend.
+ * bounded queue), with the same fetch as a miss, for the request req
+ * (its head and client copied: the task outlives it).  Takes both
+ * references.  When the queue is full the refresh is skipped and the busy
+ * object abandoned (cache_bgfetch_skipped).  Never blocks on the backend.
  */
-void fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
+struct pool;
+void fetch_bg(const struct busyobj *from, struct pool *pp, struct cobj **ocp,
+              struct hsh_stale *stale);
 
 #endif

@@ -1,10 +1,13 @@
 /*
- * gz -- gzip for the cache, in the manner of Varnish's http_gzip_support:
- * the cache asks backends for gzip, stores a compressible body
- * compressed once, and gunzips on the fly for the rare client that does
- * not take gzip.  This module holds the streaming zlib filters and the
- * rules: what a client's Accept-Encoding allows, and which responses
- * are worth compressing.  It knows nothing of requests or objects.
+ * gz -- compression for the cache, in the manner of Varnish's
+ * http_gzip_support: the cache asks backends for gzip, stores a
+ * compressible body compressed once, and decodes on the fly for the rare
+ * client that does not take the stored coding.  This module holds the
+ * streaming filters (gzip, zlib and raw deflate over zlib, brotli, zstd),
+ * the rules -- what a client's Accept-Encoding allows and prefers, and
+ * which responses are worth compressing -- and the gzip stitcher that
+ * assembles an ESI page from compressed pieces.  It knows nothing of
+ * requests or objects.
  *
  * A filter belongs to one thread at a time; it allocates only when made
  * (zlib's state and one output buffer).
@@ -13,7 +16,7 @@
  * inflates to gigabytes -- a decompression bomb -- fails as GZ_E_BOMB
  * instead of costing CPU, bandwidth and the client's patience.  gz_new()
  * takes the bound from gunzip_max_ratio and gunzip_max_size, so every
- * gunzip path has it.
+ * decoding path has it, whatever the coding.
  */
 #ifndef SUROGAT_GZ_H
 #define SUROGAT_GZ_H
@@ -29,11 +32,22 @@ struct ws;
 struct gz; /* opaque */
 
 enum gz_kind {
-    GZ_ENCODE,  /* identity in, gzip out */
-    GZ_DECODE,  /* gzip in, identity out; the trailer's CRC-32 and length are checked */
-    GZ_INFLATE, /* zlib (RFC 1950) in, identity out, its Adler-32 checked: the deflate
-                 * transfer coding; one stream, nothing may follow it */
+    GZ_ENCODE,      /* identity in, gzip out */
+    GZ_DECODE,      /* gzip in, identity out; the trailer's CRC-32 and length are checked */
+    GZ_INFLATE,     /* zlib (RFC 1950) in, identity out, its Adler-32 checked: the deflate
+                     * transfer coding; one stream, nothing may follow it */
+    GZ_DECODE_RAW,  /* raw deflate (RFC 1951) in: segments cut by gz_cut(), one after the
+                     * other; never GZ_END by itself, the caller knows where they stop */
+    GZ_ENCODE_BR,   /* identity in, brotli (RFC 7932) out */
+    GZ_DECODE_BR,   /* brotli in, identity out; nothing may follow the stream */
+    GZ_ENCODE_ZSTD, /* identity in, zstd (RFC 8878) out, with the frame checksum */
+    GZ_DECODE_ZSTD, /* zstd in, identity out; frames may follow each other; a window
+                     * over 8 MiB is refused (RFC 9659) */
 };
+
+/* Levels when the one given is out of the codec's range. */
+#define GZ_BR_LEVEL_DEFAULT   5
+#define GZ_ZSTD_LEVEL_DEFAULT 6
 
 enum gz_flush {
     GZ_FLUSH_NONE,   /* zlib may hold output back for better compression */
@@ -57,9 +71,11 @@ enum gz_status {
 typedef int gz_out_f(void *priv, const char *p, size_t len);
 
 /*
- * level: 1 (fast) .. 9 (small), ignored for the decoders.  Never NULL.  A
- * decoder is bounded by gunzip_max_size and gunzip_max_ratio as they are
- * now (gz_limit).
+ * level: gzip 1 (fast) .. 9 (small), brotli 0 .. 11, zstd 1 .. 19 (past
+ * 19 zstd's window outgrows the 8 MiB of RFC 9659); out of range: the
+ * codec's default; ignored for the decoders.  Never NULL.  A decoder is
+ * bounded by gunzip_max_size and gunzip_max_ratio as they are now
+ * (gz_limit).
  */
 struct gz *gz_new(enum gz_kind kind, int level);
 void gz_free(struct gz **zp); /* *zp = NULL; NULL is fine */
@@ -87,6 +103,49 @@ enum gz_status gz_feed(struct gz *z, const void *in, size_t len, enum gz_flush f
                        void *priv);
 uint64_t gz_bytes_in(const struct gz *z);  /* input consumed so far */
 uint64_t gz_bytes_out(const struct gz *z); /* output produced so far */
+
+/*
+ * One segment of a gzip stream cut by gz_cut(): its deflate bytes are
+ * [zoff, zoff + zlen) of the stream, begin with an empty dictionary and
+ * end on a byte boundary without the last-block bit, so they may follow
+ * any other such bytes; they decode to len bytes of CRC-32 crc.
+ */
+struct gz_seg {
+    uint64_t zoff, zlen;
+    uint64_t len;
+    uint32_t crc;
+};
+/*
+ * GZ_ENCODE: end the current segment here (a zlib full flush, all output
+ * handed out) and describe it in *seg; the next input begins the next
+ * one.  The first segment starts after the 10-byte header, the last one
+ * is cut before GZ_FLUSH_FINISH, which adds only the final empty block
+ * and the trailer.  A segment may be empty (len 0, zlen 0 or 5).
+ */
+enum gz_status gz_cut(struct gz *z, gz_out_f *out, void *priv, struct gz_seg *seg);
+
+/*
+ * Where the deflate data of a single-member gzip stream lies, in bits
+ * from its first byte: it starts at `start` (after the header), its last
+ * block begins at `last` (the BFINAL bit) and ends at `stop`, padded to
+ * a byte, then the 8-byte trailer.  crc and len are the member's.  Enough
+ * for gz_stitch_member() to splice the member into another stream
+ * without decoding it.
+ */
+struct gz_bits {
+    uint64_t start, last, stop;
+    uint32_t crc;
+    uint64_t len;
+};
+/*
+ * Before any input: record gz_bits while decoding (GZ_DECODE, with
+ * inflate stopping at each block: no measurable cost) or encoding
+ * (GZ_ENCODE: the stream ends with a sync flush and the empty last
+ * block, 5 bytes more).
+ */
+void gz_track(struct gz *z);
+/* After GZ_END of a tracked filter: the bits; false if there was more than one member. */
+bool gz_bits(const struct gz *z, struct gz_bits *b);
 
 /*
  * Whether an Accept-Encoding field value lets us send gzip (RFC 9110
@@ -117,6 +176,110 @@ bool gz_is_gzip(const struct http *resp);
 /* Whether a Content-Encoding value is gzip (or x-gzip), and nothing else. */
 bool gz_coding_is_gzip(const struct txt *v);
 
+/* ---- codings and negotiation ---- */
+
+/* The content codings the cache can store, send and make. */
+enum gz_coding { GZ_C_IDENTITY, GZ_C_GZIP, GZ_C_BR, GZ_C_ZSTD, GZ_C__N };
+#define GZ_SET(c) (1u << (c)) /* a set of codings is a mask of these bits */
+/* "identity", "gzip", "br", "zstd": the Content-Encoding token. */
+const char *gz_coding_name(enum gz_coding c);
+/* The encoder and decoder kinds of a coding other than identity. */
+enum gz_kind gz_coding_encoder(enum gz_coding c);
+enum gz_kind gz_coding_decoder(enum gz_coding c);
+/* The level configured for coding c: gzip_level, brotli_level, zstd_level. */
+int gz_coding_level(enum gz_coding c);
+/* The coding a Content-Encoding value names (x-gzip is gzip); -1 for any other. */
+int gz_coding_of(const struct txt *v);
+/*
+ * A list of codings such as compress_formats ("br,zstd,gzip", commas or
+ * spaces) in out[], best first, at most GZ_C__N; identity is not a
+ * format.  -1 with a message in err for an unknown name or a repeat.
+ */
+int gz_formats(const char *list, enum gz_coding *out, unsigned *n, struct sb *err);
+
+/*
+ * A request's Accept-Encoding (RFC 9110 12.5.3), parsed once: weights in
+ * thousandths, -1 where not mentioned.  Fill it with gz_ae_init() and
+ * gz_ae_add() for each field value, or gz_ae_req().
+ */
+struct gz_ae {
+    bool present;   /* the request had the field at all */
+    int q[GZ_C__N]; /* gzip is gzip or x-gzip, the better weight */
+    int star;       /* `*`: any coding not named */
+};
+void gz_ae_init(struct gz_ae *ae);
+void gz_ae_add(struct gz_ae *ae, const char *v, size_t len);
+void gz_ae_req(struct gz_ae *ae, const struct http *req);
+/* The client's weight for c (thousandths, 0: refused); identity is acceptable unless refused. */
+int gz_ae_weight(const struct gz_ae *ae, enum gz_coding c);
+
+/*
+ * What to send a client: the coding `send`, made from the stored coding
+ * `from` -- the same (no work), or, when the client accepts none of the
+ * stored codings, a transcode: a decoder from `from`, and an encoder to
+ * `send` unless send is identity.
+ */
+struct gz_pick {
+    enum gz_coding send;
+    enum gz_coding from;
+};
+/*
+ * Pure.  stored: the codings available (a GZ_SET mask, not empty); pref,
+ * npref: the server's order among codings for ties (compress_formats),
+ * those not in it coming after, identity last.  The stored coding the
+ * client weighs highest wins, unless it weighs identity higher still;
+ * failing any, identity decoded from the stored coding quickest to
+ * decode (zstd, br, gzip); if identity is
+ * refused too, the coding the client weighs highest among pref, made
+ * from that; if the client accepts nothing we can make, identity all the
+ * same (RFC 9110 12.5.3 allows it).  A request without the field gets
+ * identity, as every cache and server sends such clients.
+ */
+struct gz_pick gz_negotiate(const struct gz_ae *ae, unsigned stored, const enum gz_coding *pref,
+                            unsigned npref);
+
+/* ---- stitching gzip (ESI) ---- */
+
+/*
+ * A gzip stream assembled from pieces without decoding them: segments
+ * cut by gz_cut() (their deflate bytes as they are), whole gzip members
+ * with their gz_bits (last-block bit cleared, end padded to a byte), and
+ * identity bytes (wrapped in stored blocks, no compression, as Varnish
+ * does for an uncompressed fragment).  The header, the last block and the
+ * trailer (CRC-32 combined from the pieces', length summed) are the
+ * stitcher's.  The caller owns the struct (a workspace or the stack);
+ * functions return 0, or -1 when out() failed or a member's bytes do not
+ * match its bits, after which the stream is unusable.
+ */
+struct gz_stitch {
+    unsigned magic;
+#define GZ_STITCH_MAGIC 0x3a71c9e4
+    gz_out_f *out;
+    void *priv;
+    uint32_t crc;
+    uint64_t len;  /* identity bytes so far */
+    uint64_t zout; /* bytes handed out */
+    bool failed;
+    /* The member being spliced. */
+    struct gz_bits mb;
+    uint64_t moff;
+    bool in_member;
+};
+/* Begin a stream: the 10-byte gzip header goes out. */
+int gz_stitch_begin(struct gz_stitch *s, gz_out_f *out, void *priv);
+/* Bytes of cut segments, in order, in pieces of any size. */
+int gz_stitch_deflate(struct gz_stitch *s, const void *p, size_t n);
+/* The segments given whole since: they decode to len bytes of CRC-32 crc. */
+void gz_stitch_account(struct gz_stitch *s, uint32_t crc, uint64_t len);
+/* Identity bytes, as stored blocks. */
+int gz_stitch_identity(struct gz_stitch *s, const void *p, size_t n);
+/* A whole gzip member described by b, fed from its first byte in pieces of any size. */
+int gz_stitch_member_begin(struct gz_stitch *s, const struct gz_bits *b);
+int gz_stitch_member(struct gz_stitch *s, const void *p, size_t n);
+int gz_stitch_member_end(struct gz_stitch *s); /* -1 if fewer bytes came than b said */
+/* The last block and the trailer. */
+int gz_stitch_end(struct gz_stitch *s);
+
 /* What the cache did to a body, for gz_head(). */
 enum gz_head {
     GZ_HEAD_VARY,    /* nothing (it was gzip already): only Vary changes */
@@ -132,5 +295,14 @@ enum gz_head {
  * for two more fields in h; -1 when ws runs out.
  */
 int gz_head(struct http *h, struct ws *ws, enum gz_head what);
+/*
+ * The same for any coding: the head of a body sent as `send`
+ * (Content-Encoding set, or removed for identity), whose stored head said
+ * `from`.  For send == from only Vary changes.  Otherwise Content-Length
+ * goes and a strong ETag becomes weak, with "-br" or "-zstd" inside its
+ * quotes for those codings, so that each coding has its own validator
+ * (gzip's stays as gz_head() makes it, for objects stored before).
+ */
+int gz_head_coding(struct http *h, struct ws *ws, enum gz_coding from, enum gz_coding send);
 
 #endif

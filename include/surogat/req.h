@@ -10,11 +10,13 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include "surogat/http.h"
 #include "surogat/h1.h"
 
+struct req_state;
 struct sess;
 struct tp_ops;
 struct wrk;
@@ -41,6 +43,14 @@ struct req {
     struct ws *ws;            /* the request's arena */
     const struct tp_ops *tp;  /* its transport: the only way to its client */
     void *tp_priv;            /* the transport's, for this request's response */
+    /*
+     * Its client, as the backend is told (X-Forwarded-For and -Proto): set
+     * once the client behind trusted_proxies is known (req_serve()); a
+     * background refresh's copy of the request that caused it.
+     */
+    char client_ip[INET6_ADDRSTRLEN];
+    bool client_tls;
+    bool bg;             /* a background refresh: there is no client to answer */
     /* req: the parsed request; points into wrk->rx */
     struct http http[1];
     enum h1_body body;   /* how the request body is framed */
@@ -69,6 +79,8 @@ struct req {
     double t_end;        /* tim_mono() when the response ended */
     uint64_t pol_id;     /* pol: names this request's req.ctx; 0 until a hook runs */
     uint32_t hooks;      /* pol: bit (1 << hook) for each policy hook run, for the logs */
+    const void *pol_carry;  /* pol_park(): its policy state while it waits, in ws; or NULL */
+    size_t pol_carry_len;
     /* policy controls */
     struct http *bereq;  /* fetch: the backend request as sent, for the backend hooks */
     struct dir *dir;     /* pol: where the request goes (req.backend, routes); NULL: -b's */
@@ -78,6 +90,7 @@ struct req {
     unsigned retries;    /* fetch: backend attempts after the first */
     bool bereq_uncacheable; /* fetch: nothing of this fetch is stored (a pass, hit-for-miss) */
     bool restart;        /* a hook said "restart": req_dispatch() starts over */
+    struct req_state *st; /* req_step.c: what its steps hand each other */
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
 };
@@ -86,7 +99,16 @@ struct req {
 struct http;
 void req_invalidate(struct req *req, const struct http *resp);
 /* Answer a checked request: from the cache, or through a fetch. */
-void req_dispatch(struct req *req);
+/*
+ * How far serving a request went: to its end (answered and logged), or
+ * to a waiting list, without a worker (its transport's park(): tp.h),
+ * from which req_resume() takes it on when its transport resumes it.
+ */
+enum req_run {
+    REQ_RUN_DONE,
+    REQ_RUN_PARKED,
+};
+enum req_run req_dispatch(struct req *req);
 /*
  * The request's cache key in workspace: the Host lower-cased, a NUL, the
  * request-target.  NULL when the workspace is full.
@@ -104,7 +126,8 @@ void req_purge_fini(void);
  * response is complete, or the connection must close (req->close,
  * req->abort).
  */
-void req_serve(struct req *req);
+enum req_run req_serve(struct req *req);
+enum req_run req_resume(struct req *req);
 /* Log a request answered without req_serve() (the transport refused its head). */
 void req_log(struct req *req);
 /*

@@ -71,6 +71,7 @@ void sfb_free(struct sfb **sfbp); /* *sfbp = NULL; no request may be using it */
  * (not for a 304): from mem, else from the file fd at off.
  */
 struct sfb_file;
+struct sfb_zcopy;
 struct sfb_resp {
     unsigned status;
     bool error;
@@ -80,19 +81,28 @@ struct sfb_resp {
     const char *mem;
     int fd;
     off_t off;
-    struct sfb_file *file; /* held for the body until sfb_resp_done() */
-    char *page;            /* a listing, malloc'd */
+    struct sfb_file *file;   /* held for the body until sfb_resp_done() */
+    struct sfb_file *base;   /* a precompressed sibling's file, held likewise */
+    struct sfb_zcopy *zcopy; /* a compressed copy (mem points into it), held likewise */
+    char *page;              /* a listing, malloc'd */
 };
 /*
  * Answer request req from the files: GET and HEAD (else 405), conditional
  * (304), Range (206, 416; several ranges get the whole body), index files,
- * listing, redirects of a directory without its slash.  Never blocks on a
- * client; opens files (the open-file cache mostly spares it).
+ * listing, redirects of a directory without its slash.  A file is sent in
+ * the coding the client's Accept-Encoding prefers among identity, its
+ * precompressed siblings (sfb_precompressed) and, for a compressible
+ * file, the codings of compress_formats, compressed once and kept
+ * (sfb_compress_cache).  Never blocks on a client; opens files (the
+ * open-file cache mostly spares it) and may compress one.
  */
 struct ws;
 void sfb_answer(struct sfb *sfb, const struct http *req, struct ws *ws, struct sfb_resp *r);
 /* The response was sent (or not): release its file and page. */
 void sfb_resp_done(struct sfb *sfb, struct sfb_resp *r);
+/* The static files as a backend kind ("static", be.h): sfb_answer(), sfb_resp_done(). */
+struct be_ops;
+extern const struct be_ops sfb_be_ops;
 
 enum sfb_path {
     SFB_PATH_OK,

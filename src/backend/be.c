@@ -10,6 +10,10 @@
  * Health is read on every request by many workers at once, so it is two
  * atomics per backend: the admin state (backend.set_health) and the
  * probe's verdict, written by the probe thread through probe_result().
+ *
+ * The backend's counters (tbl/be_stats.h) live with it, in a stat_be the
+ * pool counts into and be_count() adds to, freed with the backend: a
+ * reload that keeps the backend keeps them.
  */
 #include "config.h"
 
@@ -44,13 +48,23 @@ struct be_priv {
     bool tls, tls_noverify;
     char *ca_file, *sni, *verify_host, *cert, *key;
     /* Atomics: read by workers and the CLI. */
-    int admin;       /* enum be_admin */
-    bool probe_ok;   /* the window's verdict; true without a probe */
-    uint64_t bits;   /* probe history, bit 0 newest */
-    double t_up;     /* be_healthy_since() */
-    bool up_once;    /* healthy before (or a reload's): its next coming up is a return */
-    struct be *next; /* every backend, newest first; under be_mtx */
+    int admin;        /* enum be_admin */
+    bool probe_ok;    /* the window's verdict; true without a probe */
+    uint64_t bits;    /* probe history, bit 0 newest */
+    double t_up;      /* be_healthy_since() */
+    double t_changed; /* tim_real() of the last change of health, else of creation */
+    bool up_once;     /* healthy before (or a reload's): its next coming up is a return */
+    struct be *next;  /* every backend, newest first; under be_mtx */
 };
+
+const struct be_ops be_http_ops = { "http", NULL, NULL };
+
+/* The conf declares a backend that answers in place: no address, pool or probe. */
+static bool
+conf_local(const struct be_conf *c)
+{
+    return (c->ops != NULL && c->ops->answer != NULL);
+}
 
 static pthread_mutex_t be_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct be *be_all;      /* under be_mtx */
@@ -79,6 +93,7 @@ be_free(struct be *be)
         bcp_free(&be->pool);
     if (be->tls != NULL)
         bcp_tls_free(&be->tls);
+    stat_be_free(&be->stats);
     free(bp->ca_file);
     free(bp->sni);
     free(bp->verify_host);
@@ -132,10 +147,11 @@ static void
 health_changed(const struct be *be, bool was, const char *why)
 {
     bool now = be_healthy(be);
-    double t = tim_mono();
+    double t = tim_mono(), t_real = tim_real();
 
     if (now == was)
         return;
+    __atomic_store(&be->priv->t_changed, &t_real, __ATOMIC_RELAXED);
     /*
      * A backend declared at start and healthy for the first time comes up
      * with the rest of the fleet, cold like it: it does not ramp up.
@@ -194,8 +210,9 @@ same_conf(const struct be *be, const struct be_conf *c, const struct be_probe_co
 {
     const struct be_probe_conf *bpc = &be->priv->pc;
 
-    if (strcmp(be->name, c->name) != 0 || be->sfb != c->sfb || !str_eq(be->host, c->host) ||
-        !str_eq(be->port, c->sfb != NULL || c->path != NULL ? NULL : port) ||
+    if (strcmp(be->name, c->name) != 0 || be->ops != (conf_local(c) ? c->ops : &be_http_ops) ||
+        be->ops_priv != c->ops_priv || !str_eq(be->host, c->host) ||
+        !str_eq(be->port, conf_local(c) || c->path != NULL ? NULL : port) ||
         !str_eq(be->path, c->path) || be->proxy_protocol != c->proxy_protocol)
         return (false);
     if (be->connect_timeout != c->connect_timeout ||
@@ -280,7 +297,7 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         res->ai_family = AF_UNIX;
         res->ai_addr = (struct sockaddr *)sun;
         res->ai_addrlen = sizeof *sun;
-    } else if (c->sfb == NULL) {
+    } else if (!conf_local(c)) {
         memset(&hints, 0, sizeof hints);
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
@@ -299,7 +316,8 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->priv = calloc(1, sizeof *be->priv);
     AN(be->priv);
     be->name = xstrdup(c->name);
-    be->sfb = c->sfb;
+    be->ops = conf_local(c) ? c->ops : &be_http_ops;
+    be->ops_priv = c->ops_priv;
     be->connect_timeout = c->connect_timeout;
     be->first_byte_timeout = c->first_byte_timeout;
     be->between_bytes_timeout = c->between_bytes_timeout;
@@ -307,6 +325,8 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->weight = weight;
     be->priv->refcnt = 1;
     be->priv->probe_ok = true;
+    be->priv->t_changed = tim_real();
+    be->stats = stat_be_new();
     if (__atomic_load_n(&be_started, __ATOMIC_RELAXED)) {
         be->priv->t_up = tim_mono(); /* a reload's: joining a running fleet */
         be->priv->up_once = true;
@@ -324,14 +344,16 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         be->path = xstrdup(c->path);
         /* The Host of a request that has none (HTTP/1.0) and of the probe. */
         be->hostport = xstrdup("localhost");
-        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, NULL, be->name);
+        be->pool =
+            bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, NULL, be->name, be->stats);
     } else if (res != NULL) {
         be->host = xstrdup(c->host);
         be->port = xstrdup(port);
         v6 = strchr(c->host, ':') != NULL;
         rv = asprintf(&be->hostport, "%s%s%s:%s", v6 ? "[" : "", c->host, v6 ? "]" : "", port);
         SRG_ASSERT(rv > 0);
-        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls, be->name);
+        be->pool =
+            bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls, be->name, be->stats);
     }
     if (pc != NULL) {
         be->priv->has_probe = true;
@@ -371,7 +393,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         return (-1);
     }
     if (c->path != NULL) {
-        if (c->host != NULL || c->port != NULL || c->sfb != NULL) {
+        if (c->host != NULL || c->port != NULL || conf_local(c)) {
             sb_printf(err, "backend %s: path (a Unix socket) or host and port, not both", c->name);
             return (-1);
         }
@@ -384,7 +406,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
             sb_printf(err, "backend %s: no tls over a Unix socket (path)", c->name);
             return (-1);
         }
-    } else if (c->sfb == NULL && (c->host == NULL || *c->host == '\0')) {
+    } else if (!conf_local(c) && (c->host == NULL || *c->host == '\0')) {
         sb_printf(err, "backend %s: no host", c->name);
         return (-1);
     }
@@ -392,7 +414,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         sb_printf(err, "backend %s: proxy_protocol is 1 or 2", c->name);
         return (-1);
     }
-    if (c->proxy_protocol > 0 && c->sfb != NULL) {
+    if (c->proxy_protocol > 0 && conf_local(c)) {
         sb_printf(err, "backend %s: a static backend (root) takes no proxy_protocol", c->name);
         return (-1);
     }
@@ -412,12 +434,12 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         sb_printf(err, "backend %s: ca_file, cert and key must be absolute paths", c->name);
         return (-1);
     }
-    if (c->tls && c->sfb != NULL) {
+    if (c->tls && conf_local(c)) {
         sb_printf(err, "backend %s: a static backend (root) has no tls", c->name);
         return (-1);
     }
     port = c->port != NULL ? c->port : c->tls ? "443" : "80";
-    if (c->sfb == NULL && c->path == NULL && (num_port(port, &portnum) != 0 || portnum == 0)) {
+    if (!conf_local(c) && c->path == NULL && (num_port(port, &portnum) != 0 || portnum == 0)) {
         sb_printf(err, "backend %s: '%.32s' is not a port number (1-65535)", c->name, port);
         return (-1);
     }
@@ -427,7 +449,7 @@ be_get(const struct be_conf *c, struct be **bep, struct sb *err)
         return (-1);
     }
     weight = c->weight == 0 ? 1 : c->weight;
-    if (c->probe != NULL && c->sfb == NULL) {
+    if (c->probe != NULL && !conf_local(c)) {
         size_t mark = err->len;
         sb_printf(err, "backend %s: ", c->name);
         if (prb_conf_check(c->probe, &pcbuf, err) != 0)
@@ -526,13 +548,16 @@ be_add(const char *name, const char *hostport, struct sb *err)
 }
 
 int
-be_add_static(const char *name, struct sfb *sfb, struct sb *err)
+be_add_local(const char *name, const struct be_ops *ops, void *priv, struct sb *err)
 {
     struct be_conf c;
 
+    AN(ops);
+    AN(ops->answer);
     memset(&c, 0, sizeof c);
     c.name = name;
-    c.sfb = sfb;
+    c.ops = ops;
+    c.ops_priv = priv;
     c.connect_timeout = c.first_byte_timeout = c.between_bytes_timeout = -1;
     return (add_permanent(&c, err));
 }
@@ -613,6 +638,49 @@ be_probe_bits(const struct be *be)
 }
 
 void
+be_count(const struct be *be, enum stat_be_id id)
+{
+    OBJ_CHECK(be, BE_MAGIC);
+    stat_be_add(be->stats, id, 1);
+}
+
+void
+be_count_status(const struct be *be, unsigned status)
+{
+    OBJ_CHECK(be, BE_MAGIC);
+    stat_be_status(be->stats, status);
+}
+
+void
+be_stats(const struct be *be, uint64_t *out)
+{
+    double t;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    AN(out);
+    stat_be_sum(be->stats, out);
+    __atomic_load(&be->priv->t_changed, &t, __ATOMIC_RELAXED);
+    out[STAT_BE_healthy] = be_healthy(be) ? 1 : 0;
+    out[STAT_BE_changed] = (uint64_t)t;
+    out[STAT_BE_happy] = be_probe_bits(be);
+    out[STAT_BE_probe_window] = be->priv->has_probe ? be->priv->pc.window : 0;
+    out[STAT_BE_probe_good] =
+        be->priv->has_probe ? prb_good(out[STAT_BE_happy], be->priv->pc.window) : 0;
+    out[STAT_BE_open_connections] = be->pool != NULL ? bcp_conn_count(be->pool) : 0;
+    out[STAT_BE_busy_connections] = be_busy(be);
+}
+
+double
+be_changed(const struct be *be)
+{
+    double t;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    __atomic_load(&be->priv->t_changed, &t, __ATOMIC_RELAXED);
+    return (t);
+}
+
+void
 be_foreach(be_visit_f *fn, void *priv)
 {
     AZ(pthread_mutex_lock(&be_mtx));
@@ -620,6 +688,37 @@ be_foreach(be_visit_f *fn, void *priv)
         if (be->priv->refcnt > 0)
             fn(be, priv);
     AZ(pthread_mutex_unlock(&be_mtx));
+}
+
+struct be_snap *
+be_snapshot(unsigned *np)
+{
+    struct be_snap *v;
+    unsigned n = 0, cap = 0;
+
+    AN(np);
+    AZ(pthread_mutex_lock(&be_mtx));
+    for (struct be *be = be_all; be != NULL; be = be->priv->next)
+        cap += be->priv->refcnt > 0;
+    v = calloc(cap > 0 ? cap : 1, sizeof *v);
+    AN(v);
+    for (struct be *be = be_all; be != NULL; be = be->priv->next) {
+        if (be->priv->refcnt == 0)
+            continue;
+        v[n].be = be;
+        v[n].name = be->name;
+        v[n].addr = be_local(be) ? be->ops->kind : be->path != NULL ? be->path : be->hostport;
+        be_stats(be, v[n].v);
+        v[n].window = be->priv->has_probe ? be->priv->pc.window : 0;
+        n++;
+    }
+    AZ(pthread_mutex_unlock(&be_mtx));
+    /* XXX: quadratic in the backends, fine for the hundreds a policy declares. */
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned j = 0; j < n && !v[i].dup; j++)
+            v[i].dup = i != j && strcmp(v[i].name, v[j].name) == 0;
+    *np = n;
+    return (v);
 }
 
 void

@@ -138,6 +138,7 @@ trim(void)
         nbans--;
         STAT_DEC(bans);
         STAT_INC(bans_trimmed);
+        STAT_ADD(bans_completed, b->flags & BAN_F_DUP ? (uint64_t)-1 : 0);
         ban_free(b);
     }
 }
@@ -168,6 +169,7 @@ ban_fini(void)
         tail = b->newer;
         nbans--;
         STAT_DEC(bans);
+        STAT_ADD(bans_completed, b->flags & BAN_F_DUP ? (uint64_t)-1 : 0);
         ban_free(b);
     }
     __atomic_store_n(&head, NULL, __ATOMIC_RELEASE);
@@ -456,6 +458,7 @@ add(const char *text, double before, bool persist, struct sb *err)
                 !(__atomic_load_n(&o->flags, __ATOMIC_RELAXED) & BAN_F_DUP)) {
                 __atomic_or_fetch(&o->flags, BAN_F_DUP, __ATOMIC_RELAXED);
                 STAT_INC(bans_dups);
+                STAT_INC(bans_completed);
             }
         }
     }

@@ -107,9 +107,8 @@ parse_head(struct req *req, const char *head, size_t len, unsigned room)
     return (h);
 }
 
-/* hp's fields as one head block, in workspace.  -1 when it is full. */
-static int
-fields_block(struct req *req, const struct http *hp, struct txt *out)
+int
+dlv__fields_block(struct req *req, const struct http *hp, struct txt *out)
 {
     size_t room;
     char *p = ws_reserve_all(req->ws, &room);
@@ -179,7 +178,7 @@ deliver_hook(struct req *req, struct dlv_plan *d)
     d->head.status = h->status;
     d->head.reason = h->reason;
     d->head.nblock = 1;
-    if (fields_block(req, h, &d->head.block[0]) != 0)
+    if (dlv__fields_block(req, h, &d->head.block[0]) != 0)
         return (overflow(d));
     return (0);
 }
@@ -251,7 +250,7 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now, 
         struct txt blk;
         len = DLV_LEN_UNKNOWN;
         if (h == NULL || gz_head(h, req->ws, GZ_HEAD_DECODED) != 0 ||
-            fields_block(req, h, &blk) != 0)
+            dlv__fields_block(req, h, &blk) != 0)
             return (overflow(d));
         fields = blk.b;
         flen = blk.len;

@@ -52,7 +52,7 @@ html_escape(struct sb *sb, const char *s)
  * whatever it gave as one (RFC 9112 section 6.3).
  */
 static int
-send(struct req *req, unsigned status, struct txt reason, struct txt fields, struct txt body)
+send_page(struct req *req, unsigned status, struct txt reason, struct txt fields, struct txt body)
 {
     bool bodyless = status == 204 || status == 304;
     struct tp_head h = { .status = status, .reason = reason, .nblock = 1,
@@ -90,7 +90,7 @@ dlv_error(struct req *req, unsigned status, const char *extra_fields, const char
     AN(sb_ok(&fb));
     AN(sb_ok(&bb));
     req->outcome = REQ_O_SYNTH;
-    return (send(req, status, (struct txt){ reason, strlen(reason) },
+    return (send_page(req, status, (struct txt){ reason, strlen(reason) },
                  (struct txt){ fields, fb.len }, (struct txt){ body, bb.len }));
 }
 
@@ -118,7 +118,7 @@ dlv_send(struct req *req, const struct http *hp, struct txt body)
         return (dlv_error(req, 500, NULL, "workspace_client exhausted"));
     }
     ws_release(req->ws, sb.len);
-    return (send(req, hp->status, hp->reason, (struct txt){ buf, sb.len }, body));
+    return (send_page(req, hp->status, hp->reason, (struct txt){ buf, sb.len }, body));
 }
 
 void

@@ -1,6 +1,6 @@
 /*
  * gzip in a fetch, Varnish's http_gzip_support done on the fetch side.
- * A miss asked the backend for gzip (build_bereq), so its body is one of:
+ * A miss asked the backend for gzip (fetch__bereq), so its body is one of:
  *
  *   gzip from the backend: stored as it came, but run through a decoder
  *     on the way (FGZ_CHECK), so a corrupt body or a decompression bomb
@@ -30,7 +30,6 @@
 #include "surogat/hsh.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
-#include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
 
@@ -50,65 +49,65 @@ may_force(const struct http *resp)
 }
 
 void
-fetch__gz_plan(struct fetch *f)
+fetch__gz_plan(struct busyobj *bo)
 {
-    bool miss = f->oc != NULL;
-    uint64_t len = f->body == H1_BODY_LENGTH ? f->clen : UINT64_MAX;
+    bool miss = bo->oc != NULL;
+    uint64_t len = bo->rbody == H1_BODY_LENGTH ? bo->rclen : UINT64_MAX;
 
-    f->gz_want = FGZ_NONE;
-    f->client_gz = !f->bg && gz_accepts(f->req->http);
-    if (f->body == H1_BODY_NONE || (f->body == H1_BODY_LENGTH && f->clen == 0))
+    bo->gz_want = FGZ_NONE;
+    bo->client_gz = !bo->bg && gz_accepts(bo->creq);
+    if (bo->rbody == H1_BODY_NONE || (bo->rbody == H1_BODY_LENGTH && bo->rclen == 0))
         return;
-    if (f->pol_gunzip == 1 && gz_is_gzip(f->resp)) {
-        f->gz_want = FGZ_GUNZIP;
+    if (bo->pol_gunzip == 1 && gz_is_gzip(bo->beresp)) {
+        bo->gz_want = FGZ_GUNZIP;
         return;
     }
-    if (miss && par.http_gzip_support && gz_is_gzip(f->resp)) {
+    if (miss && par.http_gzip_support && gz_is_gzip(bo->beresp)) {
         /* Whatever the status: we asked for gzip, the client may not have. */
-        f->gz_want = FGZ_CHECK;
+        bo->gz_want = FGZ_CHECK;
         return;
     }
-    if (f->pol_gzip == 0)
+    if (bo->pol_gzip == 0)
         return;
-    if (f->pol_gzip == 1 && (miss || f->client_gz) && may_force(f->resp)) {
-        f->gz_want = FGZ_COMPRESS;
+    if (bo->pol_gzip == 1 && (miss || bo->client_gz) && may_force(bo->beresp)) {
+        bo->gz_want = FGZ_COMPRESS;
         return;
     }
-    if ((miss ? par.http_gzip_support : par.gzip_pass && f->client_gz) &&
-        gz_compressible(f->resp, len, par.gzip_types, par.gzip_min_size))
-        f->gz_want = FGZ_COMPRESS;
+    if ((miss ? par.http_gzip_support : par.gzip_pass && bo->client_gz) &&
+        gz_compressible(bo->beresp, len, par.gzip_types, par.gzip_min_size))
+        bo->gz_want = FGZ_COMPRESS;
 }
 
 void
-fetch__gz_begin(struct fetch *f)
+fetch__gz_begin(struct busyobj *bo)
 {
-    switch (f->gz_want) {
+    switch (bo->gz_want) {
     case FGZ_NONE:
         return;
     case FGZ_CHECK:
         /* Not stored, and the client takes gzip: nothing needs the decoder. */
-        if (f->oc == NULL && f->client_gz)
+        if (bo->oc == NULL && bo->client_gz)
             return;
-        f->gz = gz_new(GZ_DECODE, 0);
-        f->gz_client = !f->client_gz && !f->bg;
-        if (f->oc != NULL)
+        bo->gz = gz_new(GZ_DECODE, 0);
+        bo->gz_client = !bo->client_gz && !bo->bg;
+        if (bo->oc != NULL)
             STAT_INC(gzip_backend);
-        if (f->gz_client && f->body_to_client)
+        if (bo->gz_client && !bo->head_only)
             STAT_INC(gunzip_delivered);
         return;
     case FGZ_GUNZIP:
         /* Stored decoded: every client gets the decoder's output. */
-        f->gz = gz_new(GZ_DECODE, 0);
-        f->gz_client = !f->bg;
-        if (f->gz_client && f->body_to_client)
+        bo->gz = gz_new(GZ_DECODE, 0);
+        bo->gz_client = !bo->bg;
+        if (bo->gz_client && !bo->head_only)
             STAT_INC(gunzip_delivered);
         return;
     case FGZ_COMPRESS:
-        if (f->oc == NULL && !((par.gzip_pass || f->pol_gzip == 1) && f->client_gz))
+        if (bo->oc == NULL && !((par.gzip_pass || bo->pol_gzip == 1) && bo->client_gz))
             return;
-        f->gz = gz_new(GZ_ENCODE, (int)par.gzip_level);
-        f->gz_client = f->client_gz && !f->bg;
-        if (f->oc != NULL)
+        bo->gz = gz_new(GZ_ENCODE, (int)par.gzip_level);
+        bo->gz_client = bo->client_gz && !bo->bg;
+        if (bo->oc != NULL)
             STAT_INC(gzip_compressed);
         else
             STAT_INC(gzip_pass);
@@ -119,7 +118,7 @@ fetch__gz_begin(struct fetch *f)
 
 /* Where the filter's output goes: the store (compressed bytes), then the client. */
 struct sink {
-    struct fetch *f;
+    struct busyobj *bo;
     gz_out_f *cl;
     void *priv;
 };
@@ -128,15 +127,15 @@ static int
 sink_out(void *priv, const char *p, size_t len)
 {
     struct sink *s = priv;
-    struct fetch *f = s->f;
+    struct busyobj *bo = s->bo;
 
-    if ((f->gz_want == FGZ_COMPRESS || f->gz_want == FGZ_GUNZIP) && f->oc != NULL)
-        fetch__store_body(f, p, len);
-    return (f->gz_client ? s->cl(s->priv, p, len) : 0);
+    if ((bo->gz_want == FGZ_COMPRESS || bo->gz_want == FGZ_GUNZIP) && bo->oc != NULL)
+        fetch__store_body(bo, p, len);
+    return (bo->gz_client ? s->cl(s->priv, p, len) : 0);
 }
 
 static int
-result(const struct fetch *f, enum gz_status st)
+result(const struct busyobj *bo, enum gz_status st)
 {
     char buf[160];
     struct sb sb;
@@ -154,9 +153,9 @@ result(const struct fetch *f, enum gz_status st)
         /* Refused like a corrupt body: nothing stored, and the client sees a failure. */
         STAT_INC(gunzip_bombs);
         sb_init(&sb, buf, sizeof buf);
-        gz_explain(f->gz, &sb);
+        gz_explain(bo->gz, &sb);
         log_msg(LOG_WARNING, "gzip: %.*s: backend body %s: refused, not stored",
-                (int)SRG_MIN(f->req->http->url.len, 256), f->req->http->url.b, sb.buf);
+                (int)SRG_MIN(bo->creq->url.len, 256), bo->creq->url.b, sb.buf);
         return (FETCH_GZ_BOMB);
     }
     SRG_WRONG("gz_status");
@@ -164,46 +163,46 @@ result(const struct fetch *f, enum gz_status st)
 
 /* Whether anyone still wants the filter's work: the store, or the client. */
 static bool
-wanted(const struct fetch *f)
+wanted(const struct busyobj *bo)
 {
-    return (f->oc != NULL || (f->gz_client && f->to_client));
+    return (bo->oc != NULL || (bo->gz_client && !bo->client_failed));
 }
 
 int
-fetch__gz_body(struct fetch *f, const char *p, size_t len, bool flush, gz_out_f *cl, void *priv)
+fetch__gz_body(struct busyobj *bo, const char *p, size_t len, bool flush, gz_out_f *cl, void *priv)
 {
-    struct sink s = { f, cl, priv };
+    struct sink s = { bo, cl, priv };
 
-    AN(f->gz);
-    if (f->gz_want == FGZ_CHECK && f->oc != NULL && len > 0)
-        fetch__store_body(f, p, len);
-    if (!wanted(f))
+    AN(bo->gz);
+    if (bo->gz_want == FGZ_CHECK && bo->oc != NULL && len > 0)
+        fetch__store_body(bo, p, len);
+    if (!wanted(bo))
         return (0);
     /* Only an encoder holds output back; a decoder hands out all it has each time. */
-    if (len == 0 && (!flush || f->gz_want != FGZ_COMPRESS))
+    if (len == 0 && (!flush || bo->gz_want != FGZ_COMPRESS))
         return (0);
-    return (result(f, gz_feed(f->gz, p, len, flush ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE, sink_out, &s)));
+    return (result(bo, gz_feed(bo->gz, p, len, flush ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE, sink_out, &s)));
 }
 
 int
-fetch__gz_end(struct fetch *f, gz_out_f *cl, void *priv)
+fetch__gz_end(struct busyobj *bo, gz_out_f *cl, void *priv)
 {
-    struct sink s = { f, cl, priv };
+    struct sink s = { bo, cl, priv };
 
-    AN(f->gz);
-    if (!wanted(f))
+    AN(bo->gz);
+    if (!wanted(bo))
         return (0);
-    return (result(f, gz_feed(f->gz, NULL, 0, GZ_FLUSH_FINISH, sink_out, &s)));
+    return (result(bo, gz_feed(bo->gz, NULL, 0, GZ_FLUSH_FINISH, sink_out, &s)));
 }
 
 void
-fetch__gz_free(struct fetch *f)
+fetch__gz_free(struct busyobj *bo)
 {
-    if (f->gz == NULL)
+    if (bo->gz == NULL)
         return;
-    if (f->gz_want == FGZ_COMPRESS) {
-        STAT_ADD(gzip_bytes_in, gz_bytes_in(f->gz));
-        STAT_ADD(gzip_bytes_out, gz_bytes_out(f->gz));
+    if (bo->gz_want == FGZ_COMPRESS) {
+        STAT_ADD(gzip_bytes_in, gz_bytes_in(bo->gz));
+        STAT_ADD(gzip_bytes_out, gz_bytes_out(bo->gz));
     }
-    gz_free(&f->gz);
+    gz_free(&bo->gz);
 }

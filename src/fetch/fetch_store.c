@@ -2,7 +2,7 @@
  * The cache side of a fetch: deciding whether a response is stored,
  * building the stored head, and renewing a stale copy on a 304.  Runs on
  * the worker of the request that fetches (or of a background refresh,
- * f->bg, which delivers nothing); the busy object is its own
+ * bo->bg, which delivers nothing); the busy object is its own
  * until hsh_unbusy() or hsh_abandon().
  */
 #include "config.h"
@@ -13,7 +13,6 @@
 
 #include "surogat/cc.h"
 #include "surogat/defs.h"
-#include "surogat/dlv.h"
 #include "surogat/fresh.h"
 #include "surogat/gz.h"
 #include "surogat/h1.h"
@@ -21,7 +20,6 @@
 #include "surogat/http.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
-#include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
 #include "surogat/sto.h"
@@ -89,22 +87,22 @@ set_head(struct cobj *oc, struct http *h, const struct cc *rcc)
  * malloc'ed: it lives as long as the object.
  */
 static int
-store_head(struct fetch *f, const struct cc *rcc)
+store_head(struct busyobj *bo, const struct cc *rcc)
 {
     struct http h;
     struct http_hdr *hdrs;
-    struct cobj *oc = f->oc;
+    struct cobj *oc = bo->oc;
     char date[TIM_HTTP_DATE_LEN + 1];
 
-    hdrs = ws_alloc(&f->req->wrk->ws, (f->resp->nhdr + 6) * sizeof *hdrs);
+    hdrs = ws_alloc(bo->ws, (bo->beresp->nhdr + 6) * sizeof *hdrs);
     if (hdrs == NULL)
         return (-1);
-    http_init(&h, hdrs, f->resp->nhdr + 6);
-    memcpy(hdrs, f->resp->hdr, f->resp->nhdr * sizeof *hdrs);
-    h.nhdr = f->resp->nhdr;
+    http_init(&h, hdrs, bo->beresp->nhdr + 6);
+    memcpy(hdrs, bo->beresp->hdr, bo->beresp->nhdr * sizeof *hdrs);
+    h.nhdr = bo->beresp->nhdr;
     h.proto = 11;
-    h.status = f->resp->status;
-    h.reason = f->resp->reason.len > 0 ? f->resp->reason
+    h.status = bo->beresp->status;
+    h.reason = bo->beresp->reason.len > 0 ? bo->beresp->reason
                                         : (struct txt){ http_reason(h.status),
                                                         strlen(http_reason(h.status)) };
     http_strip_hop_by_hop(&h);
@@ -116,20 +114,20 @@ store_head(struct fetch *f, const struct cc *rcc)
      */
     http_unset(&h, "Surrogate-Control");
     if (http_find(&h, "Date") == NULL) {
-        tim_http_date(f->t_resp, date);
+        tim_http_date(bo->t_resp, date);
         AZ(http_add(&h, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
     }
     if (par.via)
         AZ(http_add(&h, TXT_LIT("Via"),
-                    f->resp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
+                    bo->beresp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
     /*
      * The stored body is gzip either way (it serves clients with and
      * without gzip), or decoded on the policy's word.
      */
-    if (f->gz_want != FGZ_NONE &&
-        gz_head(&h, &f->req->wrk->ws,
-                f->gz_want == FGZ_COMPRESS   ? GZ_HEAD_ENCODED
-                : f->gz_want == FGZ_GUNZIP ? GZ_HEAD_DECODED
+    if (bo->gz_want != FGZ_NONE &&
+        gz_head(&h, bo->ws,
+                bo->gz_want == FGZ_COMPRESS   ? GZ_HEAD_ENCODED
+                : bo->gz_want == FGZ_GUNZIP ? GZ_HEAD_DECODED
                                            : GZ_HEAD_VARY) != 0)
         return (-1);
     set_head(oc, &h, rcc);
@@ -143,14 +141,15 @@ store_head(struct fetch *f, const struct cc *rcc)
  * the client (the hook failed or abandoned it), -2 when it said "retry".
  */
 static int
-policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
+policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *cfg,
              enum fresh_store *st)
 {
-    struct fresh_obj *fo = &f->oc->fresh;
+    struct fresh_obj *fo = &bo->oc->fresh;
     enum pol_act act;
-    double age = *st == FRESH_STORE ? f->t_resp - fo->t_origin : 0;
+    double age = *st == FRESH_STORE ? bo->t_resp - fo->t_origin : 0;
     struct pol_beresp br = {
-        .resp = f->resp,
+        .bereq = bo->bereq,
+        .resp = bo->beresp,
         .ttl = *st == FRESH_STORE ? fo->ttl - age : 0,
         .grace = *st == FRESH_STORE ? fo->swr : 0,
         .stale_if_error = *st == FRESH_STORE ? fo->sie : 0,
@@ -163,10 +162,10 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
 
     if (br.ttl < 0)
         br.ttl = 0;
-    act = pol_backend_response(f->req, &br);
-    f->pol_gzip = br.do_gzip;
-    f->pol_gunzip = br.do_gunzip;
-    f->hold = br.do_stream == 0;
+    act = pol_backend_response(bo->req, &br);
+    bo->pol_gzip = br.do_gzip;
+    bo->pol_gunzip = br.do_gunzip;
+    bo->hold = br.do_stream == 0;
     switch (act) {
     case POL_DELIVER:
         break;
@@ -186,8 +185,8 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
     }
     if (*st != FRESH_STORE) {
         /* Stored on the policy's word: the fields still give the validators and the Age. */
-        fresh_obj_init(fo, f->resp, rcc, f->t_req, f->t_resp, cfg);
-        age = f->t_resp - fo->t_origin;
+        fresh_obj_init(fo, bo->beresp, rcc, bo->t_req, bo->t_resp, cfg);
+        age = bo->t_resp - fo->t_origin;
     }
     fo->ttl = age + br.ttl;
     fo->swr = br.grace;
@@ -200,20 +199,20 @@ policy_store(struct fetch *f, const struct cc *rcc, const struct fresh_cfg *cfg,
 
 /* RFC 9111's verdict on the response, with its timing in the busy object when stored. */
 static enum fresh_store
-verdict(struct fetch *f, const struct cc *qcc, const struct cc *rcc, const struct fresh_cfg *cfg)
+verdict(struct busyobj *bo, const struct cc *qcc, const struct cc *rcc, const struct fresh_cfg *cfg)
 {
-    enum fresh_store st = fresh_storable(f->req->http, qcc, f->resp, rcc, cfg);
+    enum fresh_store st = fresh_storable(bo->creq, qcc, bo->beresp, rcc, cfg);
 
     if (st == FRESH_STORE) {
-        fresh_obj_init(&f->oc->fresh, f->resp, rcc, f->t_req, f->t_resp, cfg);
+        fresh_obj_init(&bo->oc->fresh, bo->beresp, rcc, bo->t_req, bo->t_resp, cfg);
         /*
          * Until revalidation exists, an object that every use must
          * revalidate -- stale on arrival (max-age below its Age), or
          * no-cache -- would be stored and never used, and requests would
          * queue behind each other's fetches: treat it as uncacheable.
          */
-        if (f->oc->fresh.t_origin + f->oc->fresh.ttl <= f->t_resp ||
-            (f->oc->fresh.flags & FRESH_F_NO_CACHE))
+        if (bo->oc->fresh.t_origin + bo->oc->fresh.ttl <= bo->t_resp ||
+            (bo->oc->fresh.flags & FRESH_F_NO_CACHE))
             st = FRESH_NOT_CACHEABLE;
     }
     return (st);
@@ -225,9 +224,8 @@ verdict(struct fetch *f, const struct cc *qcc, const struct cc *rcc, const struc
  * when it asked for the fetch again (the busy object is kept).
  */
 int
-fetch__decide_store(struct fetch *f)
+fetch__decide_store(struct busyobj *bo)
 {
-    struct req *req = f->req;
     struct fresh_cfg cfg;
     struct cc qcc, rcc;
     enum fresh_store st;
@@ -235,27 +233,27 @@ fetch__decide_store(struct fetch *f)
     int rv;
 
     cfg = fresh_cfg_now();
-    cc_parse_request(req->http, &qcc);
-    cc_parse_response(f->resp, NULL, &rcc);
-    st = verdict(f, &qcc, &rcc, &cfg);
-    if (pol_active() && (rv = policy_store(f, &rcc, &cfg, &st)) != 0) {
+    cc_parse_request(bo->creq, &qcc);
+    cc_parse_response(bo->beresp, NULL, &rcc);
+    st = verdict(bo, &qcc, &rcc, &cfg);
+    if (pol_active() && (rv = policy_store(bo, &rcc, &cfg, &st)) != 0) {
         if (rv == -1)
-            hsh_abandon(&f->oc, 0);
+            hsh_abandon(&bo->oc, 0);
         return (rv); /* -2: "retry", with the busy object kept for it */
     }
     /*
      * The hook removed the Set-Cookie that alone kept the response out
      * (VCL's unset beresp.http.Set-Cookie): judged again without it.
      */
-    if (st == FRESH_SET_COOKIE && http_find(f->resp, "Set-Cookie") == NULL)
-        st = verdict(f, &qcc, &rcc, &cfg);
+    if (st == FRESH_SET_COOKIE && http_find(bo->beresp, "Set-Cookie") == NULL)
+        st = verdict(bo, &qcc, &rcc, &cfg);
     /* After the policy, which may have changed the fields gzip depends on. */
-    fetch__gz_plan(f);
+    fetch__gz_plan(bo);
     /* A marker must not outlive a reason that belongs to this request alone. */
     if (st == FRESH_NO_STORE_REQ || st == FRESH_AUTHORIZATION || st == FRESH_METHOD)
         hfm_ttl = 0;
     /* Markers and objects alike answer only requests with the same Vary values. */
-    if (hsh_set_vary(f->oc, req->http, f->resp) != 0) {
+    if (hsh_set_vary(bo->oc, bo->creq, bo->beresp) != 0) {
         st = FRESH_VARY_STAR;
         hfm_ttl = 0;
     }
@@ -264,22 +262,22 @@ fetch__decide_store(struct fetch *f)
      * still gets all of it; a marker lets the next requests pass at once
      * instead of queueing for a fetch that will not be stored either.
      */
-    if (st == FRESH_STORE && f->body == H1_BODY_LENGTH &&
-        ((par.max_object_size > 0 && f->clen > par.max_object_size) || f->clen > sto_size())) {
+    if (st == FRESH_STORE && bo->rbody == H1_BODY_LENGTH &&
+        ((par.max_object_size > 0 && bo->rclen > par.max_object_size) || bo->rclen > sto_size())) {
         STAT_INC(cache_too_big);
-        hsh_abandon(&f->oc, hfm_ttl);
+        hsh_abandon(&bo->oc, hfm_ttl);
         return (0);
     }
     if (st == FRESH_STORE) {
         /* A compressed (or decoded) body's length is known only at its end. */
-        if (f->body == H1_BODY_LENGTH && f->gz_want != FGZ_COMPRESS &&
-            f->gz_want != FGZ_GUNZIP)
-            f->oc->body.size_hint = f->clen;
-        if (store_head(f, &rcc) == 0 && hsh_store_begin(f->oc) == 0)
+        if (bo->rbody == H1_BODY_LENGTH && bo->gz_want != FGZ_COMPRESS &&
+            bo->gz_want != FGZ_GUNZIP)
+            bo->oc->body.size_hint = bo->rclen;
+        if (store_head(bo, &rcc) == 0 && hsh_store_begin(bo->oc) == 0)
             return (0);
     }
     STAT_INC(cache_uncacheable);
-    hsh_abandon(&f->oc, hfm_ttl);
+    hsh_abandon(&bo->oc, hfm_ttl);
     return (0);
 }
 
@@ -289,21 +287,21 @@ fetch__decide_store(struct fetch *f)
  * it and need the rest -- filled to the end and then abandoned.
  */
 void
-fetch__store_body(struct fetch *f, const char *p, size_t len)
+fetch__store_body(struct busyobj *bo, const char *p, size_t len)
 {
     uint64_t max = par.max_object_size;
 
-    if (!f->keep_for_readers && max > 0 && f->body_off + len > max) {
+    if (!bo->keep_for_readers && max > 0 && bo->body_off + len > max) {
         STAT_INC(cache_too_big);
-        if (hsh_stream_close(f->oc)) {
-            f->keep_for_readers = true;
+        if (hsh_stream_close(bo->oc)) {
+            bo->keep_for_readers = true;
         } else {
-            hsh_abandon(&f->oc, par.hitmiss_ttl);
+            hsh_abandon(&bo->oc, par.hitmiss_ttl);
             return;
         }
     }
-    if (hsh_append(f->oc, p, len) != 0)
-        hsh_abandon(&f->oc, 0); /* no room: the client still gets everything */
+    if (hsh_append(bo->oc, p, len) != 0)
+        hsh_abandon(&bo->oc, 0); /* no room: the client still gets everything */
 }
 
 /*
@@ -312,17 +310,17 @@ fetch__store_body(struct fetch *f, const char *p, size_t len)
  * bytes, so that the client's next request finds it complete.
  */
 void
-fetch__store_done(struct fetch *f)
+fetch__store_done(struct busyobj *bo)
 {
-    if (f->oc == NULL)
+    if (bo->oc == NULL)
         return;
-    f->oc->body_complete = true;
-    if (f->keep_for_readers) {
-        hsh_abandon(&f->oc, par.hitmiss_ttl);
+    bo->oc->body_complete = true;
+    if (bo->keep_for_readers) {
+        hsh_abandon(&bo->oc, par.hitmiss_ttl);
         return;
     }
     STAT_INC(cache_stored);
-    hsh_unbusy(&f->oc);
+    hsh_unbusy(&bo->oc);
 }
 
 /* Fields a 304 must not change in the stored response (RFC 9111 section 3.2). */
@@ -355,25 +353,24 @@ gz_weakened(const struct http *stored, const struct http_hdr *u)
  * caller answers 502).
  */
 int
-fetch__revalidated(struct fetch *f)
+fetch__revalidated(struct busyobj *bo)
 {
-    struct req *req = f->req;
-    struct cobj *old = f->stale.oc, *oc = f->oc;
+    struct cobj *old = bo->stale.oc, *oc = bo->oc;
     struct h1_limits lim = { old->head_len + 1, old->head_len + 1, 1024 };
     struct fresh_cfg cfg;
     struct http oh, upd, merged;
     struct http_hdr *hdrs;
     struct cc rcc;
-    unsigned n304 = f->resp->nhdr;
+    unsigned n304 = bo->beresp->nhdr;
     size_t used;
 
-    hdrs = ws_alloc(&req->wrk->ws, 1024 * sizeof *hdrs);
+    hdrs = ws_alloc(bo->ws, 1024 * sizeof *hdrs);
     if (hdrs == NULL)
         return (-1);
     http_init(&oh, hdrs, 1024);
     if (h1_parse_response(old->head, old->head_len, &lim, &oh, &used) != H1_DONE)
         return (-1);
-    hdrs = ws_alloc(&req->wrk->ws, (oh.nhdr + n304 + 3) * sizeof *hdrs);
+    hdrs = ws_alloc(bo->ws, (oh.nhdr + n304 + 3) * sizeof *hdrs);
     if (hdrs == NULL)
         return (-1);
     http_init(&merged, hdrs, oh.nhdr + n304 + 3);
@@ -382,7 +379,7 @@ fetch__revalidated(struct fetch *f)
     merged.proto = 11;
     merged.status = oh.status;
     merged.reason = oh.reason;
-    upd = *f->resp;
+    upd = *bo->beresp;
     http_strip_hop_by_hop(&upd);
     for (unsigned i = 0; i < upd.nhdr; i++) {
         bool keep = false;
@@ -405,17 +402,17 @@ fetch__revalidated(struct fetch *f)
         AZ(http_add(&merged, upd.hdr[i].name, upd.hdr[i].val));
     }
     /* A 304 without Date is dated on arrival (RFC 9110 6.6.1), not by the old copy's Date. */
-    if (http_find(f->resp, "Date") == NULL) {
-        char *date = ws_alloc(&req->wrk->ws, TIM_HTTP_DATE_LEN + 1);
+    if (http_find(bo->beresp, "Date") == NULL) {
+        char *date = ws_alloc(bo->ws, TIM_HTTP_DATE_LEN + 1);
         if (date == NULL)
             return (-1);
-        tim_http_date(f->t_resp, date);
+        tim_http_date(bo->t_resp, date);
         http_unset(&merged, "Date");
         AZ(http_add(&merged, TXT_LIT("Date"), (struct txt){ date, TIM_HTTP_DATE_LEN }));
     }
     cfg = fresh_cfg_now();
     cc_parse_response(&merged, NULL, &rcc);
-    fresh_obj_init(&oc->fresh, &merged, &rcc, f->t_req, f->t_resp, &cfg);
+    fresh_obj_init(&oc->fresh, &merged, &rcc, bo->t_req, bo->t_resp, &cfg);
     set_head(oc, &merged, &rcc);
     if (old->vary_len > 0) {
         oc->vary = malloc(old->vary_len);
@@ -424,30 +421,27 @@ fetch__revalidated(struct fetch *f)
         oc->vary_len = old->vary_len;
     }
     oc->body.size_hint = old->body.len;
+    bo->stored = false;
     if (hsh_store_begin(oc) != 0) {
-        hsh_abandon(&f->oc, 0);
-        dlv_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
+        /* No room for a renewed copy: the client still gets the validated one. */
+        hsh_abandon(&bo->oc, 0);
+        hsh_ref(old);
+        bo->renewed = old;
         return (0);
     }
     for (const struct sto_seg *s = old->body.first; s != NULL; s = s->next) {
         if (hsh_append(oc, s->data, s->len) != 0) {
-            /* No room for the renewed copy: this client still gets the validated one. */
-            hsh_abandon(&f->oc, 0);
-            if (!f->bg)
-                dlv_obj(req, old, tim_real(), "fwd=stale; fwd-status=304");
+            hsh_abandon(&bo->oc, 0);
+            hsh_ref(old);
+            bo->renewed = old;
             return (0);
         }
     }
     oc->body_complete = true;
     STAT_INC(cache_revalidated);
-    if (f->bg) {
-        hsh_unbusy(&f->oc);
-        return (0);
-    }
+    bo->stored = true;
     hsh_ref(oc);
-    hsh_unbusy(&f->oc);
-    dlv_obj(req, oc, tim_real(), "fwd=stale; fwd-status=304; stored");
-    req->outcome = REQ_O_REVALIDATED;
-    hsh_deref(&oc);
+    bo->renewed = oc;
+    hsh_unbusy(&bo->oc);
     return (0);
 }

@@ -1,8 +1,9 @@
 /*
- * When gzip is used: what a client's Accept-Encoding allows, which
- * responses are worth compressing, and how a head changes with its body.
- * Pure functions over header values; called by fetches and deliveries
- * on any worker, no state, no lock.
+ * When compression is used: what a client's Accept-Encoding allows and
+ * prefers among the codings at hand, which responses are worth
+ * compressing, and how a head changes with its body.  Pure functions
+ * over header values; called by fetches and deliveries on any worker, no
+ * state, no lock.
  */
 #include "config.h"
 
@@ -13,16 +14,11 @@
 #include "surogat/defs.h"
 #include "surogat/gz.h"
 #include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/sb.h"
 #include "surogat/ws.h"
 
 /* ---- Accept-Encoding ---- */
-
-/* Weights as RFC 9110 12.4.2 writes them, in thousandths; -1: not mentioned. */
-struct ae {
-    int gzip;     /* gzip or x-gzip (RFC 9110 8.4.1.3: x-gzip is the same coding) */
-    int star;     /* `*`: any coding not named */
-    int identity; /* only an explicit weight counts: identity is acceptable by default */
-};
 
 static bool
 is_ows(char c)
@@ -98,8 +94,36 @@ element_weight(const char *p, const char *e)
     return (w);
 }
 
-static void
-ae_scan(struct ae *ae, const char *v, size_t len)
+static const char *const coding_names[GZ_C__N] = {
+    [GZ_C_IDENTITY] = "identity",
+    [GZ_C_GZIP] = "gzip",
+    [GZ_C_BR] = "br",
+    [GZ_C_ZSTD] = "zstd",
+};
+
+/* The coding a token names: x-gzip is gzip (RFC 9110 8.4.1.3); -1 for others. */
+static int
+coding_of(const char *p, size_t len)
+{
+    if (token_eq(p, len, "x-gzip"))
+        return (GZ_C_GZIP);
+    for (int c = 0; c < GZ_C__N; c++)
+        if (token_eq(p, len, coding_names[c]))
+            return (c);
+    return (-1);
+}
+
+void
+gz_ae_init(struct gz_ae *ae)
+{
+    ae->present = false;
+    ae->star = -1;
+    for (int c = 0; c < GZ_C__N; c++)
+        ae->q[c] = -1;
+}
+
+void
+gz_ae_add(struct gz_ae *ae, const char *v, size_t len)
 {
     const char *p = v, *e = v + len;
 
@@ -122,53 +146,245 @@ ae_scan(struct ae *ae, const char *v, size_t len)
         p = ee;
         if (w < 0)
             continue;
-        if (token_eq(s, (size_t)(ce - s), "gzip") || token_eq(s, (size_t)(ce - s), "x-gzip"))
-            ae->gzip = SRG_MAX(ae->gzip, w);
-        else if (token_eq(s, (size_t)(ce - s), "*"))
+        if (token_eq(s, (size_t)(ce - s), "*")) {
             ae->star = SRG_MAX(ae->star, w);
-        else if (token_eq(s, (size_t)(ce - s), "identity"))
-            ae->identity = SRG_MAX(ae->identity, w);
+        } else {
+            int c = coding_of(s, (size_t)(ce - s));
+
+            if (c >= 0)
+                ae->q[c] = SRG_MAX(ae->q[c], w);
+        }
     }
 }
 
-static bool
-ae_gzip(const struct ae *ae)
+void
+gz_ae_req(struct gz_ae *ae, const struct http *req)
 {
-    int q = ae->gzip >= 0 ? ae->gzip : ae->star >= 0 ? ae->star : 0;
+    OBJ_CHECK(req, HTTP_MAGIC);
+    gz_ae_init(ae);
+    for (unsigned i = 0; i < req->nhdr; i++) {
+        if (!http_name_eq(&req->hdr[i].name, "Accept-Encoding"))
+            continue;
+        ae->present = true;
+        gz_ae_add(ae, req->hdr[i].val.b, req->hdr[i].val.len);
+    }
+}
+
+int
+gz_ae_weight(const struct gz_ae *ae, enum gz_coding c)
+{
+    SRG_ASSERT(c < GZ_C__N);
+    /*
+     * RFC 9110 would take a request without the field to accept any
+     * coding; every cache and server sends such clients identity, as
+     * tools and old clients expect, and so do we.
+     */
+    if (!ae->present)
+        return (c == GZ_C_IDENTITY ? 1000 : 0);
+    if (ae->q[c] >= 0)
+        return (ae->q[c]);
+    if (ae->star >= 0)
+        return (ae->star);
+    return (c == GZ_C_IDENTITY ? 1000 : 0);
+}
+
+static bool
+ae_gzip(const struct gz_ae *ae)
+{
+    int q = ae->q[GZ_C_GZIP] >= 0 ? ae->q[GZ_C_GZIP] : ae->star >= 0 ? ae->star : 0;
 
     /* A client that weighs identity above gzip prefers it: honour that. */
-    return (q > 0 && !(ae->identity > q));
+    return (ae->present && q > 0 && !(ae->q[GZ_C_IDENTITY] > q));
 }
 
 bool
 gz_ae_gzip(const char *v, size_t len)
 {
-    struct ae ae = { -1, -1, -1 };
+    struct gz_ae ae;
 
     AN(v != NULL || len == 0);
-    ae_scan(&ae, v, len);
+    gz_ae_init(&ae);
+    ae.present = true;
+    gz_ae_add(&ae, v, len);
     return (ae_gzip(&ae));
 }
 
 bool
 gz_accepts(const struct http *req)
 {
-    struct ae ae = { -1, -1, -1 };
-    bool any = false;
+    struct gz_ae ae;
 
-    OBJ_CHECK(req, HTTP_MAGIC);
-    for (unsigned i = 0; i < req->nhdr; i++) {
-        if (!http_name_eq(&req->hdr[i].name, "Accept-Encoding"))
-            continue;
-        any = true;
-        ae_scan(&ae, req->hdr[i].val.b, req->hdr[i].val.len);
+    gz_ae_req(&ae, req);
+    return (ae_gzip(&ae));
+}
+
+/* ---- codings ---- */
+
+const char *
+gz_coding_name(enum gz_coding c)
+{
+    SRG_ASSERT(c < GZ_C__N);
+    return (coding_names[c]);
+}
+
+int
+gz_coding_of(const struct txt *v)
+{
+    return (coding_of(v->b, v->len));
+}
+
+int
+gz_coding_level(enum gz_coding c)
+{
+    switch (c) {
+    case GZ_C_GZIP:
+        return ((int)par.gzip_level);
+    case GZ_C_BR:
+        return ((int)par.brotli_level);
+    case GZ_C_ZSTD:
+        return ((int)par.zstd_level);
+    case GZ_C_IDENTITY:
+    case GZ_C__N:
+        break;
     }
+    return (0);
+}
+
+enum gz_kind
+gz_coding_encoder(enum gz_coding c)
+{
+    switch (c) {
+    case GZ_C_GZIP:
+        return (GZ_ENCODE);
+    case GZ_C_BR:
+        return (GZ_ENCODE_BR);
+    case GZ_C_ZSTD:
+        return (GZ_ENCODE_ZSTD);
+    case GZ_C_IDENTITY:
+    case GZ_C__N:
+        break;
+    }
+    SRG_WRONG("gz_coding_encoder");
+}
+
+enum gz_kind
+gz_coding_decoder(enum gz_coding c)
+{
+    switch (c) {
+    case GZ_C_GZIP:
+        return (GZ_DECODE);
+    case GZ_C_BR:
+        return (GZ_DECODE_BR);
+    case GZ_C_ZSTD:
+        return (GZ_DECODE_ZSTD);
+    case GZ_C_IDENTITY:
+    case GZ_C__N:
+        break;
+    }
+    SRG_WRONG("gz_coding_decoder");
+}
+
+int
+gz_formats(const char *list, enum gz_coding *out, unsigned *n, struct sb *err)
+{
+    const char *p = list;
+    unsigned seen = 0;
+
+    *n = 0;
+    while (p != NULL && *p != '\0') {
+        const char *s;
+        int c;
+
+        while (*p == ',' || is_ows(*p))
+            p++;
+        for (s = p; *p != '\0' && *p != ',' && !is_ows(*p); p++)
+            continue;
+        if (p == s)
+            continue;
+        c = coding_of(s, (size_t)(p - s));
+        if (c < 0 || c == GZ_C_IDENTITY) {
+            sb_printf(err, "'%.*s': not a compression format (br, zstd, gzip)", (int)(p - s), s);
+            return (-1);
+        }
+        if (seen & GZ_SET(c)) {
+            sb_printf(err, "'%.*s' named twice", (int)(p - s), s);
+            return (-1);
+        }
+        seen |= GZ_SET(c);
+        out[(*n)++] = (enum gz_coding)c;
+    }
+    return (0);
+}
+
+/* The server's rank of c for ties: its place in pref, then the rest, identity last. */
+static unsigned
+rank(enum gz_coding c, const enum gz_coding *pref, unsigned npref)
+{
+    for (unsigned i = 0; i < npref; i++)
+        if (pref[i] == c)
+            return (i);
+    return (c == GZ_C_IDENTITY ? 2 * GZ_C__N : GZ_C__N + (unsigned)c);
+}
+
+/* The best of the codings in set by the client's weight, ties by rank; -1 if none is accepted. */
+static int
+best_of(const struct gz_ae *ae, unsigned set, const enum gz_coding *pref, unsigned npref)
+{
+    int best = -1, bestq = 0;
+
+    for (int c = 0; c < GZ_C__N; c++) {
+        int q;
+
+        if (!(set & GZ_SET(c)))
+            continue;
+        q = gz_ae_weight(ae, (enum gz_coding)c);
+        if (q <= 0)
+            continue;
+        if (q > bestq || (q == bestq && rank((enum gz_coding)c, pref, npref) <
+                                            rank((enum gz_coding)best, pref, npref))) {
+            best = c;
+            bestq = q;
+        }
+    }
+    return (best);
+}
+
+struct gz_pick
+gz_negotiate(const struct gz_ae *ae, unsigned stored, const enum gz_coding *pref, unsigned npref)
+{
+    /* Cheapest to turn into identity first: nothing, then by decoding speed. */
+    static const enum gz_coding by_decode[] = { GZ_C_IDENTITY, GZ_C_ZSTD, GZ_C_BR, GZ_C_GZIP };
+    struct gz_pick pk = { GZ_C_IDENTITY, GZ_C_IDENTITY };
+    unsigned makeable = 0;
+    int c;
+
+    stored &= GZ_SET(GZ_C__N) - 1;
+    AN(stored);
+    for (size_t i = 0; i < ARRAY_LEN(by_decode); i++) {
+        if (stored & GZ_SET(by_decode[i])) {
+            pk.from = by_decode[i];
+            break;
+        }
+    }
+    c = best_of(ae, stored, pref, npref);
     /*
-     * RFC 9110 would take a request without the field to accept any
-     * coding; every cache and server sends such clients identity, as
-     * tools and old clients expect, and so do we.
+     * A client weighing identity explicitly above every stored coding
+     * prefers it, and decoding is cheap: honour that, as for gzip
+     * (gz_accepts()).
      */
-    return (any && ae_gzip(&ae));
+    if (c >= 0 && !(ae->q[GZ_C_IDENTITY] > gz_ae_weight(ae, (enum gz_coding)c))) {
+        pk.send = pk.from = (enum gz_coding)c;
+        return (pk);
+    }
+    if (gz_ae_weight(ae, GZ_C_IDENTITY) > 0)
+        return (pk);
+    /* Identity refused: encode to what the client takes, among the formats configured. */
+    for (unsigned i = 0; i < npref; i++)
+        makeable |= GZ_SET(pref[i]);
+    c = best_of(ae, makeable & ~GZ_SET(GZ_C_IDENTITY), pref, npref);
+    if (c >= 0)
+        pk.send = (enum gz_coding)c;
+    return (pk);
 }
 
 /* ---- which responses ---- */
@@ -212,7 +428,7 @@ gz_type_match(const char *list, const struct txt *ctype)
 bool
 gz_coding_is_gzip(const struct txt *v)
 {
-    return (token_eq(v->b, v->len, "gzip") || token_eq(v->b, v->len, "x-gzip"));
+    return (coding_of(v->b, v->len) == GZ_C_GZIP);
 }
 
 bool
@@ -250,6 +466,64 @@ gz_compressible(const struct http *resp, uint64_t len, const char *types, uint64
 
 /* ---- heads ---- */
 
+/*
+ * Each ETag made weak (the bytes are no longer the origin's), with
+ * "-suffix" before its closing quote when suffix is not NULL -- a weak one
+ * too then, so that every coding has its own.
+ */
+static int
+weaken_etags(struct http *h, struct ws *ws, const char *suffix)
+{
+    size_t sl = suffix != NULL ? strlen(suffix) + 1 : 0;
+
+    for (unsigned i = 0; i < h->nhdr; i++) {
+        struct txt *v = &h->hdr[i].val;
+        size_t body, n;
+        bool weak;
+        char *w;
+
+        if (!http_name_eq(&h->hdr[i].name, "ETag"))
+            continue;
+        weak = v->len >= 4 && memcmp(v->b, "W/\"", 3) == 0;
+        if ((!weak && (v->len < 2 || v->b[0] != '"')) || v->b[v->len - 1] != '"' ||
+            (weak && sl == 0))
+            continue;
+        body = weak ? v->len - 3 : v->len - 1; /* from the opening quote, without the closing */
+        n = 2 + body + sl + 1;
+        w = ws_alloc(ws, n);
+        if (w == NULL)
+            return (-1);
+        memcpy(w, "W/", 2);
+        memcpy(w + 2, v->b + (weak ? 2 : 0), body);
+        if (sl > 0) {
+            w[2 + body] = '-';
+            memcpy(w + 3 + body, suffix, sl - 1);
+        }
+        w[n - 1] = '"';
+        *v = (struct txt){ w, n };
+    }
+    return (0);
+}
+
+int
+gz_head_coding(struct http *h, struct ws *ws, enum gz_coding from, enum gz_coding send)
+{
+    OBJ_CHECK(h, HTTP_MAGIC);
+    SRG_ASSERT(from < GZ_C__N && send < GZ_C__N);
+    if (!http_has_token(h, "Vary", "Accept-Encoding") && !http_has_token(h, "Vary", "*") &&
+        http_add(h, TXT_LIT("Vary"), TXT_LIT("Accept-Encoding")) != 0)
+        return (-1);
+    if (from == send)
+        return (0);
+    http_unset(h, "Content-Encoding");
+    http_unset(h, "Content-Length");
+    if (send != GZ_C_IDENTITY &&
+        http_add(h, TXT_LIT("Content-Encoding"),
+                 (struct txt){ coding_names[send], strlen(coding_names[send]) }) != 0)
+        return (-1);
+    return (weaken_etags(h, ws, send == GZ_C_BR ? "br" : send == GZ_C_ZSTD ? "zstd" : NULL));
+}
+
 int
 gz_head(struct http *h, struct ws *ws, enum gz_head what)
 {
@@ -263,18 +537,5 @@ gz_head(struct http *h, struct ws *ws, enum gz_head what)
     http_unset(h, "Content-Length");
     if (what == GZ_HEAD_ENCODED && http_add(h, TXT_LIT("Content-Encoding"), TXT_LIT("gzip")) != 0)
         return (-1);
-    for (unsigned i = 0; i < h->nhdr; i++) {
-        struct txt *v = &h->hdr[i].val;
-        char *w;
-
-        if (!http_name_eq(&h->hdr[i].name, "ETag") || v->len == 0 || v->b[0] != '"')
-            continue;
-        w = ws_alloc(ws, v->len + 2);
-        if (w == NULL)
-            return (-1);
-        memcpy(w, "W/", 2);
-        memcpy(w + 2, v->b, v->len);
-        *v = (struct txt){ w, v->len + 2 };
-    }
-    return (0);
+    return (weaken_etags(h, ws, NULL));
 }

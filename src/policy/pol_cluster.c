@@ -234,7 +234,7 @@ push_dir_name(lua_State *L, const struct dir *d)
 
 /* Add a field to the backend request, its value copied to the request's workspace. */
 static void
-bereq_add(lua_State *L, struct req *req, const char *name, const char *val)
+bereq_add(lua_State *L, struct req *req, struct http *bq, const char *name, const char *val)
 {
     size_t n = strlen(val);
     char *p = ws_alloc(req->ws, n);
@@ -242,7 +242,7 @@ bereq_add(lua_State *L, struct req *req, const char *name, const char *val)
     if (p == NULL)
         (void)luaL_error(L, "surogat.cluster.route: workspace_client exhausted");
     memcpy(p, val, n);
-    if (http_add(req->bereq, (struct txt){ name, strlen(name) }, (struct txt){ p, n }) != 0)
+    if (http_add(bq, (struct txt){ name, strlen(name) }, (struct txt){ p, n }) != 0)
         (void)luaL_error(L, "surogat.cluster.route: too many header fields (http_max_hdr)");
 }
 
@@ -272,6 +272,7 @@ static int
 l_route(lua_State *L)
 {
     struct req *req = in_hook(L, POL_H_BACKEND_FETCH, "route");
+    struct http *bq = pol__obj_check(L, 1, POL_O_BEREQ, NULL);
     struct clu *c = cluster_of(L, "route");
     struct pol_wrk *pw = pol__wrk(L);
     const struct pol_cfg *cfg = pol__prog_cfg(pw->prog);
@@ -282,11 +283,10 @@ l_route(lua_State *L)
     struct sb sb;
     bool self;
 
-    AN(req->bereq);
     if (ctx_get(L, pw, "cluster_nostore") != LUA_TNIL) {
         /* A retry: decided again below, maybe to fetch (and store) here. */
         unset_nostore(req->http);
-        unset_nostore(req->bereq);
+        unset_nostore(bq);
         lua_pushnil(L);
         ctx_set(L, pw, "cluster_nostore");
     }
@@ -294,7 +294,7 @@ l_route(lua_State *L)
     v = verdict_get(L, pw, vbuf, sizeof vbuf);
     if (v == NULL && req->sp == NULL) /* a background refresh: its recv ran on another state */
         v = judge(c, req->http, NULL, &self);
-    (void)http_unset(req->bereq, CLU_HOP_HEADER);
+    (void)http_unset(bq, CLU_HOP_HEADER);
     if (clu_origin(c) != NULL)
         origin = pol__decl_find(cfg, clu_origin(c));
     else if (req->dir != NULL && !clu_is_peer(c, dir_name(req->dir)))
@@ -324,12 +324,12 @@ l_route(lua_State *L)
                 ctx_set(L, pw, "cluster_nostore");
                 STAT_INC(cluster_fwd_cold);
             }
-            clu_hop_make(c, &req->bereq->method, http_value(req->bereq, "Host"), &req->bereq->url,
-                         NULL, 0, tim_real(), hop, sizeof hop);
-            bereq_add(L, req, CLU_HOP_HEADER, hop);
+            clu_hop_make(c, &bq->method, http_value(bq, "Host"), &bq->url, NULL, 0, tim_real(), hop,
+                         sizeof hop);
+            bereq_add(L, req, bq, CLU_HOP_HEADER, hop);
             sb_init(&sb, via, sizeof via);
             clu_via(c, &sb);
-            bereq_add(L, req, "Via", via);
+            bereq_add(L, req, bq, "Via", via);
             lua_pushinteger(L, (lua_Integer)clu_inval_seq());
             ctx_set(L, pw, "cluster_seq");
             STAT_INC(cluster_fwd);

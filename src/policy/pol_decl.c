@@ -451,10 +451,12 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
         (void)decl_fail(d, "a static backend (root) has no probe");
     if (!d->failed && root != NULL) {
         sb_init(&e, ebuf, sizeof ebuf);
-        if ((c.sfb = build_static(d, idx, root, &e)) == NULL && !d->failed)
+        if ((c.ops_priv = build_static(d, idx, root, &e)) == NULL && !d->failed) {
             (void)decl_fail_from(d, ebuf);
-        else if (c.sfb != NULL)
-            sfb_keep(c.sfb);
+        } else if (c.ops_priv != NULL) {
+            c.ops = &sfb_be_ops;
+            sfb_keep(c.ops_priv);
+        }
     }
     if (d->failed) {
         lua_pop(d->L, 1);
@@ -468,7 +470,7 @@ build_backend(struct decl *d, int idx, struct pol_cfg *cfg)
     lua_pop(d->L, 1); /* probe, kept on the stack while pc pointed into it */
     cfg->be[cfg->nbe++] = be;
     cfg->dir[cfg->ndir++] = dir_backend(be);
-    cfg->nstatic += be->sfb != NULL;
+    cfg->nstatic += be_local(be);
     return (0);
 }
 
@@ -968,7 +970,7 @@ pol__decl_build(lua_State *L, struct sb *err)
     if (cfg->dflt == NULL && (b = be_find("default")) != NULL) {
         cfg->dflt = dir_backend(b); /* -b's lives as long as the process */
         cfg->dir[cfg->ndir++] = cfg->dflt;
-        cfg->nstatic += b->sfb != NULL;
+        cfg->nstatic += be_local(b);
     }
     if (cfg->dflt == NULL && cfg->ndir > 0)
         cfg->dflt = cfg->dir[0];

@@ -217,6 +217,9 @@ push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct htt
         pw->ctx_ref = LUA_NOREF;
         pw->ctx_id = req->pol_id;
         pol__env_reset(pw);
+        /* It waited without its worker: what its hooks kept comes back. */
+        if (req->pol_carry != NULL)
+            pol__unpark(pw, req);
     }
     pw->req = req;
     pol__obj_push(L, kind, hp, NULL, ro);
@@ -382,7 +385,7 @@ pol_hash(struct req *req, char **key, size_t *len)
     }
     /* "lookup": the user's pieces alone, without the NUL before the first. */
     off = builtin != NULL ? 0 : 1;
-    k = ws_alloc(&req->wrk->ws, blen + pw->hlen);
+    k = ws_alloc(req->ws, blen + pw->hlen);
     if (k == NULL)
         return (0);
     if (builtin != NULL)
@@ -398,7 +401,12 @@ pol_backend_response(struct req *req, struct pol_beresp *br)
 {
     const struct call c = {
         .h = POL_H_BACKEND_RESPONSE, .dflt = POL_DELIVER, .nargs = 2,
-        .arg = { ARG_BEREQ(req), { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
+        .arg = { { .kind = POL_O_BEREQ,
+                   .hp = br->bereq != NULL   ? br->bereq
+                         : req->bereq != NULL ? req->bereq
+                                              : req->http,
+                   .ro = 1 },
+                 { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
     };
 
     return (call_hook(req, &c));

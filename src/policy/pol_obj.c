@@ -131,6 +131,18 @@ check_msg(lua_State *L, int idx)
     return (m);
 }
 
+struct http *
+pol__obj_check(lua_State *L, int idx, enum pol_obj_kind kind, const struct pol_ex **exp)
+{
+    struct msg *m = check_msg(L, idx);
+
+    if (m->kind != kind)
+        (void)luaL_argerror(L, idx, lua_pushfstring(L, "%s expected", kind_name[kind]));
+    if (exp != NULL)
+        *exp = &m->ex;
+    return (m->hp);
+}
+
 static void
 check_writable(lua_State *L, const struct msg *m, const char *what)
 {
@@ -146,7 +158,7 @@ ws_txt(lua_State *L, const char *s, size_t len)
     char *p;
 
     AN(pw->req);
-    p = ws_strndup(&pw->req->wrk->ws, s, len);
+    p = ws_strndup(pw->req->ws, s, len);
     if (p == NULL)
         (void)luaL_error(L, "workspace_client exhausted");
     return ((struct txt){ p, len });

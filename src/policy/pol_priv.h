@@ -109,6 +109,8 @@ extern const char *const pol__hook_name[POL_H_MAX]; /* the script's global of ea
  */
 struct wrk;
 struct pol_wrk *pol__state(struct wrk *wrk, bool in_request);
+/* pol_park.c: req.ctx and the request's globals, as pol_park() carried them. */
+void pol__unpark(struct pol_wrk *pw, struct req *req);
 bool pol__user_has(enum pol_hook h);                  /* the current script defines hook h */
 const char *pol__prog_path(const struct pol_prog *p); /* the script's file name */
 const char *pol__prog_src(const struct pol_prog *p, size_t *lenp); /* its source, as compiled */
@@ -235,6 +237,12 @@ struct pol_obj;
 void pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struct pol_ex *ex,
                    int ro);
 void pol__obj_kill(lua_State *L, int idx);
+/*
+ * The head of the live message object at idx, which must be of `kind`
+ * (else a Lua error); *exp, unless exp is NULL, points at its extras.
+ */
+struct http *pol__obj_check(lua_State *L, int idx, enum pol_obj_kind kind,
+                            const struct pol_ex **exp);
 /* The globals `client` and `server`: facts of the current request, read-only. */
 void pol__client_open(lua_State *L);
 

@@ -30,6 +30,8 @@
 
 #include "surogat/wrk.h"
 
+#include "req_priv.h"
+
 /* After an error response, how long to swallow what the client still sends. */
 #define REQ_ERROR_LINGER 0.5
 /* Header slots beyond http_max_hdr, for the ones surogat adds (Host, X-Forwarded-For ...). */
@@ -149,6 +151,10 @@ req_check(struct req *req)
     const struct http_hdr *h = http_find(hp, "Host");
 
     realip_apply(req->sp, hp); /* the client behind trusted_proxies, before anyone reads it */
+    if (req->sp != NULL) {
+        snprintf(req->client_ip, sizeof req->client_ip, "%s", req->sp->client_ip);
+        req->client_tls = sess_is_tls(req->sp);
+    }
     /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
     if (h != NULL && (h->val.len > 0 || hp->proto == 11) && !http_host_valid(&h->val)) {
         STAT_INC(client_req_400);
@@ -178,13 +184,32 @@ req_check(struct req *req)
     return (true);
 }
 
-void
-req_serve(struct req *req)
+/* Served: its log lines, and the log hook. */
+static void
+req_finish(struct req *req)
 {
-    OBJ_CHECK(req, REQ_MAGIC);
-    if (req_check(req))
-        req_dispatch(req);
     req_log(req);
     if (pol_active() && pol_has_log())
         pol_log(req);
+}
+
+enum req_run
+req_serve(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    if (req_check(req) && req_dispatch(req) == REQ_RUN_PARKED)
+        return (REQ_RUN_PARKED);
+    req_finish(req);
+    return (REQ_RUN_DONE);
+}
+
+enum req_run
+req_resume(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    OBJ_CHECK(req->wrk, WRK_MAGIC);
+    if (req__dispatch_resume(req) == REQ_RUN_PARKED)
+        return (REQ_RUN_PARKED);
+    req_finish(req);
+    return (REQ_RUN_DONE);
 }

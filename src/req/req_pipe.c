@@ -28,6 +28,7 @@
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
+#include "surogat/tp.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
@@ -39,8 +40,8 @@ pipe_bereq(struct req *req)
 {
     const struct http *hp = req->http;
     unsigned nhdr = hp->nhdr + 4 + (pol_active() ? POL_HDR_ROOM : 0);
-    struct http *bq = ws_alloc(&req->wrk->ws, sizeof *bq);
-    struct http_hdr *hdrs = ws_alloc(&req->wrk->ws, nhdr * sizeof *hdrs);
+    struct http *bq = ws_alloc(req->ws, sizeof *bq);
+    struct http_hdr *hdrs = ws_alloc(req->ws, nhdr * sizeof *hdrs);
 
     if (bq == NULL || hdrs == NULL)
         return (NULL);
@@ -60,74 +61,12 @@ pipe_bereq(struct req *req)
     return (bq);
 }
 
-/* The status of a response whose first bytes are p, for the log; 0 if not one. */
-static unsigned
-peek_status(const char *p, size_t len)
-{
-    unsigned st = 0;
-
-    if (len < 12 || memcmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ')
-        return (0);
-    for (int i = 9; i < 12; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return (0);
-        st = st * 10 + (unsigned)(p[i] - '0');
-    }
-    return (st);
-}
-
-/*
- * Copy both ways until a side closes, fails, or pipe_timeout passes with
- * nothing to copy.  The client side goes through the session's I/O.
- */
-static void
-shuffle(struct req *req, struct bcp_conn *conn)
-{
-    char *buf = req->wrk->be;
-    size_t size = req->wrk->be_size;
-    struct pollfd pfd[2] = { { .fd = req->sp->fd, .events = POLLIN },
-                             { .fd = conn->fd, .events = POLLIN } };
-    ssize_t n;
-
-    for (;;) {
-        bool held = sess_pending(req->sp); /* decrypted TLS bytes poll(2) cannot see */
-        bool bheld = bcp_pending(conn);
-        int rv = poll(pfd, 2, held || bheld ? 0 : (int)(par.pipe_timeout * 1e3));
-        if (rv < 0 && errno == EINTR)
-            continue;
-        if (rv < 0 || (rv == 0 && !held && !bheld))
-            return;
-        if (held || (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            n = sess_read_nb(req->sp, buf, size);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-                return;
-            if (n > 0 && bcp_write(conn, buf, (size_t)n, tim_mono() + par.pipe_timeout) != 0)
-                return;
-        }
-        if (bheld || (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-            n = bcp_read_nb(conn, buf, size);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-                return;
-            if (n > 0) {
-                if (req->t_first == 0) {
-                    req->t_first = tim_mono();
-                    req->status = peek_status(buf, (size_t)n);
-                }
-                if (sess_write(req->sp, buf, (size_t)n, req_send_deadline(req)) != 0)
-                    return;
-                req->resp_bytes += (uint64_t)n;
-            }
-        }
-    }
-}
-
 void
 req_pipe(struct req *req, struct be *be)
 {
     struct pol_synth syn;
     struct bcp_conn *conn;
     struct http *bq;
-    struct iovec iov[2];
     struct sb sb;
     char *buf;
     size_t room;
@@ -155,16 +94,16 @@ req_pipe(struct req *req, struct be *be)
         (void)dlv_error(req, 503, NULL, NULL); /* none healthy, or static files: nothing to pipe to */
         return;
     }
-    buf = ws_reserve_all(&req->wrk->ws, &room);
+    buf = ws_reserve_all(req->ws, &room);
     sb_init(&sb, buf, room);
     h1_write_request(&sb, bq);
     if (!sb_ok(&sb)) {
-        ws_release(&req->wrk->ws, 0);
+        ws_release(req->ws, 0);
         STAT_INC(ws_overflow);
         (void)dlv_error(req, 500, NULL, NULL);
         return;
     }
-    ws_release(&req->wrk->ws, sb.len + 1);
+    ws_release(req->ws, sb.len + 1);
     req->be_name = be->name;
     if (be_conn_get(be, req->sp, true, &conn) != BCP_OK) {
         STAT_INC(backend_fail);
@@ -173,15 +112,8 @@ req_pipe(struct req *req, struct be *be)
     }
     STAT_INC(policy_pipe);
     STAT_INC(backend_req);
-    /* The head, and whatever the client sent after it already. */
-    iov[0].iov_base = buf;
-    iov[0].iov_len = sb.len;
-    iov[1].iov_base = req->wrk->rx + req->rx_pos;
-    iov[1].iov_len = req->rx_len - req->rx_pos;
-    req->rx_pos = req->rx_len;
-    req->body_done = true; /* whatever it was, it went through raw */
-    if (bcp_writev(conn, iov, 2, tim_mono() + be_between_bytes_timeout(be)) == 0)
-        shuffle(req, conn);
+    if (bcp_write(conn, buf, sb.len, tim_mono() + be_between_bytes_timeout(be)) == 0)
+        req->tp->tunnel(req, conn);
     bcp_close(&conn);
     if (req->t_first == 0)
         (void)dlv_error(req, 503, NULL, NULL); /* the backend said nothing at all */

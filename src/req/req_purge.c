@@ -125,7 +125,7 @@ purge_tags(struct req *req, size_t *len)
             n += hp->hdr[i].val.len + 1;
     if (n == 0)
         return (NULL);
-    buf = ws_alloc(&req->wrk->ws, n);
+    buf = ws_alloc(req->ws, n);
     if (buf == NULL) {
         *len = 1;
         return (NULL);

@@ -275,6 +275,7 @@ sfb_new(const struct sfb_conf *c, struct sb *err)
         return (NULL);
     }
     sfb__cache_init(sfb);
+    sfb__zcache_init(sfb);
     return (sfb);
 }
 
@@ -336,6 +337,8 @@ sfb_free(struct sfb **sfbp)
     struct sfb *sfb;
 
     OBJ_TAKE(sfb, sfbp, SFB_MAGIC);
+    if (sfb->zbucket != NULL)
+        sfb__zcache_fini(sfb);
     if (sfb->bucket != NULL)
         sfb__cache_fini(sfb);
     if (sfb->rootfd >= 0)

@@ -7,13 +7,16 @@
  *   deny list   every segment: 404, as if absent (nothing to learn)
  *   open        under the root only (sfb__openat): 404, 403
  *   directory   301 to the slash form, index files, listing or 403
- *   file        304, 206, 416 or 200, with validators and expiry
+ *   file        304, 206, 416 or 200, with validators and expiry, in the
+ *               coding the client prefers (identity, a precompressed
+ *               sibling, or a copy compressed once: sfb_zcache.c)
  *
  * The answer is a response for the request core to deliver (sfb_resp): a
  * status, field lines built in the caller's workspace, and where the body
- * is -- the open-file cache's copy of a small file, a listing, or a range
- * of an open file, which the deliverer sends with sendfile(2).  Nothing
- * here writes to a client.
+ * is -- the open-file cache's copy of a small file, a listing, a
+ * compressed copy, or a range of an open file (the file or a sibling),
+ * which the deliverer sends with sendfile(2).  Nothing here writes to a
+ * client.
  */
 #include "config.h"
 
@@ -27,8 +30,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "surogat/be.h"
 #include "surogat/defs.h"
+#include "surogat/gz.h"
 #include "surogat/http.h"
+#include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/sfb.h"
 #include "surogat/stat.h"
@@ -83,22 +89,139 @@ fail(struct sfb_resp *r, unsigned status)
     r->fields = status == 405 ? TXT_LIT("Allow: GET, HEAD\r\n") : (struct txt){ "", 0 };
 }
 
+/*
+ * The representation of a file a response sends: the file itself, a
+ * precompressed sibling, or a compressed copy, with its validator and
+ * size.  Ranges are honoured on the first two, which are files with
+ * stable bytes, as nginx's gzip_static does; a copy compressed on the fly
+ * is sent whole, as nginx's gzip filter does, so that no client resumes a
+ * compressed download with identity bytes.
+ */
+struct variant {
+    enum gz_coding coding;
+    struct sfb_file *file;   /* the bytes, when from a file (f or a sibling) */
+    struct sfb_zcopy *zcopy; /* the bytes, when a compressed copy */
+    uint64_t size;
+    char etag[80];
+    bool ranges;
+    bool vary; /* the answer depends on Accept-Encoding */
+};
+
+/* "mtime-size" made per coding: strong for a sibling's bytes, weak for a copy's. */
 static void
-file_resp(const struct http *req, struct ws *ws, struct sfb_file *f, struct sfb_resp *r)
+variant_etag(struct variant *v, const char *etag, bool weak)
 {
-    struct txt etag = { f->etag, strlen(f->etag) }, lm = { f->lm, strlen(f->lm) };
-    uint64_t first = 0, last = f->size > 0 ? f->size - 1 : 0;
+    size_t n = strlen(etag);
+
+    SRG_ASSERT(n >= 2 && n + 8 < sizeof v->etag);
+    snprintf(v->etag, sizeof v->etag, "%s%.*s-%s\"", weak ? "W/" : "", (int)(n - 1), etag,
+             gz_coding_name(v->coding));
+}
+
+/* The sibling of f in coding c, if it can be opened and is still not older than f. */
+static struct sfb_file *
+sibling(struct sfb *sfb, const struct sfb_file *f, enum gz_coding c)
+{
+    char path[SFB_PATH_MAX + 8];
+    struct sfb_file *s;
+    const char *ext = sfb__sibling_ext(c);
+
+    if (f->plen + strlen(ext) >= SFB_PATH_MAX)
+        return (NULL);
+    memcpy(path, f->path, f->plen);
+    strcpy(path + f->plen, ext);
+    if (sfb__file_get(sfb, path, f->plen + strlen(ext), &s) != SFB_O_FILE)
+        return (NULL);
+    if (s->mtime.tv_sec < f->mtime.tv_sec ||
+        (s->mtime.tv_sec == f->mtime.tv_sec && s->mtime.tv_nsec < f->mtime.tv_nsec)) {
+        sfb__file_put(sfb, &s);
+        return (NULL);
+    }
+    return (s);
+}
+
+/* Which representation of f goes to this client. */
+static void
+choose(struct sfb *sfb, const struct http *req, struct sfb_file *f, struct variant *v)
+{
+    enum gz_coding formats[GZ_C__N];
+    unsigned nformats = 0, sibs, avail;
+    struct gz_ae ae;
+    struct gz_pick pk;
+    struct sb err;
+    char eb[128];
+
+    memset(v, 0, sizeof *v);
+    v->coding = GZ_C_IDENTITY;
+    v->file = f;
+    v->size = f->size;
+    v->ranges = true;
+    snprintf(v->etag, sizeof v->etag, "%s", f->etag);
+    sb_init(&err, eb, sizeof eb);
+    /* compress_formats is checked here, not when set: a bad list compresses nothing. */
+    if (gz_formats(par.compress_formats, formats, &nformats, &err) != 0)
+        nformats = 0;
+    sibs = sfb__siblings(sfb, f);
+    avail = GZ_SET(GZ_C_IDENTITY) | sibs;
+    if (par.sfb_compress_cache > 0 && sfb__compressible(f))
+        for (unsigned i = 0; i < nformats; i++)
+            avail |= GZ_SET(formats[i]);
+    if (avail == GZ_SET(GZ_C_IDENTITY))
+        return;
+    v->vary = true;
+    gz_ae_req(&ae, req);
+    pk = gz_negotiate(&ae, avail, formats, nformats);
+    if (pk.send == GZ_C_IDENTITY)
+        return;
+    if (sibs & GZ_SET(pk.send)) {
+        struct sfb_file *s = sibling(sfb, f, pk.send);
+
+        if (s != NULL) {
+            STAT_INC(sfb_precompressed);
+            v->coding = pk.send;
+            v->file = s;
+            v->size = s->size;
+            variant_etag(v, s->etag, false);
+            return;
+        }
+    }
+    if (!(avail & ~sibs & GZ_SET(pk.send)))
+        return; /* the sibling went away, and the type is not compressed on the fly */
+    v->zcopy = sfb__zcopy_get(sfb, f, pk.send);
+    if (v->zcopy == NULL)
+        return; /* being made by another request, or not worth it: the file as it is */
+    v->coding = pk.send;
+    v->file = NULL;
+    v->size = v->zcopy->len;
+    v->ranges = false;
+    variant_etag(v, f->etag, true);
+}
+
+/* Consumes *fp: it ends in r (held for the body) or released. */
+static void
+file_resp(const struct http *req, struct ws *ws, struct sfb *sfb, struct sfb_file **fp,
+          struct sfb_resp *r)
+{
+    struct sfb_file *f = *fp;
+    struct variant v;
+    struct txt etag, lm = { f->lm, strlen(f->lm) };
+    uint64_t first = 0, last;
     size_t room;
-    char *buf = ws_reserve_all(ws, &room);
+    char *buf;
     struct sb sb;
 
+    *fp = NULL;
+    choose(sfb, req, f, &v);
+    etag = (struct txt){ v.etag, strlen(v.etag) };
+    last = v.size > 0 ? v.size - 1 : 0;
+    buf = ws_reserve_all(ws, &room);
     r->status = 200;
-    r->len = f->size;
+    r->len = v.size;
     if (http_not_modified(req, &etag, &lm)) {
         STAT_INC(sfb_not_modified);
         r->status = 304;
-    } else {
-        switch (http_range(req, &etag, &lm, f->size, &first, &last)) {
+    } else if (v.ranges) {
+        switch (http_range(req, &etag, &lm, v.size, &first, &last)) {
         case HTTP_RANGE_OK:
             r->status = 206;
             r->len = last - first + 1;
@@ -115,13 +238,17 @@ file_resp(const struct http *req, struct ws *ws, struct sfb_file *f, struct sfb_
     head_start(&sb);
     if (r->status == 200 || r->status == 206)
         sb_printf(&sb, "Content-Type: %s\r\n", f->type);
+    if (v.coding != GZ_C_IDENTITY && (r->status == 200 || r->status == 206))
+        sb_printf(&sb, "Content-Encoding: %s\r\n", gz_coding_name(v.coding));
+    if (v.vary)
+        sb_cat(&sb, "Vary: Accept-Encoding\r\n");
     if (r->status == 206)
         sb_printf(&sb, "Content-Range: bytes %llu-%llu/%llu\r\n", (unsigned long long)first,
-                  (unsigned long long)last, (unsigned long long)f->size);
+                  (unsigned long long)last, (unsigned long long)v.size);
     if (r->status == 416)
-        sb_printf(&sb, "Content-Range: bytes */%llu\r\n", (unsigned long long)f->size);
-    sb_printf(&sb, "Last-Modified: %s\r\nETag: %s\r\n", f->lm, f->etag);
-    if (r->status != 304)
+        sb_printf(&sb, "Content-Range: bytes */%llu\r\n", (unsigned long long)v.size);
+    sb_printf(&sb, "Last-Modified: %s\r\nETag: %s\r\n", f->lm, v.etag);
+    if (r->status != 304 && v.ranges)
         sb_cat(&sb, "Accept-Ranges: bytes\r\n");
     if (f->expires >= 0) {
         char exp[TIM_HTTP_DATE_LEN + 1];
@@ -130,15 +257,29 @@ file_resp(const struct http *req, struct ws *ws, struct sfb_file *f, struct sfb_
         sb_printf(&sb, "Cache-Control: max-age=%ld\r\nExpires: %s\r\n", f->expires, exp);
     }
     set_fields(r, ws, buf, &sb);
-    if (r->error)
+    if (r->error) {
+        if (v.file != NULL && v.file != f)
+            sfb__file_put(sfb, &v.file);
+        if (v.zcopy != NULL)
+            sfb__zcopy_put(sfb, &v.zcopy);
+        sfb__file_put(sfb, &f);
         return;
+    }
     r->body = r->status != 304;
     r->off = (off_t)first;
-    if (r->len > 0 && f->mem != NULL)
-        r->mem = f->mem + first;
+    if (v.zcopy != NULL) {
+        r->mem = v.zcopy->data;
+        r->zcopy = v.zcopy;
+        r->file = f; /* unused for the body, held to the end like the others */
+        return;
+    }
+    if (r->len > 0 && v.file->mem != NULL)
+        r->mem = v.file->mem + first;
     else
-        r->fd = f->fd;
-    r->file = f;
+        r->fd = v.file->fd;
+    r->file = v.file;
+    if (v.file != f)
+        r->base = f;
 }
 
 static void
@@ -347,9 +488,7 @@ serve_dir(const struct http *req, struct ws *ws, struct sfb *sfb, char *path, si
         o = sfb__file_get(sfb, path, plen + il, &f);
         path[plen] = '\0';
         if (o == SFB_O_FILE) {
-            file_resp(req, ws, f, r);
-            if (r->file == NULL)
-                sfb__file_put(sfb, &f);
+            file_resp(req, ws, sfb, &f, r);
             return;
         }
         if (o == SFB_O_ERROR) {
@@ -406,9 +545,7 @@ sfb_answer(struct sfb *sfb, const struct http *req, struct ws *ws, struct sfb_re
         fail(r, 404);
     } else if ((o = sfb__file_get(sfb, path, plen, &f)) == SFB_O_FILE) {
         /* "file/" never gets here: the kernel answers ENOTDIR, a 404. */
-        file_resp(req, ws, f, r);
-        if (r->file == NULL)
-            sfb__file_put(sfb, &f);
+        file_resp(req, ws, sfb, &f, r);
     } else if (o == SFB_O_DIR && path[plen - 1] != '/') {
         redirect_resp(req, ws, path, r);
     } else if (o == SFB_O_DIR) {
@@ -424,6 +561,24 @@ sfb_resp_done(struct sfb *sfb, struct sfb_resp *r)
     OBJ_CHECK(sfb, SFB_MAGIC);
     if (r->file != NULL)
         sfb__file_put(sfb, &r->file);
+    if (r->base != NULL)
+        sfb__file_put(sfb, &r->base);
+    if (r->zcopy != NULL)
+        sfb__zcopy_put(sfb, &r->zcopy);
     free(r->page);
     r->page = NULL;
 }
+
+static void
+be_answer(void *priv, const struct http *req, struct ws *ws, struct sfb_resp *r)
+{
+    sfb_answer(priv, req, ws, r);
+}
+
+static void
+be_done(void *priv, struct sfb_resp *r)
+{
+    sfb_resp_done(priv, r);
+}
+
+const struct be_ops sfb_be_ops = { "static", be_answer, be_done };

@@ -1,6 +1,6 @@
 /*
  * sfb_priv.h -- what the static-file backend's files share: the sfb
- * itself and the open-file cache.
+ * itself, the open-file cache and the cache of compressed copies.
  */
 #ifndef SUROGAT_SFB_PRIV_H
 #define SUROGAT_SFB_PRIV_H
@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "surogat/gz.h"
 #include "surogat/tim.h"
 
 struct sfb_mime {
@@ -26,6 +27,7 @@ struct sfb_exp {
 
 struct sb;
 struct sfb_file;
+struct sfb_zcopy;
 
 struct sfb {
     unsigned magic;
@@ -52,6 +54,12 @@ struct sfb {
     unsigned nfile;            /* entries in the table, under mtx */
     struct sfb_file *lru_head; /* most recently used first, under mtx */
     struct sfb_file *lru_tail;
+    /* The compressed copies (sfb_zcache.c), under zmtx. */
+    pthread_mutex_t zmtx;
+    struct sfb_zcopy **zbucket;  /* hash chains, SFB_ZBUCKETS */
+    struct sfb_zcopy *zlru_head; /* most recently used first */
+    struct sfb_zcopy *zlru_tail;
+    uint64_t zbytes; /* data of the copies in the table */
 };
 
 /*
@@ -74,6 +82,9 @@ struct sfb_file {
     const char *type; /* Content-Type */
     long expires;     /* seconds, -1: none */
     char etag[64];    /* with its quotes */
+    /* Precompressed siblings (sfb_zcache.c): looked for at most every sfb_cache_check. */
+    double t_sib;      /* tim_mono() of the last look, 0: never; under mtx */
+    unsigned sib_mask; /* GZ_SET() of the codings found then; under mtx */
     char lm[TIM_HTTP_DATE_LEN + 1];
     uint32_t hash;
     struct sfb_file *hnext;
@@ -99,6 +110,48 @@ void sfb__cache_fini(struct sfb *sfb);
 /* The entry for path, from the cache or freshly opened.  Blocks on the disk. */
 enum sfb__open sfb__file_get(struct sfb *sfb, const char *path, size_t plen, struct sfb_file **fp);
 void sfb__file_put(struct sfb *sfb, struct sfb_file **fp); /* *fp = NULL */
+/*
+ * A compressed copy of a file's bytes in one coding, kept by the file's
+ * identity, shared by the responses sending it.  Immutable once ready.
+ */
+struct sfb_zcopy {
+    unsigned magic;
+#define SFB_ZCOPY_MAGIC 0x2f9c6d18
+    unsigned refcnt; /* the table's and each response's, under zmtx */
+    bool ready;      /* made; before, the maker alone works on it */
+    bool useless;    /* made, but no smaller than the file: send the file */
+    bool in_table;
+    enum gz_coding coding;
+    dev_t dev;
+    ino_t ino;
+    uint64_t size; /* of the file */
+    struct timespec mtime;
+    char *data; /* malloc'd, len bytes */
+    uint64_t len;
+    uint32_t hash;
+    struct sfb_zcopy *hnext, *lprev, *lnext;
+    size_t plen;
+    char path[];
+};
+#define SFB_ZBUCKETS 256
+
+void sfb__zcache_init(struct sfb *sfb);
+void sfb__zcache_fini(struct sfb *sfb);
+/*
+ * The copy of f in coding c, ready (referenced), or NULL when there is
+ * none to send: another request is making it, the file is too big for
+ * the cache or no smaller compressed, or it changed while read.  Makes it
+ * when missing: blocks on the CPU and the disk, never under a lock.
+ */
+struct sfb_zcopy *sfb__zcopy_get(struct sfb *sfb, const struct sfb_file *f, enum gz_coding c);
+void sfb__zcopy_put(struct sfb *sfb, struct sfb_zcopy **zp); /* *zp = NULL */
+/* The codings of f's precompressed siblings, regular files not older than f (cached). */
+unsigned sfb__siblings(struct sfb *sfb, struct sfb_file *f);
+/* The file name suffix of a sibling in coding c: ".br", ".zst", ".gz". */
+const char *sfb__sibling_ext(enum gz_coding c);
+/* Whether f's type and size make it worth compressing on the fly. */
+bool sfb__compressible(const struct sfb_file *f);
+
 /* Percent-encode a normalised path for a URL (Location, listing links); NUL-terminated. */
 void sfb__url_encode(struct sb *sb, const char *s);
 

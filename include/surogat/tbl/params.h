@@ -41,8 +41,28 @@ PARAM(feature, FEATURE, "+https_scheme,+wait_silo,+validate_headers,+busy_stats_
       "them); a value asking for the other state is refused with the reason, as is a name "
       "Varnish does not have. Setting it changes nothing.")
 PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
-      "How long an idle keep-alive client connection is kept open between requests, and how "
-      "long a client may take to send a complete request head.")
+      "How long an idle keep-alive client connection is kept open between requests, and the "
+      "longest pause within a request body.")
+PARAM(timeout_req, DURATION, "10s", "10ms", NULL, PAR_LIVE,
+      "A request head must be complete this long after its first byte, and a request body "
+      "this long after its head plus one second per req_body_min_rate bytes received. "
+      "Meanwhile a slow client holds no worker: its bytes so far wait with the session in "
+      "the waiter. Past the deadline the connection is answered 408 and closed "
+      "(sess_timeout_req), checked about once a second.")
+PARAM(req_body_buffer, BYTES, "16k", "0", "64k", PAR_LIVE,
+      "Request body bytes read before the request is dispatched, without a worker waiting "
+      "for them: a body this small arrives whole before the request runs and is then served "
+      "from memory; of a larger one (or a chunked one larger than this) the first bytes are "
+      "buffered and the rest is streamed to the backend by a worker, bounded by "
+      "req_body_min_rate. A parked session keeps what it received, so the worst case is "
+      "http_req_size plus this per slow connection. At most 64k: the body shares the "
+      "worker's receive buffer with the head. 0 streams every body.")
+PARAM(req_body_min_rate, BYTES, "500", "0", NULL, PAR_LIVE,
+      "Slowest request body accepted, in bytes per second: a body must be complete "
+      "timeout_req after its head plus one second per this many bytes received, or it is "
+      "answered 408. The same bound holds whether the body waits in the waiter or a worker "
+      "streams it, so that holding a worker costs a client at least this bandwidth. 0: no "
+      "minimum (each pause is still bounded by timeout_idle).")
 PARAM(timeout_linger, DURATION, "50ms", "0s", NULL, PAR_LIVE,
       "A worker holding a taker slot (one per CPU) that finds no work waits this long for "
       "a parked keep-alive session to turn ready (the next request on any idle connection) "
@@ -206,8 +226,16 @@ PARAM(coalesce_timeout, DURATION, "10s", "0s", NULL, PAR_LIVE,
       "Longest a request waits for another request's fetch of the same object before it goes "
       "to the backend itself. The wait ends as soon as that fetch has the response head and "
       "knows it will be stored: then the waiting requests stream the body as it arrives.")
-PARAM(coalesce_max_waiters, UINT, "1024", "0", NULL, PAR_LIVE,
-      "Most requests that may wait for one fetch; more go to the backend themselves.")
+PARAM(coalesce_max_waiters, UINT, "16384", "0", NULL, PAR_LIVE,
+      "Most requests that may wait for one fetch; more go to the backend themselves. A "
+      "waiting request holds no worker thread: it is parked on the object's waiting list "
+      "with its request memory (a few KiB resident) until the fetch streams, ends or "
+      "coalesce_timeout passes.")
+PARAM(coalesce_rush, UINT, "3", "1", "1000", PAR_LIVE,
+      "How many parked requests each event of a fetch wakes (it streams, is published or "
+      "abandoned), and how many more each woken request wakes once it finds the object "
+      "usable: the waiters resume in a growing wave at the pace workers serve them instead "
+      "of flooding the queue at once (Varnish's rush_exponent).")
 PARAM(max_object_size, BYTES, "0", "0", NULL, PAR_LIVE,
       "Largest response body stored in the cache; 0 (the default): no limit but the store "
       "itself. A larger response -- by its Content-Length, or a chunked one once it grows "
@@ -350,6 +378,31 @@ PARAM(gzip_pass, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also compress responses that are not stored (passes, uncacheable misses) on the fly "
       "for clients that accept gzip, with the same rules as stored ones. This costs CPU on "
       "every such response, so it is off by default.")
+PARAM(compress_formats, STRING, "br,gzip", NULL, NULL, PAR_LIVE,
+      "Content codings a compressible body is kept in, best first, among br, zstd and gzip "
+      "(commas or spaces). Each client gets the one its Accept-Encoding weighs highest, ties "
+      "going to the first listed, else identity. The static-file backend (-b /DIR) makes and "
+      "keeps copies in these; cached objects keep gzip (http_gzip_support) for now. br is "
+      "listed first: at brotli_level 5 it is 4-11% smaller than gzip_level 6 on real HTML, "
+      "CSS and JavaScript for less CPU (bench/RESULTS.md), and every browser that sends zstd "
+      "also sends br; zstd is the cheapest to make and to decode.")
+PARAM(brotli_level, UINT, "5", "0", "11", PAR_LIVE,
+      "brotli quality for bodies compressed by surogat: 0 fastest, 11 smallest. 5 costs a "
+      "little less than gzip_level 6; 11 is about 100 times slower than 5 for 9-13% less.")
+PARAM(zstd_level, UINT, "6", "1", "19", PAR_LIVE,
+      "zstd level for bodies compressed by surogat: 1 fastest, 19 smallest (higher levels "
+      "would need a window past the 8 MiB that RFC 9659 allows the zstd coding).")
+PARAM(sfb_precompressed, BOOL, "on", NULL, NULL, PAR_LIVE,
+      "Whether the -b /DIR backend serves a precompressed sibling of a file (file.css.br, "
+      ".zst, .gz, as nginx's gzip_static) to a client that accepts its coding, when the "
+      "sibling is a regular file not older than the file. Looked for at most once per "
+      "sfb_cache_check.")
+PARAM(sfb_compress_cache, BYTES, "32m", "0", NULL, PAR_LIVE,
+      "Memory for the compressed copies the -b /DIR backend makes of compressible files "
+      "(gzip_types, at least gzip_min_size, at most a quarter of this) in the codings of "
+      "compress_formats, kept by file identity (path, size, mtime, inode) so that a file is "
+      "compressed once, not per request; least recently used dropped first. 0: no "
+      "compression on the fly.")
 PARAM(sfb_cache_entries, UINT, "1000", "1", "1000000", PAR_LIVE,
       "Files the static-file backend (-b /dir) keeps open in its open-file cache, with their "
       "size, validators and type; the least recently used is closed first. Each entry holds "

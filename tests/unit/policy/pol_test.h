@@ -61,6 +61,7 @@ mkreq(const char *method, const char *url, ...)
     memset(&req, 0, sizeof req);
     req.magic = REQ_MAGIC;
     req.wrk = &wrk;
+    req.ws = &wrk.ws;
     http_init(req.http, hdrs, ARRAY_LEN(hdrs));
     req.http->method = (struct txt){ method, strlen(method) };
     req.http->url = (struct txt){ url, strlen(url) };

@@ -101,6 +101,7 @@ recv_act(void)
     memset(&req, 0, sizeof req);
     req.magic = REQ_MAGIC;
     req.wrk = &wrk;
+    req.ws = &wrk.ws;
     http_init(req.http, hdrs, ARRAY_LEN(hdrs));
     req.http->method = (struct txt){ "GET", 3 };
     req.http->url = (struct txt){ "/", 1 };

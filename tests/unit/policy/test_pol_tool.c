@@ -78,6 +78,7 @@ mkreq_on(struct req *r, struct wrk *w, struct http_hdr *h, unsigned nh, const ch
     memset(r, 0, sizeof *r);
     r->magic = REQ_MAGIC;
     r->wrk = w;
+    r->ws = &w->ws;
     http_init(r->http, h, nh);
     r->http->method = (struct txt){ method, strlen(method) };
     r->http->url = (struct txt){ url, strlen(url) };

@@ -6,13 +6,18 @@
  * renews it.
  *
  * The task cannot use the client request: it lives in the client's
- * worker's workspace, gone when the client's task ends.  So fetch_bg()
- * copies what the refresh needs to the heap -- the URL, Host, the fields
- * the stale copy's Vary names (so the new object answers the same
- * requests) and X-Forwarded-For -- and the task rebuilds a GET from it in
- * its own workspace.  The conditional fields come from the stale copy's
- * ETag and Last-Modified, added by the fetch itself.  The task owns the
- * busy object and a reference to the stale copy until it ends.
+ * worker's workspace, gone when the client's task ends.  So
+ * req_fetch_bg() copies what the refresh needs to the heap -- the URL,
+ * Host, the fields the stale copy's Vary names (so the new object answers
+ * the same requests), X-Forwarded-For as it came, and the client's
+ * address and scheme -- and the task rebuilds a GET from it in its own
+ * workspace and runs the same fetch as a miss (req__fetch()), with nobody
+ * to answer.  The backend request is built by the one function that
+ * builds every backend request, from the client the copy names, so a TLS
+ * client's refresh says X-Forwarded-Proto: https like its miss would.  The
+ * conditional fields come from the stale copy's ETag and Last-Modified,
+ * added by the fetch itself.  The task owns the busy object and a
+ * reference to the stale copy until it ends.
  */
 #include "config.h"
 
@@ -21,7 +26,6 @@
 
 #include "surogat/be.h"
 #include "surogat/defs.h"
-#include "surogat/fetch.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
@@ -32,7 +36,7 @@
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
 
-#include "fetch_priv.h"
+#include "req_priv.h"
 
 struct bgfetch {
     unsigned magic;
@@ -41,6 +45,8 @@ struct bgfetch {
     struct be *be;
     struct cobj *oc;        /* the busy object the refresh fills */
     struct hsh_stale stale; /* the stale copy it revalidates (referenced) */
+    char client_ip[INET6_ADDRSTRLEN]; /* the client of the request that caused it */
+    bool client_tls;
     unsigned nfield;
     char buf[]; /* the URL, NUL; then nfield times name, NUL, value, NUL */
 };
@@ -74,6 +80,10 @@ bg_task(struct wrk *wrk, void *priv)
     memset(req, 0, sizeof *req);
     OBJ_INIT(req, REQ_MAGIC);
     req->wrk = wrk;
+    req->ws = &wrk->ws;
+    req->bg = true;
+    memcpy(req->client_ip, bg->client_ip, sizeof req->client_ip);
+    req->client_tls = bg->client_tls;
     req->t_start = tim_real();
     req->t_mono = tim_mono();
     req->body = H1_BODY_NONE;
@@ -90,13 +100,14 @@ bg_task(struct wrk *wrk, void *priv)
         p = v.b + v.len + 1;
     }
     STAT_INC(cache_bgfetch);
-    fetch__run_bg(req, bg->be, &bg->oc, &bg->stale);
+    req__fetch(req, bg->be, bg->oc, &bg->stale);
+    bg->oc = NULL; /* the fetch took it */
     hsh_deref(&bg->stale.oc);
     OBJ_FREE(&bg);
 }
 
 void
-fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
+req_fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
 {
     const struct http_hdr *host = http_find(req->http, "Host");
     const struct cobj *so = stale->oc;
@@ -108,13 +119,11 @@ fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *st
     if (host != NULL)
         len += 6 + host->val.len;
     len += so->vary_len;
-    if (par.xff) {
-        for (unsigned i = 0; i < req->http->nhdr; i++)
-            if (http_name_eq(&req->http->hdr[i].name, "X-Forwarded-For"))
-                xff += req->http->hdr[i].val.len + 2;
-        xff += strlen(req->sp->client_ip);
-        len += sizeof "X-Forwarded-For" + xff + 1 + sizeof "X-Forwarded-Proto" + sizeof "http";
-    }
+    /* X-Forwarded-For as it came: the fetch appends the client, as for any request. */
+    for (unsigned i = 0; i < req->http->nhdr; i++)
+        if (http_name_eq(&req->http->hdr[i].name, "X-Forwarded-For"))
+            xff += sizeof "X-Forwarded-For" + req->http->hdr[i].val.len + 1;
+    len += xff;
     bg = calloc(1, sizeof *bg + len);
     AN(bg);
     bg->magic = BGFETCH_MAGIC;
@@ -138,24 +147,15 @@ fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *st
         }
         v = val + strlen(val) + 1;
     }
-    if (par.xff) {
-        /* What the fetch would have sent for this client: it has no session to ask. */
-        memcpy(p, "X-Forwarded-For", sizeof "X-Forwarded-For");
-        p += sizeof "X-Forwarded-For";
-        for (unsigned i = 0; i < req->http->nhdr; i++) {
-            const struct http_hdr *h = &req->http->hdr[i];
-            if (!http_name_eq(&h->name, "X-Forwarded-For"))
-                continue;
-            memcpy(p, h->val.b, h->val.len);
-            p += h->val.len;
-            memcpy(p, ", ", 2);
-            p += 2;
-        }
-        memcpy(p, req->sp->client_ip, strlen(req->sp->client_ip));
-        p += strlen(req->sp->client_ip) + 1; /* calloc'ed: the NUL is there */
-        put_field(&p, "X-Forwarded-Proto", 17, "http", 4);
-        bg->nfield += 2;
+    for (unsigned i = 0; i < req->http->nhdr; i++) {
+        const struct http_hdr *h = &req->http->hdr[i];
+        if (!http_name_eq(&h->name, "X-Forwarded-For"))
+            continue;
+        put_field(&p, "X-Forwarded-For", 15, h->val.b, h->val.len);
+        bg->nfield++;
     }
+    memcpy(bg->client_ip, req->client_ip, sizeof bg->client_ip);
+    bg->client_tls = req->client_tls;
     bg->task.func = bg_task;
     bg->task.priv = bg;
     if (be != NULL && pool_submit(req->sp->pool, &bg->task, POOL_PRIO_BG) == 0)

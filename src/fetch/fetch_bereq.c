@@ -1,0 +1,138 @@
+/*
+ * The backend request, built once per attempt by one function for every
+ * kind of fetch -- a pass, a miss, a revalidation, a background refresh --
+ * from the client's request head and what the busy object knows of the
+ * client: hop-by-hop fields removed, X-Forwarded-For and -Proto, Via, our
+ * own framing.  So the client's scheme reaches the backend the same way
+ * whether a request or a background refresh asks.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "surogat/be.h"
+#include "surogat/defs.h"
+#include "surogat/fetch.h"
+#include "surogat/h1.h"
+#include "surogat/hsh.h"
+#include "surogat/http.h"
+#include "surogat/par.h"
+#include "surogat/pol.h"
+#include "surogat/sb.h"
+#include "surogat/ws.h"
+
+#include "fetch_priv.h"
+
+/* Request fields that would turn the full response a miss must store into a 304, 412 or 206. */
+static const char *const miss_strip[] = {
+    "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range",
+};
+
+/* One X-Forwarded-For: what earlier proxies said, then the client.  -1: the workspace is full. */
+static int
+add_xff(struct busyobj *bo, struct http *bq)
+{
+    size_t xfflen = strlen(bo->client_ip) + 1, n = 0;
+    char *xff;
+
+    for (unsigned i = 0; i < bq->nhdr; i++)
+        if (http_name_eq(&bq->hdr[i].name, "X-Forwarded-For"))
+            xfflen += bq->hdr[i].val.len + 2;
+    xff = ws_alloc(bo->ws, xfflen);
+    if (xff == NULL)
+        return (-1);
+    for (unsigned i = 0; i < bq->nhdr; i++) {
+        if (!http_name_eq(&bq->hdr[i].name, "X-Forwarded-For"))
+            continue;
+        memcpy(xff + n, bq->hdr[i].val.b, bq->hdr[i].val.len);
+        n += bq->hdr[i].val.len;
+        memcpy(xff + n, ", ", 2);
+        n += 2;
+    }
+    memcpy(xff + n, bo->client_ip, strlen(bo->client_ip));
+    n += strlen(bo->client_ip);
+    http_unset(bq, "X-Forwarded-For");
+    http_unset(bq, "X-Forwarded-Proto");
+    AZ(http_add(bq, TXT_LIT("X-Forwarded-For"), (struct txt){ xff, n }));
+    AZ(http_add(bq, TXT_LIT("X-Forwarded-Proto"),
+                bo->client_tls ? TXT_LIT("https") : TXT_LIT("http")));
+    return (0);
+}
+
+enum fetch_result
+fetch__bereq(struct busyobj *bo, struct txt *head)
+{
+    const struct http *hp = bo->creq;
+    bool miss = bo->oc != NULL;
+    unsigned nhdr = hp->nhdr + 10 + (pol_active() ? POL_HDR_ROOM : 0);
+    struct http *bq = ws_alloc(bo->ws, sizeof *bq);
+    struct http_hdr *hdrs = ws_alloc(bo->ws, nhdr * sizeof *hdrs);
+    struct sb sb;
+    size_t room;
+    char *buf;
+
+    if (hdrs == NULL || bq == NULL)
+        return (FETCH_E_OVERFLOW);
+    http_init(bq, hdrs, nhdr);
+    bq->method = hp->method;
+    /* A miss fetches the body even for HEAD: it is what the cache stores. */
+    if (miss && bo->head_only)
+        bq->method = TXT_LIT("GET");
+    bq->url = hp->url;
+    bq->proto = 11;
+    memcpy(hdrs, hp->hdr, hp->nhdr * sizeof *hdrs);
+    bq->nhdr = hp->nhdr;
+    http_strip_hop_by_hop(bq);
+    for (size_t i = 0; miss && i < ARRAY_LEN(miss_strip); i++)
+        http_unset(bq, miss_strip[i]);
+    if (miss && par.http_gzip_support) {
+        /*
+         * The object serves every client, so it is fetched in the one
+         * coding we can undo for any of them (fetch_gz.c).
+         */
+        http_unset(bq, "Accept-Encoding");
+        AZ(http_add(bq, TXT_LIT("Accept-Encoding"), TXT_LIT("gzip")));
+    }
+    if (bo->stale.oc != NULL) {
+        /* Revalidation (RFC 9111 section 4.3.1): ask whether our stale copy still holds. */
+        struct txt v;
+        if (hsh_head_field(bo->stale.oc, "ETag", &v))
+            AZ(http_add(bq, TXT_LIT("If-None-Match"), v));
+        if (hsh_head_field(bo->stale.oc, "Last-Modified", &v))
+            AZ(http_add(bq, TXT_LIT("If-Modified-Since"), v));
+    }
+    if (par.xff && bo->client_ip[0] != '\0' && add_xff(bo, bq) != 0)
+        return (FETCH_E_OVERFLOW);
+    if (par.via)
+        AZ(http_add(bq, TXT_LIT("Via"),
+                    hp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
+    if (http_find(bq, "Host") == NULL)
+        AZ(http_add(bq, TXT_LIT("Host"),
+                    (struct txt){ bo->be->hostport, strlen(bo->be->hostport) }));
+    /* The framing we send is ours, stated once, whatever the client wrote. */
+    http_unset(bq, "Content-Length");
+    if (bo->body == H1_BODY_CHUNKED) {
+        AZ(http_add(bq, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
+    } else if (bo->body == H1_BODY_LENGTH) {
+        char *cl = ws_alloc(bo->ws, 24);
+        if (cl == NULL)
+            return (FETCH_E_OVERFLOW);
+        AZ(http_add(bq, TXT_LIT("Content-Length"),
+                    (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu",
+                                                       (unsigned long long)bo->clen) }));
+    }
+    bo->bereq = bq;
+    if (pol_active() && pol_backend_fetch(bo->req, bq) != POL_FETCH)
+        return (FETCH_E_POLICY);
+    buf = ws_reserve_all(bo->ws, &room);
+    sb_init(&sb, buf, room);
+    h1_write_request(&sb, bq);
+    if (!sb_ok(&sb)) {
+        ws_release(bo->ws, 0);
+        return (FETCH_E_OVERFLOW);
+    }
+    ws_release(bo->ws, sb.len + 1);
+    *head = (struct txt){ buf, sb.len };
+    return (FETCH_OK);
+}

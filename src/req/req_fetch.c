@@ -1,0 +1,387 @@
+/*
+ * The request's side of a fetch: it fills a busy object with what the
+ * fetch needs of the request (src/fetch/ knows no request), runs it, and
+ * decides what its outcome means for the client: the response through the
+ * deliverer, the stale copy when the backend fails and stale-if-error
+ * allows, the policy's backend_error hook, a retry or a failover, an
+ * error page.  Runs on the request's worker.
+ *
+ * The busy object lives on this stack frame, its allocations in the
+ * request's workspace; the cache object it fills (a miss) is handed from
+ * one attempt to the next, so that waiters keep waiting on one fetch.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "surogat/be.h"
+#include "surogat/defs.h"
+#include "surogat/dlv.h"
+#include "surogat/fetch.h"
+#include "surogat/hsh.h"
+#include "surogat/log.h"
+#include "surogat/par.h"
+#include "surogat/pol.h"
+#include "surogat/req.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/wrk.h"
+#include "surogat/ws.h"
+
+#include "req_priv.h"
+
+/* fetch's body_next: the request body, from the request's transport. */
+static ssize_t
+body_next(void *priv, const char **data)
+{
+    return (req_body_next(priv, data));
+}
+
+/* Whether the stale copy may stand in for a failed backend (RFC 5861 section 4). */
+static bool
+stale_usable(const struct hsh_stale *stale)
+{
+    return (stale != NULL && stale->oc != NULL &&
+            (stale->verdict == FRESH_V_STALE_IF_ERROR ||
+             stale->verdict == FRESH_V_STALE_WHILE_REVALIDATE));
+}
+
+void
+req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc,
+             const struct hsh_stale *stale)
+{
+    fetch_init(bo);
+    bo->ws = req->ws;
+    bo->rxbuf = req->wrk->be;
+    bo->rxsize = req->wrk->be_size;
+    bo->creq = req->http;
+    bo->req = req;
+    snprintf(bo->client_ip, sizeof bo->client_ip, "%s", req->client_ip);
+    bo->client_tls = req->client_tls;
+    bo->sp = req->sp;
+    bo->head_only = req->head_only;
+    bo->body = req->body;
+    bo->clen = req->clen;
+    if (req->body != H1_BODY_NONE) {
+        bo->body_next = body_next;
+        bo->body_priv = req;
+    }
+    bo->be = be;
+    bo->be_name = &req->be_name;
+    bo->dir = req->dir;
+    bo->key = req->lookup_key;
+    bo->keylen = req->lookup_keylen;
+    bo->oc = oc;
+    if (stale != NULL)
+        bo->stale = *stale; /* borrowed: the caller holds the reference */
+    bo->stale_ok = stale_usable(stale);
+    bo->retries = req->retries;
+}
+
+/*
+ * Whether a hook's "retry" may fetch again: within max_retries, and with
+ * no request body (it was consumed by the attempt that failed).
+ */
+static bool
+retry_allowed(const struct req *req)
+{
+    if (req->body != H1_BODY_NONE) {
+        log_msg(LOG_WARNING, "policy: \"retry\" of a request with a body: its body is gone, "
+                             "the fetch fails");
+        return (false);
+    }
+    if (req->retries >= par.max_retries) {
+        log_msg(LOG_WARNING, "policy: \"retry\" past max_retries (%u): the fetch fails",
+                par.max_retries);
+        return (false);
+    }
+    return (true);
+}
+
+static void
+serve_stale(struct req *req, struct cobj *stale, unsigned status)
+{
+    char fwd[48];
+
+    STAT_INC(cache_stale_if_error);
+    snprintf(fwd, sizeof fwd, "fwd=stale; fwd-status=%u", status);
+    dlv_obj(req, stale, tim_real(), fwd);
+    req->outcome = REQ_O_STALE;
+}
+
+/* Give up without the policy: the stale copy if allowed, else the status. */
+static void
+fail_plain(struct req *req, const struct hsh_stale *stale, unsigned status)
+{
+    if (req->bg) {
+        /* Nobody to answer: the stale copy stays, and a later request tries again. */
+        STAT_INC(cache_bgfetch_failed);
+        return;
+    }
+    if (status >= 500 && stale_usable(stale)) {
+        serve_stale(req, stale->oc, status);
+        return;
+    }
+    (void)dlv_error(req, status, NULL, NULL);
+}
+
+/*
+ * The backend_error hook on a failed fetch with nothing sent yet: a
+ * synthetic beresp the script may edit and deliver.  POL_RETRY (allowed),
+ * POL_DELIVER (sent), or anything else: the plain error follows.
+ */
+static enum pol_act
+backend_error(struct req *req, unsigned status)
+{
+    struct http_hdr *hdrs = ws_alloc(req->ws, (POL_HDR_ROOM + 2) * sizeof *hdrs);
+    struct http beresp;
+    struct txt body = TXT_LIT("");
+    enum pol_act act;
+
+    if (hdrs == NULL) {
+        STAT_INC(ws_overflow);
+        return (POL_ERROR);
+    }
+    http_init(&beresp, hdrs, POL_HDR_ROOM + 2);
+    beresp.proto = 11;
+    beresp.status = status;
+    beresp.reason = (struct txt){ http_reason(status), strlen(http_reason(status)) };
+    act = pol_backend_error(req, &beresp, &body);
+    if (act == POL_RETRY)
+        return (retry_allowed(req) ? POL_RETRY : POL_ABANDON);
+    if (act != POL_DELIVER)
+        return (act);
+    if (dlv_send(req, &beresp, body) != 0)
+        req->close = true;
+    req->outcome = req->outcome == REQ_O_MISS ? REQ_O_MISS : REQ_O_PASS;
+    return (POL_DELIVER);
+}
+
+/*
+ * The fetch failed before anything reached the client: the hook, the
+ * stale copy, or the status.  true: fetch again (backend_error said
+ * "retry").
+ */
+static bool
+fail(struct req *req, const struct hsh_stale *stale, unsigned status)
+{
+    if (!req->bg && req->t_first == 0 && !(status >= 500 && stale_usable(stale)) &&
+        pol_active() && pol_has_backend_error()) {
+        switch (backend_error(req, status)) {
+        case POL_RETRY:
+            return (true);
+        case POL_DELIVER:
+            return (false);
+        default:
+            break;
+        }
+    }
+    fail_plain(req, stale, status);
+    return (false);
+}
+
+/*
+ * beresp.do_stream = false on a miss: the body is stored first, with
+ * nothing sent, and the client gets the complete object as a hit would
+ * (conditions and ranges answered there).  Requests joining the fetch
+ * stream from it as usual.
+ */
+static void
+held_miss(struct req *req, struct busyobj *bo)
+{
+    struct cobj *held = bo->oc;
+    char fwd[64];
+    int rv;
+
+    hsh_ref(held);
+    rv = fetch_body(bo, NULL);
+    fetch_done(bo);
+    if (rv == 0 && held->body_complete) {
+        snprintf(fwd, sizeof fwd, "fwd=%s; stored", bo->stale.fwd != NULL ? bo->stale.fwd : "miss");
+        dlv_obj(req, held, tim_real(), fwd);
+        req->outcome = REQ_O_MISS;
+    } else {
+        (void)dlv_error(req, 502, NULL, NULL);
+    }
+    hsh_deref(&held);
+}
+
+/* The response is in: to the client as it is read, or into the cache only (bg). */
+static void
+deliver(struct req *req, struct busyobj *bo)
+{
+    struct dlv_fetch df;
+    char fwd[48];
+    int rv;
+
+    if (bo->oc == NULL && !bo->miss)
+        req_invalidate(req, bo->beresp);
+    if (req->bg) {
+        rv = fetch_body(bo, NULL);
+        if (rv != 0)
+            STAT_INC(cache_bgfetch_failed);
+        fetch_done(bo);
+        return;
+    }
+    if (bo->hold && bo->oc != NULL) {
+        held_miss(req, bo);
+        return;
+    }
+    snprintf(fwd, sizeof fwd, "%s", bo->stale.fwd != NULL ? bo->stale.fwd : "miss");
+    if (dlv_fetch_begin(req, bo, bo->miss ? fwd : NULL, &df) != 0) {
+        fetch_done(bo); /* the deliver hook answered otherwise, or restarts */
+        return;
+    }
+    rv = fetch_body(bo, df.body ? &df.sink : NULL);
+    if (bo->client_failed)
+        req->close = true;
+    /*
+     * A busy object the fetch did not publish goes before the client
+     * hears of it: a client told at once might ask again and find it.
+     */
+    fetch_done(bo);
+    dlv_fetch_end(&df, rv);
+}
+
+void
+req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale)
+{
+    struct be *tried[FETCH_TRIED_MAX];
+    unsigned ntried = 0;
+    struct busyobj bo;
+    enum fetch_result r;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    for (;;) {
+        req->outcome = oc != NULL ? REQ_O_MISS : REQ_O_PASS;
+        req->bereq_uncacheable = oc == NULL;
+        if (be != NULL && be_local(be)) {
+            /* A hook routed a fetch to static files: they are served, not fetched. */
+            if (oc != NULL)
+                hsh_abandon(&oc, 0);
+            if (!req->bg)
+                dlv_local(req, be);
+            return;
+        }
+        if (be == NULL) {
+            /* No healthy backend.  backend_error may retry: bounded by max_retries. */
+            if (fail(req, stale, 503)) {
+                req->retries++;
+                STAT_INC(policy_retry);
+                continue;
+            }
+            if (oc != NULL)
+                hsh_abandon(&oc, 0);
+            return;
+        }
+        OBJ_CHECK(be, BE_MAGIC);
+        req->be_name = be->name;
+        req__busyobj(req, &bo, be, oc, stale);
+        bo.tried = tried;
+        bo.ntried = ntried;
+        bo.bg = req->bg;
+        r = fetch_head(&bo, &req->dir);
+        req->bereq = bo.bereq;
+        switch (r) {
+        case FETCH_OK:
+            deliver(req, &bo);
+            return;
+        case FETCH_REVALIDATED:
+            fetch_done(&bo);
+            if (!req->bg) {
+                dlv_obj(req, bo.renewed, tim_real(),
+                        bo.stored ? "fwd=stale; fwd-status=304; stored"
+                                  : "fwd=stale; fwd-status=304");
+                if (bo.stored)
+                    req->outcome = REQ_O_REVALIDATED;
+            }
+            hsh_deref(&bo.renewed);
+            return;
+        case FETCH_FAILOVER:
+            oc = bo.oc; /* still busy, for the next backend */
+            bo.oc = NULL;
+            fetch_done(&bo);
+            tried[ntried++] = be;
+            be = bo.next_be;
+            STAT_INC(backend_failover);
+            continue;
+        case FETCH_RETRY:
+            oc = bo.oc; /* kept for the fetch again */
+            bo.oc = NULL;
+            fetch_done(&bo);
+            if (!retry_allowed(req)) {
+                if (oc != NULL)
+                    hsh_abandon(&oc, 0);
+                fail_plain(req, stale, 503);
+                return;
+            }
+            req->retries++;
+            STAT_INC(policy_retry);
+            continue;
+        case FETCH_E_CLIENT:
+            fetch_done(&bo);
+            req->close = true;
+            if (req->body_bad) {
+                STAT_INC(client_req_400);
+                (void)dlv_error(req, 400, NULL, NULL);
+            }
+            return; /* otherwise the client is gone: nobody to answer */
+        case FETCH_E_OVERFLOW:
+            /* The workspace ran out: a 500, and the connection closes (what was cut is unknown). */
+            fetch_done(&bo);
+            STAT_INC(ws_overflow);
+            STAT_INC(client_resp_500);
+            req->close = true;
+            fail_plain(req, stale, 500);
+            return;
+        case FETCH_E_5XX:
+            fetch_done(&bo);
+            fail_plain(req, stale, bo.beresp->status);
+            return;
+        case FETCH_E_POLICY:
+            /* backend_fetch or backend_response said "abandon", or failed. */
+            fetch_done(&bo);
+            fail_plain(req, stale, 503);
+            return;
+        case FETCH_E_SEND:
+            if (req->body != H1_BODY_NONE)
+                req->close = true;
+            /* FALLTHROUGH */
+        case FETCH_E_BUSY:
+        case FETCH_E_CONNECT:
+        case FETCH_E_TIMEOUT:
+        case FETCH_E_BAD:
+            oc = bo.oc; /* kept, should backend_error say "retry" */
+            bo.oc = NULL;
+            fetch_done(&bo);
+            if (fail(req, stale, fetch_result_status(r))) {
+                req->retries++;
+                STAT_INC(policy_retry);
+                continue;
+            }
+            if (oc != NULL)
+                hsh_abandon(&oc, 0); /* waiters retry: one of them fetches again */
+            return;
+        }
+        SRG_WRONG("fetch_result");
+    }
+}
+
+void
+req_fetch_pass(struct req *req, struct be *be)
+{
+    STAT_INC(cache_pass);
+    req__fetch(req, be, NULL, NULL);
+}
+
+void
+req_fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
+{
+    struct cobj *oc;
+
+    OBJ_TAKE(oc, ocp, COBJ_MAGIC);
+    req__fetch(req, be, oc, stale);
+    if (stale->oc != NULL)
+        hsh_deref(&stale->oc);
+}

@@ -1,0 +1,129 @@
+/*
+ * req_priv -- shared by the files of the request core.
+ */
+#ifndef SUROGAT_REQ_PRIV_H
+#define SUROGAT_REQ_PRIV_H
+
+#include <stdbool.h>
+
+#include "surogat/cc.h"
+#include "surogat/hsh.h"
+#include "surogat/pool.h"
+#include "surogat/pol.h"
+
+struct be;
+struct busyobj;
+struct cobj;
+struct hsh_stale;
+struct pool;
+struct req;
+
+/*
+ * req_fetch.c.  A pass to be, answered through the deliverer.  Never
+ * fails: errors are answered.
+ */
+void req_fetch_pass(struct req *req, struct be *be);
+/*
+ * A cache miss: fetch the full object for the busy *ocp (GET even for a
+ * HEAD, without the client's conditional fields), deliver it while it is
+ * stored, then publish it -- or abandon it when the response may not be
+ * stored or the fetch fails.  With a stale object that has validators the
+ * request is conditional, and a 304 renews the stale object instead; if
+ * the backend fails and the stale object's stale-if-error window allows,
+ * the stale object is served.  Takes the caller's references.
+ */
+void req_fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
+/* The fetch of either (oc NULL: a pass), its attempts, failovers and retries. */
+void req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale);
+/* A busy object for req: what the fetch needs of the request, copied or borrowed. */
+void req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc,
+                  const struct hsh_stale *stale);
+/*
+ * req_bg.c.  Grace with nobody refreshing (HSH_GRACE): refresh the busy
+ * *ocp from the stale copy stale->oc in a pool task (POOL_PRIO_BG,
+ * through the bounded queue) while req delivers the stale copy.  Takes
+ * both references.  When the queue is full the refresh is skipped and
+ * the busy object abandoned (cache_bgfetch_skipped).  Never blocks on the
+ * backend.
+ */
+void req_fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
+
+/*
+ * The steps of the request state machine (req_step.c), in one table:
+ * REQ_STEP(NAME, name), each run by step_name().
+ */
+#define REQ_STEPS                                 \
+    REQ_STEP(RECV, recv)                          \
+    REQ_STEP(HASH, hash)                          \
+    REQ_STEP(LOOKUP, lookup)                      \
+    REQ_STEP(HIT, hit)                            \
+    REQ_STEP(MISS, miss)                          \
+    REQ_STEP(PASS, pass)                          \
+    REQ_STEP(PIPE, pipe)                          \
+    REQ_STEP(PURGE, purge)                        \
+    REQ_STEP(SYNTH, synth)                        \
+    REQ_STEP(STATIC, static)                      \
+    REQ_STEP(DELIVER, deliver)                    \
+    REQ_STEP(GATEWAY_TIMEOUT, gateway_timeout)
+
+enum req_step {
+#define REQ_STEP(U, l) REQ_S_##U,
+    REQ_STEPS
+#undef REQ_STEP
+    REQ_S__N,
+    REQ_S_RESTART = REQ_S__N, /* a hook said "restart": req_dispatch() goes back to recv */
+    REQ_S_DONE,               /* answered */
+    REQ_S_PARK,               /* on a waiting list: the lookup runs again when woken */
+};
+
+/*
+ * A request on a waiting list (req_park.c).  Its waiter may be woken by
+ * another thread from the moment hsh_lookup() put it on the list, before
+ * its worker has let go of it, so who runs it next is settled by one
+ * atomic transition out of PARKING: the worker's (to PARKED, or to
+ * ON_THREAD when it must wait on its worker) or the wake-up's (to WOKEN).
+ */
+enum req_park {
+    REQ_P_NONE,      /* not waiting */
+    REQ_P_PARKING,   /* on the list, its worker still holds it */
+    REQ_P_PARKED,    /* its worker let go: the wake-up schedules it */
+    REQ_P_ON_THREAD, /* its worker waits for the wake-up (pol_park() refused) */
+    REQ_P_WOKEN,     /* woken before its worker let go or while it waited */
+};
+/* Set up the request's waiter for a lookup that may park it; NULL when it cannot park. */
+struct hsh_waiter *req__waiter(struct req *req);
+/* The lookup did not park it: no wake-up will come. */
+void req__unwaited(struct req *req);
+/*
+ * The steps stopped at REQ_S_PARK: let go of the worker (true: the
+ * caller returns REQ_RUN_PARKED), or wait on it until woken (false: run
+ * the steps on).
+ */
+bool req__park(struct req *req);
+/* req_step.c: run the steps on from the lookup a parked request waited for. */
+enum req_run req__dispatch_resume(struct req *req);
+const char *req__step_name(enum req_step s);
+
+/* What one step hands the next (req->st), in the request's workspace. */
+struct req_state {
+    enum req_step step;      /* the next one to run */
+    enum hsh_result lookup;  /* what the lookup found */
+    struct cobj *oc;         /* the hit's object, the busy object of a miss, or NULL */
+    struct hsh_stale stale;  /* a stale copy the lookup found */
+    struct cc qcc;           /* the client's Cache-Control */
+    bool refresh;            /* look up past fresh objects (hash_always_miss, hit's "miss") */
+    bool grace;              /* delivering a stale copy in grace (a refresh runs) */
+    double t_lookup;         /* tim_real() of the lookup */
+    const char *fwd;         /* Cache-Status forward detail of the delivery, NULL for a hit */
+    struct be *be;           /* the static backend of REQ_S_STATIC */
+    struct pol_synth syn;    /* the synthetic answer of REQ_S_SYNTH */
+    /* Waiting lists (req_park.c). */
+    struct hsh_waiter waiter;
+    enum req_park park;      /* atomic */
+    struct pool_task task;   /* resumes it */
+};
+
+/* req_key.c: whether the request's method is exactly m (methods are case-sensitive). */
+bool req__is_method(const struct req *req, const char *m);
+
+#endif
