@@ -63,7 +63,7 @@ cluster "bench" {{
 }}
 local cluster = require "cluster"
 recv, backend_fetch, backend_response = cluster.recv, cluster.backend_fetch, cluster.backend_response
-backend_error, synth, log = cluster.backend_error, cluster.synth, cluster.log
+backend_error, synth = cluster.backend_error, cluster.synth
 """
 
 

@@ -11,7 +11,7 @@
 --       secret_file = "/etc/surogat/cluster.key",
 --   }
 --   local cluster = require "cluster"
---   recv, backend_fetch, log = cluster.recv, cluster.backend_fetch, cluster.log
+--   recv, backend_fetch = cluster.recv, cluster.backend_fetch
 --   backend_response, backend_error = cluster.backend_response, cluster.backend_error
 --   synth = cluster.synth
 --
@@ -38,10 +38,9 @@
 --                     pass, or a fleet with no usable member go to the origin
 --   backend_response  a copy from another member is kept local_ttl at most;
 --                     an answer that an invalidation applied meanwhile may
---                     concern is not kept at all
+--                     concern is not kept at all, nor given to other requests
 --   backend_error     a member that failed is skipped and the fetch tried
 --                     again, on the next member of the ring or the origin
---   log               what such an overtaken fetch stored is removed
 --   synth             the page of a BAN, a line per member
 --
 -- PURGE (with Purge-Mode: soft, or Surrogate-Key) from purge_acl works on
@@ -98,12 +97,11 @@ function M.backend_response(bereq, beresp)
     if beresp.uncacheable then
         return -- setting ttl would make it storable
     end
-    if surogat.cluster.invalidated(beresp) then
-        -- An invalidation concerning it came while this was on its way: the
-        -- member or the origin may have read it before.  Answered, then
-        -- forgotten (log).
-        beresp.ttl, beresp.grace, beresp.stale_if_error, beresp.keep = 1, 0, 0, 0
-    elseif surogat.cluster.is_peer(bereq.backend) and beresp.ttl > surogat.cluster.local_ttl() then
+    -- An invalidation concerning it that came while this was on its way
+    -- (the member or the origin may have read it before) leaves it to
+    -- this request alone: invalidated() sees to that.
+    if not surogat.cluster.invalidated(beresp) and surogat.cluster.is_peer(bereq.backend)
+            and beresp.ttl > surogat.cluster.local_ttl() then
         beresp.ttl = surogat.cluster.local_ttl()
     end
 end
@@ -113,11 +111,6 @@ function M.backend_error(bereq, beresp)
         surogat.cluster.failed(bereq.backend)
         return "retry"
     end
-end
-
--- After the response: forget what a fetch that an invalidation overtook stored.
-function M.log(req, resp)
-    surogat.cluster.forget(req)
 end
 
 -- The page of a BAN: the line of each member.

@@ -216,22 +216,29 @@ void clu_op_init(struct clu_op *op, const char *self, enum clu_op_kind kind, boo
 #define CLU_SKEW 10.0 /* seconds of clock difference between members allowed for */
 long clu_op_apply(const struct clu_op *op, struct sb *err);
 /*
- * The invalidations applied here, as a sequence: a fetch under way when
- * one was applied may bring what it removed (read by the member or the
- * origin before the invalidation got there; a purge leaves busy objects
- * alone) and must not be kept.  _note() records one, before it is
- * applied (clu_op_apply and PURGE do); _seq() is where the sequence
- * stands (a fetch notes it as it starts); _since() tells whether one
- * noted after seq may concern an object of cache key `key` tagged
+ * The invalidations applied here lately: a fetch under way when one was
+ * applied may bring what it removed (read by the member or the origin
+ * before the invalidation got there) and must not be kept.  _note()
+ * records one, before it is applied (clu_op_apply and PURGE do), at
+ * tim_mono(); _since() tells whether one noted at or after `since`
+ * (tim_mono() seconds) may concern an object of cache key `key` tagged
  * tags[0..ntags): the same key, a tag in common, or one that may reach
  * any object (a ban, a URL on every host, more tags than kept, or more
- * invalidations than remembered: CLU_RECENT).  Any thread.
+ * invalidations since than remembered: CLU_RECENT).  Any thread.
+ *
+ * A fetch from the origin asks since it began.  A fetch from another
+ * member asks from clu_inval_window() before it began: a member may
+ * still answer from what an invalidation applied here removed until it
+ * has the invalidation too, and the node that sends one to every member
+ * acknowledges it only once they all have it, within that window of
+ * this node's applying it (one cluster_timeout per member, in turn).
  */
 #define CLU_RECENT 1024
 void clu_inval_note(enum clu_op_kind kind, const char *arg, size_t arglen);
-uint64_t clu_inval_seq(void);
-bool clu_inval_since(uint64_t seq, const char *key, size_t keylen, const struct txt *tags,
+bool clu_inval_since(double since, const char *key, size_t keylen, const struct txt *tags,
                      unsigned ntags);
+double clu_inval_last(void); /* tim_mono() of the newest noted; 0: none yet.  One atomic load. */
+double clu_inval_window(const struct clu *c); /* seconds */
 /*
  * The op as one line without its end: "ID TIME KIND SOFT ARG", ARG
  * percent-encoded outside '!'..'~' and for '%'.  _parse() reads it back

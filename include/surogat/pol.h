@@ -175,6 +175,12 @@ struct pol_beresp {
     bool uncacheable;    /* in: not storable; out: do not store */
     bool changed;        /* out: the policy set one of the above */
     bool uncacheable_set; /* the policy set uncacheable: setting ttl no longer changes it */
+    /*
+     * out: an invalidation that may concern the object came while it was
+     * fetched (surogat.cluster.invalidated): answered, never kept nor
+     * joined (hsh_overtake).
+     */
+    bool overtaken;
 };
 /* backend_response(bereq, beresp): POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY or POL_ERROR. */
 enum pol_act pol_backend_response(struct req *req, struct pol_beresp *br);

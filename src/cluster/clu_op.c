@@ -25,6 +25,7 @@
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/num.h"
+#include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/shard.h"
 #include "surogat/stat.h"
@@ -134,14 +135,15 @@ clu_op_parse(char *buf, struct clu_op *op)
 /*--------------------------------------------------------------------
  * The invalidations applied lately (clu.h: clu_inval_since).  A ring of
  * CLU_RECENT entries under recent_mtx, written by _note(), read by
- * _since() only when the sequence moved since the fetch began: a fetch
- * costs one atomic load while no invalidation comes.
+ * _since() only when one was noted since `since`: a fetch costs one
+ * atomic load while no invalidation comes.
  */
 
 #define RECENT_TAGS 8 /* tags remembered per surrogate-key purge; more: any object */
 
 struct recent {
     uint64_t seq;
+    double t;      /* tim_mono() when noted */
     bool any;      /* a ban, a URL on every host, too many tags */
     uint64_t key;  /* CLU_OP_KEY: shard_hash() of the key */
     unsigned ntag; /* CLU_OP_TAGS */
@@ -150,7 +152,8 @@ struct recent {
 
 static pthread_mutex_t recent_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct recent recent[CLU_RECENT];
-static uint64_t recent_seq; /* atomic; written under recent_mtx */
+static uint64_t recent_seq; /* under recent_mtx */
+static double recent_t;     /* atomic: the newest entry's t; written under recent_mtx */
 
 void
 clu_inval_note(enum clu_op_kind kind, const char *arg, size_t arglen)
@@ -165,6 +168,7 @@ clu_inval_note(enum clu_op_kind kind, const char *arg, size_t arglen)
     e = &recent[s % CLU_RECENT];
     memset(e, 0, sizeof *e);
     e->seq = s;
+    e->t = tim_mono();
     switch (kind) {
     case CLU_OP_KEY:
         e->key = shard_hash(arg, arglen);
@@ -181,37 +185,52 @@ clu_inval_note(enum clu_op_kind kind, const char *arg, size_t arglen)
         e->any = true;
         break;
     }
-    __atomic_store_n(&recent_seq, s, __ATOMIC_RELEASE);
+    recent_seq = s;
+    __atomic_store(&recent_t, &e->t, __ATOMIC_RELEASE);
     AZ(pthread_mutex_unlock(&recent_mtx));
 }
 
-uint64_t
-clu_inval_seq(void)
+double
+clu_inval_last(void)
 {
-    return (__atomic_load_n(&recent_seq, __ATOMIC_ACQUIRE));
+    double last;
+
+    __atomic_load(&recent_t, &last, __ATOMIC_ACQUIRE);
+    return (last);
 }
 
 bool
-clu_inval_since(uint64_t seq, const char *key, size_t keylen, const struct txt *tags,
+clu_inval_since(double since, const char *key, size_t keylen, const struct txt *tags,
                 unsigned ntags)
 {
-    uint64_t now = clu_inval_seq(), kh = key != NULL ? shard_hash(key, keylen) : 0;
+    uint64_t kh = key != NULL ? shard_hash(key, keylen) : 0;
     bool hit = false;
 
-    if (now == seq)
+    if (clu_inval_last() < since)
         return (false);
-    if (now - seq >= CLU_RECENT)
-        return (true);
     AZ(pthread_mutex_lock(&recent_mtx));
-    for (uint64_t s = seq + 1; s <= now && !hit; s++) {
+    /* Newest first, back to `since`; an entry overwritten before that: more than remembered. */
+    for (uint64_t s = recent_seq; s > 0 && !hit; s--) {
         const struct recent *e = &recent[s % CLU_RECENT];
-        hit = e->seq != s || e->any || (key != NULL && e->ntag == 0 && e->key == kh);
+        if (e->seq != s) {
+            hit = true;
+            break;
+        }
+        if (e->t < since)
+            break;
+        hit = e->any || (key != NULL && e->ntag == 0 && e->key == kh);
         for (unsigned i = 0; i < e->ntag && !hit; i++)
             for (unsigned j = 0; j < ntags && !hit; j++)
                 hit = e->tag[i] == shard_hash(tags[j].b, tags[j].len);
     }
     AZ(pthread_mutex_unlock(&recent_mtx));
     return (hit);
+}
+
+double
+clu_inval_window(const struct clu *c)
+{
+    return (clu_nmember(c) * par.cluster_timeout);
 }
 
 /*--------------------------------------------------------------------

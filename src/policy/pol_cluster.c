@@ -22,8 +22,8 @@
  *   local_ttl()        seconds a copy from a member may be kept here
  *   invalidated(beresp) in backend_response: an invalidation applied here
  *                      since route() sent the fetch may concern its object
- *                      (the answer may be what it removed: not to be kept)
- *   forget(req)        in log: then remove what that fetch stored
+ *                      (the answer may be what it removed): then it is
+ *                      answered but neither kept nor joined (overtaken)
  *   ban(expr)          ban here and on every member: ok, report
  *   ready()            this node caught up and is not draining
  *   info()             { name, self, origin, local_ttl, peers = { name = addr } }
@@ -42,7 +42,6 @@
 #include "surogat/clu.h"
 #include "surogat/defs.h"
 #include "surogat/dir.h"
-#include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/log.h"
 #include "surogat/req.h"
@@ -86,8 +85,9 @@ txt_is(const struct txt *t, const char *s)
 
 /*
  * What this module keeps in req.ctx: cluster (recv's verdict),
- * cluster_seq (clu_inval_seq() as the fetch started), cluster_forget
- * (invalidated() said so).  _set() pops the value on top of the stack
+ * cluster_since (from when invalidations concern the fetch: tim_mono()
+ * as it started, less clu_inval_window() for one from a member), cluster_nostore
+ * (route() asked not to store).  _set() pops the value on top of the stack
  * into field `name`, making the table if there is none yet; _get()
  * pushes the field (nil without a table) and returns its type.
  */
@@ -330,8 +330,8 @@ l_route(lua_State *L)
             sb_init(&sb, via, sizeof via);
             clu_via(c, &sb);
             bereq_add(L, req, bq, "Via", via);
-            lua_pushinteger(L, (lua_Integer)clu_inval_seq());
-            ctx_set(L, pw, "cluster_seq");
+            lua_pushnumber(L, tim_mono() - clu_inval_window(c));
+            ctx_set(L, pw, "cluster_since");
             STAT_INC(cluster_fwd);
             lua_pushstring(L, clu_member_name(c, m));
             lua_pushliteral(L, "peer");
@@ -348,8 +348,8 @@ l_route(lua_State *L)
         }
     }
     req->dir = origin;
-    lua_pushinteger(L, (lua_Integer)clu_inval_seq());
-    ctx_set(L, pw, "cluster_seq");
+    lua_pushnumber(L, tim_mono());
+    ctx_set(L, pw, "cluster_since");
     push_dir_name(L, origin);
     lua_pushstring(L, why);
     return (2);
@@ -359,30 +359,38 @@ l_route(lua_State *L)
 
 /*
  * invalidated(beresp), in backend_response: whether an invalidation
- * applied here since route() sent this fetch may concern its object (the
- * same key, a surrogate key of beresp in common, a ban): its answer may
- * be what the invalidation removed, read before the invalidation got
- * there, and must not be kept.
+ * applied here since route() sent this fetch -- or, for a fetch from a
+ * member, shortly before, while the member may not have had it yet
+ * (clu.h: clu_inval_window) -- may concern its object (the same key, a
+ * surrogate key of beresp in common, a ban): its answer may be what the
+ * invalidation removed.  Then the busy object is overtaken (hsh_overtake): its client
+ * gets the answer, nobody joins it from now on, and it is dropped rather
+ * than published.  The index overtakes by itself a fetch whose key or
+ * tags an invalidation finds once the head is stored; this covers the
+ * time before, when the object's tags were not known.
  */
 static int
 l_invalidated(lua_State *L)
 {
     struct req *req = in_hook(L, POL_H_BACKEND_RESPONSE, "invalidated");
     struct pol_wrk *pw = pol__wrk(L);
+    const struct pol_ex *ex;
     struct txt tags[TAGS_MAX];
     unsigned ntags = 0;
-    uint64_t seq = 0;
+    double since = 0;
     bool known = false, overflow = false;
     int t;
 
     (void)cluster_of(L, "invalidated");
-    luaL_checkany(L, 1);
-    if (ctx_get(L, pw, "cluster_seq") == LUA_TNUMBER) {
-        seq = (uint64_t)lua_tointeger(L, -1);
+    (void)pol__obj_check(L, 1, POL_O_BERESP, &ex);
+    if (ex->br == NULL)
+        return (luaL_argerror(L, 1, "backend_response's beresp expected"));
+    if (ctx_get(L, pw, "cluster_since") == LUA_TNUMBER) {
+        since = lua_tonumber(L, -1);
         known = true;
     }
     lua_pop(L, 1);
-    if (!known || seq == clu_inval_seq()) {
+    if (!known || clu_inval_last() < since) {
         lua_pushboolean(L, false);
         return (1);
     }
@@ -421,39 +429,11 @@ l_invalidated(lua_State *L)
         }
     }
     lua_pop(L, 1);
-    if (overflow) {
-        lua_pushboolean(L, true); /* more tags than looked at: any surrogate-key purge may be one */
-        return (1);
-    }
-    if (!clu_inval_since(seq, req->lookup_key, req->lookup_keylen, tags, ntags)) {
-        lua_pushboolean(L, false);
-        return (1);
-    }
-    lua_pushboolean(L, true);
-    ctx_set(L, pw, "cluster_forget");
-    lua_pushboolean(L, true);
+    /* More tags than looked at: any surrogate-key purge may concern it. */
+    ex->br->overtaken =
+        overflow || clu_inval_since(since, req->lookup_key, req->lookup_keylen, tags, ntags);
+    lua_pushboolean(L, ex->br->overtaken);
     return (1);
-}
-
-/*
- * forget(req), in log: when invalidated() said so, remove the object the
- * fetch stored, now that it is done.  A freshness under a second does
- * not do: ages are whole seconds, so a lookup in the same second would
- * still find it fresh; and not storing it at all would leave a
- * hit-for-miss marker, which sends the next requests past the owner.
- */
-static int
-l_forget(lua_State *L)
-{
-    struct req *req = in_hook(L, POL_H_LOG, "forget");
-    struct pol_wrk *pw = pol__wrk(L);
-    bool forget = false;
-
-    forget = ctx_get(L, pw, "cluster_forget") == LUA_TBOOLEAN && lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    if (forget && req->lookup_key != NULL)
-        (void)hsh_purge_key(req->lookup_key, req->lookup_keylen, false);
-    return (0);
 }
 
 static int
@@ -563,7 +543,6 @@ pol__cluster_open(lua_State *L)
         { "ban", l_ban },
         { "info", l_info },
         { "invalidated", l_invalidated },
-        { "forget", l_forget },
         { NULL, NULL },
     };
 

@@ -118,6 +118,9 @@ STAT(cache_hit_grace, COUNTER, "Stale objects served in grace while refreshed in
 STAT(cache_revalidated, COUNTER, "Stale objects revalidated by the backend with a 304 and reused.")
 STAT(cache_stale_if_error, COUNTER, "Stale objects served because the backend failed.")
 STAT(cache_streamed, COUNTER, "Requests that streamed an object from its fetch (collapsed).")
+STAT(cache_overtaken, COUNTER, "Fetches a purge, tag purge or ban overtook (the backend may "
+     "have answered before it): no request joined them since, and their object was dropped "
+     "rather than cached.")
 STAT(cache_stream_aborted, COUNTER,
      "Streaming deliveries cut because the fetch they streamed from failed or stopped storing.")
 STAT(cache_too_big, COUNTER,
@@ -170,7 +173,7 @@ STAT(bans_persist_fail, COUNTER, "Bans that could not be written to the bans fil
      "directory (ban_persist): they hold until the next restart only; each is logged.")
 STAT(cluster_fwd, COUNTER, "Fetches a cluster member sent to the member owning the key.")
 STAT(cluster_fwd_cold, COUNTER, "Of those, the fetches of a key this node asks for seldom, "
-     "whose answer it does not keep (CLU_HOT_ASKS).")
+     "whose answer it does not keep (fewer than the cluster's local_hot asks lately).")
 STAT(cluster_owner, COUNTER, "Fetches a cluster member made from the origin as the key's owner.")
 STAT(cluster_crossed, COUNTER, "Fetches from the origin for requests that came from another "
      "member (a valid hop header, or the cluster's Via mark): never sent on to a member.")

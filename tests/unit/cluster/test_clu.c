@@ -360,32 +360,38 @@ END_TEST
 
 START_TEST(recent_invalidations)
 {
-    uint64_t s0 = clu_inval_seq(), s1, s2;
+    double s0 = tim_mono(), s1, s2;
     struct txt mine[2] = { TXT_LIT("t1"), TXT_LIT("t9") }, other = TXT_LIT("t5");
+    struct clu *c = mkclu("node1", "s", &err);
 
     ck_assert(!clu_inval_since(s0, "h\0/a", 4, mine, 2));
     clu_inval_note(CLU_OP_KEY, "h\0/a", 4);
+    ck_assert(clu_inval_last() >= s0);
     ck_assert(clu_inval_since(s0, "h\0/a", 4, NULL, 0));
     ck_assert(!clu_inval_since(s0, "h\0/b", 4, NULL, 0));
-    s1 = clu_inval_seq();
-    ck_assert_uint_eq(s1, s0 + 1);
+    s1 = tim_mono();
     /* A tag in common, or not. */
     clu_inval_note(CLU_OP_TAGS, "t7 t9", 5);
     ck_assert(clu_inval_since(s1, "h\0/b", 4, mine, 2));
     ck_assert(!clu_inval_since(s1, "h\0/b", 4, &other, 1));
     ck_assert(!clu_inval_since(s1, "h\0/a", 4, NULL, 0)); /* the key purge came before s1 */
+    /* A fetch from a member looks back a window: it sees the earlier one too. */
+    ck_assert(clu_inval_since(s1 - clu_inval_window(c), "h\0/a", 4, NULL, 0));
+    ck_assert_double_eq_tol(clu_inval_window(c), 3 * par.cluster_timeout, 1e-9);
     /* A ban, a URL on every host: any object. */
-    s2 = clu_inval_seq();
+    s2 = tim_mono();
     clu_inval_note(CLU_OP_BAN, "req.url ~ ^/x", 13);
     ck_assert(clu_inval_since(s2, "h\0/b", 4, NULL, 0));
     /* More than remembered since: any object. */
-    s2 = clu_inval_seq();
+    s2 = tim_mono();
     for (unsigned i = 0; i < CLU_RECENT; i++)
         clu_inval_note(CLU_OP_KEY, "h\0/zz", 5);
     ck_assert(clu_inval_since(s2, "h\0/b", 4, NULL, 0));
-    s2 = clu_inval_seq();
+    s2 = tim_mono();
     clu_inval_note(CLU_OP_KEY, "h\0/zz", 5);
     ck_assert(!clu_inval_since(s2, "h\0/b", 4, NULL, 0));
+    ck_assert(!clu_inval_since(tim_mono(), "h\0/zz", 5, NULL, 0));
+    clu_unref(&c);
 }
 END_TEST
 
