@@ -35,7 +35,8 @@ import pytest
 import httpc
 from conftest import (REPO, ROOT_OK, SUROGATD, STOP_TIMEOUT, Surogat, free_port, listening,
                       need_binaries, run_surogatd, wait_until)
-from d_shard_test import HAPROXY, haproxy, haproxy_cmd, server_status  # noqa: F401 (fixture)
+from d_shard_test import (HAPROXY, KeepAlive, haproxy, haproxy_cmd,  # noqa: F401 (fixture)
+                          server_status)
 
 SECRET = "fleet-secret-for-tests"
 PROBE = "{ interval = 0.2, timeout = 0.5, window = 3, threshold = 2 }"
@@ -56,8 +57,8 @@ cluster "fleet" {
     probe = %s,
 }
 local cluster = require "cluster"
-recv, backend_response, backend_error, synth, log =
-    cluster.recv, cluster.backend_response, cluster.backend_error, cluster.synth, cluster.log
+recv, backend_response, backend_error, synth =
+    cluster.recv, cluster.backend_response, cluster.backend_error, cluster.synth
 function backend_fetch(bereq)
     bereq.http["X-Fetched-By"] = server.identity
     cluster.backend_fetch(bereq)
@@ -116,6 +117,8 @@ class Fleet:
                 for j, n in enumerate(self.names):
                     up = self.nodes[j] is not None and self.nodes[j].alive()
                     m = re.search(r"^%s\s+\S+\s+(\S+)" % n, rows, re.M)
+                    if m is None and not up:
+                        continue  # not started, and not on this node's list yet
                     if m is None or (m.group(1) == "healthy") != up:
                         return False
             return True
@@ -187,6 +190,12 @@ def last_cache_status(r):
 
 def fetched_by(origin, path):
     return [r.header("X-Fetched-By") for r in origin.reqs(path)]
+
+
+def origin_log(origin, path):
+    """Who fetched path from the origin, with what (for failure messages)."""
+    return [(r.header("X-Fetched-By"), r.header("Cache-Control"), r.headers_all("Via"))
+            for r in origin.reqs(path)]
 
 
 # -- (a) one fetch per object for the fleet ------------------------------------
@@ -422,6 +431,72 @@ def test_a_purge_during_a_fetch_is_not_undone(origin, fleet):
             assert r.body == b"new", (u, sg.port, fetched_by(origin, u), str(r.headers))
 
 
+def test_no_node_serves_what_an_acknowledged_purge_removed(origin, fleet):
+    """Clients on every node ask for a few URLs the whole time (hot copies,
+    fetches from the owner and from a slow origin always under way) while
+    the origin's version of a URL moves and each change is purged at one
+    node in turn: a request sent after a purge was acknowledged never gets
+    a version older than the one the purge was for, on any node."""
+    version = versioned(origin)
+
+    def as_when_asked(s, req, stop_ev):
+        """The version when the request came, answered 0.1 s later."""
+        body = ("%s v%d" % (req.path, version.get(req.path, 1))).encode()
+        if stop_ev.wait(0.1):
+            return False
+        s.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=300\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        return True
+
+    origin.default.script = as_when_asked
+    urls = ["/p/%d" % i for i in range(2)]
+    f = fleet()
+    nodes = f.start_all()
+    fill_everywhere(nodes, urls)
+    acked = {u: 1 for u in urls}
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors, answered = [], [0]
+
+    def client(sg):
+        while not stop.is_set():
+            for u in urls:
+                with lock:
+                    floor = acked[u]  # before the request goes out
+                try:
+                    r = httpc.fetch(sg.port, "GET", u, timeout=10)
+                except (OSError, httpc.Incomplete) as e:
+                    errors.append((sg.port, u, repr(e)))
+                    continue
+                got = int(r.body.decode().rsplit("v", 1)[1]) if r.status == 200 else -1
+                if got < floor:
+                    errors.append((sg.port, u, r.status, r.body, floor, str(r.headers)))
+                answered[0] += 1
+
+    threads = [threading.Thread(target=client, args=(sg,)) for sg in nodes for _ in range(2)]
+    for th in threads:
+        th.start()
+    try:
+        for k in range(40):  # each URL purged about every 0.1 s: a fetch is often under way
+            u = urls[k % len(urls)]
+            version[u] = version.get(u, 1) + 1
+            r = httpc.fetch(nodes[k % 3].port, "PURGE", u)
+            assert r.status == 200, r.body
+            with lock:
+                acked[u] = version[u]
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(20)
+    assert not errors, errors[:5]
+    assert answered[0] > 40, answered
+    # Purges did overtake fetches under way (else the test proved nothing).
+    assert sum(sg.stat("cache_overtaken") for sg in nodes) > 0
+    for u in urls:
+        assert served_everywhere(nodes, u) == ["v%d" % version[u]] * 3
+
+
 def test_soft_purge_reaches_every_node(origin, fleet):
     version = versioned(origin)
     f = fleet()
@@ -484,6 +559,8 @@ def test_peer_list_reloaded_with_sighup(origin, fleet):
     two = cluster_policy(origin.port, f.ports[:2])
     f.texts = [two, two, cluster_policy(origin.port, f.ports)]
     n1, n2 = f.start(0), f.start(1)
+    f.wait_healthy()
+    time.sleep(1.2)  # the rampup of each on the other's ring
     urls = ["/m/%d" % i for i in range(60)]
     for u in urls:
         get(n1.port, u)
@@ -514,32 +591,27 @@ def test_peer_list_reloaded_with_sighup(origin, fleet):
 
 # -- (c) a node killed, and back ---------------------------------------------------
 
+def sweep(client, urls, failures):
+    """Each URL once through HAProxy on one keep-alive client (KeepAlive: a
+    closed connection is opened again); what failed is collected."""
+    for u in urls:
+        try:
+            r = client.get(u)
+            if r.status != 200 or not r.body.startswith(u.encode()):
+                failures.append((u, r.status))
+        except (OSError, httpc.Incomplete) as e:
+            failures.append((u, repr(e)))
+
+
 def test_killed_node_keys_move_and_come_back_warm(origin, fleet, haproxy, tmp_path):
     versioned(origin)
-    f = fleet(store=True, rampup="2s", local_ttl="1s")
+    f = fleet(store=True, rampup="4s", local_ttl="1s")
     nodes = f.start_all()
     front, sock = start_haproxy(haproxy, f, tmp_path)
     urls = ["/c/%d" % i for i in range(121)]  # not a multiple of 3: round robin moves each URL
-    c = httpc.Conn(front)
-
-    def sweep(failures):
-        nonlocal c
-        for u in urls:
-            try:
-                c.request("GET", u, host="fleet.example")
-                r = c.read_final("GET")
-                if r.status != 200 or not r.body.startswith(u.encode()):
-                    failures.append((u, r.status))
-                if "close" in (r.header("Connection") or "").lower():
-                    c.close()
-                    c = httpc.Conn(front)
-            except (OSError, httpc.Incomplete) as e:
-                failures.append((u, repr(e)))
-                c.close()
-                c = httpc.Conn(front)
-
+    client = KeepAlive(front)
     failures = []
-    sweep(failures)
+    sweep(client, urls, failures)
     assert not failures, failures
     owner = {u: fetched_by(origin, u)[0] for u in urls}
     mine = [u for u in urls if owner[u] == "node3"]
@@ -550,33 +622,139 @@ def test_killed_node_keys_move_and_come_back_warm(origin, fleet, haproxy, tmp_pa
     nodes[2].kill()
     t_kill = time.monotonic()
     while time.monotonic() - t_kill < 4:  # past local_ttl: the others' copies expire
-        sweep(failures)
+        sweep(client, urls, failures)
     assert not failures, failures[:10]
     # Its keys moved: each fetched once more, by another node; the others not again.
     for u in urls:
-        assert origin.hits(u) == (2 if u in mine else 1), (u, fetched_by(origin, u))
+        assert origin.hits(u) == (2 if u in mine else 1), (u, origin_log(origin, u))
     assert all(fetched_by(origin, u)[1] != "node3" for u in mine)
 
-    # Back, warm: after the ramp-up the others send it its keys again, and it
-    # answers them from its store, without the origin.
+    # Back, warm.  Within the members' ramp-up (4 s from their seeing it
+    # healthy) they send it only part of its keys, the rest still going to
+    # the members that took them over, which have them.
     node3 = f.start(2)
     f.wait_healthy()
+    hits0 = node3.stat("cache_hit")
+    for u in mine:
+        assert get(nodes[0].port, u, vhost="fleet.example").body == (u + " v1").encode()
+    early = node3.stat("cache_hit") - hits0
+    assert early < 0.75 * len(mine), (early, len(mine))
+    # After the ramp-up the others send it all of its keys again, and it
+    # answers them from its store, without the origin.
     wait_until(lambda: server_status(sock)["node3"].startswith("UP"), 10, "haproxy: node3 up")
-    time.sleep(2.5)  # the members' rampup
+    time.sleep(4.5)
     hits0, fwd0 = node3.stat("cache_hit"), [sg.stat("cluster_fwd") for sg in nodes[:2]]
-    sweep(failures)
+    sweep(client, urls, failures)
     for u in mine:
         for sg in (nodes[0], nodes[1], node3):
             r = get(sg.port, u, vhost="fleet.example")
             assert r.body == (u + " v1").encode(), r.body
     assert not failures, failures[:10]
     for u in urls:
-        assert origin.hits(u) == (2 if u in mine else 1), (u, fetched_by(origin, u))
+        assert origin.hits(u) == (2 if u in mine else 1), (u, origin_log(origin, u))
     # Each of its keys: a hit asked directly, and one for the node that did not
     # take it over while it was away (the one that did has its own copy).
     assert node3.stat("cache_hit") - hits0 >= 2 * len(mine), (node3.stat("cache_hit"), len(mine))
     assert sum(sg.stat("cluster_fwd") for sg in nodes[:2]) - sum(fwd0) >= len(mine)
-    c.close()
+    client.close()
+
+
+def test_a_stopping_node_drains_behind_haproxy(origin, fleet, haproxy, tmp_path):
+    """SIGTERM: the node says draining on the members' probe, which is also
+    HAProxy's health check; HAProxy and the other members take it out while
+    it still serves (shutdown_delay), then it stops.  No client sees an
+    error, and each of its keys is fetched once more at most, by its next
+    owner (unless a copy a member kept of it, being hot, serves meanwhile)."""
+    versioned(origin)
+    f = fleet()
+    nodes = f.start_all()
+    front, sock = start_haproxy(haproxy, f, tmp_path)
+    urls = ["/t/%d" % i for i in range(121)]
+    client = KeepAlive(front)
+    failures = []
+    sweep(client, urls, failures)
+    assert not failures, failures
+    mine = [u for u in urls if fetched_by(origin, u)[0] == "node2"]
+    assert len(mine) > 20, len(mine)
+    node2 = nodes[1]
+    assert node2.ctl("param.set", "shutdown_delay", "4s").returncode == 0
+    node2.signal(signal.SIGTERM)
+
+    def sick_in(sg):
+        rows = sg.ctl("backend.list").stdout
+        m = re.search(r"^node2\s+\S+\s+(\S+)", rows, re.M)
+        return m is not None and m.group(1) == "sick"
+
+    def taken_out():
+        sweep(client, urls, failures)
+        for sg in (nodes[0], nodes[2]):  # their own clients, for node2's keys
+            for u in mine[:10]:
+                try:
+                    r = httpc.fetch(sg.port, "GET", u, vhost="fleet.example")
+                    if r.status != 200 or r.body != (u + " v1").encode():
+                        failures.append((sg.port, u, r.status))
+                except (OSError, httpc.Incomplete) as e:
+                    failures.append((sg.port, u, repr(e)))
+        return (server_status(sock)["node2"].startswith("DOWN") and sick_in(nodes[0])
+                and sick_in(nodes[2]))
+
+    wait_until(taken_out, 10, "haproxy and the members to take node2 out", interval=0.1)
+    assert node2.alive(), "node2 stopped before it was taken out"
+    t0 = time.monotonic()
+    while node2.alive() and time.monotonic() - t0 < STOP_TIMEOUT:
+        sweep(client, urls, failures)
+    node2.proc.wait(STOP_TIMEOUT)
+    node2.stopped = True
+    assert node2.proc.returncode == 0, node2.log_tail()
+    sweep(client, urls, failures)
+    assert not failures, failures[:10]
+    for u in urls:
+        assert origin.hits(u) <= (2 if u in mine else 1), (u, origin_log(origin, u))
+    assert all(by in ("node1", "node3") for u in mine for by in fetched_by(origin, u)[1:])
+    client.close()
+
+
+def test_all_other_members_down_then_the_origin(origin, fleet):
+    """The others killed: this node's forwards to them fail and are tried
+    again, then it owns every key; and with itself draining as well, no
+    member is usable and it fetches from the origin directly."""
+    versioned(origin)
+    f = fleet()
+    nodes = f.start_all()
+    urls = ["/z/%d" % i for i in range(60)]
+    for u in urls:
+        get(nodes[0].port, u)
+    theirs = [u for u in urls if fetched_by(origin, u)[0] != "node1"]
+    assert len(theirs) > 20, len(theirs)
+    nodes[1].kill()
+    nodes[2].kill()
+    # At once, before node1's probes have seen them go: each forward fails,
+    # and the fetch goes on to the next member, at last node1 itself.
+    t0 = time.monotonic()
+    for u in theirs:
+        assert get(nodes[0].port, u).body == (u + " v1").encode()
+    assert time.monotonic() - t0 < 10
+    assert all(origin.hits(u) == 2 and fetched_by(origin, u)[1] == "node1" for u in theirs)
+    f.wait_healthy()
+    owner0 = nodes[0].stat("cluster_owner")
+    fresh = ["/z2/%d" % i for i in range(30)]
+    for u in fresh:
+        assert get(nodes[0].port, u).body == (u + " v1").encode()
+    assert nodes[0].stat("cluster_owner") - owner0 == len(fresh)
+    # node1 draining too: its own probe says so and its ring has no member left.
+    assert nodes[0].ctl("param.set", "shutdown_delay", "4s").returncode == 0
+    nodes[0].signal(signal.SIGTERM)
+    wait_until(lambda: "sick" in nodes[0].ctl("backend.list").stdout.split("node1", 1)[1][:60],
+               5, "node1 to see itself draining")
+    alone0 = nodes[0].stat("cluster_alone")
+    last = ["/z3/%d" % i for i in range(10)]
+    for u in last:
+        assert get(nodes[0].port, u).body == (u + " v1").encode()
+        assert fetched_by(origin, u) == ["node1"]
+    assert nodes[0].stat("cluster_alone") - alone0 == len(last)
+    nodes[0].proc.wait(STOP_TIMEOUT)
+    nodes[0].stopped = True
+    assert nodes[0].proc.returncode == 0
 
 
 # -- (d) no loops ----------------------------------------------------------------
@@ -600,7 +778,8 @@ def test_a_request_crosses_one_member_at_most(origin, fleet, haproxy, tmp_path):
         assert sg.ctl("param.set", "coalesce_timeout", "30s").returncode == 0
     sock = tmp_path / "haproxy.sock"
     conf = haproxy_cluster_conf(front_hp, f.front, sock).replace(
-        "    balance roundrobin", "    balance roundrobin\n    http-request del-header X-Surogat-Hop")
+        "    balance roundrobin",
+        "    balance roundrobin\n    http-request del-header X-Surogat-Hop")
     haproxy(conf)
     wait_until(lambda: listening(front_hp) and os.path.exists(sock), 10, "haproxy")
     wait_until(lambda: server_status(sock) == {n: "UP" for n in f.names}, 10, "haproxy up")
