@@ -50,6 +50,7 @@ struct pool {
     unsigned nthreads;   /* started or starting */
     unsigned nstarting;  /* started but not yet looking for work */
     unsigned nidle;
+    unsigned nexiting; /* left nthreads, still freeing what their slots hold */
     bool shutdown;
     pthread_t herder;
 };
@@ -278,8 +279,13 @@ worker_thread(void *priv)
     if (w->taker)
         slot_put(w);
     pp->nthreads--;
-    AZ(pthread_cond_broadcast(&pp->exit_cond));
+    pp->nexiting++;
     AZ(pthread_mutex_unlock(&pp->mtx));
+    /*
+     * Counted gone only once the slots let go: what they hold (the
+     * policy's program, and through it its backends) is freed by the
+     * modules that pool_fini()'s caller finishes next.
+     */
     wrk_slots_fini(&w->wrk);
     wrk_buffers_free(&w->wrk);
     AZ(pthread_cond_destroy(&w->cond));
@@ -287,6 +293,10 @@ worker_thread(void *priv)
     STAT_INC(threads_destroyed);
     STAT_DEC(threads);
     stat_thread_leave();
+    AZ(pthread_mutex_lock(&pp->mtx));
+    pp->nexiting--;
+    AZ(pthread_cond_broadcast(&pp->exit_cond));
+    AZ(pthread_mutex_unlock(&pp->mtx));
     return (NULL);
 }
 
@@ -411,7 +421,7 @@ pool_fini(void)
     for (unsigned i = 0; i < npools; i++) {
         pp = pools[i];
         AZ(pthread_mutex_lock(&pp->mtx));
-        while (pp->nthreads > 0)
+        while (pp->nthreads > 0 || pp->nexiting > 0)
             AZ(pthread_cond_wait(&pp->exit_cond, &pp->mtx));
         AZ(pthread_mutex_unlock(&pp->mtx));
         AZ(pthread_cond_destroy(&pp->herder_cond));
