@@ -185,11 +185,11 @@ struct pst_ent {
 };
 
 static pthread_mutex_t pst_mtx = PTHREAD_MUTEX_INITIALIZER;
-static int pst_fd = -1;       /* the file, appending; -1: not persisting */
+static int pst_fd = -1; /* the file, appending; -1: not persisting */
 static char *pst_path;
-static struct pst_ent *pst;   /* the bans in the file not yet expired, oldest first */
+static struct pst_ent *pst; /* the bans in the file not yet expired, oldest first */
 static unsigned pst_n, pst_cap;
-static unsigned pst_lines;    /* lines in the file, expired ones included */
+static unsigned pst_lines; /* lines in the file, expired ones included */
 
 /* '%', CR and LF as %25, %0D, %0A: one ban, one line. */
 static void
@@ -310,8 +310,7 @@ pst_add(const char *text, double t)
     if (pst_lines > 2 * pst_n + 64) {
         if (pst_rewrite() != 0)
             log_msg(LOG_ERR, "ban: cannot rewrite %s: %s", pst_path, strerror(errno));
-    } else if (!sb_ok(&sb) || fsu_write_all(pst_fd, line, sb.len) != 0 ||
-               fdatasync(pst_fd) != 0) {
+    } else if (!sb_ok(&sb) || fsu_write_all(pst_fd, line, sb.len) != 0 || fdatasync(pst_fd) != 0) {
         STAT_INC(bans_persist_fail);
         log_msg(LOG_ERR, "ban: cannot persist to %s: %s: the ban holds until a restart only",
                 pst_path, strerror(errno));

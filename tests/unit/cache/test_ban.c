@@ -451,8 +451,7 @@ START_TEST(ban_persist)
     ck_assert_int_eq(ban_add("obj.http.x == \"50%\nz\"", &err), 0);
     ck_assert_int_eq(ban_add("req.url ~ (", &err), -1);
     ck_assert_msg(strstr(slurp(path), " req.url ~ \"^/a\"\n") != NULL, "%s", slurp(path));
-    ck_assert_msg(strstr(slurp(path), " obj.http.x == \"50%25%0Az\"\n") != NULL, "%s",
-                  slurp(path));
+    ck_assert_msg(strstr(slurp(path), " obj.http.x == \"50%25%0Az\"\n") != NULL, "%s", slurp(path));
     ban_persist_close();
     ban_fini();
 
