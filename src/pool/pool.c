@@ -277,16 +277,24 @@ worker_thread(void *priv)
     }
     if (w->taker)
         slot_put(w);
-    pp->nthreads--;
-    AZ(pthread_cond_broadcast(&pp->exit_cond));
     AZ(pthread_mutex_unlock(&pp->mtx));
+    /*
+     * Everything that reaches outside the worker before it stops counting:
+     * pool_fini() returns once nthreads is 0, and its caller then tears
+     * down what the slots' fini and the counters use (main.c: pol_fini(),
+     * stat_fini()).  Off the idle stack, nobody hands it a task meanwhile.
+     */
     wrk_slots_fini(&w->wrk);
     wrk_buffers_free(&w->wrk);
-    AZ(pthread_cond_destroy(&w->cond));
-    free(w);
     STAT_INC(threads_destroyed);
     STAT_DEC(threads);
     stat_thread_leave();
+    AZ(pthread_mutex_lock(&pp->mtx));
+    pp->nthreads--;
+    AZ(pthread_cond_broadcast(&pp->exit_cond));
+    AZ(pthread_mutex_unlock(&pp->mtx));
+    AZ(pthread_cond_destroy(&w->cond));
+    free(w);
     return (NULL);
 }
 
