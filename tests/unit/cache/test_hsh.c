@@ -10,16 +10,13 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "surogat/ban.h"
+#include "cache_fixture.h"
 #include "surogat/cc.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
-#include "surogat/sb.h"
 #include "surogat/stat.h"
-#include "surogat/sto.h"
 #include "surogat/tim.h"
-#include "surogat/xkey.h"
 
 static struct http req;
 static struct cc qcc;
@@ -27,29 +24,9 @@ static struct cc qcc;
 static void
 setup(void)
 {
-    char ebuf[128];
-    struct sb err;
-
-    par_init();
-    ck_assert_int_eq(stat_init(), 0); /* counts for this thread too */
-    ck_assert_int_eq(hsh_init(), 0);
-    ck_assert_int_eq(xkey_init(), 0);
-    ck_assert_int_eq(ban_init(), 0);
-    sb_init(&err, ebuf, sizeof ebuf);
-    ck_assert_int_eq(sto_init("malloc,16m", &err), 0);
+    cache_setup(); /* stat_init(): counts for this thread too */
     http_init(&req, NULL, 0);
     cc_parse_request(&req, &qcc);
-}
-
-static void
-teardown(void)
-{
-    hsh_fini();
-    ban_fini();
-    xkey_fini();
-    sto_fini();
-    stat_fini();
-    par_fini();
 }
 
 static enum hsh_result
@@ -66,17 +43,7 @@ lookup(const char *key, struct cobj **ocp)
 static struct cobj *
 busy(const char *key)
 {
-    static const char head[] = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n\r\n";
-    struct cobj *oc;
-
-    ck_assert_int_eq(lookup(key, &oc), HSH_MISS);
-    oc->head = strdup(head);
-    oc->head_len = sizeof head - 1;
-    oc->status = 200;
-    oc->fresh.t_origin = tim_real();
-    oc->fresh.ttl = 60;
-    ck_assert_int_eq(hsh_store_begin(oc), 0);
-    return (oc);
+    return (cache_busy(key, strlen(key)));
 }
 
 struct reader {
@@ -334,13 +301,13 @@ hsh_suite(void)
     Suite *s = suite_create("hsh");
     TCase *tc = tcase_create("stream");
 
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, stream_until_complete);
     tcase_add_test(tc, abandon_fails_readers_and_frees_after_them);
     tcase_add_test(tc, trim_without_readers);
     suite_add_tcase(s, tc);
     tc = tcase_create("waiting_list");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, parked_waiters_rush_in_waves);
     tcase_add_test(tc, abandoned_fetch_hands_over_to_one_waiter);
     tcase_add_test(tc, parked_waiter_times_out);
