@@ -296,11 +296,21 @@ END_TEST
 
 /* ---- growing and shrinking ---- */
 
+/* A worker that takes its time to exit (a Lua state closing, a log flushed). */
+static void
+slow_fini(struct wrk *wrk)
+{
+    usleep(50000);
+}
+
+static const struct wrk_slot slot_slow = { "slow", NULL, slow_fini, NULL };
+
 /*
  * Tasks that block their workers: the pool starts workers for those
  * waiting, up to thread_pool_max and no further (the rest wait in the
  * queue); once idle for thread_pool_timeout the extra ones exit, down to
- * thread_pool_min.
+ * thread_pool_min and no further, though they all go idle at once and
+ * take their time to exit.
  */
 START_TEST(grows_to_max_shrinks_to_min)
 {
@@ -311,6 +321,7 @@ START_TEST(grows_to_max_shrinks_to_min)
     par.thread_pool_min = 2;
     par.thread_pool_max = 5;
     par.thread_pool_timeout = 0.3;
+    wrk_slot_register(&slot_slow);
     start();
     destroyed = stat_get(STAT_threads_destroyed);
     for (unsigned i = 0; i < ARRAY_LEN(j); i++) {
@@ -331,6 +342,9 @@ START_TEST(grows_to_max_shrinks_to_min)
     ck_assert_uint_eq(wait_for(&ran, 8), 8);
     ck_assert_uint_eq(poll_for(threads, 2), 2);
     ck_assert_double_ge(tim_mono() - t_rel, 0.3);
+    /* Two more rounds of thread_pool_timeout: the two stay. */
+    usleep(700000);
+    ck_assert_uint_eq(threads(), 2);
     ck_assert_uint_eq(stat_get(STAT_threads_destroyed) - destroyed, 3);
     AZ(pthread_mutex_lock(&mtx));
     ck_assert_uint_eq(maxheld, 5);
