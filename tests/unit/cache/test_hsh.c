@@ -138,6 +138,44 @@ START_TEST(trim_without_readers)
 }
 END_TEST
 
+START_TEST(attributes_stay_with_the_object)
+{
+    struct cobj *oc = busy("k4"), *hit, *renewed;
+    struct txt oa[HSH_OA__N] = { [HSH_OA_ESI] = TXT_LIT("a program"),
+                                 [HSH_OA_GZBITS] = TXT_LIT("") };
+    uint64_t before;
+    struct txt v;
+
+    ck_assert_int_eq(hsh_append(oc, "abc", 3), 0);
+    ck_assert(!hsh_oa_get(oc, HSH_OA_ESI, &v));
+    before = sto_used();
+    ck_assert_int_eq(hsh_oa_set(oc, oa), 0);
+    ck_assert_uint_gt(sto_used(), before); /* charged to the store */
+    oc->body_complete = true;
+    hsh_unbusy(&oc);
+    ck_assert_int_eq(lookup("k4", &hit), HSH_HIT);
+    ck_assert(hsh_oa_get(hit, HSH_OA_ESI, &v));
+    ck_assert_uint_eq(v.len, 9);
+    ck_assert_int_eq(memcmp(v.b, "a program", 9), 0);
+    ck_assert(!hsh_oa_get(hit, HSH_OA_GZBITS, &v));
+    /* A renewed copy (a 304) keeps them. */
+    renewed = busy("k5");
+    ck_assert_int_eq(hsh_oa_copy(renewed, hit), 0);
+    renewed->body_complete = true;
+    hsh_unbusy(&renewed);
+    ck_assert_int_eq(lookup("k5", &renewed), HSH_HIT);
+    ck_assert(hsh_oa_get(renewed, HSH_OA_ESI, &v) && v.len == 9);
+    hsh_deref(&renewed);
+    hsh_deref(&hit);
+    /* Nothing at all: no tail, and none is found. */
+    oc = busy("k6");
+    oa[HSH_OA_ESI] = TXT_LIT("");
+    ck_assert_int_eq(hsh_oa_set(oc, oa), 0);
+    ck_assert(!hsh_oa_get(oc, HSH_OA_ESI, &v));
+    hsh_abandon(&oc, 0);
+}
+END_TEST
+
 /* ---- waiting lists: requests parked without a thread ---- */
 
 struct parked {
@@ -305,6 +343,7 @@ hsh_suite(void)
     tcase_add_test(tc, stream_until_complete);
     tcase_add_test(tc, abandon_fails_readers_and_frees_after_them);
     tcase_add_test(tc, trim_without_readers);
+    tcase_add_test(tc, attributes_stay_with_the_object);
     suite_add_tcase(s, tc);
     tc = tcase_create("waiting_list");
     tcase_add_checked_fixture(tc, setup, cache_teardown);
