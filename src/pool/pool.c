@@ -48,9 +48,9 @@ struct pool {
     unsigned nqueued[POOL_PRIO__N];
     struct worker *idle; /* most recently idle first */
     unsigned nthreads;   /* started or starting */
+    unsigned nleaving;   /* left nthreads, still running their slots' fini (pool_fini waits) */
     unsigned nstarting;  /* started but not yet looking for work */
     unsigned nidle;
-    unsigned nexiting; /* left nthreads, still freeing what their slots hold */
     bool shutdown;
     pthread_t herder;
 };
@@ -278,25 +278,26 @@ worker_thread(void *priv)
     }
     if (w->taker)
         slot_put(w);
-    pp->nthreads--;
-    pp->nexiting++;
-    AZ(pthread_mutex_unlock(&pp->mtx));
     /*
-     * Counted gone only once the slots let go: what they hold (the
-     * policy's program, and through it its backends) is freed by the
-     * modules that pool_fini()'s caller finishes next.
+     * Out of the count at once, so that the next idle worker to time out
+     * sees how many stay; but pool_fini() also waits for what reaches
+     * outside the worker, since its caller then tears down what the
+     * slots' fini and the counters use (main.c: pol_fini(), stat_fini()).
      */
+    pp->nthreads--;
+    pp->nleaving++;
+    AZ(pthread_mutex_unlock(&pp->mtx));
     wrk_slots_fini(&w->wrk);
     wrk_buffers_free(&w->wrk);
-    AZ(pthread_cond_destroy(&w->cond));
-    free(w);
     STAT_INC(threads_destroyed);
     STAT_DEC(threads);
     stat_thread_leave();
     AZ(pthread_mutex_lock(&pp->mtx));
-    pp->nexiting--;
+    pp->nleaving--;
     AZ(pthread_cond_broadcast(&pp->exit_cond));
     AZ(pthread_mutex_unlock(&pp->mtx));
+    AZ(pthread_cond_destroy(&w->cond));
+    free(w);
     return (NULL);
 }
 
@@ -421,7 +422,7 @@ pool_fini(void)
     for (unsigned i = 0; i < npools; i++) {
         pp = pools[i];
         AZ(pthread_mutex_lock(&pp->mtx));
-        while (pp->nthreads > 0 || pp->nexiting > 0)
+        while (pp->nthreads > 0 || pp->nleaving > 0)
             AZ(pthread_cond_wait(&pp->exit_cond, &pp->mtx));
         AZ(pthread_mutex_unlock(&pp->mtx));
         AZ(pthread_cond_destroy(&pp->herder_cond));

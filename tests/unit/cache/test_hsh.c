@@ -11,14 +11,13 @@
 #include <unistd.h>
 
 #include "unit.h"
+#include "cache_fixture.h"
 #include "surogat/ban.h"
 #include "surogat/cc.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
-#include "surogat/sb.h"
 #include "surogat/stat.h"
-#include "surogat/sto.h"
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
 
@@ -28,29 +27,9 @@ static struct cc qcc;
 static void
 setup(void)
 {
-    char ebuf[128];
-    struct sb err;
-
-    par_init();
-    ck_assert_int_eq(stat_init(), 0); /* counts for this thread too */
-    ck_assert_int_eq(hsh_init(), 0);
-    ck_assert_int_eq(xkey_init(), 0);
-    ck_assert_int_eq(ban_init(), 0);
-    sb_init(&err, ebuf, sizeof ebuf);
-    ck_assert_int_eq(sto_init("malloc,16m", &err), 0);
+    cache_setup(); /* stat_init(): counts for this thread too */
     http_init(&req, NULL, 0);
     cc_parse_request(&req, &qcc);
-}
-
-static void
-teardown(void)
-{
-    hsh_fini();
-    ban_fini();
-    xkey_fini();
-    sto_fini();
-    stat_fini();
-    par_fini();
 }
 
 static enum hsh_result
@@ -63,32 +42,11 @@ lookup(const char *key, struct cobj **ocp)
     return (r);
 }
 
-/* The fetch of busy object oc got a fresh, storable 200 head with `fields` (each with CRLF). */
-static void
-fill(struct cobj *oc, const char *fields)
-{
-    char head[256];
-    int n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n%s\r\n",
-                     fields);
-
-    ck_assert(n > 0 && (size_t)n < sizeof head);
-    oc->head = strdup(head);
-    oc->head_len = (uint32_t)n;
-    oc->status = 200;
-    oc->fresh.t_origin = tim_real();
-    oc->fresh.ttl = 60;
-    ck_assert_int_eq(hsh_store_begin(oc), 0);
-}
-
 /* A busy object whose fetch has a fresh, storable 200 head. */
 static struct cobj *
 busy(const char *key)
 {
-    struct cobj *oc;
-
-    ck_assert_int_eq(lookup(key, &oc), HSH_MISS);
-    fill(oc, "");
-    return (oc);
+    return (cache_busy(key, strlen(key)));
 }
 
 struct reader {
@@ -380,13 +338,21 @@ END_TEST
 
 /* ---- invalidations that overtake a fetch ---- */
 
-/* The fetch completes with body b; the caller's reference goes. */
+/* The busy object oc, just looked up, gets a fresh, storable 200 head with `fields` (CRLF each). */
 static void
-complete(struct cobj **ocp, const char *b)
+fill(struct cobj *oc, const char *fields)
 {
-    ck_assert_int_eq(hsh_append(*ocp, b, strlen(b)), 0);
-    (*ocp)->body_complete = true;
-    hsh_unbusy(ocp);
+    char head[256];
+    int n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n%s\r\n",
+                     fields);
+
+    ck_assert(n > 0 && (size_t)n < sizeof head);
+    oc->head = strdup(head);
+    oc->head_len = (uint32_t)n;
+    oc->status = 200;
+    oc->fresh.t_origin = tim_real();
+    oc->fresh.ttl = 60;
+    ck_assert_int_eq(hsh_store_begin(oc), 0);
 }
 
 /*
@@ -412,7 +378,7 @@ START_TEST(purge_overtakes_a_fetch_under_way)
     ck_assert_ptr_ne(again, oc);
     park_init(&p);
     ck_assert_int_eq(wlookup("o1", &hit, &p), HSH_BUSY);
-    complete(&oc, "d");
+    cache_publish(&oc, "d");
     ck_assert_ptr_null(oc);
     ck_assert_int_eq(hsh_stream_wait(rd, 0, 1, &avail), HSH_S_DONE);
     ck_assert_uint_eq(avail, 3);
@@ -422,7 +388,7 @@ START_TEST(purge_overtakes_a_fetch_under_way)
     ck_assert_uint_eq(p.woken, 1);
     ck_assert_int_eq(wlookup("o1", &hit, &p), HSH_BUSY);
     fill(again, "");
-    complete(&again, "new");
+    cache_publish(&again, "new");
     ck_assert_uint_eq(p.woken, 2);
     ck_assert_int_eq(wlookup("o1", &hit, &p), HSH_HIT);
     ck_assert_int_eq(memcmp(hit->body.first->data, "new", 3), 0);
@@ -445,7 +411,7 @@ START_TEST(tag_purge_overtakes_a_streaming_fetch)
     ck_assert_uint_eq(stat_get(STAT_cache_overtaken) - n0, 1);
     ck_assert_int_eq(lookup("o2", &again), HSH_MISS);
     hsh_abandon(&again, 0);
-    complete(&oc, "old");
+    cache_publish(&oc, "old");
     ck_assert_int_eq(hsh_stream_wait(rd, 0, 1, &avail), HSH_S_DONE);
     hsh_stream_leave(&rd);
     ck_assert_int_eq(lookup("o2", &again), HSH_MISS);
@@ -473,8 +439,8 @@ START_TEST(ban_overtakes_a_streaming_fetch)
     ck_assert_int_eq(lookup("o4", &rd), HSH_STREAM); /* not concerned: joined */
     ck_assert_ptr_eq(rd, b);
     hsh_stream_leave(&rd);
-    complete(&a, "old");
-    complete(&b, "two");
+    cache_publish(&a, "old");
+    cache_publish(&b, "two");
     ck_assert_int_eq(lookup("o3", &again), HSH_MISS);
     hsh_abandon(&again, 0);
     ck_assert_int_eq(lookup("o4", &rd), HSH_HIT);
@@ -488,21 +454,21 @@ hsh_suite(void)
     Suite *s = suite_create("hsh");
     TCase *tc = tcase_create("stream");
 
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, stream_until_complete);
     tcase_add_test(tc, abandon_fails_readers_and_frees_after_them);
     tcase_add_test(tc, trim_without_readers);
     tcase_add_test(tc, attributes_stay_with_the_object);
     suite_add_tcase(s, tc);
     tc = tcase_create("waiting_list");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, parked_waiters_rush_in_waves);
     tcase_add_test(tc, abandoned_fetch_hands_over_to_one_waiter);
     tcase_add_test(tc, parked_waiter_times_out);
     tcase_add_test(tc, parked_waiters_bounded);
     suite_add_tcase(s, tc);
     tc = tcase_create("overtaken");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, purge_overtakes_a_fetch_under_way);
     tcase_add_test(tc, tag_purge_overtakes_a_streaming_fetch);
     tcase_add_test(tc, ban_overtakes_a_streaming_fetch);
