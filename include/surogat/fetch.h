@@ -37,6 +37,7 @@ struct gz;
 struct fetch_esi;
 struct fetch_te;
 struct req;
+struct trace_tx;
 struct ws;
 
 /* What a fetch does with gzip (fetch_gz.c). */
@@ -119,6 +120,7 @@ struct busyobj {
     bool stale_ok;              /* it may stand in for a backend's 5xx (FETCH_E_5XX) */
     bool bg;                    /* a background refresh: no client at all */
     unsigned retries;           /* the policy's "retry"s so far (bereq.retries) */
+    struct trace_tx *trace;     /* its backend transaction while traced (trace.h), or NULL */
     /* -- the fetch's own -- */
     bool miss;                  /* it fetches the whole object for the cache (GET, no conditions) */
     struct http *bereq;         /* the backend request, as sent (for the backend hooks) */
@@ -148,6 +150,11 @@ struct busyobj {
     struct fetch_te *te;        /* the transfer codings to undo (fetch_te.c), or NULL */
     enum bcp_refuse why;        /* why the response was refused */
     struct cobj *renewed;       /* FETCH_REVALIDATED: the renewed object, referenced */
+    /*
+     * fetch__decide_store(): why the response is not stored (FRESH_STORE:
+     * it is), for Cache-Status detail= on the client's head.
+     */
+    enum fresh_store store_why;
     double t_req;               /* tim_real() when the request went out */
     double t_resp;              /* tim_real() when the response head arrived */
 };
@@ -174,16 +181,5 @@ int fetch_body(struct busyobj *bo, const struct fetch_sink *sink);
  * freed, a busy object still held abandoned (waiters fetch again).
  */
 void fetch_done(struct busyobj *bo);
-/*
- * Grace with nobody refreshing (HSH_GRACE): refresh the busy *ocp from
- * the stale copy stale->oc in a pool task (POOL_PRIO_BG, through the
- * bounded queue), with the same fetch as a miss, for the request req
- * (its head and client copied: the task outlives it).  Takes both
- * references.  When the queue is full the refresh is skipped and the busy
- * object abandoned (cache_bgfetch_skipped).  Never blocks on the backend.
- */
-struct pool;
-void fetch_bg(const struct busyobj *from, struct pool *pp, struct cobj **ocp,
-              struct hsh_stale *stale);
 
 #endif

@@ -13,7 +13,7 @@
 #include <zlib.h>
 
 #include "unit.h"
-#include "surogat/ban.h"
+#include "cache_fixture.h"
 #include "surogat/cc.h"
 #include "surogat/defs.h"
 #include "surogat/dlv.h"
@@ -27,7 +27,6 @@
 #include "surogat/tim.h"
 #include "surogat/wrk.h"
 #include "surogat/ws.h"
-#include "surogat/xkey.h"
 
 #include "memtp.h"
 #include "tbuf.h"
@@ -42,29 +41,9 @@ static struct req req;
 static void
 setup(void)
 {
-    char ebuf[128];
-    struct sb err;
-
-    par_init();
-    ck_assert_int_eq(stat_init(), 0);
-    ck_assert_int_eq(hsh_init(), 0);
-    ck_assert_int_eq(xkey_init(), 0);
-    ck_assert_int_eq(ban_init(), 0);
-    sb_init(&err, ebuf, sizeof ebuf);
-    ck_assert_int_eq(sto_init("malloc,16m", &err), 0);
+    cache_setup();
     memtp_req(&req, &wrk, wsbuf, sizeof wsbuf, hdrs, 16, "/page");
     ck_assert_int_eq(http_add(req.http, TXT_LIT("Host"), TXT_LIT(HOST)), 0);
-}
-
-static void
-teardown(void)
-{
-    hsh_fini();
-    ban_fini();
-    xkey_fini();
-    sto_fini();
-    stat_fini();
-    par_fini();
 }
 
 /* A request as the transport would have made it again, for another delivery. */
@@ -397,7 +376,7 @@ dlv_esi_suite(void)
     Suite *s = suite_create("dlv_esi");
     TCase *tc = tcase_create("esi");
 
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, gzip_page);
     tcase_add_test(tc, identity_page);
     tcase_add_test(tc, failing_include_cuts);
