@@ -232,6 +232,21 @@ def test_policy_and_logs_see_http2(static, tmp_path):
     assert sum("HTTP/1.1" in ln for ln in lines) == 1, lines
 
 
+def test_request_trace_says_http2(static):
+    """`surogatctl log -g`: an h2 stream's request and response are HTTP/2.0 in the
+    trace, its :authority the Host; an HTTP/1.1 request beside it stays HTTP/1.1."""
+    from l_trace_test import Traces, first, recs
+    srv = static()
+    tr = Traces(srv.sg)
+    with srv.h2() as c:
+        assert c.get("/index.html").status == 200
+    assert httpc.fetch(srv.port, path="/index.html").status == 200
+    h2, h1 = [g["tx"] for g in tr.groups(2)]
+    assert first(h2, "ReqProtocol") == "HTTP/2.0" and first(h2, "RespProtocol") == "HTTP/2.0"
+    assert "Host: a.test" in recs(h2, "ReqHeader") and first(h2, "RespStatus") == "200"
+    assert first(h1, "ReqProtocol") == "HTTP/1.1" and first(h1, "RespProtocol") == "HTTP/1.1"
+
+
 def test_proxy_listeners_speak_h2(static, pki, tmp_path):
     """After a PROXY header: prior knowledge on a PROXY,h2c listener, ALPN h2 on a
     PROXY,tls one; the request is the carried client's."""
