@@ -113,11 +113,15 @@ step_recv(struct req *req)
             return (REQ_S_PURGE);
         if ((!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) ||
             http_find(req->http, "Authorization") != NULL ||
-            http_find(req->http, "Cookie") != NULL)
+            http_find(req->http, "Cookie") != NULL || req->upgrade)
             return (REQ_S_PASS);
         return (REQ_S_HASH);
     }
     act = pol_recv(req, &req->st->syn);
+    req__hints_send(req);
+    /* An upgrade's answer is a conversation, never an object (req_upgrade.c). */
+    if (act == POL_HASH && req->upgrade)
+        act = POL_PASS;
     /* Wherever recv sent it, a request routed to static files goes there. */
     if ((act == POL_HASH || act == POL_PASS || act == POL_PIPE) &&
         (req->st->be = static_route(req)) != NULL)
@@ -242,12 +246,15 @@ static enum pol_act
 policy_hit(struct req *req, const struct cobj *oc)
 {
     struct pol_obj obj = { .load = load_obj_head, .oc = oc, .req = req };
+    enum pol_act act;
 
     obj.age = SRG_MAX(0.0, req->st->t_lookup - oc->fresh.t_origin);
     obj.ttl = oc->fresh.ttl - obj.age;
     obj.grace = oc->fresh.swr;
     obj.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED);
-    return (pol_hit(req, &obj, &req->st->syn));
+    act = pol_hit(req, &obj, &req->st->syn);
+    req__hints_send(req);
+    return (act);
 }
 
 /*
