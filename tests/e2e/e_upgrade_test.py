@@ -358,6 +358,20 @@ def test_switch_head_and_early_bytes(origin, surogat):
         assert c._exactly(4, deadline, "echo") == b"PING"
 
 
+def test_upgrade_with_a_body(origin, surogat):
+    """An upgrade with a request body: the body goes as a body, framed; what the
+    client sent past it goes into the tunnel once the backend switched."""
+    origin.route("/b", script=switch_then())
+    sg = surogat()
+    with sg.conn() as c:
+        c.send(b"POST /b HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n"
+               b"Content-Length: 4\r\n\r\nbodyextra")
+        assert c.read_response().status == 101
+        assert c._exactly(5, time.monotonic() + 10, "echo") == b"EXTRA"
+    q = origin.last("/b")
+    assert q.body == b"body" and q.header("Content-Length") == "4", q.headers
+
+
 def test_101_without_upgrade_field_is_refused(origin, surogat):
     origin.route("/bad", raw=b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n\r\n")
     sg = surogat()

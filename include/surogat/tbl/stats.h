@@ -145,7 +145,8 @@ STAT(policy_restart, COUNTER, "Requests sent back to recv by a hook's \"restart\
 STAT(backend_failover, COUNTER, "Fetches that went to another backend of their director after "
      "connecting to one failed (idempotent requests without a body).")
 STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
-STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
+STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed "
+     "(an upgrade only once the backend answered 101).")
 STAT(tunnel_opened, COUNTER, "Upgrades (WebSocket ...) the backend accepted with 101 Switching "
      "Protocols: from then on bytes are copied both ways, with or without a pipe rule.")
 STAT(tunnel_refused, COUNTER, "Upgrade requests the backend answered with another status: an "
