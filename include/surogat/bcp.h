@@ -20,17 +20,21 @@
 struct bcp;
 struct bcp_tls;
 struct sb;
+struct stat_be;
 struct ssl_st; /* OpenSSL's SSL */
 
 struct bcp_conn {
     unsigned magic;
 #define BCP_CONN_MAGIC 0x1f8e5a73
     int fd;
-    struct ssl_st *ssl; /* NULL: plain TCP */
-    bool reused;        /* came from the idle list: may have been closed by the peer */
+    struct ssl_st *ssl;     /* NULL: plain TCP */
+    bool reused;            /* came from the idle list: may have been closed by the peer */
+    bool piped;             /* read with bcp_read_nb(): a pipe, whose length is the client's */
     unsigned char taglen;   /* bytes of tag; 0: none */
     unsigned char tag[108]; /* bcp_get_tagged(): what it was opened with (a PROXY header) */
-    double t_idle;      /* tim_mono() when it went idle */
+    double t_idle;          /* tim_mono() when it went idle */
+    /* tim_mono() of the first write since handed out, of the first byte after it; 0: none */
+    double t_sent, t_first;
     struct bcp *pool;
     struct bcp_conn *next; /* idle list, under the pool lock */
 };
@@ -45,9 +49,17 @@ enum bcp_err {
  * max: most open connections, busy or idle; 0 means backend_max_connections.
  * tls: NULL for plain HTTP; else borrowed, and must outlive the pool.
  * name: the backend's, for the log; borrowed, and must outlive the pool.
+ * st: the backend's counters (tbl/be_stats.h), or NULL; borrowed likewise.
+ * The pool counts into st what it sees: requests (connections handed
+ * out), new and reused connections, failures to connect, busy refusals,
+ * bytes both ways (a PROXY header and TLS records aside: what HTTP
+ * sends), timeouts of reads (before the first byte of an answer: first
+ * byte, after it: between bytes), the refused responses bcp_refused()
+ * is told of, and at bcp_recycle()/bcp_close() the times to first byte
+ * and to the end of a connection that got one.
  */
 struct bcp *bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls,
-                    const char *name);
+                    const char *name, struct stat_be *st);
 void bcp_free(struct bcp **bpp); /* closes idle connections; none may be busy */
 /*
  * A recycled connection unless `fresh`, else a new one within tmo seconds,
@@ -107,6 +119,12 @@ ssize_t bcp_read(struct bcp_conn *c, void *buf, size_t len, double deadline);
 ssize_t bcp_read_wait(struct bcp_conn *c, void *buf, size_t len, double deadline);
 /* One non-blocking attempt: -1 with EAGAIN when nothing (no whole TLS record) is there. */
 ssize_t bcp_read_nb(struct bcp_conn *c, void *buf, size_t len);
+/*
+ * What was read on c so far was an interim answer (1xx), skipped: the
+ * next byte read begins the final one, for the time to first byte and
+ * for which timeout a read's is.
+ */
+void bcp_interim(struct bcp_conn *c);
 /* Decrypted bytes OpenSSL holds, which poll(2) on c->fd cannot see. */
 bool bcp_pending(const struct bcp_conn *c);
 int bcp_writev(struct bcp_conn *c, struct iovec *iov, int iovcnt, double deadline);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "surogat/bcp.h"
+#include "surogat/stat.h"
 
 struct sb;
 struct bcp;
@@ -104,6 +105,7 @@ struct be {
     double between_bytes_timeout;
     unsigned weight;          /* >= 1 */
     unsigned max_connections; /* 0: backend_max_connections */
+    struct stat_be *stats;    /* its counters (tbl/be_stats.h); the pool counts into them */
     struct be_priv *priv;
 };
 
@@ -202,6 +204,35 @@ typedef void be_visit_f(const struct be *be, void *priv);
 void be_foreach(be_visit_f *fn, void *priv);
 /* The probe window of `be` as a bitmap (bit 0 the newest); 0 without a probe. */
 uint64_t be_probe_bits(const struct be *be);
+/*
+ * Counting what the pool cannot see (the status of an answer, a first
+ * byte deadline that passed between interim answers, no read timing
+ * out); bad responses are counted by bcp_refused().  Any thread,
+ * lock-free, one relaxed atomic add.  id is a COUNTER row of
+ * tbl/be_stats.h.
+ */
+void be_count(const struct be *be, enum stat_be_id id);
+void be_count_status(const struct be *be, unsigned status); /* its resp_Nxx row */
+/* Every row of tbl/be_stats.h into out[STAT_BE__N], the GAUGE rows read now.  Any thread. */
+void be_stats(const struct be *be, uint64_t *out);
+/* tim_real() when the health of be last changed, else when it was created. */
+double be_changed(const struct be *be);
+
+/* A live backend as its counters are shown (surogatctl stats, /metrics, the status page). */
+struct be_snap {
+    const struct be *be; /* valid until be_fini() */
+    const char *name;    /* be's own */
+    const char *addr;    /* "host:port", a Unix socket's path, or the kind ("static") */
+    uint64_t v[STAT_BE__N];
+    unsigned window; /* of the probe; 0 without one */
+    bool dup;        /* another live backend has this name (two programs declare it apart) */
+    char progs[128]; /* the programs declaring it, comma-separated; "": none (-b); see pol.h */
+};
+/*
+ * Every live backend, newest first, in a malloc'd array the caller
+ * frees; *n of them.  progs is left empty for pol_prog_label().
+ */
+struct be_snap *be_snapshot(unsigned *n);
 
 double be_connect_timeout(const struct be *be);
 double be_first_byte_timeout(const struct be *be);

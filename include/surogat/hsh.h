@@ -9,7 +9,9 @@
  * its fetch only; other requests for the key wait until the fetch knows
  * the response is stored (hsh_stream_open), then stream the body from the
  * busy object as it is appended (hsh_stream_wait), or until the object is
- * published (hsh_unbusy) or abandoned, at most coalesce_timeout.
+ * published (hsh_unbusy) or abandoned, at most coalesce_timeout.  A
+ * request that can let go of its thread waits on the object's waiting
+ * list instead (struct hsh_waiter), as Varnish's requests do.
  */
 #ifndef SUROGAT_HSH_H
 #define SUROGAT_HSH_H
@@ -109,7 +111,49 @@ enum hsh_result {
      * for refreshing it in the background (fetch_bg), as on a miss.
      */
     HSH_GRACE,
+    /*
+     * Only with a waiter: someone is fetching the key, and the waiter is
+     * on its waiting list.  The caller lets go of the request until
+     * w->wake(w), then looks up again with the same waiter.
+     */
+    HSH_BUSY,
 };
+
+/*
+ * A request waiting for a busy object without a thread: Varnish's
+ * waiting list.  The caller embeds it in memory that stays put while the
+ * request waits, sets `wake` and `priv`, zeroes the rest once per
+ * request, and passes it to hsh_lookup().  HSH_BUSY puts it on the busy
+ * object's objhead; wake(w) is then called exactly once, from any thread
+ * and with no lock of the index held, when the fetch streams, is
+ * published or abandoned, or when coalesce_timeout has passed since the
+ * request first waited; the next lookup with w then returns what there is
+ * (a hit, a stream, a miss to fetch itself) or HSH_PASS when the time is
+ * up (coalesce_timeout counted).  wake() must not call back into hsh: it
+ * schedules the request.
+ *
+ * Woken requests are let in a few at a time (coalesce_rush): each wake-up
+ * of the list lets coalesce_rush of them go, and each of those that then
+ * finds the object usable lets as many more go, so thousands of waiters
+ * resume at the pace the workers serve them, not all at once into the
+ * pool's queue -- and when the fetch failed, the first woken fetches
+ * again while the rest wait for it.
+ */
+struct hsh_waiter {
+    unsigned magic;
+#define HSH_WAITER_MAGIC 0x7d30a5e1
+    void (*wake)(struct hsh_waiter *w);
+    void *priv;
+    /* Private to hsh. */
+    double deadline;              /* tim_mono(): first wait + coalesce_timeout; 0: none yet */
+    struct objhead *oh;           /* whose list it is on; NULL when not waiting */
+    struct hsh_waiter *next;      /* the objhead's list, oldest first */
+    struct hsh_waiter *prev;
+    struct hsh_waiter *snext;     /* the shard's list by deadline, for the sweeper */
+    struct hsh_waiter *sprev;
+};
+/* Requests parked on waiting lists now (the gauge coalesce_parked, exact). */
+unsigned hsh_parked(void);
 
 enum hsh_stream {
     HSH_S_MORE,    /* more bytes are stored: *avail grew */
@@ -143,9 +187,13 @@ enum hsh_lookup_flag {
      */
     HSH_L_FORCE_REVALIDATE = 1u << 1,
 };
+/*
+ * w: NULL to wait on the calling thread (a background fetch, a
+ * subrequest), else the request's waiter: see struct hsh_waiter.
+ */
 enum hsh_result hsh_lookup(const char *key, size_t keylen, const struct http *req,
                            const struct cc *qcc, double now, unsigned lflags, struct cobj **ocp,
-                           struct hsh_stale *stale);
+                           struct hsh_stale *stale, struct hsh_waiter *w);
 void hsh_ref(struct cobj *oc); /* one more reference to an object the caller holds */
 /*
  * Record the request's values for the response's Vary fields on a busy

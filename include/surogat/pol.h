@@ -27,6 +27,7 @@ struct cobj;
 struct dir;
 struct http;
 struct req;
+struct be_snap;
 struct sb;
 struct txt;
 struct wrk;
@@ -117,6 +118,11 @@ typedef void pol_prog_visit_f(const struct pol_prog_info *pi, void *priv);
  * The number of programs.
  */
 unsigned pol_prog_foreach(pol_prog_visit_f *fn, void *priv);
+/*
+ * Fill in v[i].progs (be.h) from the registry: which named programs
+ * declare each backend, oldest first.  Takes the registry lock.
+ */
+void pol_prog_label(struct be_snap *v, unsigned n);
 /* Before pool_init(): the workers' Lua states are freed when they exit. */
 void pol_init(void);
 void pol_fini(void);
@@ -264,6 +270,15 @@ struct dir *pol_dir(struct req *req);
 bool pol_routes_static(struct req *req);
 /* Whether the current program has somewhere to send requests (a default director). */
 bool pol_has_backend(void);
+/*
+ * The request is about to wait without its worker (a waiting list) and
+ * resume on any: what its hooks kept on this worker's Lua state -- req.ctx
+ * and the globals they set -- goes into its workspace, and the next hook
+ * for it, wherever it runs, finds them again.  0, or -1 when they cannot
+ * be carried (a function, a userdata, a cycle, more than 4 KiB: see
+ * pol_park.c); the request must then wait on its worker.
+ */
+int pol_park(struct req *req);
 
 /* Header slots a response head built for pol_deliver() keeps free for the hook. */
 #define POL_HDR_ROOM 32

@@ -27,8 +27,9 @@ struct pool_task {
 };
 
 enum pool_prio {
-    POOL_PRIO_FETCH, /* first: requests parked on a busy object wait on it */
-    POOL_PRIO_REQ,   /* client requests; thread_queue_limit refuses them when full */
+    POOL_PRIO_FETCH,  /* first: requests parked on a busy object wait on it */
+    POOL_PRIO_RESUME, /* parked requests the fetch woke: admitted before, never refused */
+    POOL_PRIO_REQ,    /* client requests; thread_queue_limit refuses them when full */
     POOL_PRIO_BG,    /* background refreshes, probes, housekeeping; bounded like REQ */
     POOL_PRIO__N
 };

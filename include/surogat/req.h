@@ -85,6 +85,8 @@ struct req {
     double t_end;        /* tim_mono() when the response ended */
     uint64_t pol_id;     /* pol: names this request's req.ctx; 0 until a hook runs */
     uint32_t hooks;      /* pol: bit (1 << hook) for each policy hook run, for the logs */
+    const void *pol_carry;  /* pol_park(): its policy state while it waits, in ws; or NULL */
+    size_t pol_carry_len;
     /* policy controls */
     struct http *bereq;  /* fetch: the backend request as sent, for the backend hooks */
     struct dir *dir;     /* pol: where the request goes (req.backend, routes); NULL: -b's */
@@ -104,7 +106,16 @@ struct req {
 struct http;
 void req_invalidate(struct req *req, const struct http *resp);
 /* Answer a checked request: from the cache, or through a fetch. */
-void req_dispatch(struct req *req);
+/*
+ * How far serving a request went: to its end (answered and logged), or
+ * to a waiting list, without a worker (its transport's park(): tp.h),
+ * from which req_resume() takes it on when its transport resumes it.
+ */
+enum req_run {
+    REQ_RUN_DONE,
+    REQ_RUN_PARKED,
+};
+enum req_run req_dispatch(struct req *req);
 /*
  * The request's cache key in workspace: the Host lower-cased, a NUL, the
  * request-target.  NULL when the workspace is full.
@@ -125,7 +136,8 @@ void req_purge_fini(void);
  * response is complete, or the connection must close (req->close,
  * req->abort).
  */
-void req_serve(struct req *req);
+enum req_run req_serve(struct req *req);
+enum req_run req_resume(struct req *req);
 /* Log a request answered without req_serve() (the transport refused its head). */
 void req_log(struct req *req);
 /*

@@ -33,9 +33,11 @@ struct sess {
     struct sess *wnext;     /* the waiter's parked list */
     struct sess *wprev;
     bool wparked;           /* on that list (under the waiter's lock) */
-    bool wexpired;          /* idle too long: close when its event comes (same lock) */
+    bool wexpired;          /* idle too long or past wdeadline: close when its event comes */
     bool wregistered;       /* its descriptor is in the waiter's epoll set */
     double t_ready;         /* tim_mono() when the set reported it ready */
+    double wdeadline;       /* wtr_enter_until()'s deadline (tim_mono()); 0 for wtr_enter() */
+    unsigned wheap;         /* 1 + its index in the waiter's deadline heap; 0 when not in it */
     struct ssl_st *ssl; /* after the TLS handshake on a tls listen socket, else NULL */
     /*
      * The client: the peer's address, or on a PROXY listen socket the one
@@ -50,6 +52,17 @@ struct sess {
     bool tls_front; /* TLS terminated in front: a PROXY v2 header said so (PP2_CLIENT_SSL) */
     char peer_ip[INET6_ADDRSTRLEN]; /* realip_apply(): client_ip before any X-Forwarded-For */
     char peer_port[8];
+    /* Kept input (sess_keep_input()): in_buf[in_off .. in_len) not read yet. */
+    char *in_buf;
+    size_t in_off;
+    size_t in_len;
+    /*
+     * The request being received, while it is parked with the waiter
+     * half read (the HTTP/1 transport's): no worker holds it meanwhile.
+     */
+    double t_req;  /* tim_mono() at its first byte; 0 between requests */
+    double t_body; /* tim_mono() when its head was complete; 0 before */
+    bool sent_100; /* 100 Continue went out for it */
 };
 
 /*
@@ -73,9 +86,12 @@ sess_is_tls(const struct sess *sp)
 {
     return (sp->ssl != NULL || sp->tls_front);
 }
+size_t sess_input_read(struct sess *sp, void *buf, size_t len);
 static inline ssize_t
 sess_read(struct sess *sp, void *buf, size_t len, double deadline)
 {
+    if (__builtin_expect(sp->in_buf != NULL, 0))
+        return ((ssize_t)sess_input_read(sp, buf, len));
     if (__builtin_expect(sp->ssl != NULL, 0))
         return (tls_read(sp->ssl, sp->fd, buf, len, deadline));
     return (vio_read(sp->fd, buf, len, deadline));
@@ -102,12 +118,52 @@ sess_write(struct sess *sp, const void *buf, size_t len, double deadline)
  * early (it shrank).
  */
 int sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline);
-/* Request bytes already read and decrypted: the session must not wait for poll(2). */
+/*
+ * Request bytes already read (kept input, or bytes OpenSSL has decrypted):
+ * the session must not wait for poll(2) before reading them.
+ */
 static inline bool
 sess_pending(const struct sess *sp)
 {
-    return (sp->ssl != NULL && tls_pending(sp->ssl));
+    return (sp->in_buf != NULL || (sp->ssl != NULL && tls_pending(sp->ssl)));
 }
+
+/*
+ * Kept input: bytes read from the connection that nothing has consumed
+ * yet, held by the session itself while no worker holds it: a request
+ * head or body that arrived in part and waits in the waiter for the rest,
+ * or whatever a step before the request loop read beyond its own bytes
+ * (a protocol header read in bulk) for the first request to take.
+ *
+ * sess_keep_input() copies buf[0 .. len) into a buffer of exactly that
+ * size (malloc), which the session owns; there must be none kept yet
+ * (the reads below hand out kept bytes before any socket byte, so a read
+ * that would block has emptied it).  sess_read() and sess_read_nb() return
+ * kept bytes first and the socket's after them: whoever reads next sees
+ * one stream and need not know.  The buffer is freed once read, or by
+ * sess_close().  Kept bytes count as pending (sess_pending()), so
+ * wtr_enter() hands such a session straight back to a pool; only
+ * wtr_enter_until() parks one with its kept bytes, for the socket to
+ * complete them.  The gauge sess_kept_bytes counts kept bytes.
+ */
+void sess_keep_input(struct sess *sp, const void *buf, size_t len);
+/* Move up to len kept bytes into buf (in order); how many.  Any thread owning sp. */
+size_t sess_input_read(struct sess *sp, void *buf, size_t len);
+static inline size_t
+sess_input_len(const struct sess *sp)
+{
+    return (sp->in_len - sp->in_off);
+}
+
+/*
+ * A request that did not arrive in time (timeout_req, req_body_min_rate):
+ * answer a canned 408 with Connection: close and close the session.  The
+ * answer is written without blocking, on plain connections only: under
+ * TLS it could need a second write or the handshake's state, so the
+ * client just sees the close.  Counted in sess_timeout_req.  Any thread,
+ * never blocks: the waiter calls it for sessions past their deadline.
+ */
+void sess_close_timeout(struct sess **spp);
 
 /*
  * Hold back partial segments (TCP_CORK) while a head and a sendfile(2)

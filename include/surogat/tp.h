@@ -26,6 +26,7 @@
 
 struct bcp_conn;
 struct req;
+struct wrk;
 
 /* The body length a head announces. */
 #define TP_LEN_NONE    UINT64_MAX       /* announce none (304, 204, HEAD of an unknown length) */
@@ -124,6 +125,27 @@ struct tp_ops {
      * a transport is fetched as a pass, with the pipe hook's request.
      */
     enum tp_tunnel_end (*tunnel)(struct req *req, struct bcp_conn *conn, const struct tp_tunnel *t);
+    /*
+     * Waiting without a worker (a request coalesced on a busy object,
+     * hsh.h's waiting lists); all three NULL when the transport cannot
+     * let go of a request's worker (it then waits on it).
+     *
+     * park: let the request go from req->wrk -- its memory (workspace,
+     * receive buffer) and its connection become the request's own, the
+     * worker gets fresh ones -- and set req->wrk NULL.  The worker
+     * returns to the pool once req_serve() or req_resume() has said
+     * REQ_RUN_PARKED up the stack.
+     *
+     * resume: a pool task runs it on wrk: give the request its memory on
+     * wrk (req->wrk = wrk), call req_resume(), and go on with the
+     * connection as after req_serve().
+     *
+     * drop: it will never run again (the pool is shutting down): free
+     * what park() kept and close the connection.  No worker.
+     */
+    void (*park)(struct req *req);
+    void (*resume)(struct wrk *wrk, struct req *req);
+    void (*drop)(struct req *req);
 };
 
 /* The HTTP/1 transport: its operations, and the pool task of its sessions. */

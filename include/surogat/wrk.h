@@ -60,4 +60,30 @@ void wrk_slots_idle(struct wrk *wrk, enum wrk_moment when);
 void wrk_buffers_fit(struct wrk *wrk);
 void wrk_buffers_free(struct wrk *wrk);
 
+/*
+ * A request's memory without a worker (a request parked on a waiting
+ * list): the workspace and receive buffer it was served in, which hold
+ * its parsed head, its state and its unread bytes, and so cannot be
+ * copied (everything points into them).
+ *
+ * wrk_mem_take(): m gets the worker's workspace (its block and state) and
+ * receive buffer, the worker gets new ones at once; the pages of both
+ * past what is in use (the workspace's top, rx_used bytes of the receive
+ * buffer) go back to the kernel, so a parked request costs its pages in
+ * use.  m may live inside the workspace it takes.  wrk_mem_give(): the
+ * worker's own are freed, m's become the worker's (m->ws is copied into
+ * wrk->ws: point the request there again).  wrk_mem_free(): m's are
+ * freed, m with them if it lives there.
+ */
+struct wrk_mem {
+    char *ws_block;
+    size_t ws_size;
+    struct ws ws;
+    char *rx;
+    size_t rx_size;
+};
+void wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used);
+void wrk_mem_give(struct wrk *wrk, struct wrk_mem *m);
+void wrk_mem_free(struct wrk_mem *m);
+
 #endif

@@ -1,7 +1,7 @@
 /*
  * wtr -- the waiter: one libevent thread watching idle keep-alive
- * sessions, so that an idle connection costs a few hundred bytes and no
- * thread.  Workers park a session straight into the waiter's epoll set
+ * sessions and sessions whose request is still arriving, so that an idle
+ * or slow connection costs a few hundred bytes and no thread.  Workers park a session straight into the waiter's epoll set
  * (one-shot, one system call, no wake-up); the waiter hands it back to a
  * pool when it turns readable.
  */
@@ -19,6 +19,15 @@ void wtr_fini(void);
  * never blocks.  Takes ownership.
  */
 void wtr_enter(struct sess **spp);
+/*
+ * Park a session whose request arrived in part, its bytes kept by the
+ * session (sess_keep_input()): a slow client then costs those bytes and
+ * no worker.  When it turns readable it is scheduled as wtr_enter() does;
+ * if it has not by `deadline` (tim_mono()), it is answered 408 and closed
+ * (sess_close_timeout()), at most about a second late.  Any thread; never
+ * blocks.  Takes ownership.
+ */
+void wtr_enter_until(struct sess **spp, double deadline);
 /*
  * A worker with nothing queued takes a ready session from the set itself:
  * its pool task (which runs it), or NULL when none turned ready within

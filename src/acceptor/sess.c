@@ -122,6 +122,8 @@ sess_close(struct sess **spp)
     struct sess *sp;
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (sp->in_buf != NULL)
+        (void)sess_input_read(sp, NULL, sess_input_len(sp)); /* frees it, counts it */
     if (sp->ssl != NULL)
         tls_close(&sp->ssl); /* close_notify first: the client knows the response is whole */
     if (sp->fd >= 0)
@@ -224,6 +226,8 @@ sess_draining(void)
 ssize_t
 sess_read_nb(struct sess *sp, void *buf, size_t len)
 {
+    if (sp->in_buf != NULL)
+        return ((ssize_t)sess_input_read(sp, buf, len));
     if (sp->ssl != NULL)
         return (tls_read_nb(sp->ssl, buf, len));
     return (read(sp->fd, buf, len));
@@ -277,4 +281,71 @@ sess_cork(struct sess *sp, bool on)
 
     if (sp->ssl == NULL)
         (void)setsockopt(sp->fd, IPPROTO_TCP, TCP_CORK, &v, sizeof v);
+}
+
+/* ---- kept input and the request deadline (sess.h) ---- */
+
+void
+sess_keep_input(struct sess *sp, const void *buf, size_t len)
+{
+    OBJ_CHECK(sp, SESS_MAGIC);
+    SRG_ASSERT(sp->in_buf == NULL);
+    if (len == 0)
+        return;
+    /* Exactly the bytes received: a slow client costs what it sent, not a buffer. */
+    sp->in_buf = malloc(len);
+    AN(sp->in_buf);
+    memcpy(sp->in_buf, buf, len);
+    sp->in_off = 0;
+    sp->in_len = len;
+    STAT_ADD(sess_kept_bytes, len);
+}
+
+size_t
+sess_input_read(struct sess *sp, void *buf, size_t len)
+{
+    size_t n = sess_input_len(sp);
+
+    OBJ_CHECK(sp, SESS_MAGIC);
+    if (n > len)
+        n = len;
+    if (buf != NULL)
+        memcpy(buf, sp->in_buf + sp->in_off, n);
+    sp->in_off += n;
+    STAT_ADD(sess_kept_bytes, -(int64_t)n);
+    if (sp->in_off == sp->in_len) {
+        free(sp->in_buf);
+        sp->in_buf = NULL;
+        sp->in_off = sp->in_len = 0;
+    }
+    return (n);
+}
+
+static const char timeout_resp[] = "HTTP/1.1 408 Request Timeout\r\n"
+                                   "Content-Type: text/plain\r\n"
+                                   "Content-Length: 17\r\n"
+                                   "Connection: close\r\n"
+                                   "\r\n"
+                                   "Request timeout.\n";
+
+void
+sess_close_timeout(struct sess **spp)
+{
+    struct sess *sp;
+
+    OBJ_TAKE(sp, spp, SESS_MAGIC);
+    STAT_INC(sess_timeout_req);
+    if (sp->ssl == NULL) {
+        /*
+         * One non-blocking write into an empty send buffer: it goes out
+         * whole or not at all.  Then what the client sent is discarded,
+         * so that close(2) does not reset the connection over our answer;
+         * bytes it sends later may still cause a reset, which a client
+         * this slow has earned.
+         */
+        (void)!write(sp->fd, timeout_resp, sizeof timeout_resp - 1);
+        (void)shutdown(sp->fd, SHUT_WR);
+        drain_nonblocking(sp->fd);
+    }
+    sess_close(&sp);
 }

@@ -20,6 +20,10 @@
  * client it names.  Untagged pools behave as before.  The pool also
  * works over a Unix socket: connect(2) there fails at once (EAGAIN when
  * the backlog is full) rather than in progress.
+ *
+ * Since every byte to and from a backend passes here, so does most of
+ * what the backend's counters say (bcp.h lists it); a read's timeout is
+ * told apart by whether the answer had begun.
  */
 #include "config.h"
 
@@ -58,6 +62,7 @@ struct bcp {
     unsigned max;                       /* 0: par.backend_max_connections */
     struct bcp_tls *tls;                /* NULL: plain TCP; the backend's */
     const char *name;                   /* the backend's, for the log */
+    struct stat_be *st;                 /* NULL: not counted; the backend's */
     struct log_limit refused[BCP_R__N]; /* one line a second per reason */
 };
 
@@ -70,9 +75,16 @@ static const struct {
 #include "surogat/tbl/be_refuse.h"
 };
 
+static void
+count(const struct bcp *bp, enum stat_be_id id, uint64_t n)
+{
+    if (bp->st != NULL && n > 0)
+        stat_be_add(bp->st, id, n);
+}
+
 struct bcp *
 bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls *tls,
-        const char *name)
+        const char *name, struct stat_be *st)
 {
     struct bcp *bp;
 
@@ -85,6 +97,7 @@ bcp_new(const struct sockaddr *sa, socklen_t salen, unsigned max, struct bcp_tls
     bp->max = max;
     bp->tls = tls;
     bp->name = name;
+    bp->st = st;
     for (unsigned i = 0; i < BCP_R__N; i++)
         AZ(pthread_mutex_init(&bp->refused[i].mtx, NULL));
     return (bp);
@@ -130,6 +143,9 @@ bcp_refused(struct bcp *bp, enum bcp_refuse why, const char *what)
     OBJ_CHECK(bp, BCP_MAGIC);
     SRG_ASSERT(why < BCP_R__N);
     stat_add_id(refuse_tbl[why].counter, 1);
+    /* The backend's own count of what the global backend_bad_resp counts, by the same rows. */
+    if (refuse_tbl[why].counter == STAT_backend_bad_resp)
+        count(bp, STAT_BE_fail_bad_resp, 1);
     /* A URL is request bytes: bounded here, and the parser let no control byte through. */
     log_limited(&bp->refused[why], refuse_tbl[why].counter_name, LOG_WARNING,
                 "backend %s: %s%s%.256s%s", bp->name, refuse_tbl[why].text,
@@ -318,6 +334,9 @@ bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t t
         switch (idle_check(c, now)) {
         case IDLE_OK:
             c->reused = true;
+            c->t_sent = c->t_first = 0;
+            count(bp, STAT_BE_requests, 1);
+            count(bp, STAT_BE_reused, 1);
             *out = c;
             return (BCP_OK);
         case IDLE_BYTES:
@@ -333,6 +352,7 @@ bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t t
     max = bp->max > 0 ? bp->max : par.backend_max_connections;
     if (max > 0 && bp->nconn >= max && (taglen == 0 || !evict_oldest_locked(bp, &stale))) {
         AZ(pthread_mutex_unlock(&bp->mtx));
+        count(bp, STAT_BE_fail_busy, 1);
         return (BCP_E_BUSY);
     }
     bp->nconn++;
@@ -352,9 +372,12 @@ bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t t
         fd = -1;
     }
     if (fd < 0) {
+        /* A handshake that ran out of time fails with EPROTO: the clock tells. */
+        bool timeout = errno == ETIMEDOUT || tim_mono() >= now + tmo;
         AZ(pthread_mutex_lock(&bp->mtx));
         bp->nconn--;
         AZ(pthread_mutex_unlock(&bp->mtx));
+        count(bp, timeout ? STAT_BE_fail_connect_timeout : STAT_BE_fail_connect, 1);
         return (BCP_E_CONNECT);
     }
     OBJ_NEW(c, BCP_CONN_MAGIC);
@@ -366,8 +389,20 @@ bcp_get_tagged(struct bcp *bp, double tmo, bool fresh, const void *tag, size_t t
         memcpy(c->tag, tag, taglen);
     STAT_INC(backend_conn);
     STAT_INC(backend_conn_open);
+    count(bp, STAT_BE_requests, 1);
+    count(bp, STAT_BE_connections, 1);
     *out = c;
     return (BCP_OK);
+}
+
+/* The connection's use ends: time it if an answer began (a pipe's length is the client's). */
+static void
+timed(struct bcp_conn *c, double now)
+{
+    if (c->pool->st != NULL && c->t_first > 0 && !c->piped)
+        stat_be_time(c->pool->st, c->t_first - c->t_sent, now - c->t_sent);
+    c->t_sent = c->t_first = 0;
+    c->piped = false;
 }
 
 void
@@ -380,6 +415,7 @@ bcp_recycle(struct bcp_conn **connp)
     bp = c->pool;
     OBJ_CHECK(bp, BCP_MAGIC);
     c->t_idle = tim_mono();
+    timed(c, c->t_idle);
     AZ(pthread_mutex_lock(&bp->mtx));
     c->next = bp->idle;
     bp->idle = c;
@@ -397,6 +433,7 @@ bcp_close(struct bcp_conn **connp)
     OBJ_TAKE(c, connp, BCP_CONN_MAGIC);
     bp = c->pool;
     OBJ_CHECK(bp, BCP_MAGIC);
+    timed(c, tim_mono());
     AZ(pthread_mutex_lock(&bp->mtx));
     bp->nconn--;
     AZ(pthread_mutex_unlock(&bp->mtx));
@@ -430,16 +467,44 @@ bcp_busy_count(const struct bcp *bp)
 }
 
 /*--------------------------------------------------------------------
- * I/O on a connection, plain or TLS.
+ * I/O on a connection, plain or TLS, counted.
  */
+
+/* After a read: its bytes, the first byte of an answer, or which timeout it was. */
+static ssize_t
+got(struct bcp_conn *c, ssize_t n)
+{
+    int e = errno;
+
+    if (n > 0) {
+        count(c->pool, STAT_BE_bytes_in, (uint64_t)n);
+        if (c->t_first == 0 && c->t_sent > 0)
+            c->t_first = tim_mono();
+    } else if (n < 0 && e == ETIMEDOUT) {
+        count(c->pool,
+              c->t_first == 0 ? STAT_BE_fail_first_byte_timeout
+                              : STAT_BE_fail_between_bytes_timeout,
+              1);
+    }
+    errno = e;
+    return (n);
+}
+
+/* Before a write: the start of the request, for the times. */
+static void
+sending(struct bcp_conn *c)
+{
+    if (c->t_sent == 0)
+        c->t_sent = tim_mono();
+}
 
 ssize_t
 bcp_read(struct bcp_conn *c, void *buf, size_t len, double deadline)
 {
     OBJ_CHECK(c, BCP_CONN_MAGIC);
     if (c->ssl != NULL)
-        return (tls_read(c->ssl, c->fd, buf, len, deadline));
-    return (vio_read(c->fd, buf, len, deadline));
+        return (got(c, tls_read(c->ssl, c->fd, buf, len, deadline)));
+    return (got(c, vio_read(c->fd, buf, len, deadline)));
 }
 
 ssize_t
@@ -448,17 +513,25 @@ bcp_read_wait(struct bcp_conn *c, void *buf, size_t len, double deadline)
     OBJ_CHECK(c, BCP_CONN_MAGIC);
     /* tls_read() waits on its own when OpenSSL holds nothing decrypted. */
     if (c->ssl != NULL)
-        return (tls_read(c->ssl, c->fd, buf, len, deadline));
-    return (vio_read_wait(c->fd, buf, len, deadline));
+        return (got(c, tls_read(c->ssl, c->fd, buf, len, deadline)));
+    return (got(c, vio_read_wait(c->fd, buf, len, deadline)));
 }
 
 ssize_t
 bcp_read_nb(struct bcp_conn *c, void *buf, size_t len)
 {
     OBJ_CHECK(c, BCP_CONN_MAGIC);
+    c->piped = true;
     if (c->ssl != NULL)
-        return (tls_read_nb(c->ssl, buf, len));
-    return (read(c->fd, buf, len));
+        return (got(c, tls_read_nb(c->ssl, buf, len)));
+    return (got(c, read(c->fd, buf, len)));
+}
+
+void
+bcp_interim(struct bcp_conn *c)
+{
+    OBJ_CHECK(c, BCP_CONN_MAGIC);
+    c->t_first = 0;
 }
 
 bool
@@ -471,17 +544,35 @@ bcp_pending(const struct bcp_conn *c)
 int
 bcp_writev(struct bcp_conn *c, struct iovec *iov, int iovcnt, double deadline)
 {
+    uint64_t n = 0;
+    int rv;
+
     OBJ_CHECK(c, BCP_CONN_MAGIC);
+    sending(c);
+    /* Counted before: the writers may consume iov as they go. */
+    for (int i = 0; i < iovcnt; i++)
+        n += iov[i].iov_len;
     if (c->ssl != NULL)
-        return (tls_writev(c->ssl, c->fd, iov, iovcnt, deadline));
-    return (vio_writev(c->fd, iov, iovcnt, deadline));
+        rv = tls_writev(c->ssl, c->fd, iov, iovcnt, deadline);
+    else
+        rv = vio_writev(c->fd, iov, iovcnt, deadline);
+    if (rv == 0)
+        count(c->pool, STAT_BE_bytes_out, n);
+    return (rv);
 }
 
 int
 bcp_write(struct bcp_conn *c, const void *buf, size_t len, double deadline)
 {
+    int rv;
+
     OBJ_CHECK(c, BCP_CONN_MAGIC);
+    sending(c);
     if (c->ssl != NULL)
-        return (tls_write(c->ssl, c->fd, buf, len, deadline));
-    return (vio_write(c->fd, buf, len, deadline));
+        rv = tls_write(c->ssl, c->fd, buf, len, deadline);
+    else
+        rv = vio_write(c->fd, buf, len, deadline);
+    if (rv == 0)
+        count(c->pool, STAT_BE_bytes_out, len);
+    return (rv);
 }

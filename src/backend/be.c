@@ -10,6 +10,10 @@
  * Health is read on every request by many workers at once, so it is two
  * atomics per backend: the admin state (backend.set_health) and the
  * probe's verdict, written by the probe thread through probe_result().
+ *
+ * The backend's counters (tbl/be_stats.h) live with it, in a stat_be the
+ * pool counts into and be_count() adds to, freed with the backend: a
+ * reload that keeps the backend keeps them.
  */
 #include "config.h"
 
@@ -44,12 +48,13 @@ struct be_priv {
     bool tls, tls_noverify;
     char *ca_file, *sni, *verify_host, *cert, *key;
     /* Atomics: read by workers and the CLI. */
-    int admin;       /* enum be_admin */
-    bool probe_ok;   /* the window's verdict; true without a probe */
-    uint64_t bits;   /* probe history, bit 0 newest */
-    double t_up;     /* be_healthy_since() */
-    bool up_once;    /* healthy before (or a reload's): its next coming up is a return */
-    struct be *next; /* every backend, newest first; under be_mtx */
+    int admin;        /* enum be_admin */
+    bool probe_ok;    /* the window's verdict; true without a probe */
+    uint64_t bits;    /* probe history, bit 0 newest */
+    double t_up;      /* be_healthy_since() */
+    double t_changed; /* tim_real() of the last change of health, else of creation */
+    bool up_once;     /* healthy before (or a reload's): its next coming up is a return */
+    struct be *next;  /* every backend, newest first; under be_mtx */
 };
 
 const struct be_ops be_http_ops = { "http", NULL, NULL };
@@ -88,6 +93,7 @@ be_free(struct be *be)
         bcp_free(&be->pool);
     if (be->tls != NULL)
         bcp_tls_free(&be->tls);
+    stat_be_free(&be->stats);
     free(bp->ca_file);
     free(bp->sni);
     free(bp->verify_host);
@@ -141,10 +147,11 @@ static void
 health_changed(const struct be *be, bool was, const char *why)
 {
     bool now = be_healthy(be);
-    double t = tim_mono();
+    double t = tim_mono(), t_real = tim_real();
 
     if (now == was)
         return;
+    __atomic_store(&be->priv->t_changed, &t_real, __ATOMIC_RELAXED);
     /*
      * A backend declared at start and healthy for the first time comes up
      * with the rest of the fleet, cold like it: it does not ramp up.
@@ -318,6 +325,8 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
     be->weight = weight;
     be->priv->refcnt = 1;
     be->priv->probe_ok = true;
+    be->priv->t_changed = tim_real();
+    be->stats = stat_be_new();
     if (__atomic_load_n(&be_started, __ATOMIC_RELAXED)) {
         be->priv->t_up = tim_mono(); /* a reload's: joining a running fleet */
         be->priv->up_once = true;
@@ -335,14 +344,16 @@ be_create(const struct be_conf *c, const struct be_probe_conf *pc, const char *p
         be->path = xstrdup(c->path);
         /* The Host of a request that has none (HTTP/1.0) and of the probe. */
         be->hostport = xstrdup("localhost");
-        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, NULL, be->name);
+        be->pool =
+            bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, NULL, be->name, be->stats);
     } else if (res != NULL) {
         be->host = xstrdup(c->host);
         be->port = xstrdup(port);
         v6 = strchr(c->host, ':') != NULL;
         rv = asprintf(&be->hostport, "%s%s%s:%s", v6 ? "[" : "", c->host, v6 ? "]" : "", port);
         SRG_ASSERT(rv > 0);
-        be->pool = bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls, be->name);
+        be->pool =
+            bcp_new(res->ai_addr, res->ai_addrlen, c->max_connections, tls, be->name, be->stats);
     }
     if (pc != NULL) {
         be->priv->has_probe = true;
@@ -627,6 +638,49 @@ be_probe_bits(const struct be *be)
 }
 
 void
+be_count(const struct be *be, enum stat_be_id id)
+{
+    OBJ_CHECK(be, BE_MAGIC);
+    stat_be_add(be->stats, id, 1);
+}
+
+void
+be_count_status(const struct be *be, unsigned status)
+{
+    OBJ_CHECK(be, BE_MAGIC);
+    stat_be_status(be->stats, status);
+}
+
+void
+be_stats(const struct be *be, uint64_t *out)
+{
+    double t;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    AN(out);
+    stat_be_sum(be->stats, out);
+    __atomic_load(&be->priv->t_changed, &t, __ATOMIC_RELAXED);
+    out[STAT_BE_healthy] = be_healthy(be) ? 1 : 0;
+    out[STAT_BE_changed] = (uint64_t)t;
+    out[STAT_BE_happy] = be_probe_bits(be);
+    out[STAT_BE_probe_window] = be->priv->has_probe ? be->priv->pc.window : 0;
+    out[STAT_BE_probe_good] =
+        be->priv->has_probe ? prb_good(out[STAT_BE_happy], be->priv->pc.window) : 0;
+    out[STAT_BE_open_connections] = be->pool != NULL ? bcp_conn_count(be->pool) : 0;
+    out[STAT_BE_busy_connections] = be_busy(be);
+}
+
+double
+be_changed(const struct be *be)
+{
+    double t;
+
+    OBJ_CHECK(be, BE_MAGIC);
+    __atomic_load(&be->priv->t_changed, &t, __ATOMIC_RELAXED);
+    return (t);
+}
+
+void
 be_foreach(be_visit_f *fn, void *priv)
 {
     AZ(pthread_mutex_lock(&be_mtx));
@@ -634,6 +688,37 @@ be_foreach(be_visit_f *fn, void *priv)
         if (be->priv->refcnt > 0)
             fn(be, priv);
     AZ(pthread_mutex_unlock(&be_mtx));
+}
+
+struct be_snap *
+be_snapshot(unsigned *np)
+{
+    struct be_snap *v;
+    unsigned n = 0, cap = 0;
+
+    AN(np);
+    AZ(pthread_mutex_lock(&be_mtx));
+    for (struct be *be = be_all; be != NULL; be = be->priv->next)
+        cap += be->priv->refcnt > 0;
+    v = calloc(cap > 0 ? cap : 1, sizeof *v);
+    AN(v);
+    for (struct be *be = be_all; be != NULL; be = be->priv->next) {
+        if (be->priv->refcnt == 0)
+            continue;
+        v[n].be = be;
+        v[n].name = be->name;
+        v[n].addr = be_local(be) ? be->ops->kind : be->path != NULL ? be->path : be->hostport;
+        be_stats(be, v[n].v);
+        v[n].window = be->priv->has_probe ? be->priv->pc.window : 0;
+        n++;
+    }
+    AZ(pthread_mutex_unlock(&be_mtx));
+    /* XXX: quadratic in the backends, fine for the hundreds a policy declares. */
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned j = 0; j < n && !v[i].dup; j++)
+            v[i].dup = i != j && strcmp(v[i].name, v[j].name) == 0;
+    *np = n;
+    return (v);
 }
 
 void

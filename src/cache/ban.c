@@ -124,6 +124,7 @@ trim(void)
         nbans--;
         STAT_DEC(bans);
         STAT_INC(bans_trimmed);
+        STAT_ADD(bans_completed, b->flags & BAN_F_DUP ? (uint64_t)-1 : 0);
         ban_free(b);
     }
 }
@@ -154,6 +155,7 @@ ban_fini(void)
         tail = b->newer;
         nbans--;
         STAT_DEC(bans);
+        STAT_ADD(bans_completed, b->flags & BAN_F_DUP ? (uint64_t)-1 : 0);
         ban_free(b);
     }
     __atomic_store_n(&head, NULL, __ATOMIC_RELEASE);
@@ -187,6 +189,7 @@ ban_add(const char *text, struct sb *err)
                 !(__atomic_load_n(&o->flags, __ATOMIC_RELAXED) & BAN_F_DUP)) {
                 __atomic_or_fetch(&o->flags, BAN_F_DUP, __ATOMIC_RELAXED);
                 STAT_INC(bans_dups);
+                STAT_INC(bans_completed);
             }
         }
     }

@@ -45,6 +45,7 @@ _Static_assert(sizeof(struct cobj) <= 224, "struct cobj grew past 224 bytes");
 int
 hsh_init(void)
 {
+    hsh__wait_init();
     for (unsigned i = 0; i < HSH_SHARDS; i++) {
         AZ(pthread_mutex_init(&hsh__shards[i].mtx, NULL));
         AZ(pthread_cond_init(&hsh__shards[i].cond, NULL));
@@ -392,9 +393,22 @@ count_hit(struct cobj *oc)
     __atomic_add_fetch(&oc->hits, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * A lookup found the key's object usable (a hit, a stream, a marker that
+ * says pass): let coalesce_rush more of its parked requests go, so that
+ * each woken request wakes the next ones (hsh.h).
+ */
+static struct hsh_waiter *
+rush_usable(struct shard *sh, struct objhead *oh)
+{
+    if (oh->wl_head == NULL)
+        return (NULL);
+    return (hsh__rush(sh, oh, par.coalesce_rush));
+}
+
 enum hsh_result
 hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
-           unsigned lflags, struct cobj **ocp, struct hsh_stale *stale)
+           unsigned lflags, struct cobj **ocp, struct hsh_stale *stale, struct hsh_waiter *w)
 {
     uint64_t hash = key_hash(key, keylen);
     struct shard *sh = shard_of(hash);
@@ -402,8 +416,9 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     enum fresh_verdict v, old_v = FRESH_V_REVALIDATE;
     unsigned ndead = 0;
     struct objhead *oh;
+    struct hsh_waiter *rushed = NULL;
     struct timespec ts;
-    bool waited = false;
+    bool waited = w != NULL && w->deadline != 0; /* counted when it first parked */
 
     AN(ocp);
     AN(stale);
@@ -431,7 +446,9 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 continue;
             if (oc->flags & COBJ_HFM) {
                 if (oc->t_hfm_end > now) {
+                    rushed = rush_usable(sh, oh);
                     AZ(pthread_mutex_unlock(&sh->mtx));
+                    hsh__wake(rushed);
                     STAT_INC(cache_hitmiss);
                     return (HSH_PASS);
                 }
@@ -445,7 +462,9 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                 take_ref(oc);
                 oc->visited = true;
                 count_hit(oc);
+                rushed = rush_usable(sh, oh);
                 AZ(pthread_mutex_unlock(&sh->mtx));
+                hsh__wake(rushed);
                 *ocp = oc;
                 return (HSH_HIT);
             }
@@ -465,7 +484,9 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             take_ref(swr);
             swr->visited = true;
             count_hit(swr);
+            rushed = rush_usable(sh, oh);
             AZ(pthread_mutex_unlock(&sh->mtx));
+            hsh__wake(rushed);
             STAT_INC(cache_hit_grace);
             *ocp = swr;
             return (HSH_HIT);
@@ -476,7 +497,9 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             count_hit(stream);
             stream->nreaders++;
             oh->nstream++;
+            rushed = rush_usable(sh, oh);
             AZ(pthread_mutex_unlock(&sh->mtx));
+            hsh__wake(rushed);
             if (!waited)
                 STAT_INC(cache_coalesced);
             STAT_INC(cache_streamed);
@@ -486,6 +509,26 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (busy == NULL)
             break;
         /* Someone is fetching this key: wait for it rather than asking the backend too. */
+        if (w != NULL) {
+            /* Parked, without a thread: the fetch's events or the sweeper wake it. */
+            if (waited && tim_mono() >= w->deadline) {
+                AZ(pthread_mutex_unlock(&sh->mtx));
+                STAT_INC(coalesce_timeout);
+                return (HSH_PASS);
+            }
+            if (!waited && oh->nwaiting >= par.coalesce_max_waiters) {
+                AZ(pthread_mutex_unlock(&sh->mtx));
+                STAT_INC(coalesce_overflow);
+                return (HSH_PASS);
+            }
+            if (!waited) {
+                w->deadline = tim_mono() + par.coalesce_timeout;
+                STAT_INC(cache_coalesced);
+            }
+            hsh__park(sh, oh, w);
+            AZ(pthread_mutex_unlock(&sh->mtx));
+            return (HSH_BUSY);
+        }
         if (oh->nwaiting >= par.coalesce_max_waiters) {
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(coalesce_overflow);
@@ -494,6 +537,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (!waited) {
             hsh__abs_deadline(&ts, par.coalesce_timeout);
             STAT_INC(cache_coalesced);
+            STAT_INC(coalesce_on_thread);
             waited = true;
         }
         oh->nwaiting++;
@@ -529,8 +573,10 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             else
                 stale->fwd = "miss"; /* ours, but past all use or banned */
         }
-        if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now))
+        if (oc != old && !(oc->flags & COBJ_BUSY) && vary_match(oc, req) && obj_dead(oc, now)) {
+            STAT_ADD(n_expired, !(oc->flags & COBJ_BANNED));
             dead[ndead++] = hsh__unlink_obj(sh, oc);
+        }
         oc = next;
     }
     if (old != NULL) {
@@ -645,6 +691,7 @@ void
 hsh_fini(void)
 {
     closing = true;
+    hsh__wait_fini();
     for (unsigned i = 0; i < HSH_SHARDS; i++) {
         struct shard *sh = &hsh__shards[i];
         for (size_t b = 0; b < sh->nbuckets; b++) {

@@ -27,6 +27,7 @@
 #include "surogat/defs.h"
 #include "surogat/vio.h"
 #include "surogat/hsh.h"
+#include "surogat/par.h"
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
 
@@ -108,6 +109,7 @@ hsh_store_attr(struct cobj *oc)
 void
 hsh_stream_open(struct cobj *oc, uint64_t clen)
 {
+    struct hsh_waiter *woken;
     struct shard *sh;
 
     OBJ_CHECK(oc, COBJ_MAGIC);
@@ -117,7 +119,9 @@ hsh_stream_open(struct cobj *oc, uint64_t clen)
     SRG_ASSERT(oc->flags & COBJ_BUSY);
     oc->flags |= COBJ_STREAM;
     AZ(pthread_cond_broadcast(&sh->cond));
+    woken = hsh__rush(sh, oc->oh, par.coalesce_rush);
     AZ(pthread_mutex_unlock(&sh->mtx));
+    hsh__wake(woken);
 }
 
 bool
@@ -252,6 +256,7 @@ void
 hsh_unbusy(struct cobj **ocp)
 {
     struct cobj *oc = *ocp, *o, *next, *old[8];
+    struct hsh_waiter *woken;
     unsigned nold = 0;
     struct objhead *oh;
     struct shard *sh;
@@ -282,7 +287,9 @@ hsh_unbusy(struct cobj **ocp)
     sto_seal(&oc->body);
     hsh__sieve_insert(sh, oc);
     AZ(pthread_cond_broadcast(&sh->cond));
+    woken = hsh__rush(sh, oh, par.coalesce_rush);
     AZ(pthread_mutex_unlock(&sh->mtx));
+    hsh__wake(woken);
     while (nold > 0)
         hsh_deref(&old[--nold]);
     hsh_deref(ocp);
@@ -292,6 +299,7 @@ void
 hsh_abandon(struct cobj **ocp, double hfm_ttl)
 {
     struct cobj *oc = *ocp, *gone = NULL;
+    struct hsh_waiter *woken;
     struct objhead *oh;
     struct shard *sh;
     bool read;
@@ -316,13 +324,17 @@ hsh_abandon(struct cobj **ocp, double hfm_ttl)
     } else {
         gone = hsh__unlink_obj(sh, oc);
         oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
-        hsh__oh_maybe_free(sh, oh);
     }
     /* A marker holds no body: it goes now, or with the last reader still sending it. */
     if (read)
         oc->flags |= COBJ_ORPHAN;
     AZ(pthread_cond_broadcast(&sh->cond));
+    /* The first woken fetches again, or all pass on the marker, rushing the rest. */
+    woken = hsh__rush(sh, oh, par.coalesce_rush);
+    if (gone != NULL)
+        hsh__oh_maybe_free(sh, oh);
     AZ(pthread_mutex_unlock(&sh->mtx));
+    hsh__wake(woken);
     if (!read)
         body_drop(oc);
     if (gone != NULL)

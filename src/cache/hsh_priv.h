@@ -36,7 +36,9 @@ struct objhead {
     uint64_t hash;
     size_t keylen;
     struct cobj *objs; /* variants, busy ones included */
-    unsigned nwaiting; /* requests waiting for a busy object */
+    unsigned nwaiting; /* requests waiting for a busy object, on a thread or parked */
+    struct hsh_waiter *wl_head; /* parked requests (hsh_wait.c), oldest first */
+    struct hsh_waiter *wl_tail;
     unsigned nstream;  /* requests streaming from a busy object: keep the objhead */
     unsigned nsleep;   /* atomic: streaming readers asleep, waiting for bytes */
     /*
@@ -63,6 +65,9 @@ struct shard {
      * cached object are not.  Waiters re-check their own object.
      */
     pthread_cond_t cond;
+    /* Parked requests of the shard's objheads by deadline, oldest first (hsh_wait.c). */
+    struct hsh_waiter *sw_head;
+    struct hsh_waiter *sw_tail;
 } __attribute__((aligned(64)));
 
 extern struct shard hsh__shards[HSH_SHARDS];
@@ -120,6 +125,18 @@ void hsh__oh_maybe_free(struct shard *sh, struct objhead *oh);
 struct cobj *hsh__unlink_obj(struct shard *sh, struct cobj *oc);
 /* The CLOCK_REALTIME instant `seconds` from now, for pthread_cond_timedwait(). */
 void hsh__abs_deadline(struct timespec *ts, double seconds);
+/*
+ * Waiting lists (hsh_wait.c).  Under the shard lock: hsh__park() puts w
+ * on oh's list (w->deadline set); hsh__rush() takes the n oldest off it
+ * (0: all) and returns them chained by next, for hsh__wake() to wake
+ * once the lock is dropped.  The caller of hsh__rush() frees the objhead
+ * if that left it unused (hsh__oh_maybe_free()).
+ */
+void hsh__park(struct shard *sh, struct objhead *oh, struct hsh_waiter *w);
+struct hsh_waiter *hsh__rush(struct shard *sh, struct objhead *oh, unsigned n);
+void hsh__wake(struct hsh_waiter *chain);
+void hsh__wait_init(void);
+void hsh__wait_fini(void); /* stops the sweeper */
 
 /* ---- hsh_evict.c ---- */
 

@@ -1,9 +1,9 @@
 /*
  * The admin commands: the command registry and the built-in commands
- * (ping, help, stats, param.*, backend.set_health, ban, storage.list,
- * status, banner, auth, quit; policy.*, vcl.*, backend.list, purge,
- * reload and log.reopen are in cli_admin.c; requests are split into
- * arguments in cli_split.c).
+ * (ping, help, param.*, backend.set_health, ban, storage.list, status,
+ * banner, auth, quit; policy.*, vcl.*, backend.list, purge, reload and
+ * log.reopen are in cli_admin.c, stats in cli_stats.c; requests are
+ * split into arguments in cli_split.c).
  *
  * Built-ins live in a constant table; other modules add commands with
  * cli_register() into a list sorted by name.  Locks: reg_mtx guards the
@@ -51,11 +51,6 @@ struct cli_cmd {
 static pthread_mutex_t reg_mtx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t exec_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct cli_cmd *cmd_list; /* under reg_mtx */
-
-static const char *const stat_names[] = {
-#define STAT(name, kind, doc) #name,
-#include "surogat/tbl/stats.h"
-};
 
 /*--------------------------------------------------------------------
  * Built-in commands.
@@ -115,34 +110,6 @@ cmd_quit(int argc, char *const *argv, struct sb *out, void *priv)
 {
     sb_cat(out, "Closing CLI connection");
     return (CLI_CLOSE);
-}
-
-static void
-stats_json(struct sb *out)
-{
-    struct stat_block b;
-
-    stat_sum(&b);
-    sb_cat(out, "{\n");
-    for (unsigned i = 0; i < STAT__N; i++)
-        sb_printf(out, "  \"%s\": %" PRIu64 "%s\n", stat_names[i], b.v[i],
-                  i + 1 < STAT__N ? "," : "");
-    sb_cat(out, "}\n");
-}
-
-static unsigned
-cmd_stats(int argc, char *const *argv, struct sb *out, void *priv)
-{
-    if (argc == 1) {
-        stat_dump(out);
-        return (CLI_OK);
-    }
-    if (strcmp(argv[1], "-j") == 0) {
-        stats_json(out);
-        return (CLI_OK);
-    }
-    sb_printf(out, "Unknown option '%s'.\nUsage: stats [-j]", argv[1]);
-    return (CLI_USAGE);
 }
 
 /* Cut out back to `len`, dropping a partial answer. */
@@ -379,9 +346,11 @@ static const struct cli_cmd builtins[] = {
       "Reload as SIGHUP does: the configuration file's parameters, the policy in use and the "
       "TLS certificates, all or nothing; answers the outcome (300 when nothing changed).",
       0, 0, cli__cmd_reload, NULL, NULL },
-    { CLI_CMD_MAGIC, "stats", "[-j]",
-      "Print every counter as \"name value\" lines, or with -j as one JSON object.", 0, 1,
-      cmd_stats, NULL, NULL },
+    { CLI_CMD_MAGIC, "stats", "[-j] [-l] [PATTERN...]",
+      "Print every counter, then each backend's as backend.NAME.COUNTER, as \"name value\" "
+      "lines, or with -j as one JSON object; -l adds each one's description; PATTERNs (globs) "
+      "keep the names matching one.",
+      0, -1, cli__cmd_stats, NULL, NULL },
     { CLI_CMD_MAGIC, "status", NULL, "Check the state of the cache process.", 0, 0, cmd_status,
       NULL, NULL },
     { CLI_CMD_MAGIC, "storage.list", NULL,

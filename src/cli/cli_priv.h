@@ -68,6 +68,8 @@ unsigned cli__cmd_backend_list(int argc, char *const *argv, struct sb *out, void
 unsigned cli__cmd_purge(int argc, char *const *argv, struct sb *out, void *priv);
 unsigned cli__cmd_reload(int argc, char *const *argv, struct sb *out, void *priv);
 unsigned cli__cmd_log_reopen(int argc, char *const *argv, struct sb *out, void *priv);
+/* cli_stats.c: `stats`. */
+unsigned cli__cmd_stats(int argc, char *const *argv, struct sb *out, void *priv);
 
 /*
  * Streams.  A handler run for a connection may ask to keep it: once the

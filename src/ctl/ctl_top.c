@@ -6,12 +6,17 @@
  * wait); nothing here does I/O on the daemon.
  *
  * Which counters are gauges comes from the table this binary was built
- * with (tbl/stats.h): a gauge's change may be negative, a counter's is
- * not.  A name the table lacks (a newer daemon) counts as a counter.
+ * with (tbl/stats.h, tbl/be_stats.h for backend.NAME.ROW): a gauge's
+ * change may be negative, a counter's is not.  A name the tables lack (a
+ * newer daemon) counts as a counter.  The descriptions come from the
+ * daemon (`stats -l`, once), so they are those of the counters it has.
+ * Glob patterns (fnmatch(3)) keep the rows whose names match one.
  */
 #include "config.h"
 
+#include <fnmatch.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@
 
 #define TOP_NAME_MAX 64 /* longer names are cut: the column is narrower anyway */
 #define TOP_HEAD     5  /* lines above the counters: title, hit ratio, requests, blank, header */
+#define TOP_COLS     90 /* characters of a line before its description */
 
 static const struct {
     const char *name;
@@ -31,6 +37,13 @@ static const struct {
 } kinds[] = {
 #define STAT(name, kind, doc) { #name, #kind },
 #include "surogat/tbl/stats.h"
+}, be_kinds[] = {
+#define BESTAT(name, kind, doc) { #name, #kind },
+#include "surogat/tbl/be_stats.h"
+};
+
+struct top_doc {
+    char *name, *doc;
 };
 
 struct top_row {
@@ -48,6 +61,10 @@ struct top {
     size_t n, cap;
     unsigned samples;
     double t, t_prev, t_first; /* monotonic seconds of the last, previous and first sample */
+    struct top_doc *doc;
+    size_t ndoc;
+    char *const *pat; /* the caller's; none: every row */
+    int npat;
 };
 
 struct top *
@@ -66,16 +83,86 @@ top_free(struct top **tpp)
     struct top *tp;
 
     OBJ_TAKE(tp, tpp, TOP_MAGIC);
+    for (size_t i = 0; i < tp->ndoc; i++) {
+        free(tp->doc[i].name);
+        free(tp->doc[i].doc);
+    }
+    free(tp->doc);
     free(tp->row);
     OBJ_FREE(&tp);
+}
+
+void
+top_filter(struct top *tp, char *const *pat, int npat)
+{
+    OBJ_CHECK(tp, TOP_MAGIC);
+    tp->pat = pat;
+    tp->npat = npat;
+}
+
+void
+top_docs(struct top *tp, const char *text)
+{
+    const char *p = text, *nl, *sp, *v;
+
+    OBJ_CHECK(tp, TOP_MAGIC);
+    /* "name value  description" lines (cli_stats.c). */
+    for (; *p != '\0'; p = *nl != '\0' ? nl + 1 : nl) {
+        nl = strchr(p, '\n');
+        if (nl == NULL)
+            nl = p + strlen(p);
+        sp = memchr(p, ' ', (size_t)(nl - p));
+        if (sp == NULL)
+            continue;
+        for (v = sp; v < nl && *v == ' '; v++)
+            continue;
+        while (v < nl && *v != ' ')
+            v++;
+        while (v < nl && *v == ' ')
+            v++;
+        tp->doc = realloc(tp->doc, (tp->ndoc + 1) * sizeof *tp->doc);
+        AN(tp->doc);
+        tp->doc[tp->ndoc].name = strndup(p, (size_t)(sp - p));
+        tp->doc[tp->ndoc].doc = strndup(v, (size_t)(nl - v));
+        AN(tp->doc[tp->ndoc].name);
+        AN(tp->doc[tp->ndoc].doc);
+        tp->ndoc++;
+    }
+}
+
+static const char *
+doc_of(const struct top *tp, const char *name)
+{
+    for (size_t i = 0; i < tp->ndoc; i++)
+        if (strcmp(tp->doc[i].name, name) == 0)
+            return (tp->doc[i].doc);
+    return ("");
+}
+
+static bool
+shown(const struct top *tp, const char *name)
+{
+    if (tp->npat == 0)
+        return (true);
+    for (int i = 0; i < tp->npat; i++)
+        if (fnmatch(tp->pat[i], name, 0) == 0)
+            return (true);
+    return (false);
 }
 
 static bool
 is_gauge(const char *name)
 {
+    const char *row;
+
     for (size_t i = 0; i < ARRAY_LEN(kinds); i++)
         if (strcmp(kinds[i].name, name) == 0)
             return (strcmp(kinds[i].kind, "GAUGE") == 0);
+    /* backend.NAME.ROW: the name may hold dots, the row does not. */
+    if (strncmp(name, "backend.", 8) == 0 && (row = strrchr(name, '.')) != NULL)
+        for (size_t i = 0; i < ARRAY_LEN(be_kinds); i++)
+            if (strcmp(be_kinds[i].name, row + 1) == 0)
+                return (strcmp(be_kinds[i].kind, "GAUGE") == 0);
     return (false);
 }
 
@@ -223,7 +310,8 @@ ratio(char *buf, size_t len, uint64_t hit, uint64_t miss)
 }
 
 void
-top_render(const struct top *tp, FILE *f, const char *addr, double interval, unsigned rows)
+top_render(const struct top *tp, FILE *f, const char *addr, double interval, unsigned rows,
+           unsigned cols)
 {
     const struct top_row *h, *m, *req;
     double dt, dt_all;
@@ -256,27 +344,36 @@ top_render(const struct top *tp, FILE *f, const char *addr, double interval, uns
                 per_sec(req, req->prev, dt), dt, per_sec(req, req->first, dt_all));
     else
         fputs("Requests:  -\n", f);
-    fprintf(f, "\n%-32s %20s %14s %14s\n", "NAME", "CURRENT", "CHANGE/s", "AVG/s");
+    fprintf(f, "\n%-40s %20s %14s %14s  %s\n", "NAME", "CURRENT", "CHANGE/s", "AVG/s",
+            "DESCRIPTION");
     lines = calloc(tp->n + 1, sizeof *lines);
     AN(lines);
+    n = 0;
     for (size_t i = 0; i < tp->n; i++) {
-        lines[i].r = &tp->row[i];
-        lines[i].idx = i;
-        lines[i].rate = per_sec(&tp->row[i], tp->row[i].prev, dt);
-        lines[i].avg = per_sec(&tp->row[i], tp->row[i].first, dt_all);
+        if (!shown(tp, tp->row[i].name))
+            continue;
+        lines[n].r = &tp->row[i];
+        lines[n].idx = i;
+        lines[n].rate = per_sec(&tp->row[i], tp->row[i].prev, dt);
+        lines[n].avg = per_sec(&tp->row[i], tp->row[i].first, dt_all);
+        n++;
     }
-    qsort(lines, tp->n, sizeof *lines, line_cmp);
-    n = tp->n;
+    qsort(lines, n, sizeof *lines, line_cmp);
     if (rows > 0)
         n = rows > TOP_HEAD ? SRG_MIN(n, rows - TOP_HEAD) : 0;
     for (size_t i = 0; i < n; i++) {
         const struct top_row *r = lines[i].r;
+        /* The description fills what is left of a terminal's line, and no more. */
+        int left = cols > TOP_COLS + 2 ? (int)(cols - TOP_COLS - 2) : cols > 0 ? 0 : INT_MAX;
         if (r->gauge)
-            fprintf(f, "%-32s %20" PRId64 " %14.1f %14.1f\n", r->name, (int64_t)r->v, lines[i].rate,
+            fprintf(f, "%-40s %20" PRId64 " %14.1f %14.1f", r->name, (int64_t)r->v, lines[i].rate,
                     lines[i].avg);
         else
-            fprintf(f, "%-32s %20" PRIu64 " %14.1f %14.1f\n", r->name, r->v, lines[i].rate,
+            fprintf(f, "%-40s %20" PRIu64 " %14.1f %14.1f", r->name, r->v, lines[i].rate,
                     lines[i].avg);
+        if (left > 0 && *doc_of(tp, r->name) != '\0')
+            fprintf(f, "  %.*s", left, doc_of(tp, r->name));
+        fputc('\n', f);
     }
     free(lines);
 }

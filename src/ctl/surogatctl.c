@@ -72,8 +72,10 @@ usage(FILE *f)
             "Send COMMAND to surogatd's admin interface and print the answer: to stdout\n"
             "when it succeeds (exit 0), to stderr when the daemon refuses it (exit 1).\n"
             "Without COMMAND, send each line of stdin and print each answer; 'quit'\n"
-            "or end of input stops.  'top [-1] [-d SECONDS]' shows the counters live\n"
-            "with their rates (q or Ctrl-C quits; -1: one frame, then exit).\n"
+            "or end of input stops.  'top [-1] [-d SECONDS] [PATTERN...]' shows the\n"
+            "counters live with their rates and descriptions (q or Ctrl-C quits; -1: one\n"
+            "frame, then exit).  'stats -r [-d SECONDS] [-l] [PATTERN...]' prints each\n"
+            "counter with its rate over SECONDS (default 1).\n"
             "\n"
             "  -T ADDR:PORT  admin address (\"127.0.0.1:6082\", \"[::1]:6082\") or Unix\n"
             "                socket path; default $SUROGAT_ADMIN, else " DEFAULT_ADMIN "\n"
@@ -536,21 +538,18 @@ log_stream(int fd)
     }
 }
 
-static int
-one_shot(int fd, int argc, char **argv, bool json)
+/* The request line of argv, quoted; NULL (said on stderr) when too long. */
+static char *
+build_line(int argc, char **argv, bool json)
 {
-    bool is_log = strcmp(argv[0], "log") == 0;
-    struct resp r;
     size_t need = 16, pos = 0;
     char *line;
-    int rc;
 
     /* Quoting at most doubles an argument, plus quotes and a space. */
     for (int i = 0; i < argc; i++)
         need += 2 * strlen(argv[i]) + 3;
     line = malloc(need);
-    if (line == NULL)
-        return (2);
+    AN(line);
     line[0] = '\0';
     append_arg(line, &pos, argv[0]);
     if (json)
@@ -560,8 +559,45 @@ one_shot(int fd, int argc, char **argv, bool json)
     if (pos > CLI_LINE_MAX) {
         fprintf(stderr, "%s: command longer than %d bytes\n", prog, CLI_LINE_MAX);
         free(line);
-        return (2);
+        return (NULL);
     }
+    return (line);
+}
+
+/* ctl_ask_f for ctl_stats.c; priv points to the fd. */
+static int
+ask(void *priv, int argc, char **argv, unsigned *status, char **body)
+{
+    char *line = build_line(argc, argv, false);
+    struct resp r;
+    int rc;
+
+    if (line == NULL)
+        return (-1);
+    rc = exchange(*(int *)priv, line, &r);
+    free(line);
+    if (rc != 0)
+        return (-1);
+    *status = r.status;
+    *body = r.body;
+    return (0);
+}
+
+static int
+one_shot(int fd, int argc, char **argv, bool json)
+{
+    bool is_log = strcmp(argv[0], "log") == 0;
+    struct resp r;
+    char *line;
+    int rc;
+
+    if (strcmp(argv[0], "stats") == 0)
+        for (int i = 1; i < argc; i++)
+            if (strcmp(argv[i], "-r") == 0)
+                return (ctl_stats_rates(argc, argv, json, prog, ask, &fd));
+    line = build_line(argc, argv, json);
+    if (line == NULL)
+        return (2);
     if (strcmp(argv[0], "reload") == 0 && !timeout_given)
         timeout = RELOAD_TIMEOUT;
     rc = exchange(fd, line, &r);
@@ -678,15 +714,15 @@ top_wait(double deadline, bool keys)
     return (1);
 }
 
-/* Lines of the terminal on stdout; 0 when it is not one. */
+/* Lines (or columns) of the terminal on stdout; 0 when it is not one. */
 static unsigned
-term_rows(void)
+term_size(bool cols)
 {
     struct winsize ws;
 
     if (!isatty(STDOUT_FILENO) || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0)
         return (0);
-    return (ws.ws_row);
+    return (cols ? ws.ws_col : ws.ws_row);
 }
 
 static int
@@ -699,9 +735,9 @@ top(int fd, int argc, char **argv, const char *addr)
     struct top *tp;
     struct resp r;
     char *end;
-    int rc = 0;
+    int rc = 0, i;
 
-    for (int i = 1; i < argc; i++) {
+    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "-1") == 0) {
             once = true;
             continue;
@@ -712,10 +748,21 @@ top(int fd, int argc, char **argv, const char *addr)
             if (errno == 0 && end != argv[i] && *end == '\0' && interval >= 0.1 && interval <= 3600)
                 continue;
         }
-        fprintf(stderr, "%s: top: bad argument '%s'\nusage: %s top [-1] [-d SECONDS]\n", prog,
+        fprintf(stderr,
+                "%s: top: bad argument '%s'\nusage: %s top [-1] [-d SECONDS] [PATTERN...]\n", prog,
                 argv[i], prog);
         return (2);
     }
+    tp = top_new();
+    top_filter(tp, argv + i, argc - i);
+    /* The descriptions, once: they do not change while the daemon runs. */
+    if (exchange(fd, "stats -l", &r) != 0) {
+        top_free(&tp);
+        return (2);
+    }
+    if (r.status == CLI_OK)
+        top_docs(tp, r.body);
+    free(r.body);
     (void)sigemptyset(&sa.sa_mask);
     (void)sigaction(SIGINT, &sa, NULL);
     (void)sigaction(SIGTERM, &sa, NULL);
@@ -731,7 +778,6 @@ top(int fd, int argc, char **argv, const char *addr)
     ansi = !once && isatty(STDOUT_FILENO);
     if (ansi)
         fputs("\033[?25l", stdout); /* hide the cursor while frames are drawn */
-    tp = top_new();
     next = now_mono();
     while (!top_stop) {
         if (exchange(fd, "stats -j", &r) != 0) {
@@ -751,7 +797,10 @@ top(int fd, int argc, char **argv, const char *addr)
                 fputs("\033[H\033[2J", stdout);
             else if (!once && top_has_rates(tp))
                 fputc('\n', stdout);
-            top_render(tp, stdout, addr, interval, ansi ? term_rows() : 0);
+            /* A terminal that says no size is taken for 80x24: no room for descriptions. */
+            top_render(tp, stdout, addr, interval,
+                       ansi ? (term_size(false) > 0 ? term_size(false) : 24) : 0,
+                       ansi ? (term_size(true) > 0 ? term_size(true) : 80) : 0);
             fflush(stdout);
             if (once)
                 break;

@@ -199,12 +199,17 @@ read_beresp_head(struct busyobj *bo)
                     bo->why = BCP_R_INTERIM;
                     return (BEH_BAD);
                 }
-                if (tim_mono() > first)
+                if (tim_mono() > first) {
+                    /* No read timed out, so the pool did not see it: the final answer is late. */
+                    be_count(bo->be, STAT_BE_fail_first_byte_timeout);
                     return (BEH_TIMEOUT);
+                }
                 if (bo->beresp->status == 103)
                     forward_hints(bo);
                 memmove(bo->rxbuf, bo->rxbuf + used, bo->be_len - used);
                 bo->be_len -= used;
+                if (bo->be_len == 0)
+                    bcp_interim(bo->conn);
                 /* Not a new first byte: what comes next is still bound by the first deadline. */
                 deadline = bo->be_len > 0 ? tim_mono() + be_between_bytes_timeout(bo->be) : first;
                 continue;
@@ -215,6 +220,8 @@ read_beresp_head(struct busyobj *bo)
                 if (bo->beresp->status != 101 ||
                     (bo->upgrade && http_find(bo->beresp, "Upgrade") != NULL))
                     return (BEH_OK);
+                /* A final answer all the same: its class counts it, refused or not. */
+                be_count_status(bo->be, bo->beresp->status);
                 bo->why = BCP_R_UPGRADE;
                 return (BEH_BAD);
             }
@@ -451,6 +458,7 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
     if ((r = exchange(bo, head)) != FETCH_OK)
         return (r);
     bo->t_resp = tim_real();
+    be_count_status(bo->be, bo->beresp->status);
     if (bo->upgrade) {
         if (bo->beresp->status == 101) {
             STAT_INC(tunnel_opened);

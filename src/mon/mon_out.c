@@ -6,7 +6,9 @@
  *
  * Metric names: surogat_ followed by the tbl/stats.h row, counters with
  * _total; the req_time_* rows become the histogram
- * surogat_request_duration_seconds.  Backends and stores are labels.
+ * surogat_request_duration_seconds, the client_resp_* rows the family
+ * surogat_responses_total{class}.  Backends (mon_be.c) and stores are
+ * labels.
  */
 #include "config.h"
 
@@ -42,43 +44,13 @@ static const struct {
 #include "surogat/tbl/stats.h"
 };
 
+static const char *const classes[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
+
 struct store {
     char name[16];
     char kind[16];
     unsigned long long size, used;
 };
-
-static void add_escaped(struct evbuffer *out, const char *s);
-static void json_str(struct evbuffer *out, const char *s);
-
-/* One /metrics line per live backend: 1 while it takes traffic (probes, admin state). */
-static void
-metrics_backend(const struct be *be, void *priv)
-{
-    struct evbuffer *out = priv;
-
-    evbuffer_add(out, "surogat_backend_healthy{backend=\"", 33);
-    add_escaped(out, be->name);
-    evbuffer_add(out, "\",address=\"", 11);
-    add_escaped(out, be->hostport != NULL ? be->hostport : "static");
-    evbuffer_add_printf(out, "\"} %d\n", be_healthy(be) ? 1 : 0);
-}
-
-/* One /status.json entry per live backend; *(bool *) in priv[1]: the first one is written. */
-static void
-json_backend(const struct be *be, void *priv)
-{
-    void **a = priv;
-    struct evbuffer *out = a[0];
-    bool *first = a[1];
-
-    evbuffer_add(out, *first ? "{\"name\":" : ",{\"name\":", *first ? 8 : 9);
-    *first = false;
-    json_str(out, be->name);
-    evbuffer_add(out, ",\"address\":", 11);
-    json_str(out, be->hostport != NULL ? be->hostport : "static");
-    evbuffer_add_printf(out, ",\"healthy\":%s}", be_healthy(be) ? "true" : "false");
-}
 
 /* The stores, from sto_list()'s "sN KIND size=N used=N ..." lines. */
 static unsigned
@@ -99,10 +71,12 @@ stores_get(struct store *st, unsigned max)
     return (n);
 }
 
+/* Rows /metrics shows otherwise: as a histogram, a labelled family, or surogat_uptime_seconds. */
 static bool
-is_hist_row(unsigned i)
+is_special_row(unsigned i)
 {
-    return (i == STAT_req_time_us || (i >= STAT_req_time_le_500us && i <= STAT_req_time_over_10s));
+    return (i == STAT_req_time_us || (i >= STAT_req_time_le_500us && i <= STAT_req_time_over_10s) ||
+            (i >= STAT_client_resp_1xx && i <= STAT_client_resp_5xx) || i == STAT_uptime);
 }
 
 static double
@@ -113,9 +87,50 @@ hit_ratio(const struct stat_block *b)
     return (lookups > 0 ? (double)b->v[STAT_cache_hit] / (double)lookups : 0);
 }
 
+/*
+ * A histogram's samples: buckets[STAT_NBUCKET], each its own range, added
+ * up here into the cumulative _bucket samples; sum_us in microseconds.
+ * labels: "backend=\"x\"" to put before le, or NULL.
+ */
+void
+mon__histogram(struct evbuffer *out, const char *name, const char *labels, const uint64_t *buckets,
+               uint64_t sum_us)
+{
+    const char *sep = labels != NULL ? "," : "";
+    uint64_t cum = 0;
+
+    labels = labels != NULL ? labels : "";
+    for (unsigned i = 0; i < STAT_NBUCKET; i++) {
+        cum += buckets[i];
+        if (i < STAT_NBUCKET - 1)
+            evbuffer_add_printf(out, "%s_bucket{%s%sle=\"%g\"} %" PRIu64 "\n", name, labels, sep,
+                                stat_time_bounds[i], cum);
+        else
+            evbuffer_add_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, sep,
+                                cum);
+    }
+    evbuffer_add_printf(out, "%s_sum%s%s%s %.6f\n", name, *labels ? "{" : "", labels,
+                        *labels ? "}" : "", (double)sum_us / 1e6);
+    evbuffer_add_printf(out, "%s_count%s%s%s %" PRIu64 "\n", name, *labels ? "{" : "", labels,
+                        *labels ? "}" : "", cum);
+}
+
+/* {"bounds":[...],"buckets":[...],"sum":seconds}: per bucket, not cumulative. */
+void
+mon__json_hist(struct evbuffer *out, const uint64_t *buckets, uint64_t sum_us)
+{
+    evbuffer_add(out, "{\"bounds\":[", 11);
+    for (unsigned i = 0; i < STAT_NBUCKET - 1; i++)
+        evbuffer_add_printf(out, "%s%g", i > 0 ? "," : "", stat_time_bounds[i]);
+    evbuffer_add(out, "],\"buckets\":[", 13);
+    for (unsigned i = 0; i < STAT_NBUCKET; i++)
+        evbuffer_add_printf(out, "%s%" PRIu64, i > 0 ? "," : "", buckets[i]);
+    evbuffer_add_printf(out, "],\"sum\":%.6f}", (double)sum_us / 1e6);
+}
+
 /* A label value or a JSON string: backslash, quote and newline escaped, other controls dropped. */
-static void
-add_escaped(struct evbuffer *out, const char *s)
+void
+mon__escaped(struct evbuffer *out, const char *s)
 {
     for (; *s != '\0'; s++) {
         if (*s == '\\' || *s == '"')
@@ -127,8 +142,8 @@ add_escaped(struct evbuffer *out, const char *s)
     }
 }
 
-static void
-head(struct evbuffer *out, const char *name, const char *type, const char *help)
+void
+mon__head(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
     evbuffer_add_printf(out, "# HELP %s ", name);
     /* HELP text escapes only backslash and newline; the docs have neither, but be safe. */
@@ -148,70 +163,63 @@ mon__metrics(struct evbuffer *out)
 {
     struct store st[MAX_STORES];
     struct stat_block b;
-    uint64_t cum = 0;
     unsigned n;
 
     stat_sum(&b);
     for (unsigned i = 0; i < STAT__N; i++) {
         char name[96];
-        if (is_hist_row(i))
+        if (is_special_row(i))
             continue;
         snprintf(name, sizeof name, "surogat_%s%s", stat_tbl[i].name,
                  stat_tbl[i].kind == KIND_COUNTER ? "_total" : "");
-        head(out, name, stat_tbl[i].kind == KIND_COUNTER ? "counter" : "gauge", stat_tbl[i].doc);
+        mon__head(out, name, stat_tbl[i].kind == KIND_COUNTER ? "counter" : "gauge",
+                  stat_tbl[i].doc);
         evbuffer_add_printf(out, "%s %" PRIu64 "\n", name, b.v[i]);
     }
 
-    head(out, "surogat_request_duration_seconds", "histogram",
-         "Time from a complete request head to the end of its response.");
-    for (unsigned i = 0; i < MON_NBUCKET; i++) {
-        cum += b.v[MON_BUCKET_STAT(i)];
-        if (i < MON_NBUCKET - 1)
-            evbuffer_add_printf(out,
-                                "surogat_request_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
-                                mon__bounds[i], cum);
-        else
-            evbuffer_add_printf(
-                out, "surogat_request_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
-    }
-    evbuffer_add_printf(out, "surogat_request_duration_seconds_sum %.6f\n",
-                        (double)b.v[STAT_req_time_us] / 1e6);
-    evbuffer_add_printf(out, "surogat_request_duration_seconds_count %" PRIu64 "\n", cum);
+    mon__head(out, "surogat_request_duration_seconds", "histogram",
+              "Time from a complete request head to the end of its response.");
+    mon__histogram(out, "surogat_request_duration_seconds", NULL, &b.v[MON_BUCKET_STAT(0)],
+                   b.v[STAT_req_time_us]);
+    mon__head(out, "surogat_responses_total", "counter",
+              "Responses to clients by status class (client_resp_1xx ... client_resp_5xx).");
+    for (unsigned i = 0; i < ARRAY_LEN(classes); i++)
+        evbuffer_add_printf(out, "surogat_responses_total{class=\"%s\"} %" PRIu64 "\n", classes[i],
+                            b.v[STAT_client_resp_1xx + i]);
 
-    head(out, "surogat_cache_hit_ratio", "gauge",
-         "cache_hit / (cache_hit + cache_miss) since start; 0 before the first lookup.");
+    mon__head(out, "surogat_cache_hit_ratio", "gauge",
+              "cache_hit / (cache_hit + cache_miss) since start; 0 before the first lookup.");
     evbuffer_add_printf(out, "surogat_cache_hit_ratio %.6f\n", hit_ratio(&b));
-    head(out, "surogat_client_requests_per_second", "gauge",
-         "Client requests per second over the last 10 seconds.");
+    mon__head(out, "surogat_client_requests_per_second", "gauge",
+              "Client requests per second over the last 10 seconds.");
     evbuffer_add_printf(out, "surogat_client_requests_per_second %.3f\n",
                         mon__rate(STAT_client_req, RATE_WINDOW));
-    head(out, "surogat_uptime_seconds", "gauge", "Seconds since the admin listener started.");
-    evbuffer_add_printf(out, "surogat_uptime_seconds %.3f\n", tim_real() - mon__t_start);
+    mon__head(out, "surogat_uptime_seconds", "gauge", "Seconds since surogatd started.");
+    evbuffer_add_printf(out, "surogat_uptime_seconds %.3f\n", stat_uptime());
 
-    head(out, "surogat_backend_healthy", "gauge", "1 if the backend takes traffic, else 0.");
-    be_foreach(metrics_backend, out);
+    mon__metrics_backends(out);
 
     n = stores_get(st, MAX_STORES);
-    head(out, "surogat_store_size_bytes", "gauge", "Bytes a store may use.");
+    mon__head(out, "surogat_store_size_bytes", "gauge", "Bytes a store may use.");
     for (unsigned i = 0; i < n; i++)
         evbuffer_add_printf(out, "surogat_store_size_bytes{store=\"%s\",kind=\"%s\"} %llu\n",
                             st[i].name, st[i].kind, st[i].size);
-    head(out, "surogat_store_used_bytes", "gauge", "Bytes of a store in use.");
+    mon__head(out, "surogat_store_used_bytes", "gauge", "Bytes of a store in use.");
     for (unsigned i = 0; i < n; i++)
         evbuffer_add_printf(out, "surogat_store_used_bytes{store=\"%s\",kind=\"%s\"} %llu\n",
                             st[i].name, st[i].kind, st[i].used);
-    head(out, "surogat_store_fill_ratio", "gauge", "Used bytes of a store over its size.");
+    mon__head(out, "surogat_store_fill_ratio", "gauge", "Used bytes of a store over its size.");
     for (unsigned i = 0; i < n; i++)
         evbuffer_add_printf(out, "surogat_store_fill_ratio{store=\"%s\",kind=\"%s\"} %.9g\n",
                             st[i].name, st[i].kind,
                             st[i].size > 0 ? (double)st[i].used / (double)st[i].size : 0);
 }
 
-static void
-json_str(struct evbuffer *out, const char *s)
+void
+mon__json_str(struct evbuffer *out, const char *s)
 {
     evbuffer_add(out, "\"", 1);
-    add_escaped(out, s);
+    mon__escaped(out, s);
     evbuffer_add(out, "\"", 1);
 }
 
@@ -227,7 +235,7 @@ mon__status_json(struct evbuffer *out)
 
     stat_sum(&b);
     evbuffer_add_printf(out, "{\"version\":\"%s\",\"time\":%.3f,\"uptime\":%.3f,", SUROGAT_VERSION,
-                        now, now - mon__t_start);
+                        now, stat_uptime());
     evbuffer_add_printf(out, "\"hit_ratio\":%.6f,\"counters\":{", hit_ratio(&b));
     for (unsigned i = 0; i < STAT__N; i++)
         evbuffer_add_printf(out, "%s\"%s\":%" PRIu64, i > 0 ? "," : "", stat_tbl[i].name, b.v[i]);
@@ -238,22 +246,12 @@ mon__status_json(struct evbuffer *out)
                         mon__rate(STAT_cache_hit, RATE_WINDOW),
                         mon__rate(STAT_resp_body_bytes, RATE_WINDOW));
 
-    evbuffer_add(out, "\"latency\":{\"bounds\":[", 21);
-    for (unsigned i = 0; i < MON_NBUCKET - 1; i++)
-        evbuffer_add_printf(out, "%s%g", i > 0 ? "," : "", mon__bounds[i]);
-    evbuffer_add(out, "],\"buckets\":[", 13);
-    for (unsigned i = 0; i < MON_NBUCKET; i++)
-        evbuffer_add_printf(out, "%s%" PRIu64, i > 0 ? "," : "", b.v[MON_BUCKET_STAT(i)]);
-    evbuffer_add_printf(out, "],\"sum\":%.6f},", (double)b.v[STAT_req_time_us] / 1e6);
+    evbuffer_add(out, "\"latency\":", 10);
+    mon__json_hist(out, &b.v[MON_BUCKET_STAT(0)], b.v[STAT_req_time_us]);
+    evbuffer_add(out, ",", 1);
 
-    evbuffer_add(out, "\"backends\":[", 12);
-    {
-        bool first = true;
-        void *a[2] = { out, &first };
-        be_foreach(json_backend, a);
-    }
-
-    evbuffer_add(out, "],\"stores\":[", 12);
+    mon__json_backends(out);
+    evbuffer_add(out, ",\"stores\":[", 11);
     n = stores_get(st, MAX_STORES);
     for (unsigned i = 0; i < n; i++)
         evbuffer_add_printf(out, "%s{\"name\":\"%s\",\"kind\":\"%s\",\"size\":%llu,\"used\":%llu}",
@@ -263,7 +261,7 @@ mon__status_json(struct evbuffer *out)
     n = mon__top_copy(top, TOP_SHOWN);
     for (unsigned i = 0; i < n; i++) {
         evbuffer_add_printf(out, "%s{\"url\":", i > 0 ? "," : "");
-        json_str(out, top[i].url);
+        mon__json_str(out, top[i].url);
         evbuffer_add_printf(out, ",\"count\":%" PRIu64 ",\"err\":%" PRIu64 "}", top[i].count,
                             top[i].err);
     }
@@ -272,7 +270,7 @@ mon__status_json(struct evbuffer *out)
     n = mon__big_get(big, now);
     for (unsigned i = 0; i < n; i++) {
         evbuffer_add_printf(out, "%s{\"key\":", i > 0 ? "," : "");
-        json_str(out, big[i].key);
+        mon__json_str(out, big[i].key);
         evbuffer_add_printf(out, ",\"bytes\":%" PRIu64 ",\"status\":%u,\"ttl\":%.1f}", big[i].bytes,
                             big[i].status, big[i].ttl_left);
     }

@@ -14,11 +14,10 @@ struct evbuffer;
 /* ---- mon_req.c: what workers feed in ---- */
 
 /*
- * Latency buckets: the upper bounds in seconds of all but the last, which
- * is unbounded.  The counters are the req_time_* rows of tbl/stats.h.
+ * Latency buckets: stat_time_bounds.  The counters are the req_time_*
+ * rows of tbl/stats.h.
  */
-#define MON_NBUCKET 15
-extern const double mon__bounds[MON_NBUCKET - 1];
+#define MON_NBUCKET        STAT_NBUCKET
 #define MON_BUCKET_STAT(i) ((enum stat_id)(STAT_req_time_le_500us + (i)))
 
 #define MON_URL_MAX 160 /* bytes of a URL kept in the top table; longer ones are cut */
@@ -54,6 +53,23 @@ void mon__big_fini(void);
 
 void mon__metrics(struct evbuffer *out);
 void mon__status_json(struct evbuffer *out);
+/* A label value or a JSON string's inside: backslash, quote and newline escaped. */
+void mon__escaped(struct evbuffer *out, const char *s);
+void mon__json_str(struct evbuffer *out, const char *s); /* quoted */
+void mon__head(struct evbuffer *out, const char *name, const char *type, const char *help);
+/*
+ * A histogram's samples from buckets[STAT_NBUCKET] (each its own range),
+ * cumulated; labels ("backend=\"x\"") go before le, or NULL.
+ */
+void mon__histogram(struct evbuffer *out, const char *name, const char *labels,
+                    const uint64_t *buckets, uint64_t sum_us);
+/* {"bounds":[...],"buckets":[...],"sum":seconds}, buckets as counted. */
+void mon__json_hist(struct evbuffer *out, const uint64_t *buckets, uint64_t sum_us);
+
+/* ---- mon_be.c: the backends' counters ---- */
+
+void mon__metrics_backends(struct evbuffer *out);
+void mon__json_backends(struct evbuffer *out); /* "backends":[...] */
 
 /* ---- mon.c ---- */
 

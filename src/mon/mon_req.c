@@ -1,9 +1,10 @@
 /*
  * What workers feed the admin listener at the end of each request: the
- * latency histogram and the top-URL table.
+ * latency histogram, the status class and the top-URL table.
  *
- * The histogram is a row of per-thread counters (tbl/stats.h, req_time_*):
- * one plain increment per request, no atomics, no lock.
+ * The histogram and the classes are rows of per-thread counters
+ * (tbl/stats.h, req_time_*, client_resp_*): plain increments, no atomics,
+ * no lock.
  *
  * The top URLs come from a space-saving table (Metwally, Agrawal and El
  * Abbadi, 2005): MON_TOP_K counters; a URL not in the table replaces the
@@ -28,13 +29,8 @@
 
 #include "mon_priv.h"
 
-/* Prometheus' default buckets, with 500us and 1ms below them: a cache hit takes well under 5ms. */
-const double mon__bounds[MON_NBUCKET - 1] = {
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-};
-
-_Static_assert(STAT_req_time_over_10s - STAT_req_time_le_500us == MON_NBUCKET - 1,
-               "tbl/stats.h: the req_time_* rows must match mon__bounds, in order");
+_Static_assert(STAT_client_resp_5xx - STAT_client_resp_1xx == 4,
+               "tbl/stats.h: the client_resp_Nxx rows must be contiguous, in order");
 
 static pthread_mutex_t top_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct mon_top top[MON_TOP_K]; /* under top_mtx */
@@ -72,17 +68,17 @@ mon_req_end(const struct req *req)
 {
     const struct http *hp;
     double dt;
-    unsigned i;
     size_t len;
 
     OBJ_CHECK(req, REQ_MAGIC);
     dt = req->t_end - req->t_mono;
     if (dt < 0)
         dt = 0;
-    for (i = 0; i < MON_NBUCKET - 1 && dt > mon__bounds[i]; i++)
-        continue;
-    stat_add_id(MON_BUCKET_STAT(i), 1);
+    stat_add_id(MON_BUCKET_STAT(stat_time_bucket(dt)), 1);
     STAT_ADD(req_time_us, dt * 1e6 + 0.5);
+    /* 0: the client left before any answer; a status outside 1xx-5xx is not one we send. */
+    if (req->status >= 100 && req->status <= 599)
+        stat_add_id((enum stat_id)(STAT_client_resp_1xx + req->status / 100 - 1), 1);
 
     if (top_tick++ % MON_TOP_SAMPLE != 0)
         return;

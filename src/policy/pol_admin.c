@@ -21,9 +21,11 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/log.h"
 #include "surogat/pol.h"
@@ -398,6 +400,41 @@ pol_prog_foreach(pol_prog_visit_f *fn, void *priv)
     }
     AZ(pthread_mutex_unlock(&adm_mtx));
     return (n);
+}
+
+struct label {
+    struct be_snap *v;
+    unsigned n;
+};
+
+static void
+label_prog(const struct pol_prog_info *pi, void *priv)
+{
+    struct label *l = priv;
+    size_t len, pl = strlen(pi->name);
+
+    for (unsigned k = 0; k < pi->nbe; k++) {
+        for (unsigned i = 0; i < l->n; i++) {
+            if (l->v[i].be != pi->be[k])
+                continue;
+            len = strlen(l->v[i].progs);
+            /* Names are at most POL_NAME_MAX: two always fit; more than fit keep the oldest. */
+            if (len + pl + 2 > sizeof l->v[i].progs)
+                continue;
+            snprintf(l->v[i].progs + len, sizeof l->v[i].progs - len, "%s%s", len > 0 ? "," : "",
+                     pi->name);
+        }
+    }
+}
+
+void
+pol_prog_label(struct be_snap *v, unsigned n)
+{
+    struct label l = { v, n };
+
+    for (unsigned i = 0; i < n; i++)
+        v[i].progs[0] = '\0';
+    (void)pol_prog_foreach(label_prog, &l);
 }
 
 void

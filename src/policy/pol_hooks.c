@@ -217,6 +217,9 @@ push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct htt
         pw->ctx_ref = LUA_NOREF;
         pw->ctx_id = req->pol_id;
         pol__env_reset(pw);
+        /* It waited without its worker: what its hooks kept comes back. */
+        if (req->pol_carry != NULL)
+            pol__unpark(pw, req);
     }
     pw->req = req;
     pol__obj_push(L, kind, hp, NULL, ro);

@@ -109,6 +109,8 @@ extern const char *const pol__hook_name[POL_H_MAX]; /* the script's global of ea
  */
 struct wrk;
 struct pol_wrk *pol__state(struct wrk *wrk, bool in_request);
+/* pol_park.c: req.ctx and the request's globals, as pol_park() carried them. */
+void pol__unpark(struct pol_wrk *pw, struct req *req);
 bool pol__user_has(enum pol_hook h);                  /* the current script defines hook h */
 const char *pol__prog_path(const struct pol_prog *p); /* the script's file name */
 const char *pol__prog_src(const struct pol_prog *p, size_t *lenp); /* its source, as compiled */

@@ -268,7 +268,9 @@ worker_thread(void *priv)
         AZ(pthread_mutex_unlock(&pp->mtx));
         if (queued)
             STAT_DEC(queue_len); /* the idle source's tasks were never counted */
+        STAT_INC(threads_busy);
         t->func(&w->wrk, t->priv);
+        STAT_DEC(threads_busy);
         ran = true;
         ws_reset(&w->wrk.ws);
         AZ(pthread_mutex_lock(&pp->mtx));
@@ -454,8 +456,11 @@ pool_submit(struct pool *pp, struct pool_task *t, enum pool_prio prio)
         AZ(pthread_mutex_unlock(&pp->mtx));
         return (0);
     }
-    /* Client requests and background work shed load; fetches others wait on never do. */
-    if (prio != POOL_PRIO_FETCH && pp->nqueued[prio] >= par.thread_queue_limit) {
+    /*
+     * Client requests and background work shed load; fetches others wait
+     * on and requests already admitted (resumed from a waiting list) never do.
+     */
+    if (prio >= POOL_PRIO_REQ && pp->nqueued[prio] >= par.thread_queue_limit) {
         AZ(pthread_mutex_unlock(&pp->mtx));
         return (-1);
     }

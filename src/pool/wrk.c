@@ -8,6 +8,9 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "surogat/defs.h"
 #include "surogat/par.h"
@@ -88,4 +91,64 @@ wrk_buffers_free(struct wrk *wrk)
     free(wrk->be);
     wrk->ws_block = wrk->rx = wrk->be = NULL;
     wrk->ws_size = wrk->rx_size = wrk->be_size = 0;
+}
+
+/* The whole pages of p[from .. len) hold nothing: the kernel may have them back. */
+static void
+release_tail(char *p, size_t from, size_t len)
+{
+    static size_t page;
+    uintptr_t a, e;
+
+    if (page == 0)
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    a = ((uintptr_t)p + from + page - 1) & ~(uintptr_t)(page - 1);
+    e = ((uintptr_t)p + len) & ~(uintptr_t)(page - 1);
+    /*
+     * Zero pages on the next touch; the allocator's own pages (large
+     * blocks are whole extents of their own) are never in the range.
+     */
+    if (e > a)
+        (void)madvise((void *)a, (size_t)(e - a), MADV_DONTNEED);
+}
+
+void
+wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used)
+{
+    OBJ_CHECK(wrk, WRK_MAGIC);
+    AN(m);
+    m->ws_block = wrk->ws_block;
+    m->ws_size = wrk->ws_size;
+    m->ws = wrk->ws;
+    m->rx = wrk->rx;
+    m->rx_size = wrk->rx_size;
+    wrk->ws_block = wrk->rx = NULL;
+    wrk->ws_size = wrk->rx_size = 0;
+    wrk_buffers_fit(wrk);
+    /* m may be in the block: read m->ws before its pages go. */
+    release_tail(m->ws_block, (size_t)(m->ws.f - m->ws_block), m->ws_size);
+    release_tail(m->rx, rx_used, m->rx_size);
+}
+
+void
+wrk_mem_give(struct wrk *wrk, struct wrk_mem *m)
+{
+    OBJ_CHECK(wrk, WRK_MAGIC);
+    AN(m);
+    free(wrk->ws_block);
+    free(wrk->rx);
+    wrk->ws_block = m->ws_block;
+    wrk->ws_size = m->ws_size;
+    wrk->ws = m->ws;
+    wrk->rx = m->rx;
+    wrk->rx_size = m->rx_size;
+}
+
+void
+wrk_mem_free(struct wrk_mem *m)
+{
+    char *ws_block = m->ws_block, *rx = m->rx;
+
+    free(rx);
+    free(ws_block); /* m may be in it */
 }

@@ -45,6 +45,7 @@ struct h1t_resp {
     bool failed;  /* a write failed: every later one fails at once */
     char line[64];
     char tail[96];
+    struct h1t_in in; /* the request side's, kept across heads */
 };
 
 static double
@@ -60,6 +61,12 @@ resp_of(struct req *req)
 
     OBJ_CHECK(r, H1T_RESP_MAGIC);
     return (r);
+}
+
+struct h1t_in *
+h1t_in_of(struct req *req)
+{
+    return (&resp_of(req)->in);
 }
 
 /*
@@ -120,12 +127,13 @@ h1t_head(struct req *req, const struct tp_head *h)
     struct h1t_resp *r = resp_of(req);
     const char *reason = h->reason.len > 0 ? h->reason.b : http_reason(h->status);
     size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason);
+    struct h1t_in in = r->in;
     struct sb sb;
     int n;
 
     /* A second head: the first was dropped by abort() before anything went out. */
-    memset(r, 0, sizeof *r);
     OBJ_INIT(r, H1T_RESP_MAGIC);
+    r->in = in;
     req->status = h->status;
     r->body = h->body && !req->head_only;
     /* The reason as given, never copied or cut: a policy's may be long. */
@@ -319,4 +327,7 @@ const struct tp_ops h1t_ops = {
     .interim = h1t_interim,
     .body_next = h1t_body_next,
     .tunnel = h1t_tunnel,
+    .park = h1t_park,
+    .resume = h1t_resume,
+    .drop = h1t_drop,
 };

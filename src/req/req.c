@@ -30,6 +30,8 @@
 
 #include "surogat/wrk.h"
 
+#include "req_priv.h"
+
 /* After an error response, how long to swallow what the client still sends. */
 #define REQ_ERROR_LINGER 0.5
 /* Header slots beyond http_max_hdr, for the ones surogat adds (Host, X-Forwarded-For ...). */
@@ -182,13 +184,32 @@ req_check(struct req *req)
     return (true);
 }
 
-void
-req_serve(struct req *req)
+/* Served: its log lines, and the log hook. */
+static void
+req_finish(struct req *req)
 {
-    OBJ_CHECK(req, REQ_MAGIC);
-    if (req_check(req))
-        req_dispatch(req);
     req_log(req);
     if (pol_active() && pol_has_log())
         pol_log(req);
+}
+
+enum req_run
+req_serve(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    if (req_check(req) && req_dispatch(req) == REQ_RUN_PARKED)
+        return (REQ_RUN_PARKED);
+    req_finish(req);
+    return (REQ_RUN_DONE);
+}
+
+enum req_run
+req_resume(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    OBJ_CHECK(req->wrk, WRK_MAGIC);
+    if (req__dispatch_resume(req) == REQ_RUN_PARKED)
+        return (REQ_RUN_PARKED);
+    req_finish(req);
+    return (REQ_RUN_DONE);
 }

@@ -8,6 +8,7 @@
 
 #include "surogat/cc.h"
 #include "surogat/hsh.h"
+#include "surogat/pool.h"
 #include "surogat/pol.h"
 
 struct be;
@@ -72,7 +73,35 @@ enum req_step {
     REQ_S__N,
     REQ_S_RESTART = REQ_S__N, /* a hook said "restart": req_dispatch() goes back to recv */
     REQ_S_DONE,               /* answered */
+    REQ_S_PARK,               /* on a waiting list: the lookup runs again when woken */
 };
+
+/*
+ * A request on a waiting list (req_park.c).  Its waiter may be woken by
+ * another thread from the moment hsh_lookup() put it on the list, before
+ * its worker has let go of it, so who runs it next is settled by one
+ * atomic transition out of PARKING: the worker's (to PARKED, or to
+ * ON_THREAD when it must wait on its worker) or the wake-up's (to WOKEN).
+ */
+enum req_park {
+    REQ_P_NONE,      /* not waiting */
+    REQ_P_PARKING,   /* on the list, its worker still holds it */
+    REQ_P_PARKED,    /* its worker let go: the wake-up schedules it */
+    REQ_P_ON_THREAD, /* its worker waits for the wake-up (pol_park() refused) */
+    REQ_P_WOKEN,     /* woken before its worker let go or while it waited */
+};
+/* Set up the request's waiter for a lookup that may park it; NULL when it cannot park. */
+struct hsh_waiter *req__waiter(struct req *req);
+/* The lookup did not park it: no wake-up will come. */
+void req__unwaited(struct req *req);
+/*
+ * The steps stopped at REQ_S_PARK: let go of the worker (true: the
+ * caller returns REQ_RUN_PARKED), or wait on it until woken (false: run
+ * the steps on).
+ */
+bool req__park(struct req *req);
+/* req_step.c: run the steps on from the lookup a parked request waited for. */
+enum req_run req__dispatch_resume(struct req *req);
 const char *req__step_name(enum req_step s);
 
 /* What one step hands the next (req->st), in the request's workspace. */
@@ -88,6 +117,10 @@ struct req_state {
     const char *fwd;         /* Cache-Status forward detail of the delivery, NULL for a hit */
     struct be *be;           /* the static backend of REQ_S_STATIC */
     struct pol_synth syn;    /* the synthetic answer of REQ_S_SYNTH */
+    /* Waiting lists (req_park.c). */
+    struct hsh_waiter waiter;
+    enum req_park park;      /* atomic */
+    struct pool_task task;   /* resumes it */
     struct http *pipe_bereq; /* a pipe fetched rather than tunneled: its request (req_pipe.c) */
 };
 

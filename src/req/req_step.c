@@ -158,6 +158,8 @@ step_hash(struct req *req)
         return (REQ_S_PASS); /* the workspace ran out: no lookup */
     req->lookup_key = key;
     req->lookup_keylen = keylen;
+    /* A new key: a wait for it starts its own coalesce_timeout. */
+    memset(&req->st->waiter, 0, sizeof req->st->waiter);
     cc_parse_request(req->http, &req->st->qcc);
     if (req->hash_always_miss)
         req->st->refresh = true; /* set by recv */
@@ -172,13 +174,19 @@ step_hash(struct req *req)
 static enum req_step
 step_lookup(struct req *req)
 {
+    struct hsh_waiter *w = req__waiter(req);
+
     req->st->t_lookup = tim_real();
     req->st->oc = NULL;
     req->st->lookup = hsh_lookup(req->lookup_key, req->lookup_keylen, req->http, &req->st->qcc,
                              req->st->t_lookup,
                              (req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0) |
                                  (req->st->refresh ? HSH_L_FORCE_REVALIDATE : 0),
-                             &req->st->oc, &req->st->stale);
+                             &req->st->oc, &req->st->stale, w);
+    if (req->st->lookup == HSH_BUSY)
+        return (REQ_S_PARK); /* the wake-up may run it already: touch nothing */
+    if (w != NULL)
+        req__unwaited(req);
     switch (req->st->lookup) {
     case HSH_PASS:
         if (req->st->qcc.flags & CC_ONLY_IF_CACHED)
@@ -199,6 +207,8 @@ step_lookup(struct req *req)
         if (req->st->stale.oc != NULL && !hsh_verify(req->st->stale.oc))
             hsh_deref(&req->st->stale.oc);
         return (REQ_S_MISS);
+    case HSH_BUSY:
+        break; /* returned above */
     }
     SRG_WRONG("hsh_result");
 }
@@ -328,6 +338,7 @@ step_hit(struct req *req)
         return (REQ_S_DELIVER);
     case HSH_MISS:
     case HSH_PASS:
+    case HSH_BUSY:
         break;
     }
     SRG_WRONG("a hit without an object");
@@ -474,7 +485,32 @@ restart(struct req *req)
     return (true);
 }
 
-void
+/*
+ * Run the steps from req->st->step to the end, or to a waiting list: then
+ * the request is parked (REQ_RUN_PARKED: its worker is free, and another
+ * may be running it already), or it waited on its worker and goes on.
+ */
+static enum req_run
+run_steps(struct req *req)
+{
+    while (req->st->step != REQ_S_DONE) {
+        req->restart = false;
+        req->st->step = steps[req->st->step].run(req);
+        if (req->st->step == REQ_S_PARK) {
+            /* Woken, it looks up again. */
+            req->st->step = REQ_S_LOOKUP;
+            if (req__park(req))
+                return (REQ_RUN_PARKED);
+            continue;
+        }
+        /* The deliverer and the synth hook say "restart" through the request. */
+        if (req->restart || req->st->step == REQ_S_RESTART)
+            req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
+    }
+    return (REQ_RUN_DONE);
+}
+
+enum req_run
 req_dispatch(struct req *req)
 {
     OBJ_CHECK(req, REQ_MAGIC);
@@ -483,15 +519,17 @@ req_dispatch(struct req *req)
         STAT_INC(ws_overflow);
         req->close = true;
         (void)dlv_error(req, 500, NULL, "workspace_client exhausted");
-        return;
+        return (REQ_RUN_DONE);
     }
     memset(req->st, 0, sizeof *req->st);
     req->st->step = REQ_S_RECV;
-    while (req->st->step != REQ_S_DONE) {
-        req->restart = false;
-        req->st->step = steps[req->st->step].run(req);
-        /* The deliverer and the synth hook say "restart" through the request. */
-        if (req->restart || req->st->step == REQ_S_RESTART)
-            req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
-    }
+    return (run_steps(req));
+}
+
+enum req_run
+req__dispatch_resume(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    SRG_ASSERT(req->st->step == REQ_S_LOOKUP);
+    return (run_steps(req));
 }

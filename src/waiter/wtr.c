@@ -28,6 +28,20 @@
  *
  * A TLS session is parked only when OpenSSL holds no decrypted bytes
  * (sess_pending()): those would never make the socket readable again.
+ *
+ * Deadlines.  An idle session (wtr_enter()) expires timeout_idle after it
+ * went idle; as every one shares that timeout, the parked list is in
+ * expiry order and the sweep stops at its first live entry.  A session
+ * parked half way through a request (wtr_enter_until(): a head or body
+ * still arriving, its bytes kept in the session) has a deadline of its
+ * own, which no order of parking predicts, so those sessions sit in a
+ * binary min-heap on their deadline instead (O(log n) to park, unpark
+ * and expire, under the same lock).  The sweep runs when the earliest
+ * deadline of either comes, and at least once a second (a deadline set
+ * after the sweep was armed may be that late).  A session past its
+ * deadline is expired like an idle one, and its event's receiver answers
+ * it with sess_close_timeout() (a canned 408, never blocking) rather than
+ * a silent close.
  */
 #include "config.h"
 
@@ -54,6 +68,7 @@
 #define WTR_BATCH     64
 #define WTR_SWEEP_MAX 1.0   /* seconds between sweeps at most: timeout_idle may change */
 #define WTR_DEFER     0.001 /* how long the waiter leaves ready sessions to the workers */
+#define WTR_DEFER_PARTIAL 0.05 /* the same for a partial request's next bytes (see schedule()) */
 
 static struct event_base *wtr_base;
 static struct event *set_ev, *sweep_ev, *stop_ev, *defer_ev;
@@ -71,6 +86,10 @@ static bool stopping;          /* under park_mtx */
 static struct sess *ready_head; /* under park_mtx */
 static struct sess *ready_tail; /* under park_mtx */
 static bool ready_signaled;     /* under park_mtx: ready_fd is readable */
+/* Sessions parked with a deadline: a min-heap on sp->wdeadline (sp->wheap is 1 + index). */
+static struct sess **heap; /* under park_mtx */
+static unsigned heap_len;  /* under park_mtx */
+static unsigned heap_cap;  /* under park_mtx */
 
 /* Append sp to the list of *headp .. *tailp (the parked list or the ready queue). */
 static void
@@ -93,10 +112,73 @@ link_tail(struct sess *sp)
 }
 
 static void
+heap_set(unsigned i, struct sess *sp)
+{
+    heap[i] = sp;
+    sp->wheap = i + 1;
+}
+
+/* Move the entry at i up or down until the heap is in order again. */
+static void
+heap_fix(unsigned i)
+{
+    struct sess *sp = heap[i];
+    unsigned c;
+
+    while (i > 0 && heap[(i - 1) / 2]->wdeadline > sp->wdeadline) {
+        heap_set(i, heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        c = 2 * i + 1;
+        if (c >= heap_len)
+            break;
+        if (c + 1 < heap_len && heap[c + 1]->wdeadline < heap[c]->wdeadline)
+            c++;
+        if (heap[c]->wdeadline >= sp->wdeadline)
+            break;
+        heap_set(i, heap[c]);
+        i = c;
+    }
+    heap_set(i, sp);
+}
+
+static void
+heap_push(struct sess *sp)
+{
+    if (heap_len == heap_cap) {
+        heap_cap = heap_cap == 0 ? 64 : 2 * heap_cap;
+        heap = realloc(heap, heap_cap * sizeof *heap);
+        AN(heap);
+    }
+    heap_set(heap_len++, sp);
+    heap_fix(heap_len - 1);
+    sp->wparked = true;
+}
+
+static void
+heap_remove(struct sess *sp)
+{
+    unsigned i = sp->wheap - 1;
+
+    SRG_ASSERT(i < heap_len && heap[i] == sp);
+    sp->wheap = 0;
+    sp->wparked = false;
+    if (i == --heap_len)
+        return;
+    heap_set(i, heap[heap_len]);
+    heap_fix(i);
+}
+
+static void
 unlink_parked(struct sess *sp)
 {
     if (!sp->wparked)
         return;
+    if (sp->wheap != 0) {
+        heap_remove(sp);
+        return;
+    }
     if (sp->wprev != NULL)
         sp->wprev->wnext = sp->wnext;
     else
@@ -191,6 +273,10 @@ close_expired(struct sess *list)
     while ((sp = list) != NULL) {
         list = sp->wnext;
         sp->wnext = NULL;
+        if (sp->wdeadline > 0) {
+            sess_close_timeout(&sp); /* a request too slow to arrive: 408 */
+            continue;
+        }
         STAT_INC(sess_timeout_idle);
         sess_close(&sp);
     }
@@ -209,14 +295,47 @@ takers_active(void)
 }
 
 /*
+ * Hand a ready session to its pool; false when it stays in the ready
+ * queue.  A session whose request is arriving in part is cheap to serve
+ * (a non-blocking read and a parse) but may turn ready with thousands of
+ * others in the same millisecond, so it is treated apart.  While workers
+ * take sessions themselves (*takers) it is left to them for up to
+ * WTR_DEFER_PARTIAL: queued tasks would have the pool start threads for
+ * work the running ones finish in microseconds.  With no taker about,
+ * one such session goes to the pool and wakes a worker, which then takes
+ * the others.  It goes at background priority, with a quota of its own,
+ * so as not to take the place of a complete request in the queue, and is
+ * never refused with a 503 like one: when that quota is full it waits in
+ * the ready queue.
+ */
+static bool
+schedule(struct sess *sp, double now, bool *takers)
+{
+    if (sp->wdeadline > 0) {
+        if (*takers && now - sp->t_ready < WTR_DEFER_PARTIAL)
+            return (false);
+        if (pool_submit(sp->pool, &sp->task, POOL_PRIO_BG) != 0)
+            return (false);
+        *takers = true;
+        return (true);
+    }
+    sess_schedule(&sp);
+    return (true);
+}
+
+/*
  * Hand sessions to the pools: from one scan of the set and the ready
  * queue, those ready since `before` or earlier (all of them for +inf).
+ * True when some stay, back at the front of the ready queue: the caller
+ * looks again after WTR_DEFER rather than spin.
  */
-static void
+static bool
 dispatch(double before)
 {
     struct epoll_event evs[WTR_BATCH];
-    struct sess *sp, *list = NULL, **tail = &list, *expired;
+    struct sess *sp, *list = NULL, **tail = &list, *expired, *back = NULL, *blast = NULL;
+    bool takers = takers_active();
+    double now = tim_mono();
     int n;
 
     do {
@@ -241,8 +360,35 @@ dispatch(double before)
          * finds out.  Peeking here would cost a syscall on every request
          * to spare a worker wake-up once per connection.
          */
-        sess_schedule(&sp);
+        if (back == NULL && schedule(sp, now, &takers))
+            continue;
+        /* Kept, or after one kept: back in order, in front of the queue. */
+        if (back == NULL)
+            back = sp;
+        else
+            blast->wnext = sp;
+        blast = sp;
     }
+    if (back == NULL)
+        return (false);
+    AZ(pthread_mutex_lock(&park_mtx));
+    blast->wnext = ready_head;
+    if (ready_head == NULL)
+        ready_tail = blast;
+    ready_head = back;
+    ready_sync_locked();
+    AZ(pthread_mutex_unlock(&park_mtx));
+    return (true);
+}
+
+/* The set stays readable while sessions wait: look again in WTR_DEFER, not at once. */
+static void
+defer(void)
+{
+    struct timeval tv = { 0, (suseconds_t)(WTR_DEFER * 1e6) };
+
+    AZ(event_del(set_ev));
+    AZ(evtimer_add(defer_ev, &tv));
 }
 
 /*
@@ -256,15 +402,16 @@ on_defer(evutil_socket_t fd, short what, void *priv)
     (void)fd;
     (void)what;
     (void)priv;
-    dispatch(takers_active() ? tim_mono() - WTR_DEFER : INFINITY);
+    if (dispatch(takers_active() ? tim_mono() - WTR_DEFER : INFINITY)) {
+        defer();
+        return;
+    }
     AZ(event_add(set_ev, NULL));
 }
 
 static void
 on_ready(evutil_socket_t fd, short what, void *priv)
 {
-    struct timeval tv = { 0, (suseconds_t)(WTR_DEFER * 1e6) };
-
     (void)fd;
     (void)what;
     (void)priv;
@@ -273,12 +420,12 @@ on_ready(evutil_socket_t fd, short what, void *priv)
          * Look again in a moment: the set stays readable, so leaving the
          * event armed would spin.
          */
-        AZ(event_del(set_ev));
-        AZ(evtimer_add(defer_ev, &tv));
+        defer();
         STAT_INC(wtr_deferred);
         return;
     }
-    dispatch(INFINITY);
+    if (dispatch(INFINITY))
+        defer();
 }
 
 static void
@@ -293,6 +440,20 @@ arm_sweep(double delay)
     tv.tv_sec = (time_t)delay;
     tv.tv_usec = (suseconds_t)((delay - (double)tv.tv_sec) * 1e6);
     AZ(evtimer_add(sweep_ev, &tv));
+}
+
+/*
+ * Under park_mtx: sp is past its time.  Until its event is claimed the
+ * session cannot be freed, so sp->fd is still its descriptor.  A shut
+ * read side is readable, and the write side stays open for a clean close
+ * (and the 408 of a deadline).
+ */
+static void
+expire_locked(struct sess *sp)
+{
+    unlink_parked(sp);
+    sp->wexpired = true;
+    (void)shutdown(sp->fd, SHUT_RD);
 }
 
 static void
@@ -310,14 +471,16 @@ on_sweep(evutil_socket_t fd, short what, void *priv)
             next = sp->t_idle + tmo - now;
             break;
         }
-        unlink_parked(sp);
-        sp->wexpired = true;
-        /*
-         * Under the lock: until its event is claimed the session cannot
-         * be freed, so sp->fd is still its descriptor.  A shut read side
-         * is readable, and the write side stays open for a clean close.
-         */
-        (void)shutdown(sp->fd, SHUT_RD);
+        expire_locked(sp);
+    }
+    while (heap_len > 0) {
+        sp = heap[0];
+        if (sp->wdeadline > now) {
+            if (sp->wdeadline - now < next)
+                next = sp->wdeadline - now;
+            break;
+        }
+        expire_locked(sp);
     }
     AZ(pthread_mutex_unlock(&park_mtx));
     arm_sweep(next);
@@ -396,11 +559,14 @@ wtr_fini(void)
      * is gone), so every parked session is ours to close.
      */
     AZ(pthread_mutex_lock(&park_mtx));
-    while ((sp = park_head) != NULL) {
+    while ((sp = park_head) != NULL || (sp = heap_len > 0 ? heap[0] : NULL) != NULL) {
         unlink_parked(sp);
         STAT_DEC(sess_idle);
         sess_close(&sp);
     }
+    free(heap);
+    heap = NULL;
+    heap_len = heap_cap = 0;
     while ((sp = ready_pop_locked()) != NULL)
         sess_close(&sp);
     ready_sync_locked();
@@ -446,33 +612,27 @@ arm(struct sess *sp, int op)
     return (false);
 }
 
-void
-wtr_enter(struct sess **spp)
+/* Park sp: on the idle list (deadline 0) or on the deadline heap. */
+static void
+park(struct sess *sp, double deadline)
 {
-    struct sess *sp;
     int err, op;
 
-    OBJ_TAKE(sp, spp, SESS_MAGIC);
-    if (sess_pending(sp)) {
-        /*
-         * OpenSSL holds decrypted request bytes the socket will never
-         * signal again: parked, the session would wait for nothing.
-         */
-        sess_schedule(&sp);
-        return;
-    }
     AZ(pthread_mutex_lock(&park_mtx));
     if (stopping) {
         AZ(pthread_mutex_unlock(&park_mtx));
         sess_close(&sp);
         return;
     }
-    link_tail(sp);
+    sp->wdeadline = deadline;
+    if (deadline > 0)
+        heap_push(sp);
+    else
+        link_tail(sp);
     /* Set under the lock, so that the next owner (who claims under it) sees it. */
     op = sp->wregistered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
     sp->wregistered = true;
     AZ(pthread_mutex_unlock(&park_mtx));
-    STAT_INC(sess_waited);
     STAT_INC(sess_idle);
     if (arm(sp, op))
         return;
@@ -483,6 +643,41 @@ wtr_enter(struct sess **spp)
     AZ(pthread_mutex_unlock(&park_mtx));
     log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(err));
     sess_close(&sp);
+}
+
+void
+wtr_enter(struct sess **spp)
+{
+    struct sess *sp;
+
+    OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (sess_pending(sp)) {
+        /*
+         * Request bytes already read -- kept by the session, or decrypted
+         * by OpenSSL -- which the socket will never signal again: parked,
+         * the session would wait for nothing.
+         */
+        sess_schedule(&sp);
+        return;
+    }
+    STAT_INC(sess_waited);
+    park(sp, 0);
+}
+
+void
+wtr_enter_until(struct sess **spp, double deadline)
+{
+    struct sess *sp;
+
+    OBJ_TAKE(sp, spp, SESS_MAGIC);
+    SRG_ASSERT(deadline > 0);
+    /* Kept bytes are the incomplete request itself: only decrypted ones mean "ready". */
+    if (sp->ssl != NULL && tls_pending(sp->ssl)) {
+        sess_schedule(&sp);
+        return;
+    }
+    STAT_INC(sess_wait_partial);
+    park(sp, deadline);
 }
 
 struct pool_task *

@@ -574,7 +574,7 @@ def test_top_one_frame(origin, surogat):
     m = re.match(r"Hit ratio: ([\d.]+)% last ([\d.]+)s", lines[1])
     assert m and float(m.group(1)) > 90, lines[1]  # every request but the first is a hit
     assert re.match(r"Requests:  [\d.]+/s", lines[2]) and float(lines[2].split()[1][:-2]) > 0
-    assert lines[4].split() == ["NAME", "CURRENT", "CHANGE/s", "AVG/s"]
+    assert lines[4].split() == ["NAME", "CURRENT", "CHANGE/s", "AVG/s", "DESCRIPTION"]
     rows = [ln.split() for ln in lines[5:]]
     names = [r[0] for r in rows]
     st = sg.stats()
@@ -588,6 +588,8 @@ def test_top_one_frame(origin, surogat):
     for name in ("cache_hit", "client_req", "sess_conn"):
         assert 0 < int(byname[name][1]) <= st[name]
     assert int(byname["sto_size"][1]) == st["sto_size"]
+    # Each row with its description, as `stats -l` gives it.
+    assert " ".join(byname["cache_hit"][4:]) == "Requests answered from the cache."
 
 
 def test_top_live_quits_on_q(origin, surogat):

@@ -88,7 +88,8 @@ def test_pool_grows_under_load_and_shrinks_when_idle(origin, surogat):
                          "thread_pool_timeout": "500ms", "thread_queue_limit": "100"})
     assert sg.stat("threads") == 2
     results = []
-    threads = [threading.Thread(target=_fire, args=(sg.port, "/slow", results, i))
+    # Six different URLs: requests for one would wait for one fetch, parked without a worker.
+    threads = [threading.Thread(target=_fire, args=(sg.port, "/slow?%d" % i, results, i))
                for i in range(6)]
     for t in threads:
         t.start()

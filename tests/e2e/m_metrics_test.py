@@ -24,6 +24,11 @@ def stat_rows():
     return re.findall(r"^STAT\((\w+), (COUNTER|GAUGE),", text, re.M)
 
 
+def be_rows():
+    text = (REPO / "include" / "surogat" / "tbl" / "be_stats.h").read_text()
+    return re.findall(r"^BESTAT\((\w+), (COUNTER|GAUGE),", text, re.M)
+
+
 def start(surogat, params=None, args=()):
     mport = free_port()
     sg = surogat(params=params, args=["-M", "127.0.0.1:%d" % mport] + list(args))
@@ -41,8 +46,15 @@ def scrape(sg):
     r = admin_get(sg, "/metrics")
     assert r.status == 200, r
     assert r.header("Content-Type").startswith("text/plain; version=0.0.4"), r
-    fams = list(parser.text_string_to_metric_families(r.body.decode()))
+    text = r.body.decode()
+    types = re.findall(r"^# TYPE (\S+) ", text, re.M)
+    assert len(types) == len(set(types)), "a family twice: %s" % sorted(
+        t for t in set(types) if types.count(t) > 1)
+    fams = list(parser.text_string_to_metric_families(text))
     assert fams, "no metric families in %r" % r.body[:200]
+    names = [f.name for f in fams]
+    assert len(names) == len(set(names)), "two families under one name: %s" % sorted(
+        n for n in set(names) if names.count(n) > 1)
     out = {}
     for fam in fams:
         for s in fam.samples:
@@ -104,7 +116,8 @@ def test_metrics_count_hits_misses_and_latency(origin, surogat):
     # Every counter row is exposed with its value, and agrees with surogatctl stats.
     st = sg.stats()
     for name, kind in stat_rows():
-        if name.startswith("req_time") or name.startswith("mon_"):
+        # Shown as the histogram, as surogat_responses_total{class}, as surogat_uptime_seconds.
+        if name.startswith(("req_time", "mon_", "client_resp_")) or name == "uptime":
             continue
         metric = "surogat_%s%s" % (name, "_total" if kind == "COUNTER" else "")
         if kind == "COUNTER" or name in ("n_object", "n_objecthead", "sto_bytes"):
@@ -146,7 +159,11 @@ def test_status_json(origin, surogat):
     assert st["hit_ratio"] == pytest.approx(39 / 41, abs=1e-5)
     assert sum(st["latency"]["buckets"]) == 41
     assert len(st["latency"]["bounds"]) == len(st["latency"]["buckets"]) - 1
-    assert st["backends"] == [{"name": "default", "address": origin.addr, "healthy": True}]
+    (be,) = st["backends"]
+    assert (be["name"], be["address"], be["healthy"], be["program"]) == (
+        "default", origin.addr, True, "")
+    assert be["counters"]["requests"] == 2 and be["counters"]["resp_2xx"] == 2, be
+    assert sum(be["first_byte"]["buckets"]) == 2 and be["probe"] is None
     assert [s["name"] for s in st["stores"]] == ["s0"] and st["stores"][0]["used"] > 200000
     # 41 requests, one in 8 sampled per worker: /small must lead the table.
     items = st["top_urls"]["items"]
@@ -165,7 +182,10 @@ def test_ctl_stats_json_has_every_counter(origin, surogat):
     assert p.returncode == 0, p.stderr
     js = json.loads(p.stdout)
     names = [n for n, _ in stat_rows()]
-    assert list(js) == names
+    assert list(js)[:len(names)] == names
+    # Then each backend's rows, as backend.NAME.ROW.
+    assert list(js)[len(names):] == ["backend.default." + n for n, _ in be_rows()]
+    assert js["backend.default.requests"] == 1 and js["backend.default.resp_2xx"] == 1
     assert js["client_req"] == 1 and js["req_time_le_500us"] + js["req_time_le_1ms"] + sum(
         js[n] for n in names if n.startswith("req_time_") and n != "req_time_us") >= 1
 

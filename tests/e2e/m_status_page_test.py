@@ -1,6 +1,7 @@
 """The status page of the HTTP admin listener (-M), loaded in a real headless
-Chromium in front of a real Apache: its live values checked against
-/status.json, and a screenshot kept as a test artifact."""
+Chromium in front of a real Apache, and in front of backends that fail: its
+live values, the status-class and error panels and the per-backend table
+checked against /status.json, and screenshots kept as test artifacts."""
 
 import json
 import os
@@ -8,6 +9,7 @@ import re
 import shutil
 import struct
 import subprocess
+import textwrap
 import threading
 import time
 import zlib
@@ -195,7 +197,12 @@ def test_page_shows_live_values(site, apache, tmp_path):
     assert dom.by_id["version"]["text"] == st["version"]
 
     # Backends, stores, top URLs, biggest objects.
-    assert dom.rows["backends"] == [["default", apache.addr, "healthy"]]
+    ((name, addr, health, probes, changed, reqs, errs, e5, fb, conns),) = dom.rows["backends"]
+    assert (name, addr, health, probes, errs, e5) == ("default", apache.addr, "healthy", "-",
+                                                     "0", "0")
+    (be,) = st["backends"]
+    assert int(reqs.replace(",", "")) == be["counters"]["requests"] >= 3
+    assert changed.endswith(" ago") and re.fullmatch(r"[\d.]+ ms / [\d.]+ ms", fb), fb
     (store,) = dom.rows["stores"]
     assert store[:2] == ["s0", "malloc"] and store[3] == "256.0 MiB"
     top = dom.rows["top-urls"]
@@ -228,3 +235,119 @@ def test_page_is_self_contained(site):
     assert re.findall(r"""open\("GET",\s*"([^"]+)\"""", html) == ["status.json"]
     r = httpc.fetch(site.mport, "HEAD", "/", {"Host": "x"})
     assert r.status == 200 and r.body == b""
+
+
+def element_ids(dom, prefix):
+    return sorted(i for i in dom.by_id if i.startswith(prefix))
+
+
+def test_backend_and_error_panels(origins, surogat, tmp_path):
+    good, err, garbage = origins(3)
+    good.route("/ok", body=b"fine")
+    good.route("/missing", status=404, body=b"no")
+    good.route("/health", body=b"ok")
+    err.route("/err/x", status=500, body=b"boom")
+    err.route("/health", status=500, body=b"down")
+    garbage.route("/garbage/x", garbage=b"nonsense\r\n\r\n")
+    dead = free_port()  # nothing listens there
+    pol = tmp_path / "panels.lua"
+    pol.write_text(textwrap.dedent("""
+        backend "web" { host = "127.0.0.1", port = %d,
+                        probe = { url = "/health", interval = 0.2, timeout = 1, window = 8,
+                                  threshold = 3 } }
+        backend "api" { host = "127.0.0.1", port = %d,
+                        probe = { url = "/health", interval = 0.2, timeout = 1, window = 8,
+                                  threshold = 3, initial = 8 } }
+        backend "legacy" { host = "127.0.0.1", port = %d }
+        backend "gone" { host = "127.0.0.1", port = %d }
+        route { path = "^/err/", to = "api" }
+        route { path = "^/garbage/", to = "legacy" }
+        route { path = "^/gone/", to = "gone" }
+        route { to = "web" }
+        function recv(req) return "pass" end
+        """ % (good.port, err.port, garbage.port, dead)))
+    mport = free_port()
+    sg = surogat(args=["-f", str(pol), "-M", "127.0.0.1:%d" % mport])
+    wait_until(lambda: listening(mport), 10, "the admin listener")
+    # Traffic of every kind before "api" turns sick (its first probes fail).
+    for path, n in (("/ok", 20), ("/missing", 4), ("/err/x", 3), ("/garbage/x", 2),
+                    ("/gone/x", 2)):
+        for _ in range(n):
+            sg.get(path)
+    wait_until(lambda: not [b for b in status(mport)["backends"] if b["name"] == "api"][0][
+        "healthy"], 10, "api sick")
+    wait_until(lambda: [b for b in status(mport)["backends"] if b["name"] == "web"][0][
+        "probe"]["history"].count("H") >= 6, 10, "web's probes")
+    url = "http://127.0.0.1:%d/" % mport
+
+    class Load(Traffic):
+        def run(self):
+            i = 0
+            while not self.stop.is_set():
+                self.sg.get(("/ok", "/ok", "/ok", "/missing", "/gone/x")[i % 5])
+                i += 1
+                time.sleep(0.005)
+
+    # Live, then quiet: with nothing moving, the page's numbers are status.json's.
+    with Load(sg):
+        dom = load_dom(url, tmp_path, 20000)
+    pts = dom.polylines["g-status"]
+    assert len(pts) >= 3 and all(len(p) >= 2 for p in pts), "status classes not drawn: %s" % pts
+    assert dom.polylines["g-err"], "errors graph not drawn"
+    # Let the probe history settle: a strip compared with status.json must not move between.
+    dom = load_dom(url, tmp_path, 3000)
+    st = status(mport)
+    bes = {b["name"]: b for b in st["backends"]}
+    rows = {r[0]: r for r in dom.rows["backends"]}
+    assert sorted(rows) == ["api (boot)", "default", "gone (boot)", "legacy (boot)", "web (boot)"]
+    for name, b in bes.items():
+        row = rows[name + (" (%s)" % b["program"] if b["program"] else "")]
+        fails = sum(b["counters"]["fail_" + k] for k in (
+            "connect", "connect_timeout", "first_byte_timeout", "between_bytes_timeout",
+            "bad_resp", "busy"))
+        assert row[1] == b["address"] and row[2] == ("healthy" if b["healthy"] else "sick")
+        assert int(row[5].replace(",", "")) == b["counters"]["requests"], (name, row)
+        assert int(row[6].replace(",", "")) == fails, (name, row)
+        assert int(row[7].replace(",", "")) == b["counters"]["resp_5xx"], (name, row)
+        assert row[4].endswith(" ago")
+    assert rows["gone (boot)"][6] != "0" and rows["legacy (boot)"][6] == "2"
+    assert rows["api (boot)"][2] == "sick" and rows["api (boot)"][7] == "3"
+    n = sum(bes["web"]["first_byte"]["buckets"])
+    avg = bes["web"]["first_byte"]["sum"] / n * 1000
+    assert rows["web (boot)"][8].startswith("%.2f ms / " % avg if avg < 10 else "%.1f ms / " % avg)
+    # The probe strips: a box per probe, as the history in status.json.
+    strips = {}
+    html = chromium(["--virtual-time-budget=3000", "--dump-dom", url], tmp_path)
+    st = status(mport)
+    for m in re.finditer(r'<td[^>]*data-value="([H-]+)"[^>]*><span class="strip" title="([H-]+)">(.*?)'
+                         r'</span></td>', html):
+        strips[m.group(1)] = re.findall(r'<i class="(g|b)">', m.group(3))
+    assert strips, "no probe strip on the page"
+    for hist, boxes in strips.items():
+        assert len(boxes) == len(hist) == 8
+        assert "".join("H" if b == "g" else "-" for b in boxes) == hist
+    assert "-" * 8 in strips or any(h.endswith("---") for h in strips), strips  # api's
+
+    # The errors panel: the client's 4xx and 5xx and each kind of backend failure.
+    errs = {r[0]: r for r in dom.rows["errors"]}
+    c = st["counters"]
+    assert int(errs["client 4xx"][1].replace(",", "")) <= c["client_resp_4xx"]
+    assert int(errs["client 5xx"][1].replace(",", "")) <= c["client_resp_5xx"]
+    assert int(errs["bad response"][1]) == 2
+    assert int(errs["refused or unreachable"][1].replace(",", "")) == \
+        bes["gone"]["counters"]["fail_connect"] >= 2
+    assert errs["busy (max_connections)"][1] == "0"
+    total = sum(b["counters"]["fail_" + k] for b in bes.values() for k in (
+        "connect", "connect_timeout", "first_byte_timeout", "between_bytes_timeout",
+        "bad_resp", "busy"))
+    assert int(errs["backend failures"][1].replace(",", "")) == total
+
+    shot = artifact_dir() / "status-page-backends.png"
+    if shot.exists():
+        shot.unlink()
+    with Load(sg):
+        chromium(["--virtual-time-budget=12000", "--hide-scrollbars", "--screenshot=%s" % shot,
+                  url], tmp_path)
+    w, h, variety = png_info(shot)
+    assert (w, h) == WINDOW and variety > 50
+    print("status page screenshot: %s" % shot)

@@ -41,8 +41,28 @@ PARAM(feature, FEATURE, "+https_scheme,+wait_silo,+validate_headers,+busy_stats_
       "them); a value asking for the other state is refused with the reason, as is a name "
       "Varnish does not have. Setting it changes nothing.")
 PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
-      "How long an idle keep-alive client connection is kept open between requests, and how "
-      "long a client may take to send a complete request head.")
+      "How long an idle keep-alive client connection is kept open between requests, and the "
+      "longest pause within a request body.")
+PARAM(timeout_req, DURATION, "10s", "10ms", NULL, PAR_LIVE,
+      "A request head must be complete this long after its first byte, and a request body "
+      "this long after its head plus one second per req_body_min_rate bytes received. "
+      "Meanwhile a slow client holds no worker: its bytes so far wait with the session in "
+      "the waiter. Past the deadline the connection is answered 408 and closed "
+      "(sess_timeout_req), checked about once a second.")
+PARAM(req_body_buffer, BYTES, "16k", "0", "64k", PAR_LIVE,
+      "Request body bytes read before the request is dispatched, without a worker waiting "
+      "for them: a body this small arrives whole before the request runs and is then served "
+      "from memory; of a larger one (or a chunked one larger than this) the first bytes are "
+      "buffered and the rest is streamed to the backend by a worker, bounded by "
+      "req_body_min_rate. A parked session keeps what it received, so the worst case is "
+      "http_req_size plus this per slow connection. At most 64k: the body shares the "
+      "worker's receive buffer with the head. 0 streams every body.")
+PARAM(req_body_min_rate, BYTES, "500", "0", NULL, PAR_LIVE,
+      "Slowest request body accepted, in bytes per second: a body must be complete "
+      "timeout_req after its head plus one second per this many bytes received, or it is "
+      "answered 408. The same bound holds whether the body waits in the waiter or a worker "
+      "streams it, so that holding a worker costs a client at least this bandwidth. 0: no "
+      "minimum (each pause is still bounded by timeout_idle).")
 PARAM(timeout_linger, DURATION, "50ms", "0s", NULL, PAR_LIVE,
       "A worker holding a taker slot (one per CPU) that finds no work waits this long for "
       "a parked keep-alive session to turn ready (the next request on any idle connection) "
@@ -206,8 +226,16 @@ PARAM(coalesce_timeout, DURATION, "10s", "0s", NULL, PAR_LIVE,
       "Longest a request waits for another request's fetch of the same object before it goes "
       "to the backend itself. The wait ends as soon as that fetch has the response head and "
       "knows it will be stored: then the waiting requests stream the body as it arrives.")
-PARAM(coalesce_max_waiters, UINT, "1024", "0", NULL, PAR_LIVE,
-      "Most requests that may wait for one fetch; more go to the backend themselves.")
+PARAM(coalesce_max_waiters, UINT, "16384", "0", NULL, PAR_LIVE,
+      "Most requests that may wait for one fetch; more go to the backend themselves. A "
+      "waiting request holds no worker thread: it is parked on the object's waiting list "
+      "with its request memory (a few KiB resident) until the fetch streams, ends or "
+      "coalesce_timeout passes.")
+PARAM(coalesce_rush, UINT, "3", "1", "1000", PAR_LIVE,
+      "How many parked requests each event of a fetch wakes (it streams, is published or "
+      "abandoned), and how many more each woken request wakes once it finds the object "
+      "usable: the waiters resume in a growing wave at the pace workers serve them instead "
+      "of flooding the queue at once (Varnish's rush_exponent).")
 PARAM(max_object_size, BYTES, "0", "0", NULL, PAR_LIVE,
       "Largest response body stored in the cache; 0 (the default): no limit but the store "
       "itself. A larger response -- by its Content-Length, or a chunked one once it grows "

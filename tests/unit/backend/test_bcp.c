@@ -6,6 +6,13 @@
  * a real socket on 127.0.0.1, served by a thread.  Successful handshakes
  * and certificate checks are covered end to end (b_backend_tls_test.py),
  * where the openssl CLI makes the certificates.
+ *
+ * Also the backend counters a pool keeps (tbl/be_stats.h): requests, new
+ * and reused connections, bytes, which timeout a read ran into, busy and
+ * refused connects, the times of a connection that got an answer, idle
+ * connections that fail their check, tagged (PROXY) pools, interim
+ * answers and refusals; and their stripes, summed right whatever thread
+ * counted.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -128,7 +135,7 @@ START_TEST(plain_io)
     int fd;
 
     peer_start(&p, NULL);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, "t");
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, "t", NULL);
     ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_OK);
     ck_assert_ptr_null(c->ssl);
     fd = accept(p.lfd, NULL, NULL);
@@ -196,7 +203,7 @@ START_TEST(idle_connection_checked_when_taken)
     ck_assert_int_eq(log_init(logpath), 0);
     log_set_level(LOG_WARNING);
     peer_start(&p, NULL);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, "origin1");
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, NULL, "origin1", NULL);
     ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
     ck_assert(!c->reused);
     fd = accept(p.lfd, NULL, NULL);
@@ -267,7 +274,7 @@ tls_fails(const char *answer)
     peer_start(&p, answer);
     t = bcp_tls_new(&tc, &err);
     ck_assert_msg(t != NULL, "%s", ebuf);
-    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t, "t");
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 0, t, "t", NULL);
     ck_assert_int_eq(bcp_get(bp, 0.3, true, &c), BCP_E_CONNECT);
     ck_assert_ptr_null(c);
     ck_assert_uint_eq(stat_get(STAT_backend_tls_fail), 1);
@@ -290,6 +297,254 @@ START_TEST(tls_peer_silent)
 }
 END_TEST
 
+static uint64_t
+ctr(const struct stat_be *st, enum stat_be_id id)
+{
+    uint64_t v[STAT_BE__N];
+
+    stat_be_sum(st, v);
+    return (v[id]);
+}
+
+static uint64_t
+hist_count(const struct stat_be *st, enum stat_be_id first)
+{
+    uint64_t v[STAT_BE__N], n = 0;
+
+    stat_be_sum(st, v);
+    for (unsigned i = 0; i < STAT_NBUCKET; i++)
+        n += v[first + i];
+    return (n);
+}
+
+START_TEST(counts_what_it_sees)
+{
+    struct stat_be *st = stat_be_new();
+    struct peer p, gone;
+    struct bcp *bp;
+    struct bcp_conn *c, *c2;
+    char buf[16];
+    int fd;
+
+    peer_start(&p, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 1, NULL, "t", st);
+    ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_OK);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_connections), 1);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bcp_write(c, "ping", 4, tim_mono() + 2), 0);
+    ck_assert_uint_eq(ctr(st, STAT_BE_bytes_out), 4);
+    /* Nothing back yet: a timeout before the first byte. */
+    ck_assert_int_eq(bcp_read_wait(c, buf, sizeof buf, tim_mono() + 0.05), -1);
+    ck_assert_int_eq(errno, ETIMEDOUT);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_first_byte_timeout), 1);
+    ck_assert_int_eq(write(fd, "pong", 4), 4);
+    ck_assert_int_eq(bcp_read_wait(c, buf, sizeof buf, tim_mono() + 2), 4);
+    ck_assert_uint_eq(ctr(st, STAT_BE_bytes_in), 4);
+    /* The answer began: now a timeout is between bytes. */
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 0.05), -1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_between_bytes_timeout), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_first_byte_timeout), 1);
+    /* One connection allowed, and it is out. */
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c2), BCP_E_BUSY);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_busy), 1);
+    /* Back to the pool: timed once, first byte within the total. */
+    ck_assert_uint_eq(hist_count(st, STAT_BE_fb_time_le_500us), 0);
+    bcp_recycle(&c);
+    ck_assert_uint_eq(hist_count(st, STAT_BE_fb_time_le_500us), 1);
+    ck_assert_uint_eq(hist_count(st, STAT_BE_time_le_500us), 1);
+    ck_assert_uint_ge(ctr(st, STAT_BE_time_us), ctr(st, STAT_BE_fb_time_us));
+    ck_assert_uint_ge(ctr(st, STAT_BE_time_us), 50000); /* the between-bytes wait */
+    /* Reused: a request, no new connection; closed without an answer: not timed. */
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(c->reused);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_reused), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_connections), 1);
+    bcp_close(&c);
+    ck_assert_uint_eq(hist_count(st, STAT_BE_time_le_500us), 1);
+    close(fd);
+    bcp_free(&bp);
+    peer_stop(&p);
+
+    /* Nobody listening: refused, a failure to connect that is no timeout. */
+    peer_start(&gone, NULL);
+    close(gone.lfd);
+    gone.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    bp = bcp_new((struct sockaddr *)&gone.sin, sizeof gone.sin, 0, NULL, "t", st);
+    ck_assert_int_eq(bcp_get(bp, 2, true, &c), BCP_E_CONNECT);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_connect), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_connect_timeout), 0);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 2);
+    bcp_free(&bp);
+    peer_stop(&gone);
+    stat_be_free(&st);
+    ck_assert_ptr_null(st);
+}
+END_TEST
+
+/*
+ * Counting where taking a connection goes past the idle list.  An idle
+ * connection that fails its check is neither a request nor a reuse: the
+ * new one made in its place is.  An interim answer puts the first byte
+ * back to come.  Refusals count as bad responses only when they are.  A
+ * tagged pool reuses only its own tag's connections and, at its limit,
+ * closes another tag's idle one rather than refuse (no busy refusal).
+ */
+START_TEST(counts_idle_checks_and_tags)
+{
+    struct stat_be *st = stat_be_new();
+    struct peer p;
+    struct bcp *bp;
+    struct bcp_conn *c, *c2;
+    char buf[64];
+    int fd, fd2;
+
+    peer_start(&p, NULL);
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 1, NULL, "t", st);
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    bcp_recycle(&c);
+    ck_assert_int_eq(write(fd, "junk", 4), 4);
+    usleep(20000);
+    /* The only slot is the idle one, out of step: closed, and a new one in its place. */
+    ck_assert_int_eq(bcp_get(bp, 2, false, &c), BCP_OK);
+    ck_assert(!c->reused);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_connections), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_reused), 0);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_busy), 0);
+    close(fd);
+    fd2 = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd2, 0);
+
+    /* 100 Continue, then silence: the final answer's first byte is what timed out. */
+    ck_assert_int_eq(bcp_write(c, "GET", 3, tim_mono() + 2), 0);
+    ck_assert_int_eq(write(fd2, "HTTP/1.1 100 Continue\r\n\r\n", 25), 25);
+    ck_assert_int_eq(bcp_read_wait(c, buf, sizeof buf, tim_mono() + 2), 25);
+    bcp_interim(c);
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 0.05), -1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_first_byte_timeout), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_between_bytes_timeout), 0);
+    ck_assert_int_eq(write(fd2, "H", 1), 1);
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 2), 1);
+    ck_assert_int_eq(bcp_read(c, buf, sizeof buf, tim_mono() + 0.05), -1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_between_bytes_timeout), 1);
+    /* Timed from the request to the final answer's first byte: past the 50ms wait. */
+    bcp_close(&c);
+    ck_assert_uint_eq(hist_count(st, STAT_BE_fb_time_le_500us), 1);
+    ck_assert_uint_ge(ctr(st, STAT_BE_fb_time_us), 50000);
+    close(fd2);
+
+    bcp_refused(bp, BCP_R_BAD_CL, "GET /x");
+    bcp_refused(bp, BCP_R_BAD_TCODING, NULL);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_bad_resp), 2);
+    bcp_refused(bp, BCP_R_TRAILING_BYTES, NULL);
+    bcp_refused(bp, BCP_R_BODY_CLOSED, NULL);
+    bcp_refused(bp, BCP_R_BAD_GZIP, NULL);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_bad_resp), 2);
+    bcp_free(&bp);
+    stat_be_free(&st);
+
+    /* Tagged, one connection at most. */
+    st = stat_be_new();
+    bp = bcp_new((struct sockaddr *)&p.sin, sizeof p.sin, 1, NULL, "t", st);
+    ck_assert_int_eq(bcp_get_tagged(bp, 2, false, "A", 1, &c), BCP_OK);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(read(fd, buf, sizeof buf), 1); /* the tag, first on the wire */
+    ck_assert_int_eq(bcp_write(c, "GET", 3, tim_mono() + 2), 0);
+    ck_assert_uint_eq(ctr(st, STAT_BE_bytes_out), 3); /* the tag is no request byte */
+    bcp_recycle(&c);
+    ck_assert_int_eq(bcp_get_tagged(bp, 2, false, "A", 1, &c), BCP_OK);
+    ck_assert(c->reused);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_reused), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_connections), 1);
+    bcp_recycle(&c);
+    /* Another client at the limit: A's idle connection makes room. */
+    ck_assert_int_eq(bcp_get_tagged(bp, 2, false, "B", 1, &c), BCP_OK);
+    ck_assert(!c->reused);
+    ck_assert_uint_eq(bcp_conn_count(bp), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 3);
+    ck_assert_uint_eq(ctr(st, STAT_BE_connections), 2);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_busy), 0);
+    close(fd);
+    fd = accept(p.lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    /* Nothing idle to close: refused, busy. */
+    ck_assert_int_eq(bcp_get_tagged(bp, 2, false, "A", 1, &c2), BCP_E_BUSY);
+    ck_assert_uint_eq(ctr(st, STAT_BE_fail_busy), 1);
+    ck_assert_uint_eq(ctr(st, STAT_BE_requests), 3);
+    bcp_close(&c);
+    close(fd);
+    bcp_free(&bp);
+    stat_be_free(&st);
+    peer_stop(&p);
+}
+END_TEST
+
+#define NTHR 8
+#define NADD 20000
+
+static void *
+adder(void *priv)
+{
+    struct stat_be *st = priv;
+
+    stat_thread_enter();
+    for (unsigned i = 0; i < NADD; i++) {
+        stat_be_add(st, STAT_BE_requests, 1);
+        stat_be_status(st, 200 + i % 400); /* 2xx to 5xx, 100 of each in turn */
+    }
+    stat_be_time(st, 0.002, 0.3);
+    stat_thread_leave();
+    return (NULL);
+}
+
+START_TEST(stripes_sum_right)
+{
+    struct stat_be *st = stat_be_new();
+    pthread_t t[NTHR];
+    uint64_t v[STAT_BE__N];
+
+    for (unsigned i = 0; i < NTHR; i++)
+        AZ(pthread_create(&t[i], NULL, adder, st));
+    for (unsigned i = 0; i < NTHR; i++)
+        AZ(pthread_join(t[i], NULL));
+    stat_be_sum(st, v);
+    ck_assert_uint_eq(v[STAT_BE_requests], NTHR * NADD);
+    ck_assert_uint_eq(v[STAT_BE_resp_1xx], 0);
+    for (unsigned c = STAT_BE_resp_2xx; c <= STAT_BE_resp_5xx; c++)
+        ck_assert_uint_eq(v[c], NTHR * NADD / 4);
+    ck_assert_uint_eq(v[STAT_BE_fb_time_le_2500us], NTHR);
+    ck_assert_uint_eq(v[STAT_BE_time_le_500ms], NTHR);
+    ck_assert_uint_eq(v[STAT_BE_fb_time_us], NTHR * 2000);
+    ck_assert_uint_eq(v[STAT_BE_time_us], NTHR * 300000);
+    stat_be_free(&st);
+}
+END_TEST
+
+/* The table's promises that the code relies on: counters first, names unique. */
+START_TEST(be_table_shape)
+{
+    for (unsigned i = 0; i < STAT_BE__N; i++) {
+        ck_assert_int_eq(stat_be_is_gauge((enum stat_be_id)i), i >= STAT_BE__NCTR);
+        ck_assert_ptr_nonnull(strchr(stat_be_doc((enum stat_be_id)i), '.'));
+        ck_assert_ptr_null(strchr(stat_be_name((enum stat_be_id)i), '.'));
+        for (unsigned j = 0; j < i; j++)
+            ck_assert_str_ne(stat_be_name((enum stat_be_id)i), stat_be_name((enum stat_be_id)j));
+    }
+    ck_assert_uint_eq(stat_time_bucket(-1), 0);
+    ck_assert_uint_eq(stat_time_bucket(0.0005), 0);
+    ck_assert_uint_eq(stat_time_bucket(0.0006), 1);
+    ck_assert_uint_eq(stat_time_bucket(10), STAT_NBUCKET - 2);
+    ck_assert_uint_eq(stat_time_bucket(11), STAT_NBUCKET - 1);
+}
+END_TEST
+
 Suite *
 bcp_suite(void)
 {
@@ -302,6 +557,10 @@ bcp_suite(void)
     tcase_add_test(tc, idle_connection_checked_when_taken);
     tcase_add_test(tc, tls_peer_speaks_plain_http);
     tcase_add_test(tc, tls_peer_silent);
+    tcase_add_test(tc, counts_what_it_sees);
+    tcase_add_test(tc, counts_idle_checks_and_tags);
+    tcase_add_test(tc, stripes_sum_right);
+    tcase_add_test(tc, be_table_shape);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -56,7 +56,7 @@ static enum hsh_result
 lookup(const char *key, struct cobj **ocp)
 {
     struct hsh_stale stale;
-    enum hsh_result r = hsh_lookup(key, strlen(key), &req, &qcc, tim_real(), 0, ocp, &stale);
+    enum hsh_result r = hsh_lookup(key, strlen(key), &req, &qcc, tim_real(), 0, ocp, &stale, NULL);
 
     ck_assert_ptr_null(stale.oc);
     return (r);
@@ -171,6 +171,163 @@ START_TEST(trim_without_readers)
 }
 END_TEST
 
+/* ---- waiting lists: requests parked without a thread ---- */
+
+struct parked {
+    struct hsh_waiter w;
+    unsigned woken; /* atomic: wake() calls */
+};
+
+static void
+on_wake(struct hsh_waiter *w)
+{
+    struct parked *p = w->priv;
+
+    __atomic_add_fetch(&p->woken, 1, __ATOMIC_SEQ_CST);
+}
+
+static void
+park_init(struct parked *p)
+{
+    memset(p, 0, sizeof *p);
+    p->w.magic = HSH_WAITER_MAGIC;
+    p->w.wake = on_wake;
+    p->w.priv = p;
+}
+
+static enum hsh_result
+wlookup(const char *key, struct cobj **ocp, struct parked *p)
+{
+    struct hsh_stale stale;
+    enum hsh_result r =
+        hsh_lookup(key, strlen(key), &req, &qcc, tim_real(), 0, ocp, &stale, &p->w);
+
+    ck_assert_ptr_null(stale.oc);
+    return (r);
+}
+
+static unsigned
+nwoken(struct parked *p, unsigned n)
+{
+    unsigned k = 0;
+
+    for (unsigned i = 0; i < n; i++)
+        k += __atomic_load_n(&p[i].woken, __ATOMIC_SEQ_CST);
+    return (k);
+}
+
+/*
+ * Waiters park in order; the fetch's stream wakes coalesce_rush of them,
+ * and each woken one that finds the object usable wakes as many more.
+ */
+START_TEST(parked_waiters_rush_in_waves)
+{
+    struct parked p[10];
+    struct cobj *oc = busy("w1"), *rd;
+    uint64_t coalesced = stat_get(STAT_cache_coalesced);
+
+    par.coalesce_rush = 3;
+    for (unsigned i = 0; i < 10; i++) {
+        park_init(&p[i]);
+        ck_assert_int_eq(wlookup("w1", &rd, &p[i]), HSH_BUSY);
+        ck_assert_ptr_null(rd);
+    }
+    ck_assert_uint_eq(hsh_parked(), 10);
+    ck_assert_uint_eq(stat_get(STAT_cache_coalesced) - coalesced, 10);
+    ck_assert_uint_eq(nwoken(p, 10), 0);
+    hsh_stream_open(oc, UINT64_MAX);
+    /* The oldest three, and only they. */
+    ck_assert_uint_eq(nwoken(p, 3), 3);
+    ck_assert_uint_eq(nwoken(p, 10), 3);
+    ck_assert_uint_eq(hsh_parked(), 7);
+    /* A woken one finds the stream, and lets three more go. */
+    ck_assert_int_eq(wlookup("w1", &rd, &p[0]), HSH_STREAM);
+    ck_assert_uint_eq(nwoken(p, 6), 6);
+    ck_assert_uint_eq(nwoken(p, 10), 6);
+    /* Not counted twice as coalesced when it looks again. */
+    ck_assert_uint_eq(stat_get(STAT_cache_coalesced) - coalesced, 10);
+    hsh_stream_leave(&rd);
+    /* The object is published: whoever looks gets it, and the rest follow. */
+    oc->body_complete = true;
+    hsh_unbusy(&oc);
+    for (unsigned i = 1; i < 10; i++) {
+        if (__atomic_load_n(&p[i].woken, __ATOMIC_SEQ_CST) == 0)
+            continue;
+        ck_assert_int_eq(wlookup("w1", &rd, &p[i]), HSH_HIT);
+        hsh_deref(&rd);
+    }
+    ck_assert_uint_eq(hsh_parked(), 0);
+    ck_assert_uint_eq(nwoken(p, 10), 10);
+}
+END_TEST
+
+/* The fetch failed: the first woken fetches again, the others park on its fetch. */
+START_TEST(abandoned_fetch_hands_over_to_one_waiter)
+{
+    struct parked p[3];
+    struct cobj *oc = busy("w2"), *again, *rd;
+
+    par.coalesce_rush = 3;
+    for (unsigned i = 0; i < 3; i++) {
+        park_init(&p[i]);
+        ck_assert_int_eq(wlookup("w2", &rd, &p[i]), HSH_BUSY);
+    }
+    hsh_abandon(&oc, 0);
+    ck_assert_uint_eq(nwoken(p, 3), 3);
+    ck_assert_uint_eq(hsh_parked(), 0);
+    ck_assert_int_eq(wlookup("w2", &again, &p[0]), HSH_MISS);
+    ck_assert_int_eq(wlookup("w2", &rd, &p[1]), HSH_BUSY);
+    ck_assert_int_eq(wlookup("w2", &rd, &p[2]), HSH_BUSY);
+    ck_assert_uint_eq(hsh_parked(), 2);
+    /* This time it says "not cacheable": both pass, neither waits again. */
+    hsh_abandon(&again, 60);
+    ck_assert_uint_eq(nwoken(p, 3), 5);
+    ck_assert_int_eq(wlookup("w2", &rd, &p[1]), HSH_PASS);
+    ck_assert_int_eq(wlookup("w2", &rd, &p[2]), HSH_PASS);
+    ck_assert_uint_eq(hsh_parked(), 0);
+}
+END_TEST
+
+/* Nobody ends the fetch: the sweeper wakes the waiter after coalesce_timeout, which passes. */
+START_TEST(parked_waiter_times_out)
+{
+    struct parked p;
+    struct cobj *oc = busy("w3"), *rd;
+    uint64_t timeouts = stat_get(STAT_coalesce_timeout);
+    double t0 = tim_mono();
+
+    par.coalesce_timeout = 0.2;
+    park_init(&p);
+    ck_assert_int_eq(wlookup("w3", &rd, &p), HSH_BUSY);
+    while (__atomic_load_n(&p.woken, __ATOMIC_SEQ_CST) == 0 && tim_mono() - t0 < 5)
+        usleep(5000);
+    ck_assert_uint_eq(p.woken, 1);
+    ck_assert(tim_mono() - t0 >= 0.2);
+    ck_assert(tim_mono() - t0 < 2);
+    ck_assert_uint_eq(hsh_parked(), 0);
+    ck_assert_int_eq(wlookup("w3", &rd, &p), HSH_PASS);
+    ck_assert_uint_eq(stat_get(STAT_coalesce_timeout) - timeouts, 1);
+    hsh_abandon(&oc, 0);
+}
+END_TEST
+
+/* coalesce_max_waiters: one more goes to the backend itself. */
+START_TEST(parked_waiters_bounded)
+{
+    struct parked p[3];
+    struct cobj *oc = busy("w4"), *rd;
+
+    par.coalesce_max_waiters = 2;
+    for (unsigned i = 0; i < 3; i++)
+        park_init(&p[i]);
+    ck_assert_int_eq(wlookup("w4", &rd, &p[0]), HSH_BUSY);
+    ck_assert_int_eq(wlookup("w4", &rd, &p[1]), HSH_BUSY);
+    ck_assert_int_eq(wlookup("w4", &rd, &p[2]), HSH_PASS);
+    hsh_abandon(&oc, 60);
+    ck_assert_uint_eq(nwoken(p, 3), 2);
+}
+END_TEST
+
 Suite *
 hsh_suite(void)
 {
@@ -181,6 +338,13 @@ hsh_suite(void)
     tcase_add_test(tc, stream_until_complete);
     tcase_add_test(tc, abandon_fails_readers_and_frees_after_them);
     tcase_add_test(tc, trim_without_readers);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("waiting_list");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, parked_waiters_rush_in_waves);
+    tcase_add_test(tc, abandoned_fetch_hands_over_to_one_waiter);
+    tcase_add_test(tc, parked_waiter_times_out);
+    tcase_add_test(tc, parked_waiters_bounded);
     suite_add_tcase(s, tc);
     return s;
 }

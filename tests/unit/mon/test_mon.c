@@ -69,6 +69,25 @@ START_TEST(each_request_in_one_bucket)
 }
 END_TEST
 
+/* Each answer in its status class; none for a client gone before any. */
+START_TEST(status_classes)
+{
+    static const unsigned st[] = { 101, 200, 204, 301, 304, 404, 400, 500, 503, 0, 999 };
+    static const unsigned want[5] = { 1, 2, 2, 2, 2 };
+    struct stat_block before, after;
+
+    stat_sum(&before);
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        req.status = st[i];
+        one("/s", 0.001);
+    }
+    stat_sum(&after);
+    for (unsigned c = 0; c < 5; c++)
+        ck_assert_uint_eq(after.v[STAT_client_resp_1xx + c] - before.v[STAT_client_resp_1xx + c],
+                          want[c]);
+}
+END_TEST
+
 START_TEST(samples_one_in_n)
 {
     struct mon_top top[MON_TOP_K];
@@ -141,6 +160,7 @@ mon_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, each_request_in_one_bucket);
     tcase_add_test(tc, samples_one_in_n);
+    tcase_add_test(tc, status_classes);
     tcase_add_test(tc, hot_url_survives_a_crowd);
     tcase_add_test(tc, only_plain_urls_capped);
     suite_add_tcase(s, tc);

@@ -1,0 +1,353 @@
+/*
+ * wtr: the waiter's deadlines.  Sessions parked with wtr_enter_until()
+ * expire in deadline order whatever their parking order, each no earlier
+ * than its deadline and at most a sweep (a second) later, answered with a
+ * canned 408 and counted; one that turns readable first goes to a worker
+ * with its kept bytes and is never expired afterwards; wtr_fini() closes
+ * what is still parked.  Also the kept-input contract the transports rely
+ * on: kept bytes are read before the socket's, and a session holding some
+ * is not parked by wtr_enter() but run at once.
+ *
+ * The waiter thread and a real pool run; each session is one end of a
+ * socketpair, the test holds the other (the client).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "surogat/acc.h"
+#include "surogat/defs.h"
+#include "surogat/par.h"
+#include "surogat/pool.h"
+#include "surogat/sess.h"
+#include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/wtr.h"
+
+#define NMAX 1024 /* descriptors the sessions may have */
+
+static struct lsock ls = { .magic = LSOCK_MAGIC, .fd = -1, .proto = "http" };
+static bool started;
+
+/* What the pool task saw, per session (the task's priv is the session). */
+static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
+static unsigned ran;          /* under mtx */
+static char seen[NMAX][64];   /* under mtx: the bytes each run read, by client index */
+static int client_of[NMAX];   /* session descriptor -> index, set before parking */
+
+/*
+ * The pool task of a session that turned readable: read what is there
+ * (kept bytes first, in small pieces to check the order), note it, close.
+ */
+static void
+task(struct wrk *wrk, void *priv)
+{
+    struct sess *sp = priv;
+    char buf[64], piece[3];
+    size_t len = 0;
+    ssize_t n;
+
+    (void)wrk;
+    OBJ_CHECK(sp, SESS_MAGIC);
+    while (len + sizeof piece < sizeof buf) {
+        n = sess_read_nb(sp, piece, sizeof piece);
+        if (n <= 0)
+            break;
+        memcpy(buf + len, piece, (size_t)n);
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    AZ(pthread_mutex_lock(&mtx));
+    ran++;
+    strcpy(seen[client_of[sp->fd]], buf);
+    AZ(pthread_mutex_unlock(&mtx));
+    sess_close(&sp);
+}
+
+static unsigned
+runs(void)
+{
+    unsigned n;
+
+    AZ(pthread_mutex_lock(&mtx));
+    n = ran;
+    AZ(pthread_mutex_unlock(&mtx));
+    return (n);
+}
+
+static void
+setup(void)
+{
+    par_init();
+    ck_assert_int_eq(stat_init(), 0); /* counts for this thread too */
+    par.thread_pools = 1;
+    par.thread_pool_min = 2;
+    par.timeout_idle = 60;
+    ck_assert_int_eq(wtr_init(), 0);
+    pool_set_idle_source(wtr_take);
+    sess_set_task(task);
+    ck_assert_int_eq(pool_init(), 0);
+    started = true;
+}
+
+static void
+stop(void)
+{
+    if (!started)
+        return;
+    started = false;
+    wtr_fini();
+    pool_fini();
+}
+
+static void
+teardown(void)
+{
+    stop();
+    stat_fini();
+    par_fini();
+}
+
+/* A session on one end of a socketpair; *client gets the other end. */
+static struct sess *
+new_sess(int *client, int index)
+{
+    struct sockaddr sa = { .sa_family = AF_UNIX };
+    int sv[2];
+
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    ck_assert_int_lt(sv[0], NMAX);
+    client_of[sv[0]] = index;
+    *client = sv[1];
+    return (sess_new(sv[0], &ls, &sa));
+}
+
+/*
+ * Read the client end until EOF or `tmo` seconds: the bytes into buf
+ * (NUL-terminated), the time of the EOF returned (0 if none came).
+ */
+static double
+wait_eof(int fd, char *buf, size_t size, double tmo)
+{
+    double end = tim_mono() + tmo;
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    size_t len = 0;
+    ssize_t n;
+
+    for (;;) {
+        double left = end - tim_mono();
+        if (left <= 0)
+            break;
+        if (poll(&pfd, 1, (int)(left * 1e3) + 1) <= 0)
+            continue;
+        n = read(fd, buf + len, size - 1 - len);
+        if (n == 0 || (n < 0 && errno != EINTR)) {
+            buf[len] = '\0';
+            return (tim_mono());
+        }
+        if (n > 0)
+            len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return (0);
+}
+
+START_TEST(deadline_answers_408)
+{
+    char buf[256];
+    struct sess *sp;
+    double t0, deadline, t_eof;
+    int c;
+
+    sp = new_sess(&c, 0);
+    sess_keep_input(sp, "GET / HT", 8);
+    ck_assert_uint_eq(stat_get(STAT_sess_kept_bytes), 8);
+    t0 = tim_mono();
+    deadline = t0 + 0.3;
+    wtr_enter_until(&sp, deadline);
+    ck_assert_ptr_null(sp);
+    ck_assert_uint_eq(stat_get(STAT_sess_idle), 1);
+    t_eof = wait_eof(c, buf, sizeof buf, 3);
+    ck_assert_msg(t_eof > 0, "not closed within 3 s of a 0.3 s deadline");
+    ck_assert_msg(t_eof >= deadline, "closed %.3f s before its deadline", deadline - t_eof);
+    ck_assert_msg(t_eof <= deadline + 1.2, "closed %.3f s after its deadline", t_eof - deadline);
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 408 Request Timeout\r\n", 30) == 0, "got '%s'", buf);
+    ck_assert_ptr_nonnull(strstr(buf, "Connection: close\r\n"));
+    ck_assert_uint_eq(stat_get(STAT_sess_timeout_req), 1);
+    ck_assert_uint_eq(stat_get(STAT_sess_timeout_idle), 0);
+    ck_assert_uint_eq(stat_get(STAT_sess_idle), 0);
+    /* freed with the session, just after the 408 and the shutdown the client saw */
+    for (int i = 0; i < 100 && stat_get(STAT_sess_kept_bytes) != 0; i++)
+        usleep(10000);
+    ck_assert_uint_eq(stat_get(STAT_sess_kept_bytes), 0);
+    ck_assert_uint_eq(runs(), 0);
+    close(c);
+}
+END_TEST
+
+START_TEST(deadline_order_not_park_order)
+{
+    /* Parked late-first; an idle session beside them must outlive them all. */
+    static const double after[3] = { 2.7, 0.3, 1.5 };
+    double t0 = tim_mono(), t_eof[3];
+    struct sess *sp;
+    char buf[256];
+    int c[4];
+
+    for (int i = 0; i < 3; i++) {
+        sp = new_sess(&c[i], i);
+        wtr_enter_until(&sp, t0 + after[i]);
+    }
+    sp = new_sess(&c[3], 3);
+    wtr_enter(&sp);
+    for (int i = 0; i < 3; i++) {
+        /* in deadline order: 1, 2, 0 */
+        int k = (i + 1) % 3;
+        t_eof[k] = wait_eof(c[k], buf, sizeof buf, 5);
+        ck_assert_msg(t_eof[k] > 0, "session %d (deadline +%.1f s) never closed", k, after[k]);
+        ck_assert_msg(t_eof[k] >= t0 + after[k], "session %d closed %.3f s early", k,
+                      t0 + after[k] - t_eof[k]);
+        ck_assert_msg(t_eof[k] <= t0 + after[k] + 1.2, "session %d closed %.3f s late", k,
+                      t_eof[k] - t0 - after[k]);
+        ck_assert_msg(strncmp(buf, "HTTP/1.1 408 ", 13) == 0, "session %d got '%s'", k, buf);
+    }
+    ck_assert(t_eof[1] < t_eof[2] && t_eof[2] < t_eof[0]);
+    ck_assert_uint_eq(stat_get(STAT_sess_timeout_req), 3);
+    /* the idle one is on the other list, with timeout_idle's 60 s */
+    ck_assert_double_eq(wait_eof(c[3], buf, sizeof buf, 0.2), 0);
+    ck_assert_uint_eq(stat_get(STAT_sess_idle), 1);
+    for (int i = 0; i < 4; i++)
+        close(c[i]);
+}
+END_TEST
+
+START_TEST(readable_before_deadline)
+{
+    struct sess *sp;
+    char buf[64];
+    int c;
+
+    sp = new_sess(&c, 5);
+    sess_keep_input(sp, "GET / HT", 8);
+    wtr_enter_until(&sp, tim_mono() + 0.5);
+    ck_assert_int_eq(write(c, "TP/1.1\r\n", 8), 8);
+    for (int i = 0; i < 300 && runs() == 0; i++)
+        usleep(10000);
+    ck_assert_uint_eq(runs(), 1);
+    /* kept bytes first, then the socket's, as one stream */
+    ck_assert_str_eq(seen[5], "GET / HTTP/1.1\r\n");
+    /* taken off the heap: its deadline passes without a 408 */
+    ck_assert_double_ne(wait_eof(c, buf, sizeof buf, 2), 0);
+    ck_assert_str_eq(buf, "");
+    ck_assert_uint_eq(stat_get(STAT_sess_timeout_req), 0);
+    ck_assert_uint_eq(stat_get(STAT_sess_kept_bytes), 0);
+    close(c);
+}
+END_TEST
+
+START_TEST(heap_under_churn)
+{
+    enum { N = 200 };
+    double t0 = tim_mono(), dl[N], t_eof;
+    struct sess *sp;
+    char buf[256];
+    int c[N], expired = 0;
+
+    srand(7);
+    for (int i = 0; i < N; i++) {
+        dl[i] = t0 + 0.4 + (double)(rand() % 1200) / 1000.0;
+        sp = new_sess(&c[i], i);
+        wtr_enter_until(&sp, dl[i]);
+    }
+    /* every other session turns readable before its deadline, in scrambled order */
+    for (int i = 0; i < N; i += 2) {
+        int k = (i * 37) % N;
+        ck_assert_int_eq(write(c[k], "x", 1), 1);
+    }
+    for (int i = 0; i < N; i++) {
+        t_eof = wait_eof(c[i], buf, sizeof buf, 4);
+        ck_assert_msg(t_eof > 0, "session %d never closed", i);
+        if (i % 2 == 0) {
+            ck_assert_str_eq(buf, "");
+            continue;
+        }
+        expired++;
+        ck_assert_msg(t_eof >= dl[i], "session %d closed %.3f s early", i, dl[i] - t_eof);
+        ck_assert_msg(t_eof <= dl[i] + 1.3, "session %d closed %.3f s late", i, t_eof - dl[i]);
+        ck_assert_msg(strncmp(buf, "HTTP/1.1 408 ", 13) == 0, "session %d got '%s'", i, buf);
+    }
+    ck_assert_int_eq(expired, N / 2);
+    ck_assert_uint_eq(runs(), N / 2);
+    ck_assert_uint_eq(stat_get(STAT_sess_timeout_req), N / 2);
+    ck_assert_uint_eq(stat_get(STAT_sess_idle), 0);
+    for (int i = 0; i < N; i++)
+        close(c[i]);
+}
+END_TEST
+
+START_TEST(kept_input_is_ready_at_once)
+{
+    struct sess *sp;
+    int c;
+
+    /* Bytes read ahead of the request (after a PROXY header, say): no socket byte needed. */
+    sp = new_sess(&c, 9);
+    sess_keep_input(sp, "GET /a HTTP/1.0\r\n\r\n", 19);
+    ck_assert(sess_pending(sp));
+    wtr_enter(&sp);
+    for (int i = 0; i < 300 && runs() == 0; i++)
+        usleep(10000);
+    ck_assert_uint_eq(runs(), 1);
+    ck_assert_str_eq(seen[9], "GET /a HTTP/1.0\r\n\r\n");
+    ck_assert_uint_eq(stat_get(STAT_sess_waited), 0);
+    close(c);
+}
+END_TEST
+
+START_TEST(fini_closes_what_waits)
+{
+    struct sess *sp;
+    char buf[64];
+    int c[2];
+
+    sp = new_sess(&c[0], 0);
+    sess_keep_input(sp, "GET", 3);
+    wtr_enter_until(&sp, tim_mono() + 60);
+    sp = new_sess(&c[1], 1);
+    wtr_enter(&sp);
+    ck_assert_uint_eq(stat_get(STAT_sess_idle), 2);
+    stop();
+    for (int i = 0; i < 2; i++) {
+        ck_assert_double_ne(wait_eof(c[i], buf, sizeof buf, 1), 0);
+        close(c[i]);
+    }
+    ck_assert_uint_eq(stat_get(STAT_sess_idle), 0);
+    ck_assert_uint_eq(stat_get(STAT_sess_kept_bytes), 0);
+    ck_assert_uint_eq(stat_get(STAT_sess_timeout_req), 0);
+}
+END_TEST
+
+Suite *
+wtr_suite(void)
+{
+    Suite *s = suite_create("wtr");
+    TCase *tc = tcase_create("deadlines");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, deadline_answers_408);
+    tcase_add_test(tc, deadline_order_not_park_order);
+    tcase_add_test(tc, readable_before_deadline);
+    tcase_add_test(tc, heap_under_churn);
+    tcase_add_test(tc, kept_input_is_ready_at_once);
+    tcase_add_test(tc, fini_closes_what_waits);
+    suite_add_tcase(s, tc);
+    return (s);
+}
