@@ -4,7 +4,7 @@
 #   build-asan   ASan+UBSan: unit, e2e
 #   build-fuzz   clang libFuzzer: bounded fuzz runs of each parser
 #   build-rel    release (asserts stay on): unit
-# Ends with one line "N passed, M failed, K skipped" summing every suite.
+# Ends with one line "N passed, M failed" summing every suite (skipped: the line before).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

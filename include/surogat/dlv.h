@@ -63,6 +63,8 @@ void dlv_local(struct req *req, struct be *be);
  * failed.
  */
 #include "surogat/fetch.h"
+struct cobj;
+struct dlv_reader;
 struct dlv_fetch {
     struct req *req;
     struct fetch_sink sink;
@@ -73,6 +75,17 @@ struct dlv_fetch {
     uint64_t off;     /* body bytes the sink was given */
     struct iovec iov[64];
     int niov;
+    /*
+     * A client that falls behind a miss's fetch (its socket full) stops
+     * being written to from the fetch: the fetch goes on at the backend's
+     * pace, for the cache and the requests streaming from it, and this
+     * client reads the rest back from the store as it can (dlv_fetch.c).
+     */
+    const struct busyobj *bo; /* a miss's, while its body is fetched; NULL for a pass */
+    struct cobj *oc;          /* once behind: the busy object it reads, referenced */
+    bool gunzip_store;        /* the client's body is the stored gzip body decoded */
+    uint64_t sent;            /* client body bytes given to the transport */
+    struct dlv_reader *lag;   /* fell behind: where it is in the store */
 };
 int dlv_fetch_begin(struct req *req, const struct busyobj *bo, const char *fwd,
                     struct dlv_fetch *df);

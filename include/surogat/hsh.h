@@ -219,6 +219,13 @@ int hsh_append(struct cobj *oc, const void *p, size_t len);
  */
 void hsh_stream_open(struct cobj *oc, uint64_t clen);
 /*
+ * The fetching request's own client becomes a streaming reader of the
+ * busy object oc (a reference and a reader, as HSH_STREAM gives), to read
+ * back what was stored once it fell behind the fetch; hsh_stream_leave()
+ * when done.  The object then keeps its bytes for it as for any reader.
+ */
+void hsh_stream_join(struct cobj *oc);
+/*
  * No new readers may attach to oc (they wait for the end of the fetch
  * instead).  Returns whether readers are streaming from it: then its
  * body must be kept (and appended to) until it completes.

@@ -124,6 +124,21 @@ hsh_stream_open(struct cobj *oc, uint64_t clen)
     hsh__wake(woken);
 }
 
+void
+hsh_stream_join(struct cobj *oc)
+{
+    struct shard *sh;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    hsh_ref(oc);
+    sh = shard_of(oc->oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    oc->nreaders++;
+    oc->oh->nstream++;
+    AZ(pthread_mutex_unlock(&sh->mtx));
+}
+
 bool
 hsh_stream_close(struct cobj *oc)
 {

@@ -19,6 +19,7 @@
 #include "surogat/dlv.h"
 #include "surogat/fetch.h"
 #include "surogat/gz.h"
+#include "surogat/hsh.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/req.h"
@@ -227,17 +228,123 @@ sink_piece(void *priv, const char *p, size_t len)
     return (0);
 }
 
+/* Stored bytes a client that fell behind reads back per write while it can take them. */
+#define DLV_CATCH_UP (64 * 1024)
+
+/*
+ * The client fell behind: send it what is stored while its socket takes
+ * it, never waiting for it -- the fetch must go on.  -1 when it failed.
+ */
+static int
+catch_up(struct dlv_fetch *df)
+{
+    struct req *req = df->req;
+    uint64_t avail;
+
+    while (req->tp->writable(req)) {
+        (void)hsh_stream_wait(df->oc, df->lag->pos, 0, &avail);
+        if (avail <= df->lag->pos || dlv__reader_done(df->lag))
+            return (0);
+        if (dlv__reader_send(df->lag, avail, DLV_CATCH_UP) != 0)
+            return (-1);
+    }
+    return (0);
+}
+
+/*
+ * Its socket is full: from now on the client reads from the store, as a
+ * streaming reader of the busy object, and the fetch no longer waits for
+ * it.  -1 when there is no room to keep its place: it is written to, and
+ * waited for, as before.
+ */
+static int
+fall_behind(struct dlv_fetch *df)
+{
+    struct req *req = df->req;
+    struct dlv_reader *r;
+
+    /* Only while the fetch stores the object whole: what it stores is what the client missed. */
+    if (df->bo->oc == NULL || !df->bo->stored || (r = ws_alloc(req->ws, sizeof *r)) == NULL)
+        return (-1);
+    df->oc = df->bo->oc;
+    hsh_stream_join(df->oc);
+    dlv__reader_init(r, req, df->oc, df->gunzip_store, df->range ? df->first : 0,
+                     df->range ? df->last : UINT64_MAX - 1, df->sent);
+    df->lag = r;
+    STAT_INC(fetch_client_behind);
+    return (0);
+}
+
 /* fetch_sink.flush: what was gathered, to the transport. */
 static int
 sink_flush(void *priv)
 {
     struct dlv_fetch *df = priv;
-    int n = df->niov;
+    uint64_t bytes = 0;
+    int n = df->niov, rv;
 
     df->niov = 0;
+    if (df->lag != NULL)
+        return (catch_up(df)); /* the store has the pieces */
     if (n == 0)
         return (0);
-    return (df->req->tp->body(df->req, df->iov, n));
+    if (df->bo != NULL && !df->req->tp->writable(df->req) && fall_behind(df) == 0)
+        return (catch_up(df));
+    for (int i = 0; i < n; i++)
+        bytes += df->iov[i].iov_len;
+    rv = df->req->tp->body(df->req, df->iov, n);
+    if (rv == 0)
+        df->sent += bytes;
+    return (rv);
+}
+
+/*
+ * The fetch ended (rv as for dlv_fetch_end()) and the client is behind:
+ * the rest from the store -- the object is published now, or kept for
+ * its readers -- with writes that may wait for the client, since nobody
+ * waits for it any more.
+ */
+static void
+lag_end(struct dlv_fetch *df, int rv)
+{
+    struct req *req = df->req;
+    struct dlv_reader *r = df->lag;
+    bool complete = false;
+    uint64_t avail;
+
+    if (rv == 0 && hsh_stream_wait(df->oc, r->pos, 0, &avail) == HSH_S_DONE)
+        complete = dlv__reader_send(r, avail, UINT64_MAX) == 0 &&
+                   (dlv__reader_done(r) || r->pos >= avail);
+    if (dlv__reader_finish(r, complete) == 0) {
+        (void)req->tp->end(req);
+    } else if (rv != -2 && !req->close) {
+        /* A body the store could not keep whole: only a cut tells the client it is short. */
+        STAT_INC(fetch_aborted);
+        (void)req->tp->abort(req);
+        req->abort = req->close = true;
+    }
+    hsh_stream_leave(&df->oc);
+}
+
+/*
+ * Whether the client's body is the stored body decoded: the store keeps
+ * gzip (checked from the backend, or compressed here) and this client
+ * does not take it.  Otherwise the client gets the stored bytes as they
+ * are (what the backend sent, or the filter's output that is stored).
+ */
+static bool
+client_decodes_store(const struct busyobj *bo)
+{
+    switch (bo->gz_want) {
+    case FGZ_CHECK:
+        return (bo->gz_client);
+    case FGZ_COMPRESS:
+        return (!bo->gz_client);
+    case FGZ_NONE:
+    case FGZ_GUNZIP:
+        return (false);
+    }
+    SRG_WRONG("fetch_gz");
 }
 
 int
@@ -265,6 +372,10 @@ dlv_fetch_begin(struct req *req, const struct busyobj *bo, const char *fwd, stru
     if (df->status == 304)
         STAT_INC(cache_304);
     df->sink = (struct fetch_sink){ sink_piece, sink_flush, df };
+    if (bo->miss && df->body) {
+        df->bo = bo;
+        df->gunzip_store = client_decodes_store(bo);
+    }
     if (req->tp->head(req, &d.head) != 0)
         return (-1);
     /* No body for this client (304, 416, HEAD): it has its whole answer now,
@@ -280,9 +391,14 @@ dlv_fetch_end(struct dlv_fetch *df, int rv)
 {
     struct req *req = df->req;
 
+    df->bo = NULL; /* the fetch is over */
     /* The client was answered in dlv_fetch_begin(); the fetch was the cache's. */
     if (!df->body)
         return;
+    if (df->lag != NULL) {
+        lag_end(df, rv);
+        return;
+    }
     if (rv == 0) {
         if (sink_flush(df) == 0)
             (void)req->tp->end(req);

@@ -44,20 +44,22 @@ cut(struct req *req)
     }
 }
 
-/* A gunzipping delivery: the decoder's output goes to the client as it comes. */
-struct gunzip {
-    struct req *req;
-    struct cobj *oc;
-    struct gz *z;
-};
-
-/* gz_out_f: one piece of gunzipped body to the client. */
+/* gz_out_f: one piece of gunzipped body to the client, past what it has already. */
 static int
 gunzip_out(void *priv, const char *p, size_t len)
 {
     struct gunzip *g = priv;
-    struct iovec iov = { (void *)(uintptr_t)p, len };
+    struct iovec iov;
 
+    if (g->skip > 0) {
+        size_t k = g->skip < len ? (size_t)g->skip : len;
+        g->skip -= k;
+        p += k;
+        len -= k;
+        if (len == 0)
+            return (0);
+    }
+    iov = (struct iovec){ (void *)(uintptr_t)p, len };
     return (g->req->tp->body(g->req, &iov, 1));
 }
 
@@ -114,6 +116,7 @@ gunzip_begin(struct gunzip *g, struct req *req, struct cobj *oc)
     g->req = req;
     g->oc = oc;
     g->z = gz_new(GZ_DECODE, 0);
+    g->skip = 0;
     STAT_INC(gunzip_delivered);
 }
 
@@ -190,69 +193,113 @@ dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     (void)tp->end(req);
 }
 
-/* A reader's place in a body that is still growing. */
-struct cursor {
-    const struct sto_seg *seg; /* NULL before the first segment */
-    uint64_t off;              /* body offset of seg's first byte */
-};
-
 /*
- * Send body bytes [from, to) of a busy object, all of them readable
- * (to <= the published length).  Segment lengths and links are read only
- * up to that length: the writer may be extending the last segment
- * meanwhile, but everything below the length was written before it was
- * published (release/acquire), and trimming, which could move a segment,
- * never happens while readers stream.
+ * Send body bytes [pos, to) of an object to the client, all of them
+ * readable (to <= the published length), and through the decoder with
+ * gunzip.  Segment lengths and links are read only up to that length: the
+ * writer may be extending the last segment meanwhile, but everything below
+ * the length was written before it was published (release/acquire), and
+ * trimming, which could move a segment, never happens while readers
+ * stream.
  */
 static int
-stream_out(struct req *req, const struct cobj *oc, struct cursor *c, uint64_t from, uint64_t to,
-           struct gunzip *g)
+reader_out(struct dlv_reader *r, uint64_t to)
 {
     struct iovec iov[DLV_IOV];
 
-    if (c->seg == NULL) {
-        c->seg = __atomic_load_n(&oc->body.first, __ATOMIC_RELAXED);
-        c->off = 0;
+    if (r->seg == NULL) {
+        r->seg = __atomic_load_n(&r->oc->body.first, __ATOMIC_RELAXED);
+        r->seg_off = 0;
     }
     /* In rounds of one write each. */
-    while (from < to) {
+    while (r->pos < to) {
         int n = 0;
 
-        while (from < to && n < DLV_IOV) {
-            size_t slen = __atomic_load_n(&c->seg->len, __ATOMIC_RELAXED);
+        while (r->pos < to && n < DLV_IOV) {
+            size_t slen = __atomic_load_n(&r->seg->len, __ATOMIC_RELAXED);
             uint64_t end;
 
-            if (from >= c->off + slen) {
-                c->off += slen;
-                c->seg = __atomic_load_n(&c->seg->next, __ATOMIC_RELAXED);
-                AN(c->seg);
+            if (r->pos >= r->seg_off + slen) {
+                r->seg_off += slen;
+                r->seg = __atomic_load_n(&r->seg->next, __ATOMIC_RELAXED);
+                AN(r->seg);
                 continue;
             }
-            end = to < c->off + slen ? to : c->off + slen;
-            iov[n].iov_base = (void *)(uintptr_t)(c->seg->data + (from - c->off));
-            iov[n++].iov_len = (size_t)(end - from);
-            from = end;
+            end = to < r->seg_off + slen ? to : r->seg_off + slen;
+            iov[n].iov_base = (void *)(uintptr_t)(r->seg->data + (r->pos - r->seg_off));
+            iov[n++].iov_len = (size_t)(end - r->pos);
+            r->pos = end;
         }
-        if (g != NULL) {
+        if (r->gunzip) {
             for (int i = 0; i < n; i++)
-                if (gunzip_feed(g, iov[i].iov_base, iov[i].iov_len, false) != 0)
+                if (gunzip_feed(&r->g, iov[i].iov_base, iov[i].iov_len, false) != 0)
                     return (-1);
             continue;
         }
-        if (req->tp->body(req, iov, n) != 0)
+        if (r->req->tp->body(r->req, iov, n) != 0)
             return (-1);
     }
     return (0);
 }
 
 void
+dlv__reader_init(struct dlv_reader *r, struct req *req, struct cobj *oc, bool gunzip,
+                 uint64_t first, uint64_t last, uint64_t sent)
+{
+    memset(r, 0, sizeof *r);
+    r->req = req;
+    r->oc = oc;
+    r->last = last;
+    r->gunzip = gunzip;
+    if (gunzip) {
+        /* Decoded bytes cannot be sought: decode from the start, drop what it has. */
+        gunzip_begin(&r->g, req, oc);
+        r->g.skip = sent;
+        r->pos = 0;
+    } else {
+        r->pos = first + sent;
+    }
+}
+
+int
+dlv__reader_send(struct dlv_reader *r, uint64_t avail, uint64_t max)
+{
+    uint64_t end = avail < r->last + 1 ? avail : r->last + 1;
+
+    if (r->pos >= end)
+        return (0);
+    if (end - r->pos > max)
+        end = r->pos + max;
+    return (reader_out(r, end));
+}
+
+bool
+dlv__reader_done(const struct dlv_reader *r)
+{
+    return (r->pos > r->last);
+}
+
+int
+dlv__reader_finish(struct dlv_reader *r, bool complete)
+{
+    int rv = complete ? 0 : -1;
+
+    if (r->gunzip) {
+        /* The decoder checks that the stream ended where the body did. */
+        if (complete && gunzip_feed(&r->g, NULL, 0, true) != 0)
+            rv = -1;
+        gz_free(&r->g.z);
+    }
+    return (rv);
+}
+
+void
 dlv_stream(struct req *req, struct cobj *oc, double tmo)
 {
     const struct tp_ops *tp = req->tp;
-    uint64_t len = oc->stream_clen, pos, avail, end;
-    struct cursor cur = { NULL, 0 };
+    uint64_t len = oc->stream_clen, avail;
+    struct dlv_reader r;
     enum hsh_stream st;
-    struct gunzip g;
     struct dlv_plan d;
     bool done = false;
 
@@ -271,10 +318,9 @@ dlv_stream(struct req *req, struct cobj *oc, double tmo)
         (void)tp->end(req);
         return;
     }
-    if (d.gunzip)
-        gunzip_begin(&g, req, oc);
-    for (pos = d.first; pos <= d.last;) {
-        st = hsh_stream_wait(oc, pos, tmo, &avail);
+    dlv__reader_init(&r, req, oc, d.gunzip, d.first, d.last, 0);
+    while (!dlv__reader_done(&r)) {
+        st = hsh_stream_wait(oc, r.pos, tmo, &avail);
         if (st == HSH_S_FAILED || st == HSH_S_TIMEOUT) {
             /* The head is out: only a cut connection tells the client the body is short. */
             STAT_INC(cache_stream_aborted);
@@ -282,26 +328,16 @@ dlv_stream(struct req *req, struct cobj *oc, double tmo)
             req->abort = req->close = true;
             break;
         }
-        end = avail < d.last + 1 ? avail : d.last + 1;
-        if (pos < end) {
-            if (stream_out(req, oc, &cur, pos, end, d.gunzip ? &g : NULL) != 0)
-                break;
-            pos = end;
-        }
-        if (st == HSH_S_DONE && pos >= avail) {
+        if (dlv__reader_send(&r, avail, UINT64_MAX) != 0)
+            break;
+        if (st == HSH_S_DONE && r.pos >= avail) {
             done = true;
             break;
         }
     }
-    if (pos > d.last)
+    if (dlv__reader_done(&r))
         done = true;
-    if (d.gunzip) {
-        /* The decoder checks that the stream ended where the body did. */
-        if (done && gunzip_feed(&g, NULL, 0, true) != 0)
-            done = false;
-        gz_free(&g.z);
-    }
-    if (done)
+    if (dlv__reader_finish(&r, done) == 0)
         (void)tp->end(req);
 }
 

@@ -47,4 +47,43 @@ int dlv__finish_head(struct req *req, struct dlv_plan *d);
 /* A refused plan: its synthetic answer, or the restart it asked for. */
 void dlv__refused(struct req *req, const struct dlv_plan *d);
 
+/* A gunzipping delivery: the decoder's output goes to the client as it comes. */
+struct gz;
+struct gunzip {
+    struct req *req;
+    struct cobj *oc;
+    struct gz *z;
+    uint64_t skip; /* decoded bytes the client has already: not sent again */
+};
+
+/*
+ * Reading an object's body back to a client from where the client is, as
+ * it is stored (dlv_obj.c): a request streaming a busy object it joined
+ * (dlv_stream), and the fetching request's own client once it fell
+ * behind its fetch (dlv_fetch.c).  The client's body is the stored bytes
+ * [first, last], or with gunzip the decoded stored body; `sent` of its
+ * bytes went out already.  dlv__reader_send() sends what is stored below
+ * avail, at most max stored bytes of it; dlv__reader_finish() ends the
+ * decoder (complete: the body is all stored and sent; its check of the
+ * gzip end may fail) and returns 0 when the client may be told the body
+ * ended.  The reader holds no reference: the caller keeps the object
+ * (and a streaming reader's place on it) meanwhile.
+ */
+struct sto_seg;
+struct dlv_reader {
+    struct req *req;
+    struct cobj *oc;
+    const struct sto_seg *seg; /* the cursor: NULL before the first segment */
+    uint64_t seg_off;          /* body offset of seg's first byte */
+    uint64_t pos;              /* the next stored byte to send */
+    uint64_t last;             /* the last stored byte the client wants */
+    bool gunzip;
+    struct gunzip g;
+};
+void dlv__reader_init(struct dlv_reader *r, struct req *req, struct cobj *oc, bool gunzip,
+                      uint64_t first, uint64_t last, uint64_t sent);
+int dlv__reader_send(struct dlv_reader *r, uint64_t avail, uint64_t max);
+bool dlv__reader_done(const struct dlv_reader *r);
+int dlv__reader_finish(struct dlv_reader *r, bool complete);
+
 #endif

@@ -462,7 +462,7 @@ served_next(struct wrk *wrk, struct req *req, struct sess **spp, size_t *carry)
         memmove(wrk->rx, wrk->rx + req->rx_pos, *carry);
         STAT_INC(sess_herd);
     }
-    (*spp)->t_idle = tim_mono();
+    (*spp)->t_idle = req->t_end; /* the request's log entry read the clock just now */
     return (true);
 }
 

@@ -152,7 +152,7 @@ req_check(struct req *req)
 
     realip_apply(req->sp, hp); /* the client behind trusted_proxies, before anyone reads it */
     if (req->sp != NULL) {
-        snprintf(req->client_ip, sizeof req->client_ip, "%s", req->sp->client_ip);
+        memcpy(req->client_ip, req->sp->client_ip, sizeof req->client_ip); /* both NUL-terminated arrays */
         req->client_tls = sess_is_tls(req->sp);
     }
     /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */

@@ -97,6 +97,8 @@ STAT(cache_hitmiss, COUNTER, "Lookups that found a hit-for-miss marker (uncachea
 STAT(cache_coalesced, COUNTER, "Requests that waited for another request's fetch.")
 STAT(coalesce_timeout, COUNTER, "Waits for another fetch that gave up after coalesce_timeout.")
 STAT(coalesce_overflow, COUNTER, "Requests not coalesced because coalesce_max_waiters waited.")
+STAT(fetch_client_behind, COUNTER, "Misses whose client fell behind the fetch (its socket full): "
+     "the fetch went on at the backend's pace and the client read the rest from the store.")
 STAT(coalesce_parked, GAUGE, "Requests parked on a busy object's waiting list, holding no "
      "worker thread.")
 STAT(coalesce_rushed, COUNTER, "Parked requests woken to look their object up again "

@@ -38,6 +38,7 @@ static struct {
     size_t blen;
     unsigned heads, ends, aborts;
     bool fail_writes; /* a client that is gone */
+    bool full;        /* a client that reads slowly */
 } seen;
 
 static int
@@ -99,8 +100,17 @@ mem_abort(struct req *req)
     return (seen.blen > 0);
 }
 
+/* A client whose socket is full: a miss with nothing stored must still wait for it. */
+static bool
+mem_writable(struct req *req)
+{
+    (void)req;
+    return (!seen.full);
+}
+
 static const struct tp_ops mem_ops = {
     .name = "memory",
+    .writable = mem_writable,
     .head = mem_head,
     .body = mem_body,
     .file = mem_file,
@@ -257,6 +267,14 @@ START_TEST(fetch_head_from_the_backend)
     ck_assert_int_eq(dlv_fetch_begin(&req, &bo, NULL, &df), 0);
     ck_assert_uint_eq(seen.len, TP_LEN_UNKNOWN);
     ck_assert_ptr_nonnull(strstr(seen.fields, "Cache-Status: surogat; fwd=bypass\r\n"));
+    /* A slow client of a miss that stores nothing is written to all the same. */
+    setup();
+    seen.full = true;
+    mkbo(&bo, true, 200, 10);
+    ck_assert_int_eq(dlv_fetch_begin(&req, &bo, "miss", &df), 0);
+    feed(&df, "0123456789", 10, 4);
+    ck_assert_uint_eq(seen.blen, 10);
+    ck_assert_uint_eq(seen.ends, 1);
 }
 END_TEST
 
