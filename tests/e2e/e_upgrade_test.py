@@ -25,7 +25,7 @@ import websocket  # websocket-client (python3-websocket)
 import websockets  # python3-websockets
 
 import httpc
-from b_backend_tls_test import backend as tls_backend
+from b_backend_tls_test import TlsOrigin, backend as tls_backend
 from conftest import free_port, wait_until
 from l_log_test import LogTail
 from t_tls_test import CURL, Pki
@@ -203,16 +203,34 @@ UPGRADE_THEN_NEXT = (b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\
                      b"GET /second HTTP/1.1\r\nHost: a.test\r\n\r\n")
 
 
+@pytest.fixture
+def tls_origin(pki):
+    made = []
+
+    def make():
+        made.append(TlsOrigin(pki.a[0], pki.a[1]))
+        return made[-1]
+
+    yield make
+    for o in made:
+        o.stop()
+
+
+@pytest.mark.parametrize("back", ["plain", "tls"])
 @pytest.mark.parametrize("rule", ["none", "pipe"])
-def test_refused_upgrade_stays_http(origin, surogat, tmp_path, rule):
+def test_refused_upgrade_stays_http(pki, origin, tls_origin, surogat, tmp_path, rule, back):
     """A backend answers 200 to an Upgrade: no tunnel.  The request pipelined
     after it on the same connection is a request of its own, which the policy
     sees and marks, and which the backend gets as one -- with the pipe rule
-    too."""
+    too, and to a TLS backend alike."""
+    decl = ""
+    if back == "tls":
+        origin = tls_origin()
+        decl = tls_backend(origin.port, ca_file=pki.ca, sni="a.test")
     origin.route("/ws", body=b"no switch here")
     origin.route("/second", body=b"second")
     pipe = 'if req.http.upgrade then return "pipe" end' if rule == "pipe" else ""
-    sg = surogat(args=policy(tmp_path, MARKING % pipe))
+    sg = surogat(args=policy(tmp_path, decl + textwrap.dedent(MARKING % pipe)))
     with sg.conn() as c:
         c.send(UPGRADE_THEN_NEXT)
         first = c.read_final()
@@ -229,9 +247,12 @@ def test_refused_upgrade_stays_http(origin, surogat, tmp_path, rule):
     st = sg.stats()
     assert st["tunnel_refused"] == 1 and st["tunnel_opened"] == 0
     assert st["policy_pipe"] == (1 if rule == "pipe" else 0)
+    assert back == "plain" or origin.handshakes == 2  # the refused one's connection, closed
 
 
-def test_refused_upgrade_backend_that_switches_anyway(origin, surogat, tmp_path):
+@pytest.mark.parametrize("back", ["plain", "tls"])
+def test_refused_upgrade_backend_that_switches_anyway(pki, origin, tls_origin, surogat, tmp_path,
+                                                      back):
     """A backend that says 200 and then speaks another protocol on the same
     connection gets nothing more of the client: the connection it was asked
     to switch is not reused, and the client's next request goes on another."""
@@ -239,15 +260,20 @@ def test_refused_upgrade_backend_that_switches_anyway(origin, surogat, tmp_path)
         s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno")
         return True  # keep the connection: a later request would find its bytes
 
+    decl = ""
+    if back == "tls":
+        origin = tls_origin()
+        decl = tls_backend(origin.port, ca_file=pki.ca, sni="a.test")
     origin.route("/ws", script=liar)
     origin.route("/second", body=b"second")
-    sg = surogat(args=policy(tmp_path, MARKING % ""))
+    sg = surogat(args=policy(tmp_path, decl + textwrap.dedent(MARKING % "")))
     with sg.conn() as c:
         c.send(UPGRADE_THEN_NEXT)
         assert c.read_final().body == b"no"
         assert c.read_final().body == b"second"
     assert origin.last("/second").conn_id != origin.last("/ws").conn_id
     assert sg.stat("backend_reuse") == 0
+    assert back == "plain" or origin.handshakes == 2
 
 
 def test_pipe_rule_tunnels_after_101(wsecho, surogat, tmp_path):
