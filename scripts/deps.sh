@@ -8,7 +8,7 @@ libevent-dev libssl-dev libpcre2-dev libjemalloc-dev liblua5.4-dev zlib1g-dev ch
 libbrotli-dev libzstd-dev python3-brotli python3-zstandard
 libsystemd-dev debhelper dpkg-dev fakeroot lintian
 python3 python3-pytest python3-prometheus-client python3-websockets python3-websocket chromium curl openssl apache2 varnish hitch nginx
-php-fpm
+php-fpm libapache2-mod-php
 wrk media-types logrotate man-db groff-base systemd"
 
 missing=""

@@ -34,6 +34,7 @@ struct be;
 struct cobj;
 struct dir;
 struct gz;
+struct fetch_esi;
 struct fetch_te;
 struct req;
 struct ws;
@@ -171,6 +172,8 @@ struct busyobj {
     int pol_gzip;               /* beresp.do_gzip: -1 not set, 0 never compress, 1 compress */
     int pol_gunzip;             /* beresp.do_gunzip: 1 decode a gzip body */
     bool hold;                  /* beresp.do_stream = false: deliver once stored, not while */
+    int pol_esi;                /* beresp.do_esi: -1 not set (Surrogate-Control decides), 0, 1 */
+    struct fetch_esi *esi;      /* the body is parsed for ESI (fetch_esi.c): delivered complete */
     bool stored;                /* the response is being stored (bo->oc kept) */
     struct fetch_te *te;        /* the transfer codings to undo (fetch_te.c), or NULL */
     enum bcp_refuse why;        /* why the response was refused */

@@ -253,6 +253,30 @@ void hsh_unbusy(struct cobj **ocp);
  */
 void hsh_abandon(struct cobj **ocp, double hfm_ttl);
 void hsh_deref(struct cobj **ocp);
+/*
+ * Object attributes, as Varnish's: what a fetch learns of a body only at
+ * its end, kept with the object (a persistent store brings them back
+ * after a restart).  Opaque bytes to the index.
+ */
+enum hsh_oa {
+    HSH_OA_ESI,    /* the ESI program (esi.h) */
+    HSH_OA_GZBITS, /* a gzip body's struct gz_bits: it can be spliced into a stitched page */
+    HSH_OA__N
+};
+/*
+ * Set the attributes of a busy object whose body is complete, all at
+ * once, before hsh_unbusy(); an empty txt: none of that kind.  0, or -1
+ * when no room could be made (the object must then be abandoned: it
+ * would be incomplete without them).
+ */
+int hsh_oa_set(struct cobj *oc, const struct txt *oa); /* oa: HSH_OA__N of them */
+/* Give the busy object dst the attributes of src (a renewed copy of it).  As hsh_oa_set(). */
+int hsh_oa_copy(struct cobj *dst, const struct cobj *src);
+/*
+ * An attribute of an object whose body is complete: false when it has
+ * none of that kind.  *v is valid as long as the caller's reference.
+ */
+bool hsh_oa_get(const struct cobj *oc, enum hsh_oa a, struct txt *v);
 /* The first field `name` of a published object's stored head (read-only, no lock needed). */
 bool hsh_head_field(const struct cobj *oc, const char *name, struct txt *val);
 unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */

@@ -162,10 +162,11 @@ struct pol_beresp {
     double grace;        /* stale-while-revalidate */
     double stale_if_error;
     double keep;         /* kept for conditional refetches past that; negative: default_keep */
-    /* do_gzip, do_gunzip, do_stream: -1 the script left them, else 0/1 */
+    /* do_gzip, do_gunzip, do_stream, do_esi: -1 the script left them, else 0/1 */
     int do_gzip;         /* compress an identity body whatever its type and size, or never */
     int do_gunzip;       /* store and send a gzip body decoded */
     int do_stream;       /* 0: the client gets a stored object only once it is complete */
+    int do_esi;          /* ESI processing of a stored 200 (-1: Surrogate-Control decides) */
     bool uncacheable;    /* in: not storable; out: do not store */
     bool changed;        /* out: the policy set one of the above */
     bool uncacheable_set; /* the policy set uncacheable: setting ttl no longer changes it */

@@ -626,6 +626,9 @@ recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
     memcpy(&attr, m->attr, sizeof attr); /* the store promises no alignment */
     if (a->version != HSH_ATTR_VERSION)
         return (-1);
+    /* Without its attributes (an ESI program) an object would be delivered wrong: it goes. */
+    if (m->tail_len > 0 && !hsh__oa_sound(m->tail, m->tail_len))
+        return (-1);
     OBJ_NEW(oc, COBJ_MAGIC);
     oc->fresh = a->fresh;
     oc->status = a->status;

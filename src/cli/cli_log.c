@@ -153,6 +153,10 @@ line_text(struct sb *sb, const struct rlog_rec *r)
         cat_text(sb, r->host);
     else
         sb_cat(sb, "-");
+    if (r->esi_level > 0)
+        sb_printf(sb, " esi_level=%u", r->esi_level);
+    if (r->esi > 0)
+        sb_printf(sb, " esi=%u", r->esi);
 }
 
 static void
@@ -188,6 +192,7 @@ line_json(struct sb *sb, const struct rlog_rec *r)
     sb_printf(sb, ",\"restarts\":%u,\"retries\":%u,\"ttfb\":%.6f,\"total\":%.6f,\"hooks\":",
               r->restarts, r->retries, (double)r->ttfb, (double)r->total);
     rlog_hooks_json(sb, r->hooks);
+    sb_printf(sb, ",\"esi_level\":%u,\"esi\":%u", r->esi_level, r->esi);
     sb_cat(sb, "}");
 }
 

@@ -292,3 +292,15 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now, 
     }
     return (dlv__finish_head(req, d));
 }
+
+struct http *
+dlv__head_parse(struct req *req, const char *head, size_t len, unsigned room)
+{
+    return (parse_head(req, head, len, room));
+}
+
+void
+dlv__cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
+{
+    cache_fields(sb, oc, now, fwd);
+}

@@ -37,7 +37,7 @@ fetch_init(struct busyobj *bo)
 {
     memset(bo, 0, sizeof *bo);
     bo->magic = BUSYOBJ_MAGIC;
-    bo->pol_gzip = bo->pol_gunzip = -1;
+    bo->pol_gzip = bo->pol_gunzip = bo->pol_esi = -1;
 }
 
 unsigned
@@ -416,7 +416,8 @@ static enum fetch_result
 policy_pass(struct busyobj *bo)
 {
     struct pol_beresp br = { .bereq = bo->bereq, .resp = bo->beresp, .uncacheable = true,
-                             .keep = -1, .do_gzip = -1, .do_gunzip = -1, .do_stream = -1 };
+                             .keep = -1, .do_gzip = -1, .do_gunzip = -1, .do_stream = -1,
+                             .do_esi = -1 };
     enum pol_act act = pol_backend_response(bo->req, &br);
 
     bo->pol_gzip = br.do_gzip;
@@ -497,6 +498,7 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
     if ((rv = fetch__decide_store(bo)) != 0)
         return (rv == -2 ? FETCH_RETRY : FETCH_E_POLICY);
     fetch__gz_begin(bo);
+    fetch__oa_begin(bo);
     bo->stored = bo->oc != NULL;
     /*
      * With a filter the stored length is not the backend's (compressed),
@@ -504,7 +506,7 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
      * end): waiters stream chunked and learn the end from the fetch, so a
      * body that fails its check is cut, never complete by its length.
      */
-    if (bo->oc != NULL)
+    if (bo->oc != NULL && bo->esi == NULL) /* an ESI page is delivered complete */
         hsh_stream_open(bo->oc, bo->gz != NULL                 ? UINT64_MAX
                                 : bo->rbody == H1_BODY_LENGTH ? bo->rclen
                                 : bo->rbody == H1_BODY_NONE   ? 0
@@ -517,6 +519,7 @@ fetch_done(struct busyobj *bo)
 {
     OBJ_CHECK(bo, BUSYOBJ_MAGIC);
     fetch__gz_free(bo);
+    fetch__oa_free(bo);
     fetch__te_free(&bo->te);
     if (bo->oc != NULL)
         hsh_abandon(&bo->oc, 0); /* not published: waiters fetch again */

@@ -82,6 +82,10 @@ body_bytes(struct out *o, const char *p, size_t len)
 
     if (len == 0)
         return (0);
+    if (bo->esi != NULL) {
+        bo->body_off += len;
+        return (fetch__esi_body(bo, p, len)); /* stored only: nobody streams an ESI page */
+    }
     if (bo->gz != NULL) {
         /* The filter stores what is stored and gives the client its output. */
         int rv = fetch__gz_body(bo, p, len, false, gz_client_out, o);
@@ -229,6 +233,8 @@ read_body(struct busyobj *bo, struct out *o)
     if (bo->te != NULL && (rv = fetch__te_end(bo->te, te_out, o)) != 0)
         return (body_failed(bo, rv));
     if (bo->gz != NULL && (rv = fetch__gz_end(bo, gz_client_out, o)) != 0)
+        return (body_failed(bo, rv));
+    if ((rv = fetch__oa_end(bo)) != 0)
         return (body_failed(bo, rv));
     fetch__store_done(bo);
 end:

@@ -157,6 +157,7 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
         .do_gzip = -1,
         .do_gunzip = -1,
         .do_stream = -1,
+        .do_esi = -1,
         .uncacheable = *st != FRESH_STORE,
     };
 
@@ -166,6 +167,7 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
     bo->pol_gzip = br.do_gzip;
     bo->pol_gunzip = br.do_gunzip;
     bo->hold = br.do_stream == 0;
+    bo->pol_esi = br.do_esi;
     switch (act) {
     case POL_DELIVER:
         break;
@@ -436,6 +438,13 @@ fetch__revalidated(struct busyobj *bo)
             bo->renewed = old;
             return (0);
         }
+    }
+    /* The same body: the same attributes (an ESI program, gzip bits). */
+    if (hsh_oa_copy(oc, old) != 0) {
+        hsh_abandon(&bo->oc, 0);
+        hsh_ref(old);
+        bo->renewed = old;
+        return (0);
     }
     oc->body_complete = true;
     STAT_INC(cache_revalidated);

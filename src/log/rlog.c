@@ -249,6 +249,8 @@ rlog_req(struct rlog_ring *r, const struct req *req)
     rec->restarts = (uint16_t)SRG_MIN(req->restarts, 0xffffu);
     rec->retries = (uint16_t)SRG_MIN(req->retries, 0xffffu);
     rec->proto = hp->method.len > 0 ? (uint8_t)hp->proto : 0;
+    rec->esi_level = (uint8_t)SRG_MIN(req->esi_level, 0xffu);
+    rec->esi = req->esi_log != NULL ? (uint16_t)SRG_MIN(req->esi_log->total, 0xffffu) : 0;
     copy_str(rec->client, sizeof rec->client, req->sp->client_ip, strlen(req->sp->client_ip));
     copy_str(rec->port, sizeof rec->port, req->sp->client_port, strlen(req->sp->client_port));
     copy_str(rec->method, sizeof rec->method, hp->method.b, hp->method.len);

@@ -139,6 +139,10 @@ state_close(struct pol_wrk *pw)
     }
     pw->ctx_id = 0;
     pw->ctx_ref = LUA_NOREF;
+    for (unsigned i = 0; i < POL_CTX_KEEP; i++) {
+        pw->ctx_keep_ref[i] = LUA_NOREF; /* references of the state closed */
+        pw->ctx_keep_id[i] = 0;
+    }
     pw->env_ref = LUA_NOREF;
     pw->env_dirty = pw->loading = false;
     pol__prog_unref(&pw->prog);
@@ -696,6 +700,8 @@ pol__state(struct wrk *wrk, bool in_request)
         OBJ_NEW(pw, POL_WRK_MAGIC);
         AN(pw);
         pw->ctx_ref = LUA_NOREF;
+        for (unsigned i = 0; i < POL_CTX_KEEP; i++)
+            pw->ctx_keep_ref[i] = LUA_NOREF;
         wrk->pol = pw;
     }
     AZ(pthread_mutex_lock(&mtx));

@@ -201,6 +201,34 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
 }
 
 /*
+ * req.ctx for request id: its own table if its hooks ran here before (kept
+ * by id, so nothing of another request's reaches it), else none yet; the
+ * current one is kept in its place, the oldest kept let go.
+ */
+static void
+ctx_switch(struct pol_wrk *pw, uint64_t id)
+{
+    int ref = LUA_NOREF;
+
+    for (unsigned i = 0; i < POL_CTX_KEEP; i++) {
+        if (pw->ctx_keep_id[i] == id && pw->ctx_keep_ref[i] != LUA_NOREF) {
+            ref = pw->ctx_keep_ref[i];
+            pw->ctx_keep_ref[i] = LUA_NOREF;
+            pw->ctx_keep_id[i] = 0;
+            break;
+        }
+    }
+    if (pw->ctx_ref != LUA_NOREF) {
+        unsigned k = pw->ctx_keep_next++ % POL_CTX_KEEP;
+        luaL_unref(pw->L, LUA_REGISTRYINDEX, pw->ctx_keep_ref[k]);
+        pw->ctx_keep_ref[k] = pw->ctx_ref;
+        pw->ctx_keep_id[k] = pw->ctx_id;
+    }
+    pw->ctx_ref = ref;
+    pw->ctx_id = id;
+}
+
+/*
  * Push the request as kind over hp (req->http, or the backend request),
  * and make sure req.ctx is this request's.
  */
@@ -213,9 +241,7 @@ push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct htt
         req->pol_id = __atomic_add_fetch(&next_ctx_id, 1, __ATOMIC_RELAXED);
     if (pw->ctx_id != req->pol_id) {
         /* Another request: nothing of the last one's may reach this one. */
-        luaL_unref(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-        pw->ctx_ref = LUA_NOREF;
-        pw->ctx_id = req->pol_id;
+        ctx_switch(pw, req->pol_id);
         pol__env_reset(pw);
         /* It waited without its worker: what its hooks kept comes back. */
         if (req->pol_carry != NULL)

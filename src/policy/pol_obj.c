@@ -463,11 +463,17 @@ push_req_fact(lua_State *L, const struct msg *m, const char *k)
         lua_pushboolean(L, req->hash_always_miss);
     else if (m->kind == POL_O_REQ && strcmp(k, "hash_ignore_busy") == 0)
         lua_pushboolean(L, req->hash_ignore_busy);
+    else if (m->kind == POL_O_REQ && strcmp(k, "esi_level") == 0)
+        lua_pushinteger(L, req->esi_level);
+    else if (m->kind == POL_O_REQ && strcmp(k, "is_esi_subreq") == 0)
+        lua_pushboolean(L, req->esi_level > 0);
+    else if (m->kind == POL_O_REQ && strcmp(k, "esi_allow_host") == 0)
+        lua_pushboolean(L, !req->esi_foreign || req->esi_allow_host);
     else
         lua_pushnil(L);
 }
 
-/* beresp.do_gzip, do_gunzip, do_stream: the field, or NULL for another name. */
+/* beresp.do_gzip, do_gunzip, do_stream, do_esi: the field, or NULL for another name. */
 static int *
 do_flag(struct pol_beresp *br, const char *k)
 {
@@ -477,6 +483,8 @@ do_flag(struct pol_beresp *br, const char *k)
         return (&br->do_gunzip);
     if (strcmp(k, "do_stream") == 0)
         return (&br->do_stream);
+    if (strcmp(k, "do_esi") == 0)
+        return (&br->do_esi);
     return (NULL);
 }
 
@@ -544,7 +552,7 @@ l_msg_index(lua_State *L)
     } else if (m->ex.br != NULL && strcmp(k, "keep") == 0) {
         lua_pushnumber(L, m->ex.br->keep);
     } else if (m->ex.br != NULL && do_flag(m->ex.br, k) != NULL) {
-        /* Left alone: do_stream is on, the gzip ones off (the parameters decide). */
+        /* Left alone: do_stream is on, the others off (parameters, Surrogate-Control decide). */
         int v = *do_flag(m->ex.br, k);
         lua_pushboolean(L, v == 1 || (v < 0 && strcmp(k, "do_stream") == 0));
     } else if (m->ex.body != NULL && strcmp(k, "body") == 0) {
@@ -644,6 +652,9 @@ l_msg_newindex(lua_State *L)
             req->hash_always_miss = lua_toboolean(L, 3);
         else
             req->hash_ignore_busy = lua_toboolean(L, 3);
+    } else if (m->kind == POL_O_REQ && strcmp(k, "esi_allow_host") == 0) {
+        luaL_checktype(L, 3, LUA_TBOOLEAN);
+        pol__wrk(L)->req->esi_allow_host = lua_toboolean(L, 3);
     } else {
         return (luaL_error(L, "%s.%s cannot be set", kind_name[m->kind], k));
     }

@@ -65,6 +65,15 @@ struct pol_wrk {
     /* req.ctx: the table of request ctx_id, a registry reference */
     uint64_t ctx_id;
     int ctx_ref;
+    /*
+     * The tables of the last requests whose hooks ran here before, kept by
+     * id: an ESI page's includes run their hooks on the page's worker
+     * before the page's own log hook, which must find its req.ctx.
+     */
+#define POL_CTX_KEEP 4
+    uint64_t ctx_keep_id[POL_CTX_KEEP];
+    int ctx_keep_ref[POL_CTX_KEEP];
+    unsigned ctx_keep_next;
     /* during a hook call */
     struct req *req;
     enum pol_hook hook;

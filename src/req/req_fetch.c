@@ -230,7 +230,8 @@ deliver(struct req *req, struct busyobj *bo)
         fetch_done(bo);
         return;
     }
-    if (bo->hold && bo->oc != NULL) {
+    /* An ESI page is assembled from the complete object, with its program. */
+    if ((bo->hold || bo->esi != NULL) && bo->oc != NULL) {
         held_miss(req, bo);
         return;
     }

@@ -145,6 +145,18 @@ void req__tunnel(struct req *req, struct bcp_conn *conn, const struct tp_tunnel 
 void req__hints_send(struct req *req);
 /* fetch_interim_f for a fetch with a client behind it: the backend's 103s to it. */
 int req__interim(void *priv, unsigned status, const struct txt *fields);
+/*
+ * Run an ESI include's steps from req->st->step on until the request is
+ * done (REQ_S_DONE), or until the next step is one of `stop` (a mask of
+ * 1u << REQ_S_*, 0 for none): that step is returned, not run.  An
+ * include runs its lookup this way on the page's worker and the rest,
+ * unless a hit, on a task of its own (req_esi.c).  REQ_S_PARK: its lookup
+ * put it on a waiting list, with req__esi_waiter()'s waiter, whose
+ * wake-up may come at once; the lookup runs again next.
+ */
+enum req_step req__run(struct req *req, unsigned stop);
+/* req_esi.c: an include's waiter (req__waiter()); its wake-up goes to its page's side. */
+struct hsh_waiter *req__esi_waiter(struct req *req);
 
 /* req_key.c: whether the request's method is exactly m (methods are case-sensitive). */
 bool req__is_method(const struct req *req, const char *m);

@@ -35,6 +35,7 @@
 #include "surogat/req.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/tp.h"
 #include "surogat/ws.h"
 
 #include "req_priv.h"
@@ -486,19 +487,30 @@ restart(struct req *req)
 }
 
 /*
- * Run the steps from req->st->step to the end, or to a waiting list: then
- * the request is parked (REQ_RUN_PARKED: its worker is free, and another
- * may be running it already), or it waited on its worker and goes on.
+ * Run the steps from req->st->step to the end, to a waiting list, or --
+ * for an ESI include (req__run()) -- to a step in `stop`.  On a waiting
+ * list the request is parked (REQ_RUN_PARKED: its worker is free, and
+ * another may be running it already), or it waited on its worker and
+ * goes on; an include is left to req_esi.c, which lets go of it.
  */
 static enum req_run
-run_steps(struct req *req)
+run_steps(struct req *req, unsigned stop)
 {
+    /* A deliver hook run outside the steps (an ESI include's hit) said "restart". */
+    if (req->restart) {
+        req->restart = false;
+        req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
+    }
     while (req->st->step != REQ_S_DONE) {
+        if (stop & (1u << req->st->step))
+            break;
         req->restart = false;
         req->st->step = steps[req->st->step].run(req);
         if (req->st->step == REQ_S_PARK) {
             /* Woken, it looks up again. */
             req->st->step = REQ_S_LOOKUP;
+            if (req->esi_up != NULL)
+                return (REQ_RUN_PARKED); /* an include: req_esi.c lets go of it */
             if (req__park(req))
                 return (REQ_RUN_PARKED);
             continue;
@@ -508,6 +520,16 @@ run_steps(struct req *req)
             req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
     }
     return (REQ_RUN_DONE);
+}
+
+enum req_step
+req__run(struct req *req, unsigned stop)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    SRG_ASSERT(req->esi_up != NULL);
+    if (run_steps(req, stop) == REQ_RUN_PARKED)
+        return (REQ_S_PARK);
+    return (req->st->step);
 }
 
 enum req_run
@@ -523,7 +545,7 @@ req_dispatch(struct req *req)
     }
     memset(req->st, 0, sizeof *req->st);
     req->st->step = REQ_S_RECV;
-    return (run_steps(req));
+    return (run_steps(req, 0));
 }
 
 enum req_run
@@ -531,5 +553,5 @@ req__dispatch_resume(struct req *req)
 {
     OBJ_CHECK(req, REQ_MAGIC);
     SRG_ASSERT(req->st->step == REQ_S_LOOKUP);
-    return (run_steps(req));
+    return (run_steps(req, 0));
 }

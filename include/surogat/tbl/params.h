@@ -33,13 +33,18 @@ PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
       "refresh is skipped (cache_bgfetch_skipped) and a later request tries again.")
 PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
       "Backlog of each listen socket: connections the kernel queues before accept().")
-PARAM(feature, FEATURE, "+https_scheme,+wait_silo,+validate_headers,+busy_stats_rate", NULL, NULL,
+PARAM(feature, FEATURE,
+      "+https_scheme,+esi_ignore_other_elements,+esi_include_onerror,+wait_silo,"
+      "+validate_headers,+busy_stats_rate",
+      NULL, NULL,
       PAR_LIVE,
       "Varnish's feature flags, so that command lines and scripts written for varnishd work: "
       "+NAME or -NAME separated by commas, after an optional \"default\" or \"none\". "
-      "Each of Varnish's behaviours is fixed in surogat, on or off (surogat.conf(5) lists "
+      "Most of Varnish's behaviours are fixed in surogat, on or off (surogat.conf(5) lists "
       "them); a value asking for the other state is refused with the reason, as is a name "
-      "Varnish does not have. Setting it changes nothing.")
+      "Varnish does not have. The ESI ones esi_ignore_https, esi_disable_xml_check, "
+      "esi_remove_bom and esi_include_onerror are choices, read when a page is stored or "
+      "assembled.")
 PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
       "How long an idle keep-alive client connection is kept open between requests, and the "
       "longest pause within a request body.")
@@ -358,6 +363,18 @@ PARAM(gunzip_max_size, BYTES, "1g", "0", NULL, PAR_LIVE,
       "decompression bomb, refused or removed as under gunzip_max_ratio. It also bounds the "
       "check of a backend's gzip body for the cache, so a larger legitimate one is refused: "
       "raise it for such a backend.")
+PARAM(esi_max_parallel, UINT, "10", "1", "1000", PAR_LIVE,
+      "Includes of one ESI page in flight at once: looked up before their turn, and those not "
+      "in the cache fetched on worker tasks of their own while the page is sent, so that "
+      "their fetches overlap. The page is still sent in document order.")
+PARAM(esi_max_depth, UINT, "5", "0", "100", PAR_LIVE,
+      "Most levels of ESI includes: a page's includes are level 1, theirs level 2 ... An "
+      "include past it fails (esi_depth_limit), as an include of a page that includes it "
+      "does (esi_cycles): it is left out with onerror=\"continue\", else the page is cut.")
+PARAM(esi_fragment_buffer, BYTES, "1m", "16k", NULL, PAR_LIVE,
+      "Most bytes of an include fetched ahead of its turn that are held in memory; its fetch "
+      "then waits for the page to reach it. Bounds the memory of a page whose includes are "
+      "large and slow to reach.")
 PARAM(gzip_pass, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also compress responses that are not stored (passes, uncacheable misses) on the fly "
       "for clients that accept gzip, with the same rules as stored ones. This costs CPU on "

@@ -238,6 +238,33 @@ STAT(gunzip_bombs, COUNTER, "gzip bodies that decoded past gunzip_max_ratio or "
      "gunzipping for a client (the delivery cut and the object removed).")
 STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
 STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
+STAT(esi_parsed, COUNTER, "Pages stored with an ESI program: ESI was asked for (beresp.do_esi, "
+     "Surrogate-Control) and found while they were stored.")
+STAT(esi_errors, COUNTER, "ESI errors found in pages while they were stored (a broken ESI tag "
+     "is dropped; a few per page are logged).")
+STAT(esi_warnings, COUNTER, "ESI warnings found in pages while they were stored.")
+STAT(esi_deliveries, COUNTER, "ESI pages assembled for a client or for an include.")
+STAT(esi_gzip, COUNTER, "ESI pages sent gzip, stitched from stored segments and fragments "
+     "without recompressing.")
+STAT(esi_spliced, COUNTER, "Cached includes stored gzip spliced whole into a gzip page, "
+     "neither decoded nor compressed (their gzip bits kept with them).")
+STAT(esi_includes, COUNTER, "Includes processed (every level).")
+STAT(esi_include_hit, COUNTER, "Includes answered from the cache, on the page's worker.")
+STAT(esi_include_miss, COUNTER, "Includes fetched for the cache.")
+STAT(esi_include_pass, COUNTER, "Includes passed to the backend (not cacheable, or the policy).")
+STAT(esi_include_other, COUNTER, "Includes answered otherwise: joining a fetch in progress, "
+     "stale in grace, synthetic, static files.")
+STAT(esi_parallel, COUNTER, "Includes run on a worker task of their own while the page was "
+     "being sent (the fetches that overlap).")
+STAT(esi_stolen, COUNTER, "Include tasks the page's own worker ran when their turn came before "
+     "a worker had picked them up.")
+STAT(esi_include_failed, COUNTER, "Includes that failed: a status other than 200 or 204, a "
+     "failed fetch, past esi_max_depth, a cycle.")
+STAT(esi_aborted, COUNTER, "ESI deliveries cut (or answered 503 when nothing was sent yet) "
+     "because an include failed without onerror=\"continue\".")
+STAT(esi_depth_limit, COUNTER, "Includes refused past esi_max_depth.")
+STAT(esi_cycles, COUNTER, "Includes refused because they would include a page that includes "
+     "them (a cycle).")
 STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
 STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
 STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "

@@ -10,16 +10,13 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "surogat/ban.h"
+#include "cache_fixture.h"
 #include "surogat/cc.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
-#include "surogat/sb.h"
 #include "surogat/stat.h"
-#include "surogat/sto.h"
 #include "surogat/tim.h"
-#include "surogat/xkey.h"
 
 static struct http req;
 static struct cc qcc;
@@ -27,29 +24,9 @@ static struct cc qcc;
 static void
 setup(void)
 {
-    char ebuf[128];
-    struct sb err;
-
-    par_init();
-    ck_assert_int_eq(stat_init(), 0); /* counts for this thread too */
-    ck_assert_int_eq(hsh_init(), 0);
-    ck_assert_int_eq(xkey_init(), 0);
-    ck_assert_int_eq(ban_init(), 0);
-    sb_init(&err, ebuf, sizeof ebuf);
-    ck_assert_int_eq(sto_init("malloc,16m", &err), 0);
+    cache_setup(); /* stat_init(): counts for this thread too */
     http_init(&req, NULL, 0);
     cc_parse_request(&req, &qcc);
-}
-
-static void
-teardown(void)
-{
-    hsh_fini();
-    ban_fini();
-    xkey_fini();
-    sto_fini();
-    stat_fini();
-    par_fini();
 }
 
 static enum hsh_result
@@ -66,17 +43,7 @@ lookup(const char *key, struct cobj **ocp)
 static struct cobj *
 busy(const char *key)
 {
-    static const char head[] = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n\r\n";
-    struct cobj *oc;
-
-    ck_assert_int_eq(lookup(key, &oc), HSH_MISS);
-    oc->head = strdup(head);
-    oc->head_len = sizeof head - 1;
-    oc->status = 200;
-    oc->fresh.t_origin = tim_real();
-    oc->fresh.ttl = 60;
-    ck_assert_int_eq(hsh_store_begin(oc), 0);
-    return (oc);
+    return (cache_busy(key, strlen(key)));
 }
 
 struct reader {
@@ -168,6 +135,44 @@ START_TEST(trim_without_readers)
     ck_assert_int_eq(lookup("k3", &hit), HSH_HIT);
     ck_assert_uint_eq(hit->body.last->cap, hit->body.last->len);
     hsh_deref(&hit);
+}
+END_TEST
+
+START_TEST(attributes_stay_with_the_object)
+{
+    struct cobj *oc = busy("k4"), *hit, *renewed;
+    struct txt oa[HSH_OA__N] = { [HSH_OA_ESI] = TXT_LIT("a program"),
+                                 [HSH_OA_GZBITS] = TXT_LIT("") };
+    uint64_t before;
+    struct txt v;
+
+    ck_assert_int_eq(hsh_append(oc, "abc", 3), 0);
+    ck_assert(!hsh_oa_get(oc, HSH_OA_ESI, &v));
+    before = sto_used();
+    ck_assert_int_eq(hsh_oa_set(oc, oa), 0);
+    ck_assert_uint_gt(sto_used(), before); /* charged to the store */
+    oc->body_complete = true;
+    hsh_unbusy(&oc);
+    ck_assert_int_eq(lookup("k4", &hit), HSH_HIT);
+    ck_assert(hsh_oa_get(hit, HSH_OA_ESI, &v));
+    ck_assert_uint_eq(v.len, 9);
+    ck_assert_int_eq(memcmp(v.b, "a program", 9), 0);
+    ck_assert(!hsh_oa_get(hit, HSH_OA_GZBITS, &v));
+    /* A renewed copy (a 304) keeps them. */
+    renewed = busy("k5");
+    ck_assert_int_eq(hsh_oa_copy(renewed, hit), 0);
+    renewed->body_complete = true;
+    hsh_unbusy(&renewed);
+    ck_assert_int_eq(lookup("k5", &renewed), HSH_HIT);
+    ck_assert(hsh_oa_get(renewed, HSH_OA_ESI, &v) && v.len == 9);
+    hsh_deref(&renewed);
+    hsh_deref(&hit);
+    /* Nothing at all: no tail, and none is found. */
+    oc = busy("k6");
+    oa[HSH_OA_ESI] = TXT_LIT("");
+    ck_assert_int_eq(hsh_oa_set(oc, oa), 0);
+    ck_assert(!hsh_oa_get(oc, HSH_OA_ESI, &v));
+    hsh_abandon(&oc, 0);
 }
 END_TEST
 
@@ -334,13 +339,14 @@ hsh_suite(void)
     Suite *s = suite_create("hsh");
     TCase *tc = tcase_create("stream");
 
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, stream_until_complete);
     tcase_add_test(tc, abandon_fails_readers_and_frees_after_them);
     tcase_add_test(tc, trim_without_readers);
+    tcase_add_test(tc, attributes_stay_with_the_object);
     suite_add_tcase(s, tc);
     tc = tcase_create("waiting_list");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, parked_waiters_rush_in_waves);
     tcase_add_test(tc, abandoned_fetch_hands_over_to_one_waiter);
     tcase_add_test(tc, parked_waiter_times_out);
