@@ -8,7 +8,8 @@ next request on it goes through the policy -- with or without a pipe rule.
 h2c is never forwarded; tunnel_timeout closes an idle tunnel; tunnels are
 counted and logged.  103 Early Hints: forwarded as they arrive (curl -v, a
 raw client), never to HTTP/1.0, never stored; the policy's
-surogat.early_hints in recv and hit; too many interim responses, 502."""
+surogat.early_hints in recv and hit; an ESI include's kept out of the page;
+too many interim responses, 502."""
 
 import asyncio
 import json
@@ -595,3 +596,41 @@ def test_too_many_interim_responses(origin, surogat, n, status):
             if r.status >= 200:
                 break
     assert got == [103, 103, 103, status], got
+
+
+ESI_HINTS_POLICY = """
+    function recv(req)
+        if req.is_esi_subreq then
+            surogat.early_hints("</inc.css>; rel=preload; as=style")
+        else
+            surogat.early_hints("</page.css>; rel=preload; as=style")
+        end
+    end
+"""
+
+
+def test_esi_include_hints_stay_out_of_the_page(origin, surogat, tmp_path):
+    """An ESI include's 103s, its backend's and its policy's, are not the
+    client's: the client's head went already, and a 103 in the middle of
+    the page would be body bytes.  The page's own hint goes out first."""
+    go = threading.Event()
+    go.set()
+    origin.route("/page", body=b"<p>[<esi:include src=\"/inc\"/>]</p>",
+                 headers={"Surrogate-Control": 'content="ESI/1.0"', "Cache-Control": "max-age=60"})
+    origin.route("/inc", script=hint_then_final(go, body=b"included", headers=b""))
+    sg = surogat(args=policy(tmp_path, ESI_HINTS_POLICY))
+    for _ in range(2):  # a miss, then a hit of the page
+        with sg.conn() as c:
+            c.request("GET", "/page")
+            early = c.read_response()
+            assert early.status == 103, early
+            assert early.headers_all("Link") == ["</page.css>; rel=preload; as=style"]
+            page = c.read_response()
+            assert page.status == 200 and page.body == b"<p>[included]</p>", page
+            c.request("GET", "/page", headers={"Connection": "close"})
+            assert c.read_response().status == 103
+            assert c.read_response().body == b"<p>[included]</p>"
+            closed, extra = c.wait_closed(timeout=5)
+            assert closed and extra == b"", extra
+    assert sg.stat("resp_early_hints") == 4
+    assert origin.hits("/page") == 1 and origin.hits("/inc") == 4
