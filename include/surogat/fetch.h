@@ -214,16 +214,5 @@ int fetch_body(struct busyobj *bo, const struct fetch_sink *sink);
  * freed, a busy object still held abandoned (waiters fetch again).
  */
 void fetch_done(struct busyobj *bo);
-/*
- * Grace with nobody refreshing (HSH_GRACE): refresh the busy *ocp from
- * the stale copy stale->oc in a pool task (POOL_PRIO_BG, through the
- * bounded queue), with the same fetch as a miss, for the request req
- * (its head and client copied: the task outlives it).  Takes both
- * references.  When the queue is full the refresh is skipped and the busy
- * object abandoned (cache_bgfetch_skipped).  Never blocks on the backend.
- */
-struct pool;
-void fetch_bg(const struct busyobj *from, struct pool *pp, struct cobj **ocp,
-              struct hsh_stale *stale);
 
 #endif

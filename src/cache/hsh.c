@@ -434,6 +434,17 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         busy = stream = swr = old = NULL;
         for (oc = oh->objs; oc != NULL; oc = oc->next) {
             if (oc->flags & COBJ_BUSY) {
+                /*
+                 * A fetch an invalidation overtook may bring back what was
+                 * invalidated: nobody joins it, a request fetches alongside.
+                 * Once its head is stored it is tested against the bans
+                 * made since it began, as it would be once published.
+                 */
+                if (!(oc->flags & COBJ_OVERTAKEN) && (oc->flags & COBJ_STREAM) &&
+                    ban_check_obj(oc, key, keylen))
+                    hsh__overtake(oc);
+                if (oc->flags & COBJ_OVERTAKEN)
+                    continue;
                 /* Its Vary values are set before COBJ_STREAM, under this lock. */
                 if ((oc->flags & COBJ_STREAM) && vary_match(oc, req))
                     stream = oc;

@@ -164,6 +164,8 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
     if (br.ttl < 0)
         br.ttl = 0;
     act = pol_backend_response(bo->req, &br);
+    if (br.overtaken)
+        hsh_overtake(bo->oc);
     bo->pol_gzip = br.do_gzip;
     bo->pol_gunzip = br.do_gunzip;
     bo->hold = br.do_stream == 0;
