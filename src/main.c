@@ -27,6 +27,7 @@
 #include "surogat/acc.h"
 #include "surogat/alog.h"
 #include "surogat/rlog.h"
+#include "surogat/trace.h"
 #include "surogat/ban.h"
 #include "surogat/clu.h"
 #include "surogat/be.h"
@@ -590,6 +591,7 @@ drain_and_stop(const struct opts *o)
     sto_fini();
     alog_fini();
     rlog_fini();
+    trace_fini();
     tls_fini();
     cfg_fini();
     if (o->pidfile != NULL)
@@ -675,6 +677,7 @@ main(int argc, char **argv)
     if (alog_init(par.access_log, par.access_log_format, par.access_log_syslog, &err) != 0)
         die("%s", ebuf);
     AZ(rlog_init(par.rlog_records));
+    AZ(trace_init(par.trace_ring_size));
     AZ(be_init()); /* the policy declares backends */
     pol_init();
     /* -b first: the policy's default when its routes say nothing. */

@@ -37,6 +37,7 @@ struct gz;
 struct fetch_esi;
 struct fetch_te;
 struct req;
+struct trace_tx;
 struct ws;
 
 /* What a fetch does with gzip (fetch_gz.c). */
@@ -149,6 +150,7 @@ struct busyobj {
     struct http *pipe_bereq;
     fetch_interim_f *interim;   /* 103s as they come; NULL: nobody takes them */
     void *interim_priv;
+    struct trace_tx *trace;     /* its backend transaction while traced (trace.h), or NULL */
     /* -- the fetch's own -- */
     bool miss;                  /* it fetches the whole object for the cache (GET, no conditions) */
     struct http *bereq;         /* the backend request, as sent (for the backend hooks) */
@@ -178,6 +180,11 @@ struct busyobj {
     struct fetch_te *te;        /* the transfer codings to undo (fetch_te.c), or NULL */
     enum bcp_refuse why;        /* why the response was refused */
     struct cobj *renewed;       /* FETCH_REVALIDATED: the renewed object, referenced */
+    /*
+     * fetch__decide_store(): why the response is not stored (FRESH_STORE:
+     * it is), for Cache-Status detail= on the client's head.
+     */
+    enum fresh_store store_why;
     double t_req;               /* tim_real() when the request went out */
     double t_resp;              /* tim_real() when the response head arrived */
 };

@@ -101,6 +101,13 @@ struct hsh_stale {
      * (nothing cached for the key), or "miss".
      */
     const char *fwd;
+    /*
+     * HSH_PASS: why, as RFC 9211's detail -- "hit-for-miss" (a marker:
+     * the URL's last response was not cacheable; fwd "uri-miss"),
+     * "coalesce-timeout" or "coalesce-full" (fwd "miss").
+     */
+    const char *detail;
+    double waited; /* seconds the lookup waited for another request's fetch of the key */
 };
 
 enum hsh_result {
@@ -152,7 +159,8 @@ struct hsh_waiter {
     void (*wake)(struct hsh_waiter *w);
     void *priv;
     /* Private to hsh. */
-    double deadline;              /* tim_mono(): first wait + coalesce_timeout; 0: none yet */
+    double t_first;               /* tim_mono() when it first waited (the busy wait's start) */
+    double deadline;              /* tim_mono(): t_first + coalesce_timeout; 0: none yet */
     struct objhead *oh;           /* whose list it is on; NULL when not waiting */
     struct hsh_waiter *next;      /* the objhead's list, oldest first */
     struct hsh_waiter *prev;

@@ -24,6 +24,7 @@ struct wrk;
 struct ws;
 struct be;
 struct dir;
+struct trace_tx;
 
 /* How a request was answered; names and docs in tbl/outcomes.h. */
 enum req_outcome {
@@ -101,6 +102,13 @@ struct req {
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
     struct txt hints;    /* pol: "Link: ...\r\n" lines of surogat.early_hints, not sent yet */
+    /*
+     * req_cache: why a pass went forward, as RFC 9211's Cache-Status fwd=
+     * and detail= ("bypass" and "policy", "uri-miss" and "hit-for-miss",
+     * "method" ...); NULL: fwd=bypass, no detail.
+     */
+    const char *cs_fwd, *cs_detail;
+    struct trace_tx *trace; /* trace: its transaction while a trace reader is attached */
     /* ESI (req_esi.c): an include's depth, 0 for a client's request (req.esi_level) */
     unsigned esi_level;
     const struct req *esi_up;  /* req_esi.c: the page an include is for; NULL: none */

@@ -28,6 +28,7 @@
 #include "surogat/sb.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 #include "fetch_priv.h"
@@ -129,6 +130,7 @@ fetch__refused(const struct busyobj *bo, enum bcp_refuse why)
     snprintf(what, sizeof what, "%.*s %.*s", (int)hp->method.len, hp->method.b,
              (int)(hp->url.len > 256 ? 256 : hp->url.len), hp->url.b);
     bcp_refused(bo->be->pool, why, what);
+    TRACE(bo->trace, FETCH_ERROR, "refused: %s", bcp_refuse_text(why));
 }
 
 /*
@@ -363,14 +365,19 @@ exchange(struct busyobj *bo, struct txt head)
             break;
         case BCP_E_BUSY:
             STAT_INC(backend_busy);
+            TRACE(bo->trace, FETCH_ERROR, "%s busy: max_connections reached", bo->be->name);
             return (failover(bo) ? FETCH_FAILOVER : FETCH_E_BUSY);
         case BCP_E_CONNECT:
             STAT_INC(backend_fail);
+            TRACE(bo->trace, FETCH_ERROR, "%s: connect failed", bo->be->name);
             return (failover(bo) ? FETCH_FAILOVER : FETCH_E_CONNECT);
         }
         if (bo->conn->reused)
             STAT_INC(backend_reuse);
         STAT_INC(backend_req);
+        TRACE_CAT(bo->trace, BACKEND, bo->be->name, " ",
+                  bo->be->hostport != NULL ? bo->be->hostport : "-", " ",
+                  bo->conn->reused ? "reused" : "new");
         bo->t_req = tim_real();
         rv = send_bereq(bo, head);
         if (rv == -2)
@@ -383,8 +390,10 @@ exchange(struct busyobj *bo, struct txt head)
                 continue;
             }
             STAT_INC(backend_fail);
+            TRACE(bo->trace, FETCH_ERROR, "%s: sending the request failed", bo->be->name);
             return (FETCH_E_SEND);
         }
+        TRACE_TS(bo->trace, "Bereq");
         http_init(bo->beresp, ws_alloc(bo->ws, par.http_max_hdr * sizeof(struct http_hdr)),
                   par.http_max_hdr);
         if (bo->beresp->hdr == NULL)
@@ -403,6 +412,8 @@ exchange(struct busyobj *bo, struct txt head)
             return (FETCH_E_BAD);
         case BEH_TIMEOUT:
             STAT_INC(backend_timeout);
+            TRACE(bo->trace, FETCH_ERROR, "%s: no response within the first byte timeout",
+                  bo->be->name);
             return (FETCH_E_TIMEOUT);
         case BEH_BAD:
             fetch__refused(bo, bo->why);
@@ -456,9 +467,11 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
         if (bo->be_name != NULL)
             *bo->be_name = bo->be->name; /* bereq.backend in the hooks that follow */
     }
+    TRACE_HTTP(bo->trace, BEREQ, bo->bereq);
     if ((r = exchange(bo, head)) != FETCH_OK)
         return (r);
     bo->t_resp = tim_real();
+    TRACE_HTTP(bo->trace, BERESP, bo->beresp);
     be_count_status(bo->be, bo->beresp->status);
     if (bo->upgrade) {
         if (bo->beresp->status == 101) {

@@ -78,6 +78,7 @@ struct pol_wrk {
     struct req *req;
     enum pol_hook hook;
     struct pol_synth *syn; /* where surogat.synth() writes; NULL in hooks without "synth" */
+    const char *answered;  /* run_hook(): whose function answered: "script", "builtin", "default" */
     char *hbuf;            /* hash: surogat.hash_data() pieces, each after a NUL */
     size_t hlen, hcap;
     unsigned nre; /* patterns in the re cache */

@@ -79,6 +79,8 @@ req_pipe(struct req *req, struct be *be)
     }
     STAT_INC(policy_pipe);
     if (req->upgrade || req->tp->tunnel == NULL) {
+        /* Cache-Status of the response, if the backend refuses the switch: the policy's pipe. */
+        req->cs_fwd = "bypass", req->cs_detail = "policy";
         req->st->pipe_bereq = bq;
         req__fetch(req, be, NULL, NULL);
         return;

@@ -238,6 +238,8 @@ def test_refused_upgrade_stays_http(pki, origin, tls_origin, surogat, tmp_path, 
         second = c.read_final()
     assert first.status == 200 and first.body == b"no switch here", first
     assert first.header("X-Policy") == "/ws" and not first.has("Upgrade")
+    assert first.header("Cache-Status") == "surogat; fwd=bypass; detail=%s" % (
+        "policy" if rule == "pipe" else "upgrade"), first.headers
     assert second.status == 200 and second.body == b"second", second
     assert second.header("X-Policy") == "/second"
     ws, nxt = origin.last("/ws"), origin.last("/second")
@@ -249,6 +251,19 @@ def test_refused_upgrade_stays_http(pki, origin, tls_origin, surogat, tmp_path, 
     assert st["tunnel_refused"] == 1 and st["tunnel_opened"] == 0
     assert st["policy_pipe"] == (1 if rule == "pipe" else 0)
     assert back == "plain" or origin.handshakes == 2  # the refused one's connection, closed
+
+
+def test_refused_upgrade_without_policy(origin, surogat):
+    """No policy script at all: the upgrade is passed, never looked up, even
+    for a cacheable answer, and Cache-Status says why."""
+    origin.route("/ws", body=b"no switch", headers=CC60)
+    sg = surogat()
+    for _ in range(2):
+        r = sg.get("/ws", headers={"Upgrade": "websocket", "Connection": "Upgrade"})
+        assert r.status == 200 and r.body == b"no switch", r
+        assert r.header("Cache-Status") == "surogat; fwd=bypass; detail=upgrade", r.headers
+    assert origin.hits("/ws") == 2 and sg.stat("tunnel_refused") == 2
+    assert sg.stat("n_object") == 0
 
 
 @pytest.mark.parametrize("back", ["plain", "tls"])

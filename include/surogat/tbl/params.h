@@ -171,6 +171,12 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "power of two; under 500 bytes each, touched only as the worker fills them). The ring "
       "keeps the latest requests, so `log -d` shows up to this many per worker; a reader more "
       "than a ring behind reports the records it missed.")
+PARAM(trace_ring_size, BYTES, "1m", "64k", "1g", PAR_RESTART,
+      "Bytes of each worker's request-trace ring, read by `surogatctl log -g` (rounded up to "
+      "a power of two). A worker writes trace records only while such a reader is attached, "
+      "makes its ring when it first does, and touches its pages only as it fills them. A "
+      "traced request takes about 1.5 KiB; a reader more than a ring behind reports the "
+      "records it missed.")
 PARAM(cli_auth_timeout, DURATION, "10s", "10ms", "600s", PAR_LIVE,
       "With a secret file (-S), how long a new admin connection has to authenticate: it is "
       "closed when this has passed since it connected, whatever it sent meanwhile (nothing, "
