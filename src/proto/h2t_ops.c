@@ -545,15 +545,6 @@ h2t_body_next(struct req *req, const char **data)
     return (rv);
 }
 
-/* No tunnel through a stream (RFC 9113 8.5 CONNECT is answered 501 before this). */
-static int
-h2t_tunnel(struct req *req, struct bcp_conn *conn)
-{
-    (void)req;
-    (void)conn;
-    return (-1);
-}
-
 const struct tp_ops h2t_ops = {
     .name = "HTTP/2.0",
     .head = h2t_head,
@@ -564,7 +555,7 @@ const struct tp_ops h2t_ops = {
     .writable = h2t_writable,
     .interim = h2t_interim,
     .body_next = h2t_body_next,
-    .tunnel = h2t_tunnel,
+    /* .tunnel: none through a stream (tp.h); a policy's pipe is fetched as a pass. */
     .park = h2t__park,
     .resume = h2t__resume,
     .drop = h2t__drop,

@@ -463,14 +463,6 @@ tp_body_next(struct req *req, const char **data)
     return (0); /* an include is a GET without a body */
 }
 
-static int
-tp_tunnel(struct req *req, struct bcp_conn *conn)
-{
-    (void)req;
-    (void)conn;
-    return (-1); /* nothing to pipe to */
-}
-
 static const struct tp_ops esi_tp_ops = {
     .name = "ESI",
     .head = tp_head,
@@ -481,7 +473,7 @@ static const struct tp_ops esi_tp_ops = {
     .writable = tp_writable,
     .interim = tp_interim,
     .body_next = tp_body_next,
-    .tunnel = tp_tunnel,
+    .tunnel = NULL, /* nothing to pipe to: an include is answered whole, as a pass */
 };
 
 /* ---- making an include ---- */

@@ -78,6 +78,12 @@ req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc
         bo->stale = *stale; /* borrowed: the caller holds the reference */
     bo->stale_ok = stale_usable(stale);
     bo->retries = req->retries;
+    bo->upgrade = req->upgrade && oc == NULL;
+    bo->pipe_bereq = req->st != NULL ? req->st->pipe_bereq : NULL;
+    if (!req->bg) {
+        bo->interim = req__interim;
+        bo->interim_priv = req;
+    }
     bo->trace = trace_fetch(req->trace, req->ws,
                             oc == NULL ? "pass"
                             : req->bg  ? "bgfetch"
@@ -293,6 +299,9 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
         switch (r) {
         case FETCH_OK:
             deliver(req, &bo);
+            return;
+        case FETCH_UPGRADE:
+            req__upgraded(req, &bo);
             return;
         case FETCH_REVALIDATED:
             fetch_done(&bo);

@@ -98,8 +98,20 @@ other(struct req *req, enum pol_act act, const struct pol_synth *syn)
 }
 
 /*
+ * An upgrade's answer is a conversation, never an object: passed, with or
+ * without a policy, whatever recv said (req_upgrade.c).
+ */
+static void
+upgrade_pass(struct req *req)
+{
+    req->cs_fwd = "bypass", req->cs_detail = "upgrade";
+    TRACE_CAT(req->trace, BUILTIN, "recv pass: the request is an upgrade (a tunnel after a 101)");
+}
+
+/*
  * Without a policy, builtin.vcl passes a request that is not GET or HEAD,
- * or that carries credentials: say which, in Cache-Status and the trace.
+ * an upgrade, or one that carries credentials: say which, in Cache-Status
+ * and the trace.
  */
 static enum req_step
 builtin_pass(struct req *req)
@@ -107,6 +119,8 @@ builtin_pass(struct req *req)
     if (!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) {
         req->cs_fwd = "method";
         TRACE_CAT(req->trace, BUILTIN, "recv pass: the method is not GET or HEAD");
+    } else if (req->upgrade) {
+        upgrade_pass(req);
     } else if (http_find(req->http, "Authorization") != NULL) {
         req->cs_fwd = "bypass", req->cs_detail = "authorization";
         TRACE_CAT(req->trace, BUILTIN, "recv pass: the request has Authorization");
@@ -138,12 +152,17 @@ step_recv(struct req *req)
         }
         if ((!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) ||
             http_find(req->http, "Authorization") != NULL ||
-            http_find(req->http, "Cookie") != NULL)
+            http_find(req->http, "Cookie") != NULL || req->upgrade)
             return (builtin_pass(req));
         TRACE_CAT(req->trace, BUILTIN, "recv hash");
         return (REQ_S_HASH);
     }
     act = pol_recv(req, &req->st->syn);
+    req__hints_send(req);
+    if (act == POL_HASH && req->upgrade) {
+        upgrade_pass(req);
+        act = POL_PASS;
+    }
     /* Wherever recv sent it, a request routed to static files goes there. */
     if ((act == POL_HASH || act == POL_PASS || act == POL_PIPE) &&
         (req->st->be = static_route(req)) != NULL)
@@ -290,12 +309,15 @@ static enum pol_act
 policy_hit(struct req *req, const struct cobj *oc)
 {
     struct pol_obj obj = { .load = load_obj_head, .oc = oc, .req = req };
+    enum pol_act act;
 
     obj.age = SRG_MAX(0.0, req->st->t_lookup - oc->fresh.t_origin);
     obj.ttl = oc->fresh.ttl - obj.age;
     obj.grace = oc->fresh.swr;
     obj.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED);
-    return (pol_hit(req, &obj, &req->st->syn));
+    act = pol_hit(req, &obj, &req->st->syn);
+    req__hints_send(req);
+    return (act);
 }
 
 /*

@@ -368,6 +368,14 @@ PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE | PAR_LOAD,
 PARAM(pipe_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
       "A piped connection (recv returned \"pipe\") is closed when no byte moved either way "
       "for this long.")
+PARAM(tunnel_timeout, DURATION, "300s", "1s", NULL, PAR_LIVE,
+      "A tunnel -- a WebSocket or other upgrade once the backend answered 101 Switching "
+      "Protocols -- is closed when no byte moved either way for this long. Each open tunnel "
+      "holds a worker thread (tunnel_active).")
+PARAM(backend_max_interim, UINT, "16", "0", "1000", PAR_LIVE,
+      "Interim (1xx) responses a backend may send before its final response; one more and the "
+      "response is refused (502). 103 Early Hints among them are forwarded to HTTP/1.1 clients "
+      "as they come.")
 PARAM(max_restarts, UINT, "4", "0", "100", PAR_LIVE,
       "Times a policy hook may send a request back to recv with \"restart\". One more is "
       "answered 503.")

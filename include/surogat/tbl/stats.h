@@ -203,7 +203,18 @@ STAT(policy_restart, COUNTER, "Requests sent back to recv by a hook's \"restart\
 STAT(backend_failover, COUNTER, "Fetches that went to another backend of their director after "
      "connecting to one failed (idempotent requests without a body).")
 STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
-STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
+STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed "
+     "(an upgrade only once the backend answered 101).")
+STAT(tunnel_opened, COUNTER, "Upgrades (WebSocket ...) the backend accepted with 101 Switching "
+     "Protocols: from then on bytes are copied both ways, with or without a pipe rule.")
+STAT(tunnel_refused, COUNTER, "Upgrade requests the backend answered with another status: an "
+     "ordinary response, after which the client connection stays HTTP.")
+STAT(tunnel_active, GAUGE, "Tunnels and pipes open now, each holding a worker thread.")
+STAT(tunnel_idle, COUNTER, "Tunnels and pipes closed because no byte moved for tunnel_timeout "
+     "(pipe_timeout for a pipe without an upgrade).")
+STAT(tunnel_bytes, COUNTER, "Bytes copied through tunnels and pipes, both ways.")
+STAT(resp_early_hints, COUNTER, "103 Early Hints sent to clients: the backend's, forwarded as "
+     "they came, and the policy's (surogat.early_hints).")
 STAT(shared_bytes, GAUGE, "Bytes held by the entries of the policy's shared dictionaries.")
 STAT(shared_evicted, COUNTER, "Shared dictionary entries dropped before their time to make "
      "room for a set(), add() or incr() (least recently used first).")
