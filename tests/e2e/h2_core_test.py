@@ -369,3 +369,22 @@ def test_esi_page_over_h2(h2, origin):
         assert st.header("surrogate-control") is None
     assert origin.hits("/page") == 1 and origin.hits("/a") == 1
     assert origin.hits("/slow") == 4
+
+
+def test_policy_pipe_is_a_pass_over_h2(h2, origin, tmp_path):
+    """No tunnel through a stream: a policy's pipe over h2 is fetched as a pass (the pipe
+    hook's request, nothing stored), and the connection goes on; over HTTP/1.1 the same
+    policy pipes."""
+    pol = tmp_path / "pipe.lua"
+    pol.write_text('function recv(req)\n  if req.url == "/pp" then return "pipe" end\nend\n')
+    origin.route("/pp", body=b"piped or passed", headers=CC)
+    sg, port = h2(args=["-f", str(pol)])
+    with H2(port) as c:
+        for _ in range(2):
+            st = c.get("/pp", authority=AUTH)
+            assert st.status == 200 and bytes(st.data) == b"piped or passed", st
+        assert c.get("/pp", authority=AUTH).status == 200 and c.goaway is None
+    assert origin.hits("/pp") == 3 and sg.stat("cache_stored") == 0
+    assert sg.stat("policy_pipe") == 3
+    assert httpc.fetch(sg.port, path="/pp").body == b"piped or passed"
+    assert origin.hits("/pp") == 4 and sg.stat("policy_pipe") == 4
