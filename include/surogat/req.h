@@ -24,6 +24,7 @@ struct wrk;
 struct ws;
 struct be;
 struct dir;
+struct trace_tx;
 
 /* How a request was answered; names and docs in tbl/outcomes.h. */
 enum req_outcome {
@@ -64,6 +65,12 @@ struct req {
     bool body_done;      /* req_body: the whole request body has been read */
     bool body_bad;       /* req_body: the client's chunked framing was malformed */
     bool expect_100;     /* client sent Expect: 100-continue */
+    /*
+     * transport: the client asks to switch protocols (an HTTP/1.1 Upgrade
+     * other than h2c, listed in Connection): passed, and tunneled only
+     * if the backend answers 101.  Never set by a transport without tunnels.
+     */
+    bool upgrade;
     bool want_close;     /* client asked to close, or 1.0 without keep-alive */
     bool keepalive_10;   /* HTTP/1.0 client sent Connection: keep-alive */
     bool head_only;      /* HEAD */
@@ -94,6 +101,14 @@ struct req {
     struct req_state *st; /* req_step.c: what its steps hand each other */
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
+    struct txt hints;    /* pol: "Link: ...\r\n" lines of surogat.early_hints, not sent yet */
+    /*
+     * req_cache: why a pass went forward, as RFC 9211's Cache-Status fwd=
+     * and detail= ("bypass" and "policy", "uri-miss" and "hit-for-miss",
+     * "method" ...); NULL: fwd=bypass, no detail.
+     */
+    const char *cs_fwd, *cs_detail;
+    struct trace_tx *trace; /* trace: its transaction while a trace reader is attached */
     /* ESI (req_esi.c): an include's depth, 0 for a client's request (req.esi_level) */
     unsigned esi_level;
     const struct req *esi_up;  /* req_esi.c: the page an include is for; NULL: none */
@@ -137,7 +152,10 @@ enum req_run req_dispatch(struct req *req);
  * request-target.  NULL when the workspace is full.
  */
 char *req_cache_key(struct req *req, size_t *len);
-/* req_pipe.c: copy bytes between the client and `be` until either closes (see there). */
+/*
+ * req_pipe.c: copy bytes between the client and `be` until either closes;
+ * an upgrade only once the backend answered 101 (see there).
+ */
 void req_pipe(struct req *req, struct be *be);
 /* req_purge.c: answer a PURGE request (see there); req_purge_fini() at exit. */
 void req_purge(struct req *req);

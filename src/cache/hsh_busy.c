@@ -30,6 +30,7 @@
 #include "surogat/vio.h"
 #include "surogat/hsh.h"
 #include "surogat/par.h"
+#include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
 
@@ -231,6 +232,8 @@ hsh_stream_open(struct cobj *oc, uint64_t clen)
     OBJ_CHECK(oc, COBJ_MAGIC);
     sh = shard_of(oc->oh->hash);
     oc->stream_clen = clen;
+    /* Indexed before anyone reads it: a tag purge from now on overtakes it. */
+    xkey_index(oc);
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
     oc->flags |= COBJ_STREAM;
@@ -384,9 +387,31 @@ hsh_append(struct cobj *oc, const void *p, size_t len)
 /* ---- publishing ---- */
 
 void
+hsh__overtake(struct cobj *oc)
+{
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    if (oc->flags & COBJ_OVERTAKEN)
+        return;
+    oc->flags |= COBJ_OVERTAKEN;
+    STAT_INC(cache_overtaken);
+}
+
+void
+hsh_overtake(struct cobj *oc)
+{
+    struct shard *sh;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    sh = shard_of(oc->oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    hsh__overtake(oc);
+    AZ(pthread_mutex_unlock(&sh->mtx));
+}
+
+void
 hsh_unbusy(struct cobj **ocp)
 {
-    struct cobj *oc = *ocp, *o, *next, *old[8];
+    struct cobj *oc = *ocp, *o, *next, *old[8], *gone = NULL;
     struct hsh_waiter *woken;
     unsigned nold = 0;
     struct objhead *oh;
@@ -395,8 +420,13 @@ hsh_unbusy(struct cobj **ocp)
     OBJ_CHECK(oc, COBJ_MAGIC);
     oh = oc->oh;
     sh = shard_of(oh->hash);
-    /* Indexed before it is visible: a tag purge from now on finds it. */
-    xkey_index(oc);
+    /*
+     * Indexed before it is visible: a tag purge from now on finds it.  One
+     * that streamed was indexed then (hsh_stream_open); indexing finds no
+     * tag a second time in an untagged one.
+     */
+    if (oc->xkey == NULL)
+        xkey_index(oc);
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
     /*
@@ -408,21 +438,35 @@ hsh_unbusy(struct cobj **ocp)
      */
     if (oc->nreaders == 0 || sto_trim_in_place(&oc->body))
         sto_body_trim(&oc->body);
-    /* Older variants for the same request are superseded. */
-    for (o = oh->objs; o != NULL && nold < ARRAY_LEN(old); o = next) {
-        next = o->next;
-        if (o != oc && !(o->flags & COBJ_BUSY) && hsh__same_vary(o, oc))
-            old[nold++] = hsh__unlink_obj(sh, o);
+    if (oc->flags & COBJ_OVERTAKEN) {
+        /*
+         * Never published, so never sealed (a persistent store does not
+         * bring it back): unlinked as the busy object it is, it goes with
+         * the last of its readers, who read it to the end.
+         */
+        gone = hsh__unlink_obj(sh, oc);
+        oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
+    } else {
+        /* Older variants for the same request are superseded. */
+        for (o = oh->objs; o != NULL && nold < ARRAY_LEN(old); o = next) {
+            next = o->next;
+            if (o != oc && !(o->flags & COBJ_BUSY) && hsh__same_vary(o, oc))
+                old[nold++] = hsh__unlink_obj(sh, o);
+        }
+        oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
+        sto_seal(&oc->body);
+        hsh__sieve_insert(sh, oc);
     }
-    oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
-    sto_seal(&oc->body);
-    hsh__sieve_insert(sh, oc);
     AZ(pthread_cond_broadcast(&sh->cond));
     woken = hsh__rush(sh, oh, par.coalesce_rush);
+    if (gone != NULL)
+        hsh__oh_maybe_free(sh, oh);
     AZ(pthread_mutex_unlock(&sh->mtx));
     hsh__wake(woken);
     while (nold > 0)
         hsh_deref(&old[--nold]);
+    if (gone != NULL)
+        hsh_deref(&gone);
     hsh_deref(ocp);
 }
 

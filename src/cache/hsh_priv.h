@@ -133,6 +133,8 @@ void hsh__oh_maybe_free(struct shard *sh, struct objhead *oh);
  * still counted: the caller drops it with hsh_deref() after unlocking.
  */
 struct cobj *hsh__unlink_obj(struct shard *sh, struct cobj *oc);
+/* Under the shard lock: an invalidation concerns the busy object oc (COBJ_OVERTAKEN). */
+void hsh__overtake(struct cobj *oc);
 /* The CLOCK_REALTIME instant `seconds` from now, for pthread_cond_timedwait(). */
 void hsh__abs_deadline(struct timespec *ts, double seconds);
 /*

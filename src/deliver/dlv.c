@@ -25,6 +25,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 #include "dlv_priv.h"
@@ -188,6 +189,7 @@ dlv__finish_head(struct req *req, struct dlv_plan *d)
 {
     if (pol_active() && pol_has_deliver() && deliver_hook(req, d) != 0)
         return (-1);
+    TRACE_HEAD(req->trace, &d->head);
     return (0);
 }
 

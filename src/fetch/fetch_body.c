@@ -22,6 +22,7 @@
 #include "surogat/h1.h"
 #include "surogat/par.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 
 #include "fetch_priv.h"
 
@@ -261,6 +262,7 @@ fetch_body(struct busyobj *bo, const struct fetch_sink *sink)
     if (bo->frame.ncoding > 0 && bo->rbody != H1_BODY_NONE)
         bo->te = fetch__te_new(&bo->frame);
     rv = read_body(bo, &o);
+    TRACE_BODY(bo->trace, rv, bo->body_off);
     fetch__te_free(&bo->te);
     return (rv);
 }

@@ -31,6 +31,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "surogat/clu.h"
 #include "surogat/defs.h"
 #include "surogat/http.h"
 #include "surogat/log.h"
@@ -758,6 +759,18 @@ pol_has_backend(void)
     rv = cur != NULL && !pol__decl_empty(cur->cfg);
     AZ(pthread_mutex_unlock(&mtx));
     return (rv);
+}
+
+struct clu *
+pol_cluster(void)
+{
+    struct clu *c = NULL;
+
+    AZ(pthread_mutex_lock(&mtx));
+    if (cur != NULL && (c = pol__decl_cluster(cur->cfg)) != NULL)
+        (void)clu_ref(c);
+    AZ(pthread_mutex_unlock(&mtx));
+    return (c);
 }
 
 unsigned

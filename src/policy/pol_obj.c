@@ -29,6 +29,7 @@
 #include "config.h"
 
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -41,6 +42,7 @@
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/http.h"
+#include "surogat/par.h"
 #include "surogat/pp.h"
 #include "surogat/req.h"
 #include "surogat/sess.h"
@@ -127,6 +129,18 @@ check_msg(lua_State *L, int idx)
         (void)luaL_error(L, "workspace_client exhausted");
     }
     return (m);
+}
+
+struct http *
+pol__obj_check(lua_State *L, int idx, enum pol_obj_kind kind, const struct pol_ex **exp)
+{
+    struct msg *m = check_msg(L, idx);
+
+    if (m->kind != kind)
+        (void)luaL_argerror(L, idx, lua_pushfstring(L, "%s expected", kind_name[kind]));
+    if (exp != NULL)
+        *exp = &m->ex;
+    return (m->hp);
 }
 
 static void
@@ -793,15 +807,32 @@ l_server_index(lua_State *L)
         lua_pushboolean(L, pw->req != NULL && pw->req->sp != NULL && sess_is_tls(pw->req->sp));
         return (1);
     }
-    if (strcmp(k, "hostname") == 0 || strcmp(k, "identity") == 0) {
+    if (strcmp(k, "hostname") == 0) {
         if (gethostname(name, sizeof name) != 0)
             name[0] = '\0';
         name[sizeof name - 1] = '\0';
+        lua_pushstring(L, name);
+    } else if (strcmp(k, "identity") == 0) {
+        pol__identity(name, sizeof name);
         lua_pushstring(L, name);
     } else {
         lua_pushnil(L);
     }
     return (1);
+}
+
+void
+pol__identity(char *buf, size_t len)
+{
+    const char *id = __atomic_load_n(&par.identity, __ATOMIC_ACQUIRE);
+
+    if (id != NULL && *id != '\0') {
+        snprintf(buf, len, "%s", id);
+        return;
+    }
+    if (gethostname(buf, len) != 0)
+        buf[0] = '\0';
+    buf[len - 1] = '\0';
 }
 
 static int

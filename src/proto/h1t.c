@@ -316,7 +316,7 @@ h1t_interim(struct req *req, unsigned status, const struct txt *fields)
         req->close = true;
         return (-1);
     }
-    return (0);
+    return (1);
 }
 
 const struct tp_ops h1t_ops = {

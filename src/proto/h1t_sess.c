@@ -289,6 +289,7 @@ check_request(struct req *req)
         req->expect_100 = hp->proto == 11 && req->body != H1_BODY_NONE;
         http_unset(hp, "Expect"); /* we answer it ourselves */
     }
+    req->upgrade = h1t_is_upgrade(hp);
     if (hp->proto == 11) {
         req->want_close = http_has_token(hp, "Connection", "close");
     } else {

@@ -64,6 +64,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 #include "surogat/vio.h"
 #include "surogat/wrk.h"
 #include "surogat/ws.h"
@@ -462,14 +463,6 @@ tp_body_next(struct req *req, const char **data)
     return (0); /* an include is a GET without a body */
 }
 
-static int
-tp_tunnel(struct req *req, struct bcp_conn *conn)
-{
-    (void)req;
-    (void)conn;
-    return (-1); /* nothing to pipe to */
-}
-
 static const struct tp_ops esi_tp_ops = {
     .name = "ESI",
     .head = tp_head,
@@ -480,7 +473,7 @@ static const struct tp_ops esi_tp_ops = {
     .writable = tp_writable,
     .interim = tp_interim,
     .body_next = tp_body_next,
-    .tunnel = tp_tunnel,
+    .tunnel = NULL, /* nothing to pipe to: an include is answered whole, as a pass */
 };
 
 /* ---- making an include ---- */
@@ -587,6 +580,7 @@ sub_new(struct req_frag *f, struct req *page, const struct txt *host, const stru
         return (false);
     memset(sub->st, 0, sizeof *sub->st);
     sub->st->step = REQ_S_RECV;
+    sub->trace = trace_esi_begin(page->trace, sub); /* under the page's, in -g request */
     f->sub = sub;
     return (true);
 }
@@ -648,6 +642,7 @@ run_rest(struct req_frag *f, struct wrk *wrk)
     /* The live log's ring is this worker's: one writer. */
     if (wrk->rlog != NULL)
         rlog_req(wrk->rlog, sub);
+    TRACE_REQ_END(sub);
     f->logged = true;
     return (true);
 }
@@ -1158,6 +1153,7 @@ req_esi_done(struct req_esi *e, struct req_frag **fp, bool ok)
             f->sub->t_first = f->sub->t_end;
         if (e->req->wrk->rlog != NULL)
             rlog_req(e->req->wrk->rlog, f->sub);
+        TRACE_REQ_END(f->sub);
     }
     if (running) {
         /* Its task still writes its log record and reads the page: waited for at the end. */

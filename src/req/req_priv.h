@@ -121,8 +121,30 @@ struct req_state {
     struct hsh_waiter waiter;
     enum req_park park;      /* atomic */
     struct pool_task task;   /* resumes it */
+    struct http *pipe_bereq; /* a pipe fetched rather than tunneled: its request (req_pipe.c) */
 };
 
+/*
+ * req_upgrade.c.  The backend accepted bo's upgrade (FETCH_UPGRADE): its
+ * 101 to the client, then the tunnel, with bo->conn taken and closed;
+ * bo is done (fetch_done()) on return.
+ */
+void req__upgraded(struct req *req, struct busyobj *bo);
+/*
+ * A tunnel on conn, which the request's transport must be able to make:
+ * counted (tunnel_active, tunnel_idle), closed for a pipe after idle
+ * seconds of silence, tunnel_timeout for an upgrade.
+ */
+struct bcp_conn;
+struct tp_tunnel;
+void req__tunnel(struct req *req, struct bcp_conn *conn, const struct tp_tunnel *t);
+/*
+ * req_hints.c.  Send the 103 Early Hints the policy asked for
+ * (surogat.early_hints, req->hints) if any, after the hook that asked.
+ */
+void req__hints_send(struct req *req);
+/* fetch_interim_f for a fetch with a client behind it: the backend's 103s to it. */
+int req__interim(void *priv, unsigned status, const struct txt *fields);
 /*
  * Run an ESI include's steps from req->st->step on until the request is
  * done (REQ_S_DONE), or until the next step is one of `stop` (a mask of

@@ -36,6 +36,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 #include "req_priv.h"
@@ -96,6 +97,40 @@ other(struct req *req, enum pol_act act, const struct pol_synth *syn)
     }
 }
 
+/*
+ * An upgrade's answer is a conversation, never an object: passed, with or
+ * without a policy, whatever recv said (req_upgrade.c).
+ */
+static void
+upgrade_pass(struct req *req)
+{
+    req->cs_fwd = "bypass", req->cs_detail = "upgrade";
+    TRACE_CAT(req->trace, BUILTIN, "recv pass: the request is an upgrade (a tunnel after a 101)");
+}
+
+/*
+ * Without a policy, builtin.vcl passes a request that is not GET or HEAD,
+ * an upgrade, or one that carries credentials: say which, in Cache-Status
+ * and the trace.
+ */
+static enum req_step
+builtin_pass(struct req *req)
+{
+    if (!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) {
+        req->cs_fwd = "method";
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the method is not GET or HEAD");
+    } else if (req->upgrade) {
+        upgrade_pass(req);
+    } else if (http_find(req->http, "Authorization") != NULL) {
+        req->cs_fwd = "bypass", req->cs_detail = "authorization";
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the request has Authorization");
+    } else {
+        req->cs_fwd = "bypass", req->cs_detail = "cookie";
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the request has a Cookie");
+    }
+    return (REQ_S_PASS);
+}
+
 /* Recv: the policy's recv hook, or builtin.vcl's decisions. */
 static enum req_step
 step_recv(struct req *req)
@@ -107,18 +142,27 @@ step_recv(struct req *req)
     if (!pol_active()) {
         struct be *dflt = be_default(); /* NULL: set sick */
         if (dflt != NULL && be_local(dflt)) {
+            TRACE_CAT(req->trace, BUILTIN, "recv static: ", dflt->name);
             req->st->be = dflt;
             return (REQ_S_STATIC);
         }
-        if (req__is_method(req, "PURGE"))
+        if (req__is_method(req, "PURGE")) {
+            TRACE_CAT(req->trace, BUILTIN, "recv purge");
             return (REQ_S_PURGE);
+        }
         if ((!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) ||
             http_find(req->http, "Authorization") != NULL ||
-            http_find(req->http, "Cookie") != NULL)
-            return (REQ_S_PASS);
+            http_find(req->http, "Cookie") != NULL || req->upgrade)
+            return (builtin_pass(req));
+        TRACE_CAT(req->trace, BUILTIN, "recv hash");
         return (REQ_S_HASH);
     }
     act = pol_recv(req, &req->st->syn);
+    req__hints_send(req);
+    if (act == POL_HASH && req->upgrade) {
+        upgrade_pass(req);
+        act = POL_PASS;
+    }
     /* Wherever recv sent it, a request routed to static files goes there. */
     if ((act == POL_HASH || act == POL_PASS || act == POL_PIPE) &&
         (req->st->be = static_route(req)) != NULL)
@@ -151,10 +195,14 @@ step_hash(struct req *req)
         snprintf(req->st->syn.reason, sizeof req->st->syn.reason, "%s", "policy error");
         return (REQ_S_SYNTH);
     }
-    if (key == NULL)
-        return (REQ_S_PASS); /* the workspace ran out: no lookup */
+    if (key == NULL) {
+        /* The workspace ran out: no lookup, and Cache-Status says why. */
+        req->cs_fwd = "bypass", req->cs_detail = "workspace";
+        return (REQ_S_PASS);
+    }
     req->lookup_key = key;
     req->lookup_keylen = keylen;
+    TRACE_KEY(req->trace, key, keylen);
     /* A new key: a wait for it starts its own coalesce_timeout. */
     memset(&req->st->waiter, 0, sizeof req->st->waiter);
     cc_parse_request(req->http, &req->st->qcc);
@@ -180,12 +228,20 @@ step_lookup(struct req *req)
                              (req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0) |
                                  (req->st->refresh ? HSH_L_FORCE_REVALIDATE : 0),
                              &req->st->oc, &req->st->stale, w);
+    /*
+     * On HSH_BUSY the waiter is the index's, but the request stays this
+     * worker's until req__park() lets go (a wake-up meanwhile only marks
+     * it, req_park.c): its trace may still say it waits.
+     */
+    TRACE_LOOKUP(req->trace, req->st->lookup, req->st->oc, &req->st->stale, req->st->t_lookup);
     if (req->st->lookup == HSH_BUSY)
         return (REQ_S_PARK); /* the wake-up may run it already: touch nothing */
     if (w != NULL)
         req__unwaited(req);
     switch (req->st->lookup) {
     case HSH_PASS:
+        /* Cache-Status: a hit-for-miss marker, or coalescing that gave up */
+        req->cs_fwd = req->st->stale.fwd, req->cs_detail = req->st->stale.detail;
         if (req->st->qcc.flags & CC_ONLY_IF_CACHED)
             return (REQ_S_GATEWAY_TIMEOUT);
         return (REQ_S_PASS);
@@ -253,12 +309,15 @@ static enum pol_act
 policy_hit(struct req *req, const struct cobj *oc)
 {
     struct pol_obj obj = { .load = load_obj_head, .oc = oc, .req = req };
+    enum pol_act act;
 
     obj.age = SRG_MAX(0.0, req->st->t_lookup - oc->fresh.t_origin);
     obj.ttl = oc->fresh.ttl - obj.age;
     obj.grace = oc->fresh.swr;
     obj.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED);
-    return (pol_hit(req, &obj, &req->st->syn));
+    act = pol_hit(req, &obj, &req->st->syn);
+    req__hints_send(req);
+    return (act);
 }
 
 /*
@@ -366,6 +425,8 @@ step_pass(struct req *req)
 {
     enum pol_act act;
 
+    if (req->cs_fwd == NULL) /* Cache-Status: a pass the policy chose, unless said otherwise */
+        req->cs_fwd = "bypass", req->cs_detail = "policy";
     /* pass never answers "pass": no loop */
     if (pol_active() && (act = pol_pass(req, &req->st->syn)) != POL_FETCH)
         return (other(req, act, &req->st->syn));
@@ -470,6 +531,8 @@ restart(struct req *req)
     }
     req->restarts++;
     STAT_INC(policy_restart);
+    TRACE_RESTART(req->trace, req->restarts);
+    req->cs_fwd = req->cs_detail = NULL;
     req->bereq = NULL;
     req->retries = 0;
     req->be_name = NULL;

@@ -171,6 +171,12 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "power of two; under 500 bytes each, touched only as the worker fills them). The ring "
       "keeps the latest requests, so `log -d` shows up to this many per worker; a reader more "
       "than a ring behind reports the records it missed.")
+PARAM(trace_ring_size, BYTES, "1m", "64k", "1g", PAR_RESTART,
+      "Bytes of each worker's request-trace ring, read by `surogatctl log -g` (rounded up to "
+      "a power of two). A worker writes trace records only while such a reader is attached, "
+      "makes its ring when it first does, and touches its pages only as it fills them. A "
+      "traced request takes about 1.5 KiB; a reader more than a ring behind reports the "
+      "records it missed.")
 PARAM(cli_auth_timeout, DURATION, "10s", "10ms", "600s", PAR_LIVE,
       "With a secret file (-S), how long a new admin connection has to authenticate: it is "
       "closed when this has passed since it connected, whatever it sent meanwhile (nothing, "
@@ -293,6 +299,30 @@ PARAM(ban_lurker_batch, UINT, "1000", "1", NULL, PAR_LIVE,
 PARAM(ban_dups, BOOL, "on", NULL, NULL, PAR_LIVE,
       "When a ban is added, mark older identical bans completed: the new one covers every "
       "object they cover, so objects are not tested twice.")
+PARAM(ban_persist, DURATION, "1d", "0s", NULL, PAR_LIVE,
+      "How long a ban is kept in the file bans of the -n directory, with the time it was "
+      "made, and replayed at start: an object a file store brings back after a restart is "
+      "then tested against the bans made before the restart, and one fetched after a ban is "
+      "not. Each ban is written and synced as it is added. Bans are replayed before the "
+      "first request is served. 0s: bans are neither written nor replayed.")
+PARAM(identity, STRING, "", NULL, NULL, PAR_RESTART,
+      "This node's name: the policy's server.identity, and the member it is in a cluster "
+      "declaration (surogat-lua(7)). Letters, digits, '.', '_' and '-'. Empty: the host name.")
+PARAM(cluster_timeout, DURATION, "2s", "10ms", "1m", PAR_LIVE,
+      "How long a node waits for another member of its cluster to answer a cluster message "
+      "(an invalidation, a retry, the journal at start), connecting included. A member that "
+      "does not answer in time gets the invalidation again later, from its outbox.")
+PARAM(cluster_sync_timeout, DURATION, "10s", "0s", "10m", PAR_LIVE,
+      "How long a node that starts, a cluster member, spends asking the other members for the "
+      "invalidations it missed while it was away, before it serves its first request.")
+PARAM(cluster_journal, DURATION, "1d", "1m", NULL, PAR_LIVE,
+      "How long a cluster member keeps the invalidations it applied (the file "
+      "cluster.journal of the -n directory): for the members that return after an absence, "
+      "and for those it must send them to again. A member away longer bans, when it returns, "
+      "everything it fetched before what the others still remember.")
+PARAM(cluster_journal_max, UINT, "100000", "100", NULL, PAR_LIVE,
+      "Most invalidations a cluster member keeps in its journal; the oldest are forgotten "
+      "first, as with cluster_journal.")
 PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
       "Lua VM instructions one policy hook call may run (and the top level of the script when "
       "it is loaded). Past it the call fails: the error is logged with file and line and the "
@@ -314,6 +344,14 @@ PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE | PAR_LOAD,
 PARAM(pipe_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
       "A piped connection (recv returned \"pipe\") is closed when no byte moved either way "
       "for this long.")
+PARAM(tunnel_timeout, DURATION, "300s", "1s", NULL, PAR_LIVE,
+      "A tunnel -- a WebSocket or other upgrade once the backend answered 101 Switching "
+      "Protocols -- is closed when no byte moved either way for this long. Each open tunnel "
+      "holds a worker thread (tunnel_active).")
+PARAM(backend_max_interim, UINT, "16", "0", "1000", PAR_LIVE,
+      "Interim (1xx) responses a backend may send before its final response; one more and the "
+      "response is refused (502). 103 Early Hints among them are forwarded to HTTP/1.1 clients "
+      "as they come.")
 PARAM(max_restarts, UINT, "4", "0", "100", PAR_LIVE,
       "Times a policy hook may send a request back to recv with \"restart\". One more is "
       "answered 503.")

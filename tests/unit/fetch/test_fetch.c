@@ -20,7 +20,9 @@
  * at their max_connections (503), stay silent past first_byte_timeout
  * (504), close before the head, send something that is not HTTP or cut
  * a body short (502); kept connections found dead, retried once on a
- * fresh one (not for a POST); and interim responses before the final one.
+ * fresh one (not for a POST); interim responses before the final one, and
+ * 103s handed up as they come; an upgrade the backend switched
+ * (FETCH_UPGRADE) or refused (an ordinary response, its connection closed).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1443,6 +1445,131 @@ START_TEST(interim_before_final)
 }
 END_TEST
 
+/* What the interim callback was handed: each 103's fields, one after another. */
+static struct {
+    unsigned n;
+    char fields[4][256];
+} hints;
+
+static int
+hint_in(void *priv, unsigned status, const struct txt *fields)
+{
+    ck_assert_ptr_eq(priv, &hints);
+    ck_assert_uint_eq(status, 103);
+    ck_assert_uint_lt(hints.n, ARRAY_LEN(hints.fields));
+    ck_assert_uint_lt(fields->len, sizeof hints.fields[0]);
+    memcpy(hints.fields[hints.n], fields->b, fields->len);
+    hints.fields[hints.n++][fields->len] = '\0';
+    return (1);
+}
+
+/*
+ * A 103 goes up through bo->interim as it comes, its hop-by-hop fields
+ * gone; a 100 does not (the client's 100 Continue was ours to send); the
+ * final response is the one after them, without their fields.
+ */
+START_TEST(interim_103_forwarded)
+{
+    struct busyobj bo;
+
+    memset(&hints, 0, sizeof hints);
+    answer("HTTP/1.1 100 Continue\r\n\r\n",
+           "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nConnection: x-hop\r\n"
+           "X-Hop: 1\r\nKeep-Alive: timeout=5\r\n\r\n",
+           "HTTP/1.1 103 Early Hints\r\nLink: </b.js>; rel=preload\r\n\r\n"
+           "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+           NULL);
+    peer_run();
+    mkbo(&bo, NULL);
+    bo.interim = hint_in;
+    bo.interim_priv = &hints;
+    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_uint_eq(hints.n, 2);
+    ck_assert_str_eq(hints.fields[0], "Link: </a.css>; rel=preload\r\n");
+    ck_assert_str_eq(hints.fields[1], "Link: </b.js>; rel=preload\r\n");
+    ck_assert_uint_eq(bo.beresp->status, 200);
+    ck_assert_ptr_null(http_find(bo.beresp, "Link"));
+    ck_assert_int_eq(fetch_body(&bo, &sink), 0);
+    ck_assert_str_eq(got.b, "ok");
+    fetch_done(&bo);
+}
+END_TEST
+
+/* The client's upgrade, as it reaches the backend: its Upgrade, Connection: upgrade alone. */
+static void
+upgrade_creq(void)
+{
+    add(&creq, "Upgrade", "websocket");
+    add(&creq, "Connection", "Upgrade, X-Other");
+    add(&creq, "X-Other", "hop");
+}
+
+/*
+ * The backend switches: FETCH_UPGRADE, the connection handed over, the
+ * bytes it sent past its 101 left in the receive buffer for the tunnel.
+ */
+START_TEST(upgrade_switched)
+{
+    uint64_t opened = stat_get(STAT_tunnel_opened);
+    struct busyobj bo;
+
+    upgrade_creq();
+    answer("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "\r\nfirst-frame",
+           NULL)
+        ->hold = true;
+    peer_run();
+    mkbo(&bo, NULL);
+    bo.upgrade = true;
+    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_UPGRADE);
+    ck_assert_ptr_nonnull(strstr(peer.got[0], "\r\nUpgrade: websocket\r\n"));
+    ck_assert_ptr_nonnull(strstr(peer.got[0], "\r\nConnection: upgrade\r\n"));
+    ck_assert_ptr_null(strstr(peer.got[0], "X-Other"));
+    ck_assert_uint_eq(bo.beresp->status, 101);
+    ck_assert_ptr_nonnull(bo.conn);
+    ck_assert_uint_eq(bo.be_len - bo.be_pos, 11);
+    ck_assert_int_eq(memcmp(bo.rxbuf + bo.be_pos, "first-frame", 11), 0);
+    ck_assert_uint_eq(stat_get(STAT_tunnel_opened) - opened, 1);
+    fetch_done(&bo); /* the caller would have taken bo.conn: here it is closed */
+    ck_assert_uint_eq(bcp_idle_count(be->pool), 0);
+}
+END_TEST
+
+/*
+ * The backend refuses the switch: an ordinary response, and the
+ * connection it was asked to switch is closed, never pooled.  A 101
+ * without Upgrade, or to a request that asked for no upgrade, is refused.
+ */
+START_TEST(upgrade_refused)
+{
+    uint64_t opened = stat_get(STAT_tunnel_opened), refused = stat_get(STAT_tunnel_refused);
+    struct busyobj bo;
+
+    upgrade_creq();
+    answer("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno", NULL);
+    answer("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n", NULL);
+    answer("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", NULL);
+    peer_run();
+    mkbo(&bo, NULL);
+    bo.upgrade = true;
+    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_uint_eq(bo.beresp->status, 200);
+    ck_assert_int_eq(fetch_body(&bo, &sink), 0);
+    ck_assert_str_eq(got.b, "no");
+    fetch_done(&bo);
+    ck_assert_uint_eq(bcp_idle_count(be->pool), 0);
+    ck_assert_uint_eq(stat_get(STAT_tunnel_refused) - refused, 1);
+    mkbo(&bo, NULL);
+    bo.upgrade = true;
+    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_E_BAD);
+    fetch_done(&bo);
+    mkbo(&bo, NULL);
+    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_E_BAD);
+    fetch_done(&bo);
+    ck_assert_uint_eq(stat_get(STAT_tunnel_opened) - opened, 0);
+}
+END_TEST
+
 Suite *
 fetch_suite(void)
 {
@@ -1474,5 +1601,8 @@ fetch_suite(void)
     tcase_add_test(tc, dead_kept_connections_retried_fresh);
     tcase_add_test(tc, dead_kept_connection_post_not_resent);
     tcase_add_test(tc, interim_before_final);
+    tcase_add_test(tc, interim_103_forwarded);
+    tcase_add_test(tc, upgrade_switched);
+    tcase_add_test(tc, upgrade_refused);
     return s;
 }
