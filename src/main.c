@@ -703,7 +703,8 @@ main(int argc, char **argv)
         AZ(sto_init("malloc,256m", &err));
     lfu_init(sto_size() / 4096); /* a guess of objects per store byte, for the sketch's width */
     hsh_recover();
-    if (ban_persist_open("bans", &err) != 0)
+    /* Kept in the -n directory only: a daemon without one leaves no files where it was started. */
+    if (o.workdir != NULL && ban_persist_open("bans", &err) != 0)
         die("%s", ebuf);
     raise_fd_limit();
     if (tls_init() != 0)
