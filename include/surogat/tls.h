@@ -113,10 +113,15 @@ int tls_write(struct ssl_st *ssl, int fd, const void *buf, size_t len, double de
  */
 int tls_sendfile(struct ssl_st *ssl, int fd, int filefd, off_t off, size_t len, double deadline);
 /*
- * As vio_wait_readable(), but decrypted bytes OpenSSL already holds count
- * as readable: poll(2) cannot see them.
+ * As vio_wait_readable(), but what OpenSSL already holds counts as
+ * readable: poll(2) cannot see it.
  */
 int tls_wait_readable(struct ssl_st *ssl, int fd, double timeout);
-bool tls_pending(const struct ssl_st *ssl);
+/*
+ * Whether a read would find something without the socket signalling:
+ * decrypted bytes, or a whole record read ahead (listeners read ahead).
+ * Never blocks (a peek may try one non-blocking read of the rest).
+ */
+bool tls_pending(struct ssl_st *ssl);
 
 #endif

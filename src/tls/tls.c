@@ -245,8 +245,21 @@ new_ctx(bool h2, struct sb *err)
     AN(SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION));
     SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION |
                                  SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF);
-    /* 10,000 idle keep-alive clients must not each hold 2 x 16 KiB of record buffers. */
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /*
+     * 10,000 idle keep-alive clients must not each hold 2 x 16 KiB of
+     * record buffers.  No automatic chain: the chain is what the cert=
+     * file holds, and without NO_AUTO_CHAIN OpenSSL runs X509_verify_cert()
+     * against the (empty) store on every handshake of a certificate that
+     * has no intermediates, to find none.
+     */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN);
+    /*
+     * Read as much as the socket holds, not a record header and then its
+     * body: the client's Finished and first request arrive together and
+     * cost one read(2), not six.  Records read ahead are invisible to
+     * poll(2): tls_pending() knows.
+     */
+    SSL_CTX_set_read_ahead(ctx, 1);
     if (SSL_CTX_set_cipher_list(ctx, par.tls_ciphers) != 1) {
         sb_printf(err, "tls_ciphers '%s': %s", par.tls_ciphers, ssl_reason(rbuf, sizeof rbuf));
         SSL_CTX_free(ctx);
@@ -546,4 +559,5 @@ void
 tls_fini(void)
 {
     SRG_ASSERT(nlsns == 0); /* acc_stop() freed them */
+    tls__ticket_fini();
 }

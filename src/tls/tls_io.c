@@ -301,15 +301,36 @@ tls_alpn_h2(const SSL *ssl)
 }
 
 bool
-tls_pending(const SSL *ssl)
+tls_pending(SSL *ssl)
 {
-    return (SSL_pending(ssl) > 0);
+    char c;
+    size_t n;
+    int e;
+
+    if (SSL_pending(ssl) > 0)
+        return (true);
+    /* Peeking during a handshake would run the handshake. */
+    if (!SSL_has_pending(ssl) || !SSL_is_init_finished(ssl))
+        return (false);
+    /*
+     * Bytes read ahead but not opened: a whole record would never be
+     * signalled by the socket, the start of one will (by its rest).
+     * Peeking opens what is whole; WANT_READ means only a part is there.
+     */
+    ERR_clear_error();
+    errno = 0;
+    if (SSL_peek_ex(ssl, &c, 1, &n) == 1)
+        return (true);
+    e = SSL_get_error(ssl, 0);
+    ERR_clear_error();
+    /* EOF and errors count as news: the next read reports them at once. */
+    return (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE);
 }
 
 int
 tls_wait_readable(SSL *ssl, int fd, double timeout)
 {
-    if (SSL_pending(ssl) > 0)
+    if (tls_pending(ssl))
         return (1);
     return (vio_wait_readable(fd, timeout));
 }
