@@ -12,8 +12,9 @@ show the difference.
   origin, slow load, clients  core 1   (taskset -c 1)
 
 For each proxy, fresh processes:
-1. RSS and a probe without slow clients: --probes requests, each on a new
-   connection (connect, GET, read to the end), --probe-gap apart.
+1. RSS, a probe and wrk without slow clients: --probes requests, each on a
+   new connection (connect, GET, read to the end), --probe-gap apart; wrk
+   as in 3.
 2. The slow load opened (paced, 100 connections per 50 ms), then --settle
    seconds; RSS.
 3. The same probe, then wrk (-c --conns, -t 1, --duration s, keep-alive)
@@ -140,6 +141,7 @@ def measure(args, srv):
     row = {"proxy": srv.name}
     row["rss_idle"] = rss_kib(srv.pid)
     row["probe_idle"] = probe(args, srv.port)
+    row["wrk_idle"] = wrk(args, srv.port)
     log(f"{srv.name}: without slow clients, probe p99 {row['probe_idle']['p99']:.2f} ms; "
         f"opening {args.heads} slow heads and {args.bodies} slow bodies")
     load = slowload.Child(srv.port, args.heads, args.bodies, args.body_len,
@@ -167,7 +169,7 @@ def measure(args, srv):
 
 def report(rows):
     head = ["proxy", "slow clients connected at the end", "probe p50", "probe p99",
-            "probe max", "probe failures", "wrk req/s", "wrk p50", "wrk p99", "wrk max",
+            "probe max", "probe failures", "wrk req/s (without)", "wrk p50", "wrk p99", "wrk max",
             "RSS idle (MiB)", "RSS loaded (MiB)", "threads (load / end)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -181,7 +183,8 @@ def report(rows):
         errs = w["non2xx"] + sum(w["sock_errors"].values())
         cells = [r["proxy"], slow, f"{p['p50']:.2f}ms", f"{p['p99']:.2f}ms",
                  f"{p['max']:.2f}ms", fails,
-                 pt.fmt_num(w["rps"]) + (f" ({errs} errors)" if errs else ""),
+                 pt.fmt_num(w["rps"]) + (f" ({errs} errors)" if errs else "") +
+                 f" ({pt.fmt_num(r['wrk_idle']['rps'])})",
                  pt.fmt_ms(w["p50"]), pt.fmt_ms(w["p99"]), pt.fmt_ms(w["max"]),
                  pt.fmt_mib(r["rss_idle"]), pt.fmt_mib(max(r["rss_load"], r["rss_end"])),
                  f"{r['threads_load']} / {r['threads_end']}"]

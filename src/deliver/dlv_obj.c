@@ -187,10 +187,17 @@ dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     const struct tp_ops *tp = req->tp;
     struct iovec iov[DLV_IOV];
     struct dlv_plan d;
+    struct txt prog;
     int n = 0;
 
     OBJ_CHECK(req, REQ_MAGIC);
     req->outcome = REQ_O_HIT;
+    if (hsh_oa_get(oc, HSH_OA_ESI, &prog)) {
+        /* An ESI page: assembled (dlv_esi.c). */
+        dlv__esi(req, oc, prog, now, fwd,
+                 fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0);
+        return;
+    }
     /* A miss delivered from what it stored (fwd) is its first delivery: 0 hits. */
     if (dlv__plan_obj(req, oc, oc->body.len, now, fwd,
                       fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0, &d) != 0) {

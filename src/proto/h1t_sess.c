@@ -249,6 +249,15 @@ check_request(struct req *req)
 
     if (nhost > 1 || (hp->proto == 11 && nhost == 0))
         return (reject(req, 400));
+    if (http_has_token(hp, "Upgrade", "h2c")) {
+        /*
+         * RFC 9113 dropped the upgrade to HTTP/2 (section 3.1): the request
+         * is served as HTTP/1.1, and neither the offer nor its settings
+         * reach a backend, piped or not.
+         */
+        http_unset(hp, "Upgrade");
+        http_unset(hp, "HTTP2-Settings");
+    }
     switch (h1_req_body(hp, &req->clen)) {
     case H1_BODY_NONE:
         req->body = H1_BODY_NONE;
@@ -289,6 +298,7 @@ check_request(struct req *req)
         req->expect_100 = hp->proto == 11 && req->body != H1_BODY_NONE;
         http_unset(hp, "Expect"); /* we answer it ourselves */
     }
+    req->upgrade = h1t_is_upgrade(hp);
     if (hp->proto == 11) {
         req->want_close = http_has_token(hp, "Connection", "close");
     } else {
@@ -461,7 +471,7 @@ served_next(struct wrk *wrk, struct req *req, struct sess **spp, size_t *carry)
         memmove(wrk->rx, wrk->rx + req->rx_pos, *carry);
         STAT_INC(sess_herd);
     }
-    (*spp)->t_idle = tim_mono();
+    (*spp)->t_idle = req->t_end; /* the request's log entry read the clock just now */
     return (true);
 }
 

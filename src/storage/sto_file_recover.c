@@ -192,6 +192,13 @@ claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags, struct sf_
             k++;
             f++;
         }
+        /* The tail sorts after the body's fragments (SF_TAIL_AUX), and must be whole. */
+        if (r->tail_len > 0 && f < frags->n && frags->v[f].serial == rec->serial &&
+            frags->v[f].aux == SF_TAIL_AUX && frags->v[f].len == r->tail_len &&
+            sizeof(struct sf_hdr) + (uint64_t)r->tail_len <= (uint64_t)frags->v[f].units * SF_UNIT)
+            f++;
+        else if (r->tail_len > 0)
+            k = UINT32_MAX; /* missing or torn: the object dies */
         if (k != r->nfrags || sum != r->body_len ||
             (i + 1 < recs->n && recs->v[i + 1].serial == rec->serial) ||
             (i > 0 && recs->v[i - 1].serial == rec->serial)) {
@@ -209,7 +216,8 @@ claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags, struct sf_
 
 /*
  * Pass 3: the free space is everything no live extent covers, but for the
- * extents held again (marked: aux ~0 in the list).  Under st->mtx.
+ * extents held again (marked in the list by the top bit of units).  Under
+ * st->mtx.
  */
 static void
 rebuild_free(struct stv *stv, const struct sf_vec *recs, const struct sf_vec *frags,
@@ -233,7 +241,7 @@ rebuild_free(struct stv *stv, const struct sf_vec *recs, const struct sf_vec *fr
     }
     for (size_t i = 0; i < held->n; i++) {
         struct sf_item it = held->v[i];
-        it.aux = UINT32_MAX;
+        it.units |= 0x80000000u; /* live items have this bit clear */
         vec_push(&live, &it);
     }
     if (live.n > 0)
@@ -245,9 +253,10 @@ rebuild_free(struct stv *stv, const struct sf_vec *recs, const struct sf_vec *fr
             ext_put(st->ext, u, end - u, NULL, NULL);
         }
         if (i < live.n) {
-            if (live.v[i].aux == UINT32_MAX)
-                sf__hold(stv, live.v[i].start, live.v[i].units, true);
-            u = live.v[i].start + live.v[i].units;
+            uint32_t units = live.v[i].units & 0x7fffffffu;
+            if (live.v[i].units & 0x80000000u)
+                sf__hold(stv, live.v[i].start, units, true);
+            u = live.v[i].start + units;
         }
     }
     free(live.v);
@@ -289,6 +298,16 @@ rebuild_body(struct stv *stv, const struct sf_item *rec, const struct sf_vec *fr
     b->verified = false;
     b->len = r->body_len;
     b->bytes = (uint64_t)rec->units * SF_UNIT;
+    if (r->tail_len > 0) {
+        /* Claimed right after the body's fragments (claim()). */
+        const struct sf_item *t = &frags->v[rec->aux + r->nfrags];
+        o->tail_start = t->start;
+        o->tail_units = t->units & 0x7fffffffu;
+        o->tail_len = r->tail_len;
+        m->tail = unit_ptr(st, t->start) + sizeof(struct sf_hdr);
+        m->tail_len = r->tail_len;
+        b->bytes += (uint64_t)o->tail_units * SF_UNIT;
+    }
     if (r->inline_len > 0) {
         struct sf_seg *fs = sf__seg_new(rec->start, rec->units, unit_ptr(st, rec->start) + h->len,
                                         r->inline_len, true);

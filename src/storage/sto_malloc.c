@@ -14,6 +14,7 @@
  * a descriptor; at most half of RLIMIT_NOFILE go to them, leaving the rest
  * to connections, and past that -- or when the kernel says no -- bodies
  * stay on the heap and go by copy (sto_mfile_fail).
+ * A body's tail (sto_set_tail) is one more heap block.
  */
 #include "config.h"
 
@@ -48,12 +49,16 @@
 #define MFD_NOEXEC_SEAL 0x0008U /* Linux 6.3; older kernels refuse it: retried without */
 #endif
 
-/* b->priv of a body with segments in a memory file (fd -1: it could not have one). */
-struct sm_mfile {
-    int fd;
+struct sm_tail;
+
+/* b->priv, for a body with a memory file or a tail. */
+struct sm_priv {
+    int fd;         /* its memory file; -1: none (not wanted yet, or it could not have one) */
+    bool tried;     /* a memory file was asked for: fd says how that went */
     char *base;     /* reserve bytes of address space; the file's [0, size) mapped from base */
     size_t reserve;
     size_t size;
+    struct sm_tail *tail;
 };
 
 static unsigned mfiles; /* atomic: bodies holding a memory file */
@@ -125,20 +130,31 @@ mfile_room(void)
             (rl.rlim_cur == RLIM_INFINITY || n < rl.rlim_cur / 2));
 }
 
+static struct sm_priv *
+priv_of(struct sto_body *b)
+{
+    struct sm_priv *sp = b->priv;
+
+    if (sp == NULL) {
+        sp = calloc(1, sizeof *sp);
+        AN(sp);
+        sp->fd = -1;
+        b->priv = sp;
+    }
+    return (sp);
+}
+
 /* The body's memory file, made on first use; NULL when it cannot have one. */
-static struct sm_mfile *
+static struct sm_priv *
 mfile_of(struct sto_body *b)
 {
-    struct sm_mfile *mf = b->priv;
+    struct sm_priv *mf = priv_of(b);
     size_t reserve;
     int fd;
 
-    if (mf != NULL)
+    if (mf->tried)
         return (mf->fd >= 0 ? mf : NULL);
-    mf = calloc(1, sizeof *mf);
-    AN(mf);
-    mf->fd = -1;
-    b->priv = mf;
+    mf->tried = true;
     reserve = b->size_hint > 0 ? page_round((size_t)b->size_hint) : MF_RESERVE;
     fd = -1;
     if (mfile_room()) {
@@ -175,7 +191,7 @@ mfile_of(struct sto_body *b)
 static struct sto_seg *
 mseg_new(struct stv *stv, struct sto_body *b)
 {
-    struct sm_mfile *mf = mfile_of(b);
+    struct sm_priv *mf = mfile_of(b);
     struct sto_seg *s;
     size_t cap;
     void *p;
@@ -209,7 +225,7 @@ mseg_new(struct stv *stv, struct sto_body *b)
 }
 
 static bool
-in_mfile(const struct sm_mfile *mf, const struct sto_seg *s)
+in_mfile(const struct sm_priv *mf, const struct sto_seg *s)
 {
     return (mf != NULL && mf->fd >= 0 && s->data >= mf->base && s->data < mf->base + mf->size);
 }
@@ -303,7 +319,7 @@ sm_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
 static void
 mfile_trim(struct stv *stv, struct sto_body *b, struct sto_seg *s)
 {
-    struct sm_mfile *mf = b->priv;
+    struct sm_priv *mf = b->priv;
     size_t keep = page_round(s->len > 0 ? s->len : 1), spare;
 
     if (keep >= s->cap || s->data + s->cap != mf->base + mf->size)
@@ -345,6 +361,42 @@ sm_trim(struct stv *stv, struct sto_body *b)
     sto__credit(stv, spare);
 }
 
+/* A body's tail: its length, then its bytes. */
+struct sm_tail {
+    size_t len;
+    char data[];
+};
+
+static int
+sm_set_tail(struct stv *stv, struct sto_body *b, const void *p, size_t len)
+{
+    struct sm_priv *sp = priv_of(b);
+    struct sm_tail *t;
+
+    SRG_ASSERT(sp->tail == NULL);
+    if (sto__charge(stv, sizeof *t + len) != 0)
+        return (-1);
+    t = malloc(sizeof *t + len);
+    AN(t);
+    t->len = len;
+    memcpy(t->data, p, len);
+    b->bytes += sizeof *t + len;
+    sp->tail = t;
+    return (0);
+}
+
+static const void *
+sm_tail(const struct stv *stv, const struct sto_body *b, size_t *len)
+{
+    const struct sm_priv *sp = b->priv;
+
+    (void)stv;
+    if (sp == NULL || sp->tail == NULL)
+        return (NULL);
+    *len = sp->tail->len;
+    return (sp->tail->data);
+}
+
 /*
  * Heap segments and the descriptors of file segments are each one
  * allocation; the memory file goes whole.  Closing it is what makes its
@@ -353,21 +405,23 @@ sm_trim(struct stv *stv, struct sto_body *b)
 static void
 sm_free(struct stv *stv, struct sto_body *b)
 {
-    struct sm_mfile *mf = b->priv;
+    struct sm_priv *sp = b->priv;
     struct sto_seg *s;
 
     while ((s = b->first) != NULL) {
         b->first = s->next;
         free(s);
     }
-    if (mf != NULL) {
-        if (mf->fd >= 0) {
-            AZ(munmap(mf->base, mf->reserve));
-            AZ(close(mf->fd));
+    if (sp != NULL) {
+        if (sp->fd >= 0) {
+            AZ(munmap(sp->base, sp->reserve));
+            AZ(close(sp->fd));
             __atomic_sub_fetch(&mfiles, 1, __ATOMIC_RELAXED);
             STAT_DEC(sto_mfiles);
         }
-        free(mf);
+        free(sp->tail);
+        free(sp);
+        b->priv = NULL;
     }
     sto__credit(stv, b->bytes);
 }
@@ -375,7 +429,7 @@ sm_free(struct stv *stv, struct sto_body *b)
 static bool
 sm_seg_file(struct stv *stv, struct sto_body *b, const struct sto_seg *s, int *fd, off_t *off)
 {
-    const struct sm_mfile *mf = b->priv;
+    const struct sm_priv *mf = b->priv;
 
     (void)stv;
     if (!in_mfile(mf, s))
@@ -393,4 +447,6 @@ const struct stv_ops sto_malloc_ops = {
     .free = sm_free,
     .release = sm_free,
     .seg_file = sm_seg_file,
+    .set_tail = sm_set_tail,
+    .tail = sm_tail,
 };

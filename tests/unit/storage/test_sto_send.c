@@ -112,7 +112,7 @@ put(struct sto_body *b, const char *key, size_t len, bool announce, unsigned see
 {
     char head[] = "HTTP/1.1 200 OK\r\n";
     char attr[16] = "attr-bytes-here";
-    struct sto_meta m = { key, strlen(key), head, strlen(head), "", 0, attr, sizeof attr, 0 };
+    struct sto_meta m = { key, strlen(key), head, strlen(head), "", 0, attr, sizeof attr, 0, NULL, 0 };
 
     fill(want, len, seed);
     memset(b, 0, sizeof *b);
@@ -254,7 +254,7 @@ fill_store(unsigned seed)
 
     fill(want, 256 * 1024, seed);
     while (n < 256) {
-        struct sto_meta m = { "/new", 4, head, strlen(head), "", 0, attr, sizeof attr, 0 };
+        struct sto_meta m = { "/new", 4, head, strlen(head), "", 0, attr, sizeof attr, 0, NULL, 0 };
         memset(&b[n], 0, sizeof b[n]);
         b[n].size_hint = 256 * 1024;
         if (sto_open(&b[n], &m) != 0)
@@ -336,7 +336,7 @@ START_TEST(store_full_while_held)
     struct sto_body old, b;
     struct client c = connect_client(4 << 20);
     char head[] = "HTTP/1.1 200 OK\r\n", attr[16] = "attr-bytes-here";
-    struct sto_meta m = { "/next", 5, head, strlen(head), "", 0, attr, sizeof attr, 0 };
+    struct sto_meta m = { "/next", 5, head, strlen(head), "", 0, attr, sizeof attr, 0, NULL, 0 };
 
     open_file_store("2m", keep_all);
     put(&old, "/old", 1536 * 1024, true, 1);
