@@ -122,24 +122,38 @@ gunzip_begin(struct gunzip *g, struct req *req, struct cobj *oc)
     STAT_INC(gunzip_delivered);
 }
 
+/*
+ * The part of segment s, whose first byte is body byte off, that falls in
+ * the body bytes [first, last]: its bytes [*from, *to).  False when none.
+ */
+static bool
+seg_part(const struct sto_seg *s, uint64_t off, uint64_t first, uint64_t last, uint64_t *from,
+         uint64_t *to)
+{
+    uint64_t s_end = off + s->len; /* exclusive */
+
+    if (s_end <= first || off > last)
+        return (false);
+    *from = first > off ? first - off : 0;
+    *to = last + 1 < s_end ? last + 1 - off : s->len;
+    return (true);
+}
+
 /* Body bytes [first, last] of an object into iovecs from *n on; false when out of room. */
 static bool
 body_iov(const struct cobj *oc, uint64_t first, uint64_t last, struct iovec *iov, int *n,
          int max)
 {
-    uint64_t off = 0;
+    uint64_t off = 0, from, to;
 
     for (const struct sto_seg *s = oc->body.first; s != NULL && off <= last; s = s->next) {
-        uint64_t s_end = off + s->len; /* exclusive */
-        if (s_end > first) {
-            uint64_t from = first > off ? first - off : 0;
-            uint64_t to = last + 1 < s_end ? last + 1 - off : s->len;
+        if (seg_part(s, off, first, last, &from, &to)) {
             if (*n == max)
                 return (false);
             iov[*n].iov_base = (void *)(uintptr_t)(s->data + from);
             iov[(*n)++].iov_len = (size_t)(to - from);
         }
-        off = s_end;
+        off += s->len;
     }
     return (true);
 }
@@ -153,17 +167,12 @@ static int
 body_fsegs(struct req *req, struct cobj *oc, uint64_t first, uint64_t last)
 {
     struct tp_fseg seg[DLV_IOV];
-    uint64_t off = 0;
-    int n = 0;
+    uint64_t off = 0, from, to;
+    int n = 0, fd;
+    off_t at;
 
     for (const struct sto_seg *s = oc->body.first; s != NULL && off <= last; s = s->next) {
-        uint64_t s_end = off + s->len; /* exclusive */
-        if (s_end > first) {
-            uint64_t from = first > off ? first - off : 0;
-            uint64_t to = last + 1 < s_end ? last + 1 - off : s->len;
-            int fd;
-            off_t at;
-
+        if (seg_part(s, off, first, last, &from, &to)) {
             if (n == DLV_IOV) {
                 if (req->tp->body_fsegs(req, seg, n) != 0)
                     return (-1);
@@ -176,7 +185,7 @@ body_fsegs(struct req *req, struct cobj *oc, uint64_t first, uint64_t last)
             }
             n++;
         }
-        off = s_end;
+        off += s->len;
     }
     return (n > 0 ? req->tp->body_fsegs(req, seg, n) : 0);
 }

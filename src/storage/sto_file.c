@@ -43,7 +43,9 @@
  * cache: written back, unmapped from us and dropped (POSIX_FADV_DONTNEED),
  * which the kernel does only for pages nothing else references, and
  * mincore(2) says they went.  A page read in again afterwards is a new
- * page, which no old socket holds.  sendfile(2) reads what is not cached
+ * page, which no old socket holds.  (A client's socket buffers go back to
+ * the CPU that made them, and let go of their pages, when that CPU next
+ * receives something: at once on a server with traffic.)  sendfile(2) reads what is not cached
  * in single pages (POSIX_FADV_RANDOM): the kernel drops a large folio only
  * whole, and one shared with a neighbour in use would keep a freed extent
  * held (a sweep that keeps failing drops the neighbourhood with it).

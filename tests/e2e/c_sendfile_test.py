@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import wait_until
+from t_tls_test import pki, tls  # noqa: F401  (fixtures)
 
 CACHED = {"Cache-Control": "max-age=600"}
 MIB = 1024 * 1024
@@ -102,6 +103,28 @@ def sendfile_on(sg):
     return "sendfile=off" not in sg.ctl("storage.list").stdout
 
 
+def held_by_a_slow_client(origin, surogat, tmp_path, body, size):
+    """A file store of `size` holding `body` at /old, read by a slow client
+    that has the head; /old purged, and the delivery over (its access log
+    line, the third: miss, PURGE, this one) while most of the body waits in
+    the socket queues: the body's space is held.  (sg, spec, client)."""
+    origin.route("/old", body=body, headers=CACHED)
+    sg, spec = start(surogat, tmp_path, "file", size)
+    if not sendfile_on(sg):
+        pytest.skip("the store's file is on tmpfs here: no sendfile to test")
+    assert sg.get("/old").body == body
+    c = Slow(sg.port, "/old")
+    try:
+        c.read(4096)
+        assert sg.request("PURGE", "/old").status == 200
+        read_until_delivered(sg, c, 3)
+        sg.wait_stat("sto_quarantine_bytes", len(body))
+    except BaseException:
+        c.close()
+        raise
+    return sg, spec, c
+
+
 def fill_store(origin, sg, n, size, seed):
     """n new objects of size bytes through the cache: all answered whole."""
     for i in range(n):
@@ -170,17 +193,8 @@ def test_client_gone_mid_body(origin, surogat, tmp_path, kind):
 
 def test_store_full_while_space_is_held(origin, surogat, tmp_path):
     old = body_of(3 * MIB + 512 * 1024, 5)
-    origin.route("/old", body=old, headers=CACHED)
-    sg, _ = start(surogat, tmp_path, "file", "4m")
-    if not sendfile_on(sg):
-        pytest.skip("the store's file is on tmpfs here: no sendfile to test")
-    assert sg.get("/old").body == old
-    c = Slow(sg.port, "/old")
+    sg, _, c = held_by_a_slow_client(origin, surogat, tmp_path, old, "4m")
     try:
-        c.read(4096)
-        assert sg.request("PURGE", "/old").status == 200
-        read_until_delivered(sg, c, 3)
-        sg.wait_stat("sto_quarantine_bytes", len(old))
         # Most of the store is held: a new MiB cannot be stored, but is answered whole.
         big = body_of(MIB, 6)
         origin.route("/big", body=big, headers=CACHED)
@@ -202,18 +216,9 @@ def test_store_full_while_space_is_held(origin, surogat, tmp_path):
 @pytest.mark.parametrize("how", ["kill -9", "SIGTERM"])
 def test_restart_holds_what_a_client_may_still_read(origin, surogat, tmp_path, how):
     old = body_of(3 * MIB, 7)
-    origin.route("/old", body=old, headers=CACHED)
-    sg, spec = start(surogat, tmp_path, "file", "12m")
-    if not sendfile_on(sg):
-        pytest.skip("the store's file is on tmpfs here: no sendfile to test")
-    assert sg.get("/old").body == old
-    c = Slow(sg.port, "/old")
+    sg, spec, c = held_by_a_slow_client(origin, surogat, tmp_path, old, "12m")
     try:
-        c.read(4096)
-        assert sg.request("PURGE", "/old").status == 200
-        read_until_delivered(sg, c, 3)
         before = len(c.data)
-        sg.wait_stat("sto_quarantine_bytes", len(old))
         if how == "kill -9":
             sg.kill()
         else:
@@ -254,3 +259,19 @@ def test_ranges_heads_and_pipelining(origin, surogat, tmp_path, kind):
         for _ in range(3):
             r = conn.read_response()
             assert r.status == 200 and r.body == big
+
+
+@pytest.mark.parametrize("kind", ["file", "malloc"])
+def test_tls_and_http2_clients_get_a_copy(origin, tls, tmp_path, kind):
+    """A large hit to a TLS client (HTTP/1.1 or HTTP/2) is encrypted from memory:
+    whole, and not counted as sent by reference."""
+    big = body_of(MIB + 777, 11)
+    origin.route("/big", body=big, headers=CACHED)
+    spec = ("file,%s,32m" % (tmp_path / "store.bin") if kind == "file" else "malloc,32m")
+    t = tls(params={"sendfile_min_size": "64k"}, args=["-s", spec])
+    url = "https://a.test:%d/big" % t.port
+    for http in ("--http1.1", "--http2"):
+        p = t.curl("-s", url, url, http=http)
+        assert p.returncode == 0 and p.stdout == big + big, (http, p.stderr[-300:])
+    assert t.sg.stat("cache_hit") >= 3
+    assert t.sg.stat("resp_sendfile_bytes") == 0
