@@ -10,50 +10,18 @@ is being made; a file store does not bring copies back after a restart.
 Every body is decoded with Python's zlib, brotli and zstandard and
 compared with the origin's byte for byte."""
 
-import os
-import random
 import socket
 import time
-import zlib
 
 import brotli
 import pytest
 import zstandard
 
 import httpc
+from codings import decode, html_page as page
 from cstatus import forwarded, is_hit
 
 CC60 = {"Cache-Control": "max-age=60", "Content-Type": "text/html"}
-
-
-def page(n, seed=1):
-    """n bytes of HTML with a real page's redundancy, different per seed."""
-    rnd = random.Random(seed)
-    words = ["cache", "proxy", "origin", "object", "header", "client", "stale", "fresh",
-             "vary", "range", "store", "lorem", "ipsum", "dolor", "amet", "surogat"]
-    out, size = [b"<!DOCTYPE html>\n<html><body>\n"], 0
-    while size < n:
-        s = ('<div class="item"><a href="/p/%d">%s</a></div>\n'
-             % (rnd.randrange(10000), " ".join(rnd.choice(words)
-                                               for _ in range(rnd.randrange(8, 40))))).encode()
-        out.append(s)
-        size += len(s)
-    return b"".join(out)[:n]
-
-
-def decode(coding, body):
-    if coding is None:
-        return body
-    if coding == "gzip":
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = d.decompress(body) + d.flush()
-        assert d.eof and not d.unused_data, "not exactly one gzip stream"
-        return out
-    if coding == "br":
-        return brotli.decompress(body)
-    if coding == "zstd":
-        return zstandard.ZstdDecompressor().decompress(body, max_output_size=1 << 28)
-    raise AssertionError("unknown coding %r" % coding)
 
 
 def get(sg, path, ae=None, headers=None, method="GET", **kw):

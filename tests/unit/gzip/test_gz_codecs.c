@@ -352,6 +352,17 @@ END_TEST
 #define SB GZ_SET(GZ_C_BR)
 #define SZ GZ_SET(GZ_C_ZSTD)
 
+/* The Accept-Encoding field value v (NULL: no field) parsed into *ae. */
+static void
+ae_of(struct gz_ae *ae, const char *v)
+{
+    gz_ae_init(ae);
+    if (v != NULL) {
+        ae->present = true;
+        gz_ae_add(ae, v, strlen(v));
+    }
+}
+
 START_TEST(negotiate_table)
 {
     static const enum gz_coding pref[] = { GZ_C_BR, GZ_C_ZSTD, GZ_C_GZIP };
@@ -405,11 +416,7 @@ START_TEST(negotiate_table)
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         struct gz_pick pk;
 
-        gz_ae_init(&ae);
-        if (v[i].ae != NULL) {
-            ae.present = true;
-            gz_ae_add(&ae, v[i].ae, strlen(v[i].ae));
-        }
+        ae_of(&ae, v[i].ae);
         pk = gz_negotiate(&ae, v[i].stored, pref, 3);
         ck_assert_msg(pk.send == v[i].send && pk.from == v[i].from,
                       "'%s' stored %#x: got %s from %s", v[i].ae ? v[i].ae : "(none)", v[i].stored,
@@ -493,11 +500,7 @@ START_TEST(negotiate_held_table)
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         struct gz_pick pk;
 
-        gz_ae_init(&ae);
-        if (v[i].ae != NULL) {
-            ae.present = true;
-            gz_ae_add(&ae, v[i].ae, strlen(v[i].ae));
-        }
+        ae_of(&ae, v[i].ae);
         pk = gz_negotiate_held(&ae, v[i].stored, v[i].copies, pref, 2);
         ck_assert_msg(pk.send == v[i].send && pk.from == v[i].from,
                       "%zu: '%s' stored %s copies %#x: got %s from %s", i,
