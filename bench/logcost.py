@@ -10,16 +10,26 @@ as passthrough.py, one run (target: under 5% fewer requests/s).
 Workers always write one record per request into their ring, reader or
 not; what a reader adds is its thread in surogatd, waking every 50 ms to
 copy, filter and format the new records and write them to the admin
-connection.  Modes, measured in turn for --rounds rounds so that drift
-spreads over all of them:
+connection.  A trace reader (-g) adds more: while it is attached every
+worker writes the trace of each request (some 40 records) into its
+trace ring, and the reader groups and formats them.  Modes, measured in
+turn for --rounds rounds so that drift spreads over all of them:
 
   none       no reader
   text       surogatctl log > /dev/null
   json       surogatctl log -j > /dev/null
   filtered   surogatctl log -u ^/nomatch > /dev/null: records read and
              matched, nothing formatted or sent
+  trace      surogatctl log -g request > /dev/null
+  trace-json surogatctl log -g request -j > /dev/null
+  trace-q    surogatctl log -g request -q 'ReqURL ~ "^/nomatch"': workers
+             trace, the reader groups and queries, prints nothing
 
-Before measuring, the object is checked to be a hit.  Every process it
+Each run reports req/s and surogatd's own CPU time per request (its
+ticks over the measured run: workers and the log stream's thread), the
+steadier of the two on a machine that other work shares; a trace
+reader's run also counts the requests it printed and the records it
+reported missed.  Before measuring, the object is checked to be a hit.  Every process it
 starts is stopped on exit.  Traffic goes to 127.0.0.1 only.  Python 3
 stdlib only.  See bench/README.md.
 """
@@ -29,12 +39,14 @@ import atexit
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
@@ -43,7 +55,9 @@ import passthrough as pt  # noqa: E402 -- process handling, wrk parsing, nginx s
 REPO = pt.REPO
 log = pt.log
 OBJ_PATH = "/1k.bin"
-MODES = {"none": None, "text": [], "json": ["-j"], "filtered": ["-u", "^/nomatch"]}
+MODES = {"none": None, "text": [], "json": ["-j"], "filtered": ["-u", "^/nomatch"],
+         "trace": ["-g", "request"], "trace-json": ["-g", "request", "-j"],
+         "trace-q": ["-g", "request", "-q", 'ReqURL ~ "^/nomatch"']}
 
 
 def get(port, path):
@@ -78,14 +92,24 @@ def start_surogat(args, workdir, origin_port):
     return srv
 
 
-def start_reader(args, sg, mode):
-    """surogatctl log ... > /dev/null, attached once its OK is read (or None for `none`)."""
+def start_reader(args, sg, mode, workdir):
+    """surogatctl log ... attached once its OK is read (or None for `none`).  A trace
+    reader's output goes to a file, to count what it printed and what it missed; the
+    others' to /dev/null."""
     extra = MODES[mode]
     if extra is None:
         return None
     argv = ["taskset", "-c", str(args.client_cpu), args.surogatctl, "-T", sg.admin, "log"]
-    proc = subprocess.Popen(argv + extra, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    out = subprocess.DEVNULL
+    path = None
+    if mode in ("trace", "trace-json"):
+        path = os.path.join(workdir, "reader.out")
+        out = open(path, "wb")
+    proc = subprocess.Popen(argv + extra, stdout=out, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, start_new_session=True)
+    if path is not None:
+        out.close()
+    proc.outpath = path
     pt.STARTED.append(proc)
     first = proc.stderr.readline()
     if not first.startswith(b"Streaming"):
@@ -94,19 +118,47 @@ def start_reader(args, sg, mode):
 
 
 def stop_reader(proc):
+    """Stop it; for a trace reader, (requests printed, records it reported missed), once
+    it has caught up with the load that ended (its output still for 1 s, 15 s at most)."""
     if proc is None:
-        return
+        return None
+    if proc.outpath is not None:
+        deadline, size, still = time.monotonic() + 15, -1, 0
+        while time.monotonic() < deadline and still < 4:
+            time.sleep(0.25)
+            now = os.path.getsize(proc.outpath)
+            still = still + 1 if now == size else 0
+            size = now
     pt.stop(proc)
     pt.STARTED.remove(proc)
     proc.stderr.close()
+    if proc.outpath is None:
+        return None
+    groups = missed = 0
+    with open(proc.outpath, "rb") as f:
+        for ln in f:
+            if ln.startswith(b"*   << Request") or ln.startswith(b'{"complete"'):
+                groups += 1
+            elif ln.startswith(b"# missed ") or ln.startswith(b'{"missed":'):
+                missed += int(re.search(rb"\d+", ln).group(0))
+    os.unlink(proc.outpath)
+    return groups, missed
 
 
 def measure(args, sg, conns):
+    warm = 0
     if args.warmup > 0:
-        pt.run_wrk(args, sg.port, OBJ_PATH, conns, False, args.warmup, latency=False)
+        _, wout = pt.run_wrk(args, sg.port, OBJ_PATH, conns, False, args.warmup, latency=False)
+        warm = pt.parse_wrk(wout)["requests"] or 0
+    t0 = pt.proc_ticks(sg.pid) or 0
     argv, out = pt.run_wrk(args, sg.port, OBJ_PATH, conns, False, args.duration)
+    ticks = (pt.proc_ticks(sg.pid) or 0) - t0
     r = pt.parse_wrk(out)
+    # surogatd's own CPU (workers and the log stream's thread) per request: steadier than
+    # req/s on a shared machine.
+    r["cpu_us_per_req"] = ticks / pt.CLK_TCK * 1e6 / r["requests"] if r.get("requests") else None
     r["argv"] = argv
+    r["all_requests"] = warm + (r["requests"] or 0)
     return r
 
 
@@ -185,15 +237,22 @@ def main():
     for rnd in range(args.rounds):
         for conns in args.conns:
             for mode in args.modes:
-                reader = start_reader(args, sg, mode)
+                reader = start_reader(args, sg, mode, workdir)
+                traced = None
                 try:
                     r = measure(args, sg, conns)
                 finally:
-                    stop_reader(reader)
+                    traced = stop_reader(reader)
                 runs[(mode, conns)].append(r)
-                log(f"round {rnd + 1} c{conns:<4} {mode:9} {pt.fmt_num(r['rps']):>10} req/s  "
+                shown = ""
+                if traced is not None:
+                    r["traced"], r["missed_records"] = traced
+                    shown = (f"  traced {traced[0]:,} of {r['all_requests']:,} requests, "
+                             f"{traced[1]:,} records missed")
+                log(f"round {rnd + 1} c{conns:<4} {mode:10} {pt.fmt_num(r['rps']):>10} req/s  "
+                    f"{r['cpu_us_per_req'] or 0:5.2f} us CPU/req  "
                     f"p99 {pt.fmt_ms(r['p99'])}  non-2xx {r['non2xx']}  "
-                    f"errors {r['sock_errors'] or '-'}")
+                    f"errors {r['sock_errors'] or '-'}{shown}")
                 if not sg.check_alive():
                     raise SystemExit("surogatd died")
 
@@ -206,16 +265,25 @@ def main():
           f"rounds; surogatd on core {args.proxy_cpu}, wrk, origin and surogatctl on core "
           f"{args.client_cpu}")
     print()
-    print("| conns | reader | req/s | p99 | vs no reader |")
-    print("|---|---|---|---|---|")
+    print("| conns | reader | req/s | p99 | vs no reader | CPU us/req | vs no reader | "
+          "requests traced |")
+    print("|---|---|---|---|---|---|---|---|")
     verdicts = []
     for conns in args.conns:
         base_rps = med("none", conns)
+        base_cpu = med("none", conns, "cpu_us_per_req")
         for mode in args.modes:
             rps = med(mode, conns)
+            cpu = med(mode, conns, "cpu_us_per_req")
             loss = (1 - rps / base_rps) * 100 if rps and base_rps else None
+            more = (cpu / base_cpu - 1) * 100 if cpu and base_cpu else None
+            shares = [r["traced"] / r["all_requests"] for r in runs[(mode, conns)]
+                      if "traced" in r and r["all_requests"]]
+            traced = f"{statistics.median(shares) * 100:.1f}%" if shares else "-"
             print(f"| {conns} | {mode} | {pt.fmt_num(rps)} | {pt.fmt_ms(med(mode, conns, 'p99'))}"
-                  f" | {'-' if mode == 'none' or loss is None else f'{-loss:+.1f}%'} |")
+                  f" | {'-' if mode == 'none' or loss is None else f'{-loss:+.1f}%'}"
+                  f" | {f'{cpu:.2f}' if cpu else '-'}"
+                  f" | {'-' if mode == 'none' or more is None else f'{more:+.1f}%'} | {traced} |")
             if mode != "none" and loss is not None:
                 verdicts.append((conns, mode, loss))
     print()

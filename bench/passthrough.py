@@ -308,13 +308,15 @@ def parse_wrk(out):
     return r
 
 
-def run_wrk(args, port, path, conns, close, secs, latency=True):
+def run_wrk(args, port, path, conns, close, secs, latency=True, headers=()):
     argv = ["taskset", "-c", str(args.client_cpu), args.wrk, "-t", str(args.wrk_threads),
             "-c", str(conns), "-d", f"{secs}s", "--timeout", "5s"]
     if latency:
         argv.append("--latency")
     if close:
         argv += ["-H", "Connection: close"]
+    for h in headers:
+        argv += ["-H", h]
     argv.append(f"http://127.0.0.1:{port}{path}")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
@@ -390,10 +392,10 @@ def start_nginx(args, name, tmpl, cpu, workdir, **values):
     return srv
 
 
-def start_varnish(args, workdir, port, origin_port):
+def start_varnish(args, workdir, port, origin_port, template="varnish-pass.vcl.in"):
     d = os.path.join(workdir, "varnish")
     os.makedirs(d, exist_ok=True)
-    vcl = render("varnish-pass.vcl.in", os.path.join(d, "pass.vcl"), ORIGIN_PORT=origin_port)
+    vcl = render(template, os.path.join(d, "main.vcl"), ORIGIN_PORT=origin_port)
     srv = Server("varnish", port)
     srv.logfile = os.path.join(d, "stderr.log")
     argv = ["taskset", "-c", str(args.proxy_cpu), args.varnishd, "-F",

@@ -27,7 +27,9 @@
 #include "surogat/acc.h"
 #include "surogat/alog.h"
 #include "surogat/rlog.h"
+#include "surogat/trace.h"
 #include "surogat/ban.h"
+#include "surogat/clu.h"
 #include "surogat/be.h"
 #include "surogat/cfg.h"
 #include "surogat/cli.h"
@@ -570,6 +572,7 @@ drain_and_stop(const struct opts *o)
     }
     wtr_fini();
     pool_fini();
+    clu_stop();
     pol_fini();
     mon_fini();
     cli_fini();
@@ -581,12 +584,14 @@ drain_and_stop(const struct opts *o)
     }
     hsh_fini();
     xkey_fini();
+    ban_persist_close();
     ban_fini();
     req_purge_fini();
     realip_fini();
     sto_fini();
     alog_fini();
     rlog_fini();
+    trace_fini();
     tls_fini();
     cfg_fini();
     if (o->pidfile != NULL)
@@ -672,6 +677,7 @@ main(int argc, char **argv)
     if (alog_init(par.access_log, par.access_log_format, par.access_log_syslog, &err) != 0)
         die("%s", ebuf);
     AZ(rlog_init(par.rlog_records));
+    AZ(trace_init(par.trace_ring_size));
     AZ(be_init()); /* the policy declares backends */
     pol_init();
     /* -b first: the policy's default when its routes say nothing. */
@@ -697,6 +703,9 @@ main(int argc, char **argv)
         AZ(sto_init("malloc,256m", &err));
     lfu_init(sto_size() / 4096); /* a guess of objects per store byte, for the sketch's width */
     hsh_recover();
+    /* Kept in the -n directory only: a daemon without one leaves no files where it was started. */
+    if (o.workdir != NULL && ban_persist_open("bans", &err) != 0)
+        die("%s", ebuf);
     raise_fd_limit();
     if (tls_init() != 0)
         die("cannot initialise OpenSSL");
@@ -734,6 +743,8 @@ main(int argc, char **argv)
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));
+    if (clu_start(&err) != 0) /* a cluster member catches up before it serves */
+        die("%s", ebuf);
     if (o.admin != NULL && cli_init(o.admin, o.secret, &err) != 0)
         die("-T %s: %s", o.admin, ebuf);
     if (*par.admin_http != '\0' && mon_init(par.admin_http, &err) != 0)

@@ -9,9 +9,11 @@
 -- a full burst).  surogat.ratelimit() is the generic cell rate algorithm: one
 -- number per client, no timer.
 --
--- client.ip is the address of the connection: behind a load balancer or
--- another proxy, every client has the balancer's.  Exempt addresses go
--- in EXEMPT.
+-- client.ip is the address of the connection, or the one a load
+-- balancer's PROXY header carries (a listen address with ,PROXY), or,
+-- from a peer in trusted_proxies, the client X-Forwarded-For names.
+-- Behind a balancer that says neither, every client has the balancer's
+-- address and shares one budget.  Exempt addresses go in EXEMPT.
 --
 -- Usage: surogatd -f ratelimit.lua -b host:port, or copy the recv and
 -- synth below into a policy of your own (keep the `shared` line).

@@ -16,6 +16,8 @@
  *   %{Name}i  request header, "-" if absent, quotes and controls as \xHH
  *   %{cache}x %{backend}x %{ttfb}x (us) %{port}x %{restarts}x %{retries}x
  *   %{hooks}x (policy hooks run, "recv,hash")      %%  a percent sign
+ *   %{esi}x   an ESI page's includes: url:CACHE:status:ms each, "!" before a
+ *             failed one, comma-separated; "-" for none
  *
  * Workers buffer their file lines and append them with one write(2) when
  * the buffer fills, is a second old, or the worker goes idle, so lines

@@ -82,11 +82,36 @@ void ban_fini(void); /* after hsh_fini(): no object may point at a ban */
  */
 int ban_add(const char *expr, struct sb *err);
 /*
+ * A ban for the objects fetched before `before` (tim_real() seconds): it
+ * skips those whose age started later (fresh.t_origin >= before), so that
+ * a ban made at `before` and applied later -- replayed after a restart,
+ * or arriving late from another node of a cluster -- leaves alone what
+ * was fetched since.  It shows in ban.list at that time.  before <= 0,
+ * or not in the past: ban_add().  0, or -1 with the parse error.
+ */
+int ban_add_before(const char *expr, double before, struct sb *err);
+/*
  * ban.list: "time refs C|- expression" per ban, newest first; the time in
  * ISO 8601, UTC, to the microsecond (2026-11-26T13:36:24.119988Z).
  */
 void ban_list(struct sb *out);
 unsigned ban_count(void); /* bans on the list, the completed ones included */
+
+/*
+ * Persistence, for a store that outlives the process (-s file): from
+ * ban_persist_open() on, each ban added is appended to the file at path
+ * with its time and the time it may be forgotten (its time plus the
+ * ban_persist parameter), and synced before ban_add() returns.  Opening
+ * replays the bans of the file not yet forgotten, as ban_add_before()
+ * with their own time, so an object recovered from the store is tested
+ * against the bans made before the restart that it had not yet been
+ * tested against; then the file is rewritten without the forgotten ones.
+ * Call after hsh_recover(), before any request.  ban_persist 0: nothing
+ * is read or written.  0, or -1 with the reason in err (the file cannot
+ * be read or written).  A line that does not parse is skipped and logged.
+ */
+int ban_persist_open(const char *path, struct sb *err);
+void ban_persist_close(void); /* before ban_fini() */
 
 /* Hooks for hsh.c, each called with the object's shard lock held. */
 void ban_obj_new(struct cobj *oc);  /* a new (busy) object points at the newest ban */

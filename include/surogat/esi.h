@@ -149,6 +149,8 @@ struct esi_iter {
 int esi_prog_info(const void *prog, size_t len, struct esi_info *info);
 /* Start walking prog (checked by esi_prog_info() first: -1 if unsound). */
 int esi_iter_init(struct esi_iter *it, const void *prog, size_t len);
+/* Both at once, with one check: a delivery's walk begins here. */
+int esi_iter_info(struct esi_iter *it, const void *prog, size_t len, struct esi_info *info);
 enum esi_next esi_iter_next(struct esi_iter *it, struct esi_item *item);
 
 /* ---- ESI pages stored gzip ---- */
@@ -168,6 +170,11 @@ enum gz_status esi_gz_feed(struct esi_gz *g, const void *p, size_t len, gz_out_f
 enum gz_status esi_gz_finish(struct esi_gz *g, gz_out_f *out, void *priv, unsigned char **prog,
                              size_t *plen);
 void esi_gz_stats(const struct esi_gz *g, struct esi_stats *st);
+/*
+ * After esi_gz_finish(): where the stored stream's deflate data lies, so
+ * that the page, included in another, can be spliced whole (gz_bits).
+ */
+bool esi_gz_bits(const struct esi_gz *g, struct gz_bits *b);
 /* Bytes held back now (for tests: never more than max_tag and a few). */
 size_t esi_gz_held(const struct esi_gz *g);
 

@@ -35,8 +35,10 @@ struct be;
 struct cobj;
 struct dir;
 struct gz;
+struct fetch_esi;
 struct fetch_te;
 struct req;
+struct trace_tx;
 struct ws;
 
 /* What a fetch does with content codings (fetch_gz.c); bo->coding says which. */
@@ -79,6 +81,13 @@ enum fetch_result {
     FETCH_E_5XX,       /* the backend answered 500 to 504 and bo->stale_ok: the stale copy */
     FETCH_RETRY,       /* backend_response said "retry": the caller may fetch again */
     FETCH_FAILOVER,    /* connecting failed and bo->next_be, another healthy backend, may take it */
+    /*
+     * bo->upgrade, and the backend switched protocols: bo->beresp is its
+     * 101, rxbuf[be_pos, be_len) what it sent past that head, bo->conn the
+     * connection for the caller to tunnel and close (taken from bo before
+     * fetch_done()).  No backend_response hook ran.
+     */
+    FETCH_UPGRADE,
 };
 
 /* The status a failure answers, as the comments above say; 0 for the others. */
@@ -97,6 +106,14 @@ struct fetch_sink {
     int (*flush)(void *priv);
     void *priv;
 };
+
+/*
+ * An interim response for the client that asked (103 Early Hints): its
+ * field lines, "Name: value\r\n" each, hop-by-hop ones removed, valid
+ * during the call.  Never stored.  What it returns is ignored: a client
+ * gone is the final response's concern.
+ */
+typedef int fetch_interim_f(void *priv, unsigned status, const struct txt *fields);
 
 /*
  * A busy object: one backend transaction.  The caller fills the fields
@@ -133,6 +150,22 @@ struct busyobj {
     bool stale_ok;              /* it may stand in for a backend's 5xx (FETCH_E_5XX) */
     bool bg;                    /* a background refresh: no client at all */
     unsigned retries;           /* the policy's "retry"s so far (bereq.retries) */
+    /*
+     * The client asks to switch protocols (req->upgrade; a pass): its
+     * Upgrade goes to the backend with Connection: upgrade, and a 101
+     * ends the fetch with FETCH_UPGRADE.  Any other answer is an
+     * ordinary response, after which the backend connection is closed.
+     */
+    bool upgrade;
+    /*
+     * A pipe's backend request (fetch_pipe_bereq(), then the pipe hook):
+     * sent as it is but for the framing, which is ours, instead of one
+     * built here; backend_fetch does not run.  NULL: build one.
+     */
+    struct http *pipe_bereq;
+    fetch_interim_f *interim;   /* 103s as they come; NULL: nobody takes them */
+    void *interim_priv;
+    struct trace_tx *trace;     /* its backend transaction while traced (trace.h), or NULL */
     /* -- the fetch's own -- */
     bool miss;                  /* it fetches the whole object for the cache (GET, no conditions) */
     struct http *bereq;         /* the backend request, as sent (for the backend hooks) */
@@ -161,16 +194,33 @@ struct busyobj {
     int pol_gzip;               /* beresp.do_gzip: -1 not set, 0 never compress, 1 compress */
     int pol_gunzip;             /* beresp.do_gunzip: 1 decode a gzip body */
     bool hold;                  /* beresp.do_stream = false: deliver once stored, not while */
+    int pol_esi;                /* beresp.do_esi: -1 not set (Surrogate-Control decides), 0, 1 */
+    struct fetch_esi *esi;      /* the body is parsed for ESI (fetch_esi.c): delivered complete */
     bool stored;                /* the response is being stored (bo->oc kept) */
     struct fetch_te *te;        /* the transfer codings to undo (fetch_te.c), or NULL */
     enum bcp_refuse why;        /* why the response was refused */
     struct cobj *renewed;       /* FETCH_REVALIDATED: the renewed object, referenced */
+    /*
+     * fetch__decide_store(): why the response is not stored (FRESH_STORE:
+     * it is), for Cache-Status detail= on the client's head.
+     */
+    enum fresh_store store_why;
     double t_req;               /* tim_real() when the request went out */
     double t_resp;              /* tim_real() when the response head arrived */
 };
 
 /* Zero bo and set its magic; the caller then fills its part. */
 void fetch_init(struct busyobj *bo);
+/*
+ * The backend request of a pipe, for the pipe hook (fetch_bereq.c): the
+ * client's head as parsed, framing included (the body follows raw),
+ * X-Forwarded-For and -Proto as on any backend request.  With bo->upgrade
+ * its Upgrade and Connection stay; without, an Upgrade (h2c, an HTTP/1.0
+ * one, one not listed in Connection) is removed and the backend is told
+ * Connection: close, so that it takes nothing after this request for its
+ * own.  NULL when the workspace is full.
+ */
+struct http *fetch_pipe_bereq(struct busyobj *bo);
 /*
  * Build the backend request (the backend_fetch hook may edit it, or send
  * it elsewhere: *dirp), connect, send it with the request body, read the
@@ -191,16 +241,5 @@ int fetch_body(struct busyobj *bo, const struct fetch_sink *sink);
  * freed, a busy object still held abandoned (waiters fetch again).
  */
 void fetch_done(struct busyobj *bo);
-/*
- * Grace with nobody refreshing (HSH_GRACE): refresh the busy *ocp from
- * the stale copy stale->oc in a pool task (POOL_PRIO_BG, through the
- * bounded queue), with the same fetch as a miss, for the request req
- * (its head and client copied: the task outlives it).  Takes both
- * references.  When the queue is full the refresh is skipped and the busy
- * object abandoned (cache_bgfetch_skipped).  Never blocks on the backend.
- */
-struct pool;
-void fetch_bg(const struct busyobj *from, struct pool *pp, struct cobj **ocp,
-              struct hsh_stale *stale);
 
 #endif

@@ -101,6 +101,7 @@ enum fresh_src {
     FRESH_SRC_HEURISTIC, /* heuristic_fraction of Date - Last-Modified, capped */
     FRESH_SRC_DEFAULT,   /* default_ttl */
     FRESH_SRC_NONE,      /* 0: no information, or heuristics not allowed */
+    FRESH_SRC_POLICY,    /* the policy's beresp.ttl (set by the fetch, never by fresh_) */
 };
 const char *fresh_src_name(enum fresh_src src);
 /*
@@ -118,28 +119,19 @@ double fresh_lifetime(const struct http *resp, const struct cc *rcc, double t_re
 
 /*
  * Storability by a shared cache (section 3).  FRESH_STORE, or why not, in
- * the order the checks run, for the cache to log.
+ * the order the checks run, for the cache to log; then the reasons the
+ * fetch adds (too big, the policy, stale on arrival ...).  The rows of
+ * tbl/fresh_store.h.
  */
 enum fresh_store {
-    FRESH_STORE,
-    FRESH_METHOD,          /* not GET or HEAD */
-    FRESH_STATUS,          /* not final 200..599, or 206 or 304 (this cache stores neither) */
-    FRESH_MUST_UNDERSTAND, /* must-understand with a status this cache does not know */
-    FRESH_NO_STORE_REQ,    /* request no-store (section 5.2.1.5) */
-    FRESH_NO_STORE_RESP,   /* response no-store, not lifted by must-understand */
-    FRESH_PRIVATE,         /* unqualified private (section 5.2.2.7) */
-    FRESH_AUTHORIZATION,   /* request Authorization, no public/s-maxage/must-revalidate (3.5) */
-    FRESH_VARY_STAR,       /* Vary: * never matches a later request (section 4.1) */
-    FRESH_SET_COOKIE,      /* see fresh_cfg.store_set_cookie */
-    FRESH_NOT_CACHEABLE,   /* no explicit freshness or public, status not heuristically cacheable */
-    /*
-     * Heuristically cacheable status, but no Last-Modified, no ETag and
-     * default_ttl 0: stored, it would be stale at once and not even
-     * revalidatable, so every use would be a full fetch.
-     */
-    FRESH_NO_FRESHNESS_NO_VALIDATOR,
+#define FRESH_STORE_WHY(name, token, why) FRESH_##name,
+#include "surogat/tbl/fresh_store.h"
+    FRESH_STORE__N
 };
+/* Its token: "stored", "set-cookie", "no-store" ... (Cache-Status detail=); "?" for none. */
 const char *fresh_store_name(enum fresh_store st);
+/* Why, in words: "the response sets a cookie (Set-Cookie)"; "?" for none. */
+const char *fresh_store_why(enum fresh_store st);
 /*
  * req and qcc are the client request and its directives (cc_parse_request),
  * resp and rcc the backend response and its (cc_parse_response).  Storing

@@ -36,7 +36,14 @@ enum cobj_flag {
     COBJ_BANNED = 1u << 3, /* matched a ban: invisible to lookups, unlinked at the next chance */
     COBJ_STREAM = 1u << 4, /* busy, head stored: waiters may stream the body (hsh_stream_open) */
     COBJ_ORPHAN = 1u << 5, /* abandoned while streamed: the last reader frees the body */
-    COBJ_COPY = 1u << 6,   /* another object's body in another form (hsh_copy_begin) */
+    /*
+     * Busy, and an invalidation concerning it came meanwhile (a purge of
+     * its key or its tags, a ban matching it): the backend may have
+     * answered before the invalidation, so no lookup joins it any more
+     * and hsh_unbusy() drops it rather than publishing it.
+     */
+    COBJ_OVERTAKEN = 1u << 6,
+    COBJ_COPY = 1u << 7,      /* another object's body in another form (hsh_copy_begin) */
 };
 
 struct hsh_copies; /* an object's copies, private to the cache */
@@ -113,6 +120,13 @@ struct hsh_stale {
      * (nothing cached for the key), or "miss".
      */
     const char *fwd;
+    /*
+     * HSH_PASS: why, as RFC 9211's detail -- "hit-for-miss" (a marker:
+     * the URL's last response was not cacheable; fwd "uri-miss"),
+     * "coalesce-timeout" or "coalesce-full" (fwd "miss").
+     */
+    const char *detail;
+    double waited; /* seconds the lookup waited for another request's fetch of the key */
 };
 
 enum hsh_result {
@@ -164,7 +178,8 @@ struct hsh_waiter {
     void (*wake)(struct hsh_waiter *w);
     void *priv;
     /* Private to hsh. */
-    double deadline;              /* tim_mono(): first wait + coalesce_timeout; 0: none yet */
+    double t_first;               /* tim_mono() when it first waited (the busy wait's start) */
+    double deadline;              /* tim_mono(): t_first + coalesce_timeout; 0: none yet */
     struct objhead *oh;           /* whose list it is on; NULL when not waiting */
     struct hsh_waiter *next;      /* the objhead's list, oldest first */
     struct hsh_waiter *prev;
@@ -233,8 +248,9 @@ void hsh_store_attr(struct cobj *oc);
 int hsh_append(struct cobj *oc, const void *p, size_t len);
 /*
  * The fetch stored the head (and set the Vary values): requests waiting
- * for oc may stream it from now on.  clen: the announced body length, or
- * UINT64_MAX when unknown (chunked, close-delimited).
+ * for oc may stream it from now on, and a purge of its tags finds it.
+ * clen: the announced body length, or UINT64_MAX when unknown (chunked,
+ * close-delimited).
  */
 void hsh_stream_open(struct cobj *oc, uint64_t clen);
 /*
@@ -258,10 +274,17 @@ enum hsh_stream hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint
 void hsh_stream_leave(struct cobj **ocp); /* the reader is done; drops its reference */
 /*
  * The fetch completed: the object replaces older variants that match the
- * same request and becomes visible; waiters are woken.  Drops the
- * caller's reference.
+ * same request and becomes visible; waiters are woken.  An overtaken one
+ * (COBJ_OVERTAKEN) is dropped instead, its streaming readers reading it
+ * to the end.  Drops the caller's reference.
  */
 void hsh_unbusy(struct cobj **ocp);
+/*
+ * An invalidation that concerns the busy object oc came while it was
+ * fetched (one the index cannot see itself: hsh_purge_key(), hsh_kill()
+ * and the bans overtake what they concern): as COBJ_OVERTAKEN.
+ */
+void hsh_overtake(struct cobj *oc);
 /*
  * The fetch failed or the response is not cacheable.  With hfm_ttl > 0 a
  * hit-for-miss marker stays for that long so later requests do not queue
@@ -272,6 +295,30 @@ void hsh_unbusy(struct cobj **ocp);
  */
 void hsh_abandon(struct cobj **ocp, double hfm_ttl);
 void hsh_deref(struct cobj **ocp);
+/*
+ * Object attributes, as Varnish's: what a fetch learns of a body only at
+ * its end, kept with the object (a persistent store brings them back
+ * after a restart).  Opaque bytes to the index.
+ */
+enum hsh_oa {
+    HSH_OA_ESI,    /* the ESI program (esi.h) */
+    HSH_OA_GZBITS, /* a gzip body's struct gz_bits: it can be spliced into a stitched page */
+    HSH_OA__N
+};
+/*
+ * Set the attributes of a busy object whose body is complete, all at
+ * once, before hsh_unbusy(); an empty txt: none of that kind.  0, or -1
+ * when no room could be made (the object must then be abandoned: it
+ * would be incomplete without them).
+ */
+int hsh_oa_set(struct cobj *oc, const struct txt *oa); /* oa: HSH_OA__N of them */
+/* Give the busy object dst the attributes of src (a renewed copy of it).  As hsh_oa_set(). */
+int hsh_oa_copy(struct cobj *dst, const struct cobj *src);
+/*
+ * An attribute of an object whose body is complete: false when it has
+ * none of that kind.  *v is valid as long as the caller's reference.
+ */
+bool hsh_oa_get(const struct cobj *oc, enum hsh_oa a, struct txt *v);
 /* The first field `name` of a published object's stored head (read-only, no lock needed). */
 bool hsh_head_field(const struct cobj *oc, const char *name, struct txt *val);
 unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */
@@ -290,13 +337,16 @@ void hsh_recover(void);
  * Purge every published variant of a key; returns how many.  Soft: they
  * stay but expire now (ttl ends; stale-while-revalidate, stale-if-error
  * and keep still apply, so grace and revalidation work as after a natural
- * expiry); hit-for-miss markers go either way.
+ * expiry); hit-for-miss markers go either way.  Its fetches under way are
+ * overtaken (COBJ_OVERTAKEN), soft or not: what they bring may be what
+ * the purge removed.
  */
 unsigned hsh_purge_key(const char *key, size_t keylen, bool soft);
 /*
  * The same for one object the caller holds a reference to (tag purges).
- * False if it was already gone or is still busy.  Takes its shard lock:
- * call with no other lock held.
+ * False if it was already gone or is still busy (then it is overtaken:
+ * see COBJ_OVERTAKEN).  Takes its shard lock: call with no other lock
+ * held.
  */
 bool hsh_kill(struct cobj *oc, bool soft);
 /* Where a walk over the index stands; zero it to start. */

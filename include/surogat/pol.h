@@ -123,6 +123,12 @@ unsigned pol_prog_foreach(pol_prog_visit_f *fn, void *priv);
  * declare each backend, oldest first.  Takes the registry lock.
  */
 void pol_prog_label(struct be_snap *v, unsigned n);
+/*
+ * The cluster the current program declares (clu.h), referenced: the
+ * caller clu_unref()s it.  NULL when it declares none.  Any thread.
+ */
+struct clu;
+struct clu *pol_cluster(void);
 /* Before pool_init(): the workers' Lua states are freed when they exit. */
 void pol_init(void);
 void pol_fini(void);
@@ -162,13 +168,20 @@ struct pol_beresp {
     double grace;        /* stale-while-revalidate */
     double stale_if_error;
     double keep;         /* kept for conditional refetches past that; negative: default_keep */
-    /* do_gzip, do_gunzip, do_stream: -1 the script left them, else 0/1 */
+    /* do_gzip, do_gunzip, do_stream, do_esi: -1 the script left them, else 0/1 */
     int do_gzip;         /* compress an identity body whatever its type and size, or never */
     int do_gunzip;       /* store and send a gzip body decoded */
     int do_stream;       /* 0: the client gets a stored object only once it is complete */
+    int do_esi;          /* ESI processing of a stored 200 (-1: Surrogate-Control decides) */
     bool uncacheable;    /* in: not storable; out: do not store */
     bool changed;        /* out: the policy set one of the above */
     bool uncacheable_set; /* the policy set uncacheable: setting ttl no longer changes it */
+    /*
+     * out: an invalidation that may concern the object came while it was
+     * fetched (surogat.cluster.invalidated): answered, never kept nor
+     * joined (hsh_overtake).
+     */
+    bool overtaken;
 };
 /* backend_response(bereq, beresp): POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY or POL_ERROR. */
 enum pol_act pol_backend_response(struct req *req, struct pol_beresp *br);

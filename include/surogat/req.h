@@ -16,6 +16,7 @@
 #include "surogat/http.h"
 #include "surogat/h1.h"
 
+struct esi_log;
 struct req_state;
 struct sess;
 struct tp_ops;
@@ -23,6 +24,7 @@ struct wrk;
 struct ws;
 struct be;
 struct dir;
+struct trace_tx;
 
 /* How a request was answered; names and docs in tbl/outcomes.h. */
 enum req_outcome {
@@ -63,6 +65,12 @@ struct req {
     bool body_done;      /* req_body: the whole request body has been read */
     bool body_bad;       /* req_body: the client's chunked framing was malformed */
     bool expect_100;     /* client sent Expect: 100-continue */
+    /*
+     * transport: the client asks to switch protocols (an HTTP/1.1 Upgrade
+     * other than h2c, listed in Connection): passed, and tunneled only
+     * if the backend answers 101.  Never set by a transport without tunnels.
+     */
+    bool upgrade;
     bool want_close;     /* client asked to close, or 1.0 without keep-alive */
     bool keepalive_10;   /* HTTP/1.0 client sent Connection: keep-alive */
     bool head_only;      /* HEAD */
@@ -93,6 +101,36 @@ struct req {
     struct req_state *st; /* req_step.c: what its steps hand each other */
     bool hash_always_miss; /* recv: ignore cached objects, fetch and replace them */
     bool hash_ignore_busy; /* recv: do not wait for a fetch of the same object in progress */
+    struct txt hints;    /* pol: "Link: ...\r\n" lines of surogat.early_hints, not sent yet */
+    /*
+     * req_cache: why a pass went forward, as RFC 9211's Cache-Status fwd=
+     * and detail= ("bypass" and "policy", "uri-miss" and "hit-for-miss",
+     * "method" ...); NULL: fwd=bypass, no detail.
+     */
+    const char *cs_fwd, *cs_detail;
+    struct trace_tx *trace; /* trace: its transaction while a trace reader is attached */
+    /* ESI (req_esi.c): an include's depth, 0 for a client's request (req.esi_level) */
+    unsigned esi_level;
+    const struct req *esi_up;  /* req_esi.c: the page an include is for; NULL: none */
+    bool esi_foreign;          /* req_esi.c: an include of another host than its page's */
+    bool esi_allow_host;       /* pol: recv lets such an include through (req.esi_allow_host) */
+    struct esi_log *esi_log;   /* req_esi.c: the includes it delivered, for its log; NULL */
+};
+
+/* The includes of an ESI page a client's request got, for its log line (req_esi.c). */
+#define REQ_ESI_LOG_MAX 16
+struct esi_rec {
+    const char *url;          /* NUL-terminated, in the request's workspace */
+    enum req_outcome outcome; /* REQ_O_NONE: refused before it was made (depth, cycle, host) */
+    unsigned status;          /* its response's; 0 for none */
+    float time;               /* seconds from its start to its response complete */
+    bool failed;              /* left out, or the page was cut */
+};
+struct esi_log {
+    unsigned total;  /* includes, counting those past the records kept */
+    unsigned failed;
+    unsigned n;      /* records kept: the first REQ_ESI_LOG_MAX */
+    struct esi_rec rec[REQ_ESI_LOG_MAX];
 };
 
 /* After the backend answered an unsafe method, before the client sees it: invalidate. */
@@ -114,7 +152,10 @@ enum req_run req_dispatch(struct req *req);
  * request-target.  NULL when the workspace is full.
  */
 char *req_cache_key(struct req *req, size_t *len);
-/* req_pipe.c: copy bytes between the client and `be` until either closes (see there). */
+/*
+ * req_pipe.c: copy bytes between the client and `be` until either closes;
+ * an upgrade only once the backend answered 101 (see there).
+ */
 void req_pipe(struct req *req, struct be *be);
 /* req_purge.c: answer a PURGE request (see there); req_purge_fini() at exit. */
 void req_purge(struct req *req);
@@ -139,5 +180,60 @@ void req_log(struct req *req);
 ssize_t req_body_next(struct req *req, const char **data);
 /* Deadline for the next write to the client. */
 double req_send_deadline(const struct req *req);
+
+/*
+ * ESI includes (req_esi.c), for the deliverer assembling a page: each
+ * include is a sub-request of the page's request, run through the
+ * request's steps.  See req_esi.c for the threads.
+ */
+struct esi_item;
+struct cobj;
+struct req_esi;  /* the includes of one page being assembled */
+struct req_frag; /* one include */
+enum req_frag_kind {
+    REQ_FRAG_OBJ,    /* a complete cached object for the deliverer to send (fi->oc) */
+    REQ_FRAG_BYTES,  /* its response, decoded, as it arrives: req_esi_read() */
+    REQ_FRAG_FAILED, /* nothing to send: refused (depth, cycle, host) or failed before its body */
+};
+struct req_frag_info {
+    enum req_frag_kind kind;
+    struct req *sub;  /* the include's request; NULL when refused before it was made */
+    struct cobj *oc;  /* REQ_FRAG_OBJ: referenced until req_esi_done() */
+    unsigned status;  /* REQ_FRAG_BYTES, REQ_FRAG_FAILED: its response's (0: none) */
+};
+/*
+ * The includes of the page req delivers, whose program (valid until
+ * req_esi_end()) the iterator it is about to walk in order, holding ninc
+ * includes: the first esi_max_parallel are started now, and one more each
+ * time one is done.  Never NULL.
+ */
+struct esi_iter;
+struct req_esi *req_esi_begin(struct req *req, const struct esi_iter *it, unsigned ninc);
+/* Whether req_esi_next() for the next include in page order would not wait. */
+bool req_esi_ready(const struct req_esi *e);
+/*
+ * The next include in page order, item (alt: its alt= instead of its
+ * src=, tried after a failure, outside the window), once it can be sent:
+ * a cached object, or its response's first bytes or end.  Blocks.
+ */
+struct req_frag *req_esi_next(struct req_esi *e, const struct esi_item *item, bool alt,
+                              struct req_frag_info *fi);
+/*
+ * REQ_FRAG_BYTES: the next piece, in *p until the next call: its length,
+ * 0 at the end, -1 when the response failed.  Blocks.
+ */
+ssize_t req_esi_read(struct req_frag *f, const char **p);
+/* Whether req_esi_read() would not wait. */
+bool req_esi_readable(struct req_frag *f);
+/*
+ * REQ_FRAG_OBJ whose deliver hook did not deliver (synth: its page is in
+ * the buffer; restart): the rest of its steps run here, and it becomes
+ * REQ_FRAG_BYTES or REQ_FRAG_FAILED.
+ */
+void req_esi_rerun(struct req_frag *f, struct req_frag_info *fi);
+/* The deliverer is done with *fp (ok: sent whole); *fp = NULL. */
+void req_esi_done(struct req_esi *e, struct req_frag **fp, bool ok);
+/* The page is over: includes not taken are dropped, running ones waited for.  *ep = NULL. */
+void req_esi_end(struct req_esi **ep);
 
 #endif

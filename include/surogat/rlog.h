@@ -41,7 +41,9 @@ struct rlog_rec {
     uint16_t status;
     uint16_t restarts;
     uint16_t retries;
+    uint16_t esi;       /* an ESI page's includes (UINT16_MAX: as many or more) */
     uint8_t proto;   /* 10, 11; 0 when the request line was not understood */
+    uint8_t esi_level; /* an include's depth; 0 for a client's request */
     char client[46]; /* INET6_ADDRSTRLEN */
     char port[8];
     char method[16];

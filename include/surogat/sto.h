@@ -40,6 +40,9 @@ struct sto_meta {
     const void *attr;
     size_t attr_len;
     size_t mem; /* heap bytes the object costs the index: a memory store counts them */
+    /* Recovery only: the body's tail (sto_set_tail), in the store; NULL, 0: none. */
+    const void *tail;
+    size_t tail_len;
 };
 
 struct sto_body {
@@ -79,6 +82,18 @@ void sto_seal(struct sto_body *b);
 void sto_retire(struct sto_body *b);
 void sto_body_free(struct sto_body *b); /* give the space back */
 void sto_body_release(struct sto_body *b); /* shutdown: forget the body, keep what is stored */
+/*
+ * Bytes kept with a body but not part of it: what its writer learns only
+ * once the body is complete (the index's object attributes: an ESI
+ * program, the bits of a gzip member).  Set at most once, after the last
+ * sto_append() and before sto_seal(); a persistent store writes them
+ * with the object and gives them back after a restart (sto_meta.tail).
+ * 0, or -1 when the store has no room (nothing was kept: the caller may
+ * evict and try again).
+ */
+int sto_set_tail(struct sto_body *b, const void *p, size_t len);
+/* The tail, valid as long as the body; NULL (and *len 0) when there is none. */
+const void *sto_tail(const struct sto_body *b, size_t *len);
 /* Rewrite the meta's attr (same length) of a sealed body, e.g. after a soft purge. */
 void sto_set_attr(struct sto_body *b, const void *attr, size_t len);
 /*

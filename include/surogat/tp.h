@@ -48,6 +48,25 @@ struct tp_head {
     bool body;                       /* body bytes follow: false for HEAD, 304, 204 */
 };
 
+/* What a tunnel starts with (tp_ops.tunnel). */
+struct tp_tunnel {
+    /*
+     * The backend's 101 Switching Protocols, to the client first: its
+     * fields, Upgrade (the protocol switched to) included; the transport
+     * adds the connection option that goes with it.  NULL for a pipe,
+     * whose response is whatever bytes the backend sends.
+     */
+    const struct tp_head *head;
+    struct txt early; /* backend bytes read past that head: to the client next */
+    double idle;      /* seconds without a byte either way that end the tunnel */
+};
+
+/* How a tunnel ended. */
+enum tp_tunnel_end {
+    TP_TUN_CLOSED, /* a side closed, or failed */
+    TP_TUN_IDLE,   /* nothing moved for tp_tunnel.idle */
+};
+
 struct tp_ops {
     const char *name; /* "HTTP/1.1", "HTTP/2.0": req.proto in the policy */
     /*
@@ -72,7 +91,11 @@ struct tp_ops {
     bool (*abort)(struct req *req);
     /* Whether a write of some kilobytes would not block now (never blocks). */
     bool (*writable)(struct req *req);
-    /* An interim response (100, 103) with field lines; 0 also when not sent (HTTP/1.0). */
+    /*
+     * An interim response (100, 103) with field lines, sent at once, before
+     * the final head: 1 sent, 0 not sent (an HTTP/1.0 client knows none),
+     * -1 the client failed.
+     */
     int (*interim)(struct req *req, unsigned status, const struct txt *fields);
     /*
      * The next piece of the decoded request body: >0 its length (*data
@@ -81,13 +104,27 @@ struct tp_ops {
      */
     ssize_t (*body_next)(struct req *req, const char **data);
     /*
-     * A pipe (VCL's pipe, an upgrade): the request head went to the
-     * backend connection already; from here on bytes go both ways
-     * uninterpreted until either side closes or nothing moves for
-     * pipe_timeout.  Sets req->status from the first bytes back.  -1
-     * when the transport cannot tunnel (HTTP/2 streams).
+     * A tunnel: the request went to the backend connection already (a
+     * pipe's head, or an upgrade the backend accepted with t->head, its
+     * 101); from here on bytes go both ways uninterpreted -- first t->head
+     * and t->early to the client, and what the client sent past its
+     * request -- until either side closes or nothing moves for t->idle
+     * seconds.  Sets req->status (from the first bytes back for a pipe)
+     * and counts req->resp_bytes; the connection is the backend's again
+     * when it returns, and the client's must close.
+     *
+     * A tunnel is an HTTP/1 thing: the transport owns the whole
+     * connection, TLS records included.  A transport that multiplexes
+     * leaves this NULL and never sets req->upgrade.  HTTP/2 has no 101
+     * and no Upgrade (RFC 9113 sections 8.6 and 8.2.2): its transport
+     * refuses a request carrying Upgrade, Connection or another
+     * connection-specific field as malformed, with a stream error
+     * PROTOCOL_ERROR (RST_STREAM), or a 400 first, before the core sees
+     * it; WebSocket over HTTP/2 would be extended CONNECT (RFC 8441),
+     * which it does not offer in SETTINGS.  A policy's "pipe" over such
+     * a transport is fetched as a pass, with the pipe hook's request.
      */
-    int (*tunnel)(struct req *req, struct bcp_conn *conn);
+    enum tp_tunnel_end (*tunnel)(struct req *req, struct bcp_conn *conn, const struct tp_tunnel *t);
     /*
      * Waiting without a worker (a request coalesced on a busy object,
      * hsh.h's waiting lists); all three NULL when the transport cannot

@@ -29,21 +29,34 @@
  * to the newest; after a pass every object that was there has left the
  * old bans, and they are freed.  It pins the newest ban it works against
  * with a count of its own, since a newer ban may make it freeable.
+ *
+ * Persistence (ban_persist_open): the file holds one line per ban,
+ * "T_ADDED EXPIRES EXPRESSION", the expression with '%', CR and LF
+ * percent-encoded.  Lines are appended and synced as bans are added, and
+ * the file is rewritten without the expired ones at open and whenever it
+ * holds twice as many lines as live bans (plus some slack).  pst_mtx
+ * guards the file and its list; it is never held with ban_mtx, and file
+ * I/O is never done under ban_mtx, which lookups take under shard locks.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "surogat/ban.h"
 #include "surogat/defs.h"
+#include "surogat/fsu.h"
 #include "surogat/hsh.h"
 #include "surogat/log.h"
+#include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
@@ -61,6 +74,7 @@ struct ban {
     unsigned flags;        /* enum ban_flag; atomic: evaluators read it without the lock */
     uint64_t seq;          /* immutable; newer bans have larger ones */
     double t_added;        /* tim_real() */
+    double before;         /* > 0: only objects with fresh.t_origin before it (ban_add_before) */
     struct ban_expr *expr; /* immutable; NULL for the first, empty ban */
     char *text;            /* canonical form (ban_expr_print), for ban.list and dups */
     struct ban *newer;     /* ban_mtx */
@@ -163,8 +177,253 @@ ban_fini(void)
     AZ(pthread_cond_destroy(&lurker_cv));
 }
 
+/* ---- persistence ---- */
+
+struct pst_ent {
+    double t, expires; /* tim_real() */
+    char *text;        /* canonical expression */
+};
+
+static pthread_mutex_t pst_mtx = PTHREAD_MUTEX_INITIALIZER;
+static int pst_fd = -1; /* the file, appending; -1: not persisting */
+static char *pst_path;
+static struct pst_ent *pst; /* the bans in the file not yet expired, oldest first */
+static unsigned pst_n, pst_cap;
+static unsigned pst_lines; /* lines in the file, expired ones included */
+
+/* '%', CR and LF as %25, %0D, %0A: one ban, one line. */
+static void
+pct_encode(struct sb *out, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '%' || *s == '\r' || *s == '\n')
+            sb_printf(out, "%%%02X", (unsigned char)*s);
+        else
+            sb_printf(out, "%c", *s);
+    }
+}
+
+/* In place; -1 on a bad escape. */
+static int
+pct_decode(char *s)
+{
+    char *w = s;
+
+    for (; *s != '\0'; s++) {
+        if (*s != '%') {
+            *w++ = *s;
+            continue;
+        }
+        if (num_hexdigit(s[1]) < 0 || num_hexdigit(s[2]) < 0)
+            return (-1);
+        *w++ = (char)(num_hexdigit(s[1]) * 16 + num_hexdigit(s[2]));
+        s += 2;
+    }
+    *w = '\0';
+    return (0);
+}
+
+static void
+pst_line(struct sb *out, const struct pst_ent *e)
+{
+    sb_printf(out, "%.6f %.6f ", e->t, e->expires);
+    pct_encode(out, e->text);
+    sb_cat(out, "\n");
+}
+
+/* Under pst_mtx: forget the expired entries. */
+static void
+pst_expire(double now)
+{
+    unsigned k = 0;
+
+    for (unsigned i = 0; i < pst_n; i++) {
+        if (pst[i].expires > now)
+            pst[k++] = pst[i];
+        else
+            free(pst[i].text);
+    }
+    pst_n = k;
+}
+
+/* fsu_fill_f: the live entries, a line each. */
+static int
+pst_fill(int fd, void *priv)
+{
+    (void)priv;
+    for (unsigned i = 0; i < pst_n; i++) {
+        char line[8192];
+        struct sb sb;
+        sb_init(&sb, line, sizeof line);
+        pst_line(&sb, &pst[i]);
+        /* Always fits: expressions are at most 4 KB, tripled at worst. */
+        if (sb_ok(&sb) && fsu_write_all(fd, line, sb.len) != 0)
+            return (-1);
+    }
+    return (0);
+}
+
+/* Under pst_mtx: the file anew, with the live entries only.  -1 with errno. */
+static int
+pst_rewrite(void)
+{
+    if (fsu_replace(pst_path, pst_fill, NULL, &pst_fd) != 0)
+        return (-1);
+    pst_lines = pst_n;
+    return (0);
+}
+
+/* Under pst_mtx: one more entry in the list. */
+static void
+pst_push(double t, double expires, const char *text)
+{
+    struct pst_ent *e;
+
+    if (pst_n == pst_cap) {
+        pst_cap = pst_cap > 0 ? 2 * pst_cap : 64;
+        pst = realloc(pst, pst_cap * sizeof *pst);
+        AN(pst);
+    }
+    e = &pst[pst_n++];
+    e->t = t;
+    e->expires = expires;
+    e->text = strdup(text);
+    AN(e->text);
+}
+
+/* Record a ban being added: appended and synced, or logged when the file fails. */
+static void
+pst_add(const char *text, double t)
+{
+    char line[8192];
+    struct sb sb;
+
+    AZ(pthread_mutex_lock(&pst_mtx));
+    if (pst_fd < 0) {
+        AZ(pthread_mutex_unlock(&pst_mtx));
+        return;
+    }
+    pst_expire(tim_real());
+    pst_push(t, t + par.ban_persist, text);
+    sb_init(&sb, line, sizeof line);
+    pst_line(&sb, &pst[pst_n - 1]);
+    if (pst_lines > 2 * pst_n + 64) {
+        if (pst_rewrite() != 0)
+            log_msg(LOG_ERR, "ban: cannot rewrite %s: %s", pst_path, strerror(errno));
+    } else if (!sb_ok(&sb) || fsu_write_all(pst_fd, line, sb.len) != 0 || fdatasync(pst_fd) != 0) {
+        STAT_INC(bans_persist_fail);
+        log_msg(LOG_ERR, "ban: cannot persist to %s: %s: the ban holds until a restart only",
+                pst_path, strerror(errno));
+    } else {
+        pst_lines++;
+    }
+    AZ(pthread_mutex_unlock(&pst_mtx));
+}
+
+static int add(const char *text, double before, bool persist, struct sb *err);
+
+/* Under pst_mtx: parse one line of the file and replay it.  1 replayed, 0 expired, -1 bad. */
+static int
+pst_replay(char *line, double now, unsigned lineno)
+{
+    char *end, *text, ebuf[256];
+    double t, expires;
+    struct sb err;
+
+    t = strtod(line, &end);
+    if (end == line || *end != ' ')
+        return (-1);
+    expires = strtod(end + 1, &text);
+    if (text == end + 1 || *text != ' ' || pct_decode(++text) != 0 || !(t > 0))
+        return (-1);
+    if (expires <= now)
+        return (0);
+    sb_init(&err, ebuf, sizeof ebuf);
+    if (add(text, t, false, &err) != 0) {
+        log_msg(LOG_WARNING, "ban: %s:%u: %s: skipped", pst_path, lineno, ebuf);
+        return (-1);
+    }
+    pst_push(t, expires, text);
+    return (1);
+}
+
 int
-ban_add(const char *text, struct sb *err)
+ban_persist_open(const char *path, struct sb *err)
+{
+    unsigned lineno = 0, nreplayed = 0, nexpired = 0, nbad = 0;
+    double now = tim_real();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    FILE *f;
+
+    AN(path);
+    if (par.ban_persist <= 0)
+        return (0);
+    AZ(pthread_mutex_lock(&pst_mtx));
+    SRG_ASSERT(pst_fd < 0);
+    free(pst_path);
+    pst_path = strdup(path);
+    AN(pst_path);
+    f = fopen(path, "re");
+    if (f == NULL && errno != ENOENT) {
+        sb_printf(err, "ban: %s: %s", path, strerror(errno));
+        AZ(pthread_mutex_unlock(&pst_mtx));
+        return (-1);
+    }
+    while (f != NULL && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len > 0 && line[len - 1] == '\n')
+            line[--len] = '\0';
+        switch (pst_replay(line, now, lineno)) {
+        case 1:
+            nreplayed++;
+            break;
+        case 0:
+            nexpired++;
+            break;
+        default:
+            nbad++;
+            break;
+        }
+    }
+    free(line);
+    if (f != NULL)
+        (void)fclose(f);
+    if (pst_rewrite() != 0) {
+        sb_printf(err, "ban: %s: %s", path, strerror(errno));
+        AZ(pthread_mutex_unlock(&pst_mtx));
+        return (-1);
+    }
+    AZ(pthread_mutex_unlock(&pst_mtx));
+    if (lineno > 0)
+        log_msg(nbad > 0 ? LOG_WARNING : LOG_INFO,
+                "ban: %u bans replayed from %s (%u expired, %u unreadable)", nreplayed, path,
+                nexpired, nbad);
+    return (0);
+}
+
+void
+ban_persist_close(void)
+{
+    AZ(pthread_mutex_lock(&pst_mtx));
+    if (pst_fd >= 0)
+        (void)close(pst_fd);
+    pst_fd = -1;
+    for (unsigned i = 0; i < pst_n; i++)
+        free(pst[i].text);
+    free(pst);
+    pst = NULL;
+    pst_n = pst_cap = pst_lines = 0;
+    free(pst_path);
+    pst_path = NULL;
+    AZ(pthread_mutex_unlock(&pst_mtx));
+}
+
+/* ---- adding ---- */
+
+static int
+add(const char *text, double before, bool persist, struct sb *err)
 {
     struct ban_expr *expr = ban_expr_parse(text, err);
     char buf[4096];
@@ -181,11 +440,20 @@ ban_add(const char *text, struct sb *err)
         return (-1);
     }
     b = ban_new(expr, canon.buf);
+    if (before > 0 && before < b->t_added)
+        b->t_added = b->before = before;
+    /* Before it takes effect: a ban that applies is one a restart keeps. */
+    if (persist)
+        pst_add(b->text, b->t_added);
     AZ(pthread_mutex_lock(&ban_mtx));
-    /* An identical older ban covers a subset of this one's objects: it can go. */
+    /*
+     * An identical older ban covers a subset of this one's objects, and
+     * can go -- unless this one only reaches objects older than it does.
+     */
     if (par.ban_dups) {
         for (struct ban *o = head; o != NULL; o = o->older) {
             if (o->expr != NULL && strcmp(o->text, b->text) == 0 &&
+                (b->before <= 0 || b->before >= o->t_added) &&
                 !(__atomic_load_n(&o->flags, __ATOMIC_RELAXED) & BAN_F_DUP)) {
                 __atomic_or_fetch(&o->flags, BAN_F_DUP, __ATOMIC_RELAXED);
                 STAT_INC(bans_dups);
@@ -198,8 +466,23 @@ ban_add(const char *text, struct sb *err)
     AZ(pthread_cond_signal(&lurker_cv));
     AZ(pthread_mutex_unlock(&ban_mtx));
     STAT_INC(bans_added);
-    log_msg(LOG_INFO, "ban: %s", b->text);
+    if (b->before > 0)
+        log_msg(LOG_INFO, "ban: %s (objects fetched before %.3f)", b->text, b->before);
+    else
+        log_msg(LOG_INFO, "ban: %s", b->text);
     return (0);
+}
+
+int
+ban_add(const char *text, struct sb *err)
+{
+    return (add(text, 0, true, err));
+}
+
+int
+ban_add_before(const char *text, double before, struct sb *err)
+{
+    return (add(text, before, true, err));
 }
 
 unsigned
@@ -312,6 +595,8 @@ test_obj(struct cobj *oc, struct ban *from, const char *key, size_t keylen, unsi
         AN(b);
         if (b->expr == NULL || (__atomic_load_n(&b->flags, __ATOMIC_RELAXED) & BAN_F_DUP))
             continue;
+        if (b->before > 0 && oc->fresh.t_origin >= b->before)
+            continue; /* fetched after the ban was made */
         ++*ntested;
         m = ban_expr_match(b->expr, key, keylen, oc, &re_err);
         if (re_err != 0)

@@ -484,6 +484,18 @@ cc_parse_request(const struct http *req, struct cc *out)
     }
 }
 
+/*
+ * Whether a Surrogate-Control says anything about caching: one that only
+ * asks for ESI (content="ESI/1.0", every directive unknown to us) leaves
+ * Cache-Control in charge, as CDNs that read both do.
+ */
+static bool
+says_something(const struct cc *c)
+{
+    return ((c->flags & ~(unsigned)(CC_INVALID | CC_MALFORMED)) != 0 || c->max_age != CC_ABSENT ||
+            c->s_maxage != CC_ABSENT || c->swr != CC_ABSENT || c->sie != CC_ABSENT);
+}
+
 void
 cc_parse_response(const struct http *resp, const char *const *targets, struct cc *out)
 {
@@ -491,9 +503,11 @@ cc_parse_response(const struct http *resp, const char *const *targets, struct cc
     if (targets == NULL)
         targets = cc_targets_default;
     for (; *targets != NULL; targets++) {
-        enum cc_status st = strcasecmp(*targets, "Surrogate-Control") == 0
-                                ? cc_parse(resp, *targets, out)
-                                : cc_parse_targeted(resp, *targets, out);
+        bool sc = strcasecmp(*targets, "Surrogate-Control") == 0;
+        enum cc_status st = sc ? cc_parse(resp, *targets, out) : cc_parse_targeted(resp, *targets, out);
+
+        if (st == CC_OK && sc && !says_something(out))
+            continue;
         if (st == CC_OK) {
             out->flags |= CC_TARGETED;
             return;

@@ -303,6 +303,8 @@ fresh_src_name(enum fresh_src src)
         return "default";
     case FRESH_SRC_NONE:
         return "none";
+    case FRESH_SRC_POLICY:
+        return "policy";
     }
     return "?";
 }
@@ -364,36 +366,26 @@ fresh_lifetime(const struct http *resp, const struct cc *rcc, double t_resp,
 /* ---------------------------------------------------------------------- */
 /* Storability, section 3 */
 
+static const char *const store_token[FRESH_STORE__N] = {
+#define FRESH_STORE_WHY(name, token, why) [FRESH_##name] = token,
+#include "surogat/tbl/fresh_store.h"
+};
+
+static const char *const store_why[FRESH_STORE__N] = {
+#define FRESH_STORE_WHY(name, token, why) [FRESH_##name] = why,
+#include "surogat/tbl/fresh_store.h"
+};
+
 const char *
 fresh_store_name(enum fresh_store st)
 {
-    switch (st) {
-    case FRESH_STORE:
-        return "store";
-    case FRESH_METHOD:
-        return "method";
-    case FRESH_STATUS:
-        return "status";
-    case FRESH_MUST_UNDERSTAND:
-        return "must-understand";
-    case FRESH_NO_STORE_REQ:
-        return "no-store-req";
-    case FRESH_NO_STORE_RESP:
-        return "no-store-resp";
-    case FRESH_PRIVATE:
-        return "private";
-    case FRESH_AUTHORIZATION:
-        return "authorization";
-    case FRESH_VARY_STAR:
-        return "vary-star";
-    case FRESH_SET_COOKIE:
-        return "set-cookie";
-    case FRESH_NOT_CACHEABLE:
-        return "not-cacheable";
-    case FRESH_NO_FRESHNESS_NO_VALIDATOR:
-        return "no-freshness-no-validator";
-    }
-    return "?";
+    return ((unsigned)st < FRESH_STORE__N ? store_token[st] : "?");
+}
+
+const char *
+fresh_store_why(enum fresh_store st)
+{
+    return ((unsigned)st < FRESH_STORE__N ? store_why[st] : "?");
 }
 
 static bool

@@ -448,9 +448,20 @@ rush_usable(struct shard *sh, struct objhead *oh)
     return (hsh__rush(sh, oh, par.coalesce_rush));
 }
 
-enum hsh_result
-hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
-           unsigned lflags, struct cobj **ocp, struct hsh_stale *stale, struct hsh_waiter *w)
+/* HSH_PASS: why, as RFC 9211's fwd= and detail=, for Cache-Status and the trace. */
+static enum hsh_result
+pass_why(struct hsh_stale *stale, const char *fwd, const char *detail)
+{
+    stale->fwd = fwd;
+    stale->detail = detail;
+    return (HSH_PASS);
+}
+
+/* hsh_lookup()'s work; *t_wait: tim_mono() when a wait on this thread began. */
+static enum hsh_result
+lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
+       unsigned lflags, struct cobj **ocp, struct hsh_stale *stale, struct hsh_waiter *w,
+       double *t_wait)
 {
     uint64_t hash = key_hash(key, keylen);
     struct shard *sh = shard_of(hash);
@@ -476,6 +487,17 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         busy = stream = swr = old = NULL;
         for (oc = oh->objs; oc != NULL; oc = oc->next) {
             if (oc->flags & COBJ_BUSY) {
+                /*
+                 * A fetch an invalidation overtook may bring back what was
+                 * invalidated: nobody joins it, a request fetches alongside.
+                 * Once its head is stored it is tested against the bans
+                 * made since it began, as it would be once published.
+                 */
+                if (!(oc->flags & COBJ_OVERTAKEN) && (oc->flags & COBJ_STREAM) &&
+                    ban_check_obj(oc, key, keylen))
+                    hsh__overtake(oc);
+                if (oc->flags & COBJ_OVERTAKEN)
+                    continue;
                 /* Its Vary values are set before COBJ_STREAM, under this lock. */
                 if ((oc->flags & COBJ_STREAM) && vary_match(oc, req))
                     stream = oc;
@@ -492,7 +514,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
                     AZ(pthread_mutex_unlock(&sh->mtx));
                     hsh__wake(rushed);
                     STAT_INC(cache_hitmiss);
-                    return (HSH_PASS);
+                    return (pass_why(stale, "uri-miss", "hit-for-miss"));
                 }
                 continue;
             }
@@ -556,15 +578,16 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
             if (waited && tim_mono() >= w->deadline) {
                 AZ(pthread_mutex_unlock(&sh->mtx));
                 STAT_INC(coalesce_timeout);
-                return (HSH_PASS);
+                return (pass_why(stale, "miss", "coalesce-timeout"));
             }
             if (!waited && oh->nwaiting >= par.coalesce_max_waiters) {
                 AZ(pthread_mutex_unlock(&sh->mtx));
                 STAT_INC(coalesce_overflow);
-                return (HSH_PASS);
+                return (pass_why(stale, "miss", "coalesce-full"));
             }
             if (!waited) {
-                w->deadline = tim_mono() + par.coalesce_timeout;
+                w->t_first = tim_mono();
+                w->deadline = w->t_first + par.coalesce_timeout;
                 STAT_INC(cache_coalesced);
             }
             hsh__park(sh, oh, w);
@@ -574,13 +597,14 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (oh->nwaiting >= par.coalesce_max_waiters) {
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(coalesce_overflow);
-            return (HSH_PASS);
+            return (pass_why(stale, "miss", "coalesce-full"));
         }
         if (!waited) {
             hsh__abs_deadline(&ts, par.coalesce_timeout);
             STAT_INC(cache_coalesced);
             STAT_INC(coalesce_on_thread);
             waited = true;
+            *t_wait = tim_mono(); /* only a lookup that waits reads the clock */
         }
         oh->nwaiting++;
         vio_blocking();
@@ -589,7 +613,7 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
         if (rc == ETIMEDOUT) {
             AZ(pthread_mutex_unlock(&sh->mtx));
             STAT_INC(coalesce_timeout);
-            return (HSH_PASS);
+            return (pass_why(stale, "miss", "coalesce-timeout"));
         }
         now = tim_real();
     }
@@ -639,6 +663,19 @@ hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct 
     return (HSH_MISS);
 }
 
+enum hsh_result
+hsh_lookup(const char *key, size_t keylen, const struct http *req, const struct cc *qcc, double now,
+           unsigned lflags, struct cobj **ocp, struct hsh_stale *stale, struct hsh_waiter *w)
+{
+    /* A parked request has waited since it first parked, across its lookups. */
+    double t_wait = w != NULL && w->deadline != 0 ? w->t_first : 0;
+    enum hsh_result r = lookup(key, keylen, req, qcc, now, lflags, ocp, stale, w, &t_wait);
+
+    if (__builtin_expect(t_wait > 0, 0) && r != HSH_BUSY)
+        stale->waited = tim_mono() - t_wait;
+    return (r);
+}
+
 void
 hsh_ref(struct cobj *oc)
 {
@@ -667,6 +704,9 @@ recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
         return (-1);
     memcpy(&attr, m->attr, sizeof attr); /* the store promises no alignment */
     if (a->version != HSH_ATTR_VERSION && a->version != 2)
+        return (-1);
+    /* Without its attributes (an ESI program) an object would be delivered wrong: it goes. */
+    if (m->tail_len > 0 && !hsh__oa_sound(m->tail, m->tail_len))
         return (-1);
     OBJ_NEW(oc, COBJ_MAGIC);
     oc->form = a->version >= 3 ? a->form : HSH_FORM_UNKNOWN;

@@ -24,10 +24,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <zlib.h>
+
 #include "surogat/defs.h"
 #include "surogat/vio.h"
 #include "surogat/hsh.h"
 #include "surogat/par.h"
+#include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
 
@@ -72,11 +75,15 @@ hsh_store_begin(struct cobj *oc)
     SRG_ASSERT(oc->flags & COBJ_BUSY);
     attr_of(oc, &attr);
     for (;;) {
-        m = (struct sto_meta){
-            oc->oh->key,  oc->oh->keylen, oc->head,
-            oc->head_len, oc->vary,       oc->vary_len,
-            &attr,        sizeof attr,    sizeof *oc + sizeof *oc->oh + oc->oh->keylen
-        };
+        m = (struct sto_meta){ .key = oc->oh->key,
+                               .key_len = oc->oh->keylen,
+                               .head = oc->head,
+                               .head_len = oc->head_len,
+                               .vary = oc->vary,
+                               .vary_len = oc->vary_len,
+                               .attr = &attr,
+                               .attr_len = sizeof attr,
+                               .mem = sizeof *oc + sizeof *oc->oh + oc->oh->keylen };
         if (sto_open(&oc->body, &m) == 0)
             break;
         if (hsh__make_room(oc, &nuked) != 0) {
@@ -105,6 +112,116 @@ hsh_store_attr(struct cobj *oc)
     sto_set_attr(&oc->body, &attr, sizeof attr);
 }
 
+/* ---- attributes ---- */
+
+static void
+put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t
+get_u32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+bool
+hsh__oa_sound(const void *tail, size_t len)
+{
+    const unsigned char *p = tail, *e;
+
+    if (len < 8 || memcmp(p, HSH_OA_MAGIC, 4) != 0)
+        return (false);
+    e = p + len - 4;
+    if (get_u32(e) != (uint32_t)crc32(0, p, (uInt)(len - 4)))
+        return (false);
+    for (p += 4; p < e;) {
+        if (e - p < 5 || *p >= HSH_OA__N || get_u32(p + 1) > (size_t)(e - p - 5))
+            return (false);
+        p += 5 + get_u32(p + 1);
+    }
+    return (true);
+}
+
+/* Keep tail[0..len) with oc's body, evicting others to make room. */
+static int
+set_tail(struct cobj *oc, const void *tail, size_t len)
+{
+    unsigned nuked = 0;
+
+    while (sto_set_tail(&oc->body, tail, len) != 0)
+        if (hsh__make_room(oc, &nuked) != 0)
+            return (-1);
+    return (0);
+}
+
+int
+hsh_oa_set(struct cobj *oc, const struct txt *oa)
+{
+    size_t len = 8;
+    unsigned char *buf, *p;
+    int rv;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    for (unsigned i = 0; i < HSH_OA__N; i++)
+        if (oa[i].len > 0)
+            len += 5 + oa[i].len;
+    if (len == 8)
+        return (0);
+    buf = malloc(len);
+    AN(buf);
+    memcpy(buf, HSH_OA_MAGIC, 4);
+    p = buf + 4;
+    for (unsigned i = 0; i < HSH_OA__N; i++) {
+        if (oa[i].len == 0)
+            continue;
+        SRG_ASSERT(oa[i].len <= UINT32_MAX);
+        *p = (unsigned char)i;
+        put_u32(p + 1, (uint32_t)oa[i].len);
+        memcpy(p + 5, oa[i].b, oa[i].len);
+        p += 5 + oa[i].len;
+    }
+    put_u32(p, (uint32_t)crc32(0, buf, (uInt)(len - 4)));
+    rv = set_tail(oc, buf, len);
+    free(buf);
+    return (rv);
+}
+
+int
+hsh_oa_copy(struct cobj *dst, const struct cobj *src)
+{
+    const void *tail;
+    size_t len;
+
+    OBJ_CHECK(dst, COBJ_MAGIC);
+    OBJ_CHECK(src, COBJ_MAGIC);
+    tail = sto_tail(&src->body, &len);
+    return (tail == NULL ? 0 : set_tail(dst, tail, len));
+}
+
+bool
+hsh_oa_get(const struct cobj *oc, enum hsh_oa a, struct txt *v)
+{
+    const unsigned char *p, *e;
+    size_t len;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    p = sto_tail(&oc->body, &len);
+    if (p == NULL)
+        return (false);
+    /* Sound: made here, or checked when a store gave it back (hsh_recover). */
+    for (e = p + len - 4, p += 4; p < e; p += 5 + get_u32(p + 1)) {
+        if (*p == a) {
+            *v = (struct txt){ (const char *)p + 5, get_u32(p + 1) };
+            return (true);
+        }
+    }
+    return (false);
+}
+
 /* ---- streaming ---- */
 
 void
@@ -116,6 +233,8 @@ hsh_stream_open(struct cobj *oc, uint64_t clen)
     OBJ_CHECK(oc, COBJ_MAGIC);
     sh = shard_of(oc->oh->hash);
     oc->stream_clen = clen;
+    /* Indexed before anyone reads it: a tag purge from now on overtakes it. */
+    xkey_index(oc);
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
     oc->flags |= COBJ_STREAM;
@@ -269,9 +388,31 @@ hsh_append(struct cobj *oc, const void *p, size_t len)
 /* ---- publishing ---- */
 
 void
+hsh__overtake(struct cobj *oc)
+{
+    SRG_ASSERT(oc->flags & COBJ_BUSY);
+    if (oc->flags & COBJ_OVERTAKEN)
+        return;
+    oc->flags |= COBJ_OVERTAKEN;
+    STAT_INC(cache_overtaken);
+}
+
+void
+hsh_overtake(struct cobj *oc)
+{
+    struct shard *sh;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    sh = shard_of(oc->oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    hsh__overtake(oc);
+    AZ(pthread_mutex_unlock(&sh->mtx));
+}
+
+void
 hsh_unbusy(struct cobj **ocp)
 {
-    struct cobj *oc = *ocp, *o, *next, *old[8];
+    struct cobj *oc = *ocp, *o, *next, *old[8], *gone = NULL;
     struct hsh_waiter *woken;
     unsigned nold = 0;
     struct objhead *oh;
@@ -280,8 +421,13 @@ hsh_unbusy(struct cobj **ocp)
     OBJ_CHECK(oc, COBJ_MAGIC);
     oh = oc->oh;
     sh = shard_of(oh->hash);
-    /* Indexed before it is visible: a tag purge from now on finds it. */
-    xkey_index(oc);
+    /*
+     * Indexed before it is visible: a tag purge from now on finds it.  One
+     * that streamed was indexed then (hsh_stream_open); indexing finds no
+     * tag a second time in an untagged one.
+     */
+    if (oc->xkey == NULL)
+        xkey_index(oc);
     AZ(pthread_mutex_lock(&sh->mtx));
     SRG_ASSERT(oc->flags & COBJ_BUSY);
     /*
@@ -293,21 +439,35 @@ hsh_unbusy(struct cobj **ocp)
      */
     if (oc->nreaders == 0 || sto_trim_in_place(&oc->body))
         sto_body_trim(&oc->body);
-    /* Older variants for the same request are superseded. */
-    for (o = oh->objs; o != NULL && nold < ARRAY_LEN(old); o = next) {
-        next = o->next;
-        if (o != oc && !(o->flags & COBJ_BUSY) && hsh__same_vary(o, oc))
-            old[nold++] = hsh__unlink_obj(sh, o);
+    if (oc->flags & COBJ_OVERTAKEN) {
+        /*
+         * Never published, so never sealed (a persistent store does not
+         * bring it back): unlinked as the busy object it is, it goes with
+         * the last of its readers, who read it to the end.
+         */
+        gone = hsh__unlink_obj(sh, oc);
+        oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
+    } else {
+        /* Older variants for the same request are superseded. */
+        for (o = oh->objs; o != NULL && nold < ARRAY_LEN(old); o = next) {
+            next = o->next;
+            if (o != oc && !(o->flags & COBJ_BUSY) && hsh__same_vary(o, oc))
+                old[nold++] = hsh__unlink_obj(sh, o);
+        }
+        oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
+        sto_seal(&oc->body);
+        hsh__sieve_insert(sh, oc);
     }
-    oc->flags &= ~(COBJ_BUSY | COBJ_STREAM);
-    sto_seal(&oc->body);
-    hsh__sieve_insert(sh, oc);
     AZ(pthread_cond_broadcast(&sh->cond));
     woken = hsh__rush(sh, oh, par.coalesce_rush);
+    if (gone != NULL)
+        hsh__oh_maybe_free(sh, oh);
     AZ(pthread_mutex_unlock(&sh->mtx));
     hsh__wake(woken);
     while (nold > 0)
         hsh_deref(&old[--nold]);
+    if (gone != NULL)
+        hsh_deref(&gone);
     hsh_deref(ocp);
 }
 

@@ -207,8 +207,10 @@ hsh_purge_key(const char *key, size_t keylen, bool soft)
     if (oh != NULL) {
         for (oc = oh->objs; oc != NULL && ngone < ARRAY_LEN(gone); oc = next) {
             next = oc->next;
-            if (oc->flags & COBJ_BUSY)
+            if (oc->flags & COBJ_BUSY) {
+                hsh__overtake(oc);
                 continue;
+            }
             n++;
             if ((gone[ngone] = purge_one(sh, oc, soft, now)) != NULL)
                 ngone++;
@@ -232,6 +234,8 @@ hsh_kill(struct cobj *oc, bool soft)
     OBJ_CHECK(oc, COBJ_MAGIC);
     AZ(pthread_mutex_lock(&sh->mtx));
     if (oc->flags & (COBJ_BUSY | COBJ_DEAD)) {
+        if (oc->flags & COBJ_BUSY)
+            hsh__overtake(oc);
         AZ(pthread_mutex_unlock(&sh->mtx));
         return (false);
     }

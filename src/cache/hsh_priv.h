@@ -95,6 +95,16 @@ struct hsh_attr {
     uint8_t form;
 };
 
+/*
+ * Object attributes as the store keeps them (a body's tail, sto_set_tail):
+ * "SOA1", then for each attribute its kind (1 byte), its length (4 bytes,
+ * little-endian) and its bytes, then a CRC-32 of all before it (4 bytes,
+ * little-endian), checked when a persistent store gives them back.
+ */
+#define HSH_OA_MAGIC "SOA1"
+/* Whether tail[0..len) is a sound set of attributes (hsh_busy.c). */
+bool hsh__oa_sound(const void *tail, size_t len);
+
 /* FNV-1a, 64 bits: keys are short, and the key is compared in full anyway. */
 static inline uint64_t
 key_hash(const char *k, size_t len)
@@ -132,6 +142,8 @@ void hsh__oh_maybe_free(struct shard *sh, struct objhead *oh);
  * still counted: the caller drops it with hsh_deref() after unlocking.
  */
 struct cobj *hsh__unlink_obj(struct shard *sh, struct cobj *oc);
+/* Under the shard lock: an invalidation concerns the busy object oc (COBJ_OVERTAKEN). */
+void hsh__overtake(struct cobj *oc);
 /* The CLOCK_REALTIME instant `seconds` from now, for pthread_cond_timedwait(). */
 void hsh__abs_deadline(struct timespec *ts, double seconds);
 /*

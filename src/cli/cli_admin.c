@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "surogat/be.h"
+#include "surogat/clu.h"
 #include "surogat/defs.h"
 #include "surogat/cli.h"
 #include "surogat/dir.h"
@@ -30,8 +31,6 @@
 
 #include "cli_priv.h"
 
-/* How many objects hsh_walk() visits per shard lock: lookups wait for at most this many. */
-#define PURGE_WALK_STEP 1024
 /*
  * How long `reload` waits for the main thread's outcome.  Compiling a
  * script and loading certificates take milliseconds; every admin
@@ -368,67 +367,10 @@ cli__cmd_log_reopen(int argc, char *const *argv, struct sb *out, void *priv)
  * The key is the built-in one, as an HTTP PURGE without a hash hook
  * computes it: the Host lower-cased, a NUL, the request-target.  Without
  * a host, every cached key whose request-target is URL goes, whatever
- * its host, found by a walk over the index.
+ * its host, found by a walk over the index (clu_op_apply's CLU_OP_URL).
+ * In a cluster, the same op is then sent to every other member
+ * (clu_fanout) and the answer has a line per member.
  */
-
-struct purge_walk {
-    const char *target;
-    size_t len;
-    unsigned n;
-};
-
-/*
- * Under a shard lock.  A hash hook may have appended pieces to the
- * built-in key, each after a NUL: the target still ends at a NUL.
- */
-static bool
-purge_visit(struct cobj *oc, const char *key, size_t keylen, void *priv)
-{
-    struct purge_walk *pw = priv;
-    const char *t = memchr(key, '\0', keylen);
-    size_t rest;
-
-    (void)oc;
-    if (t == NULL)
-        return (false);
-    t++;
-    rest = keylen - (size_t)(t - key);
-    if (rest < pw->len || memcmp(t, pw->target, pw->len) != 0 ||
-        (rest > pw->len && t[pw->len] != '\0'))
-        return (false);
-    pw->n++;
-    return (true);
-}
-
-static unsigned
-purge_all_hosts(const char *target, size_t len)
-{
-    struct purge_walk pw = { .target = target, .len = len };
-    struct hsh_cursor cur;
-
-    memset(&cur, 0, sizeof cur);
-    while (!hsh_walk(&cur, PURGE_WALK_STEP, purge_visit, &pw))
-        continue;
-    return (pw.n);
-}
-
-static unsigned
-purge_host(const char *host, size_t hlen, const char *target, size_t tlen)
-{
-    char *key = malloc(hlen + 1 + tlen);
-    unsigned n;
-
-    AN(key);
-    for (size_t i = 0; i < hlen; i++) {
-        char c = host[i];
-        key[i] = (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
-    }
-    key[hlen] = '\0';
-    memcpy(key + hlen + 1, target, tlen);
-    n = hsh_purge_key(key, hlen + 1 + tlen, false);
-    free(key);
-    return (n);
-}
 
 /* What a Host field may hold: visible ASCII, no '/' (hosts are compared as sent). */
 static bool
@@ -446,9 +388,11 @@ unsigned
 cli__cmd_purge(int argc, char *const *argv, struct sb *out, void *priv)
 {
     const char *url = argv[1], *host = argc > 2 ? argv[2] : NULL, *target = url;
-    size_t hlen = host != NULL ? strlen(host) : 0;
-    char *abs = NULL;
-    unsigned n;
+    size_t hlen = host != NULL ? strlen(host) : 0, tlen;
+    char *abs = NULL, *key = NULL;
+    struct clu_op op;
+    struct clu *c;
+    long n;
 
     if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
         const char *a = strchr(url, '/') + 2;
@@ -485,15 +429,33 @@ cli__cmd_purge(int argc, char *const *argv, struct sb *out, void *priv)
         free(abs);
         return (CLI_BADVAL);
     }
-    if (host != NULL)
-        n = purge_host(host, hlen, target, strlen(target));
-    else
-        n = purge_all_hosts(target, strlen(target));
+    tlen = strlen(target);
+    if (host != NULL) {
+        key = malloc(hlen + 1 + tlen);
+        AN(key);
+        for (size_t i = 0; i < hlen; i++) {
+            char ch = host[i];
+            key[i] = (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32) : ch;
+        }
+        key[hlen] = '\0';
+        memcpy(key + hlen + 1, target, tlen);
+    }
+    c = pol_cluster();
+    clu_op_init(&op, c != NULL ? clu_self(c) : "local", host != NULL ? CLU_OP_KEY : CLU_OP_URL,
+                false, host != NULL ? key : target, host != NULL ? hlen + 1 + tlen : tlen);
+    n = clu_op_apply(&op, out);
+    AZ(n < 0); /* only a ban can fail */
     STAT_INC(purges);
     STAT_ADD(purge_objects, n);
-    log_msg(LOG_NOTICE, "cli: purge %s%s%.*s: %u objects", url, host != NULL ? " host " : "",
+    log_msg(LOG_NOTICE, "cli: purge %s%s%.*s: %ld objects", url, host != NULL ? " host " : "",
             (int)hlen, host != NULL ? host : "", n);
-    sb_printf(out, "Purged %u object%s.", n, n == 1 ? "" : "s");
+    sb_printf(out, "Purged %ld object%s.", n, n == 1 ? "" : "s");
+    if (c != NULL) {
+        sb_cat(out, "\n");
+        (void)clu_fanout(c, &op, n, out);
+        clu_unref(&c);
+    }
+    free(key);
     free(abs);
     return (CLI_OK);
 }

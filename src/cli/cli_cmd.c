@@ -24,11 +24,13 @@
 #include <time.h>
 
 #include "surogat/ban.h"
+#include "surogat/clu.h"
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/cli.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
+#include "surogat/pol.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
 #include "surogat/sto.h"
@@ -217,6 +219,8 @@ cmd_ban(int argc, char *const *argv, struct sb *out, void *priv)
 {
     size_t cap = 1, mark = out->len;
     char *expr, *w;
+    struct clu_op op;
+    struct clu *c;
 
     for (int i = 1; i < argc; i++)
         cap += 2 * strlen(argv[i]) + 3;
@@ -239,13 +243,20 @@ cmd_ban(int argc, char *const *argv, struct sb *out, void *priv)
             *w++ = '"';
     }
     *w = '\0';
-    if (ban_add(expr, out) != 0) {
+    c = pol_cluster();
+    clu_op_init(&op, c != NULL ? clu_self(c) : "local", CLU_OP_BAN, false, expr, strlen(expr));
+    if (clu_op_apply(&op, out) != 0) {
+        clu_unref(&c);
         free(expr);
         return (CLI_PARAM);
     }
     log_msg(LOG_NOTICE, "cli: ban %s", expr);
-    free(expr);
     sb_rewind(out, mark);
+    /* In a cluster: the ban goes to every member, and a line says what each did. */
+    if (c != NULL)
+        (void)clu_fanout(c, &op, 0, out);
+    clu_unref(&c);
+    free(expr);
     return (CLI_OK);
 }
 

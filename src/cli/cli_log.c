@@ -1,8 +1,8 @@
 /*
- * `log [-d] [-j] [-u REGEX] [-s STATUS] [-c CACHE] [-i ACL]`: after the OK
- * answer the admin connection becomes a stream of one line per finished
- * request, read from the workers' rings (rlog.h), until the client closes
- * it.
+ * `log [-d] [-j] [-g request|tx] [-q QUERY] [-u REGEX] [-s STATUS] [-c CACHE]
+ * [-i ACL]`: after the OK answer the admin connection becomes a stream of
+ * one line per finished request, read from the workers' rings (rlog.h),
+ * or with -g of request traces (trace.h), until the client closes it.
  *
  * Each stream has a thread of its own, which polls the rings every
  * LOG_TICK seconds and writes what passes its filters; it never touches
@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +38,15 @@
 #include "surogat/rlog.h"
 #include "surogat/sb.h"
 #include "surogat/tim.h"
+#include "surogat/tq.h"
+#include "surogat/trace.h"
 
 #include "cli_priv.h"
 
 #define LOG_TICK        0.05  /* seconds between two looks at the rings */
-#define LOG_STREAMS_MAX 8     /* streams at once: each is a thread */
+#define TRACE_TICK      0.005 /* the same while traces keep coming: a trace ring fills fast */
+#define GROUP_MAX       (16u * 1024 * 1024) /* bytes of one trace group's text, at most */
+#define LOG_STREAMS_MAX 8                   /* streams at once: each is a thread */
 #define LOG_SEND_TMO    30.0  /* seconds a client may refuse our bytes before we give up */
 #define LOG_OUT_MAX     65536 /* bytes buffered before they are sent */
 #define LOG_FILTER_MAX  16    /* values in one -s or -c list */
@@ -61,7 +66,14 @@ struct log_stream {
     unsigned ncache; /* -c */
     char cache[LOG_FILTER_MAX][12];
     struct acl *clients; /* -i, or NULL */
+    struct tq *q;        /* -q, or NULL */
+    bool trace;          /* -g: traces, not lines */
+    enum trace_grouping grouping;
     struct rlog_reader *rd;
+    struct trace_reader *trd;
+    struct trace_grouper *grp;
+    char *gbuf; /* one group's text, grown as needed */
+    size_t gcap;
     bool dead; /* the client is gone or stuck: stop */
     size_t olen;
     char out[LOG_OUT_MAX + 4096]; /* room for one line past LOG_OUT_MAX */
@@ -75,8 +87,9 @@ static int stop_fd = -1; /* eventfd: readable when every stream must end */
  * Output.
  */
 
+/* Send buf[0 .. len) to the client, or mark the stream dead. */
 static void
-send_out(struct log_stream *ls)
+send_buf(struct log_stream *ls, const char *buf, size_t len)
 {
     struct pollfd pfd[2] = { { .fd = ls->fd, .events = POLLOUT },
                              { .fd = stop_fd, .events = POLLIN } };
@@ -84,8 +97,8 @@ send_out(struct log_stream *ls)
     double deadline = tim_mono() + LOG_SEND_TMO;
     ssize_t n;
 
-    while (off < ls->olen && !ls->dead) {
-        n = send(ls->fd, ls->out + off, ls->olen - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (off < len && !ls->dead) {
+        n = send(ls->fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             off += (size_t)n;
             continue;
@@ -103,8 +116,14 @@ send_out(struct log_stream *ls)
         }
         ls->dead = true;
     }
-    if (off < ls->olen)
+    if (off < len)
         ls->dead = true;
+}
+
+static void
+send_out(struct log_stream *ls)
+{
+    send_buf(ls, ls->out, ls->olen);
     ls->olen = 0;
 }
 
@@ -153,6 +172,10 @@ line_text(struct sb *sb, const struct rlog_rec *r)
         cat_text(sb, r->host);
     else
         sb_cat(sb, "-");
+    if (r->esi_level > 0)
+        sb_printf(sb, " esi_level=%u", r->esi_level);
+    if (r->esi > 0)
+        sb_printf(sb, " esi=%u", r->esi);
 }
 
 static void
@@ -188,6 +211,7 @@ line_json(struct sb *sb, const struct rlog_rec *r)
     sb_printf(sb, ",\"restarts\":%u,\"retries\":%u,\"ttfb\":%.6f,\"total\":%.6f,\"hooks\":",
               r->restarts, r->retries, (double)r->ttfb, (double)r->total);
     rlog_hooks_json(sb, r->hooks);
+    sb_printf(sb, ",\"esi_level\":%u,\"esi\":%u", r->esi_level, r->esi);
     sb_cat(sb, "}");
 }
 
@@ -218,6 +242,83 @@ wanted(struct log_stream *ls, const struct rlog_rec *r)
     return (true);
 }
 
+/*--------------------------------------------------------------------
+ * -q on log lines: the fields a record has.
+ */
+
+struct line_subj {
+    const struct rlog_rec *r;
+    char status[8];
+    char total[32];
+};
+
+/* tq_check_f: what a log line can answer. */
+static const char *
+line_check(enum tq_field f, const char *hname)
+{
+    switch (f) {
+    case TQ_F_REQ_URL:
+    case TQ_F_REQ_METHOD:
+    case TQ_F_RESP_STATUS:
+    case TQ_F_BACKEND:
+    case TQ_F_CLIENT:
+    case TQ_F_DURATION:
+    case TQ_F_CACHE:
+        return (NULL);
+    case TQ_F_REQ_HEADER:
+        if (strcasecmp(hname, "Host") == 0)
+            return (NULL);
+        break;
+    default:
+        break;
+    }
+    return ("a log line has no such field (of the headers, only ReqHeader:Host): "
+            "with -g request, the query reads the request's trace");
+}
+
+static bool
+str_val(const char *s, struct tq_val *v)
+{
+    if (s[0] == '\0' || strcmp(s, "-") == 0)
+        return (false);
+    *v = (struct tq_val){ s, strlen(s) };
+    return (true);
+}
+
+/* tq_get_f over a log line: one value per field. */
+static bool
+line_get(void *priv, enum tq_field f, const char *hname, unsigned i, struct tq_val *v)
+{
+    struct line_subj *ls = priv;
+    const struct rlog_rec *r = ls->r;
+
+    (void)hname;
+    if (i > 0)
+        return (false);
+    switch (f) {
+    case TQ_F_REQ_URL:
+        return (r->method[0] != '\0' && str_val(r->url, v));
+    case TQ_F_REQ_METHOD:
+        return (str_val(r->method, v));
+    case TQ_F_REQ_HEADER:
+        return (str_val(r->host, v));
+    case TQ_F_RESP_STATUS:
+        snprintf(ls->status, sizeof ls->status, "%u", r->status);
+        return (str_val(ls->status, v));
+    case TQ_F_BACKEND:
+        return (str_val(r->backend, v));
+    case TQ_F_CLIENT:
+        return (str_val(r->client, v));
+    case TQ_F_DURATION:
+        snprintf(ls->total, sizeof ls->total, "%.6f", (double)r->total);
+        return (str_val(ls->total, v));
+    case TQ_F_CACHE:
+        return (str_val(r->cache, v));
+    default:
+        return (false);
+    }
+}
+
 static void
 emit(const struct rlog_rec *r, void *priv)
 {
@@ -225,6 +326,8 @@ emit(const struct rlog_rec *r, void *priv)
     struct sb sb;
 
     if (ls->dead || !wanted(ls, r))
+        return;
+    if (ls->q != NULL && !tq_match(ls->q, line_get, &(struct line_subj){ .r = r }))
         return;
     sb_init(&sb, ls->out + ls->olen, sizeof ls->out - ls->olen - 1);
     if (ls->json)
@@ -255,6 +358,85 @@ emit_missed(struct log_stream *ls, uint64_t missed)
 }
 
 /*--------------------------------------------------------------------
+ * Traces (-g).
+ */
+
+/* trace_rec_f: into the stream's grouper. */
+static void
+trace_add(void *priv, const struct trace_record *rec)
+{
+    struct log_stream *ls = priv;
+
+    trace_grouper_add(ls->grp, tim_mono(), rec);
+}
+
+/* The first value of field f in the group, as a string in buf. */
+static void
+group_str(const struct trace_txn *root, enum tq_field f, const char *hname, char *buf, size_t len)
+{
+    struct tq_val v;
+
+    buf[0] = '\0';
+    if (trace_group_get((void *)(uintptr_t)root, f, hname, 0, &v))
+        snprintf(buf, len, "%.*s", (int)v.len, v.p);
+}
+
+/* -u, -s, -c, -i on a group: its request's URL, status, cache status and client. */
+static bool
+group_wanted(struct log_stream *ls, const struct trace_txn *root)
+{
+    struct rlog_rec r;
+    char status[8];
+
+    if (ls->url_re == NULL && ls->nstatus == 0 && ls->ncache == 0 && ls->clients == NULL)
+        return (true);
+    memset(&r, 0, sizeof r);
+    group_str(root, TQ_F_REQ_URL, NULL, r.url, sizeof r.url);
+    group_str(root, TQ_F_CACHE, NULL, r.cache, sizeof r.cache);
+    group_str(root, TQ_F_CLIENT, NULL, r.client, sizeof r.client);
+    group_str(root, TQ_F_RESP_STATUS, NULL, status, sizeof status);
+    r.status = (uint16_t)strtoul(status, NULL, 10);
+    return (wanted(ls, &r));
+}
+
+/* trace_group_f: a group is ready; print it if it passes the filters. */
+static void
+emit_group(void *priv, const struct trace_txn *root, bool complete)
+{
+    struct log_stream *ls = priv;
+    struct sb sb;
+
+    if (ls->dead || !group_wanted(ls, root))
+        return;
+    if (ls->q != NULL && !tq_match(ls->q, trace_group_get, (void *)(uintptr_t)root))
+        return;
+    for (;;) {
+        sb_init(&sb, ls->gbuf, ls->gcap);
+        if (ls->json)
+            trace_group_json(&sb, root, complete);
+        else
+            trace_group_text(&sb, root, complete);
+        if (sb_ok(&sb) && sb.len + 1 < ls->gcap)
+            break;
+        if (ls->gcap >= GROUP_MAX)
+            return; /* cannot happen: records are bounded, and so are transactions */
+        ls->gcap *= 2;
+        ls->gbuf = realloc(ls->gbuf, ls->gcap);
+        AN(ls->gbuf);
+    }
+    if (ls->json)
+        ls->gbuf[sb.len++] = '\n';
+    if (ls->olen + sb.len > LOG_OUT_MAX)
+        send_out(ls);
+    if (sb.len > LOG_OUT_MAX) {
+        send_buf(ls, ls->gbuf, sb.len);
+        return;
+    }
+    memcpy(ls->out + ls->olen, ls->gbuf, sb.len);
+    ls->olen += sb.len;
+}
+
+/*--------------------------------------------------------------------
  * The stream thread.
  */
 
@@ -281,6 +463,7 @@ stream_thread(void *priv)
     struct log_stream *ls = priv;
     struct pollfd pfd[2];
     uint64_t missed;
+    bool busy;
 
     OBJ_CHECK(ls, LOG_STREAM_MAGIC);
     /*
@@ -290,13 +473,19 @@ stream_thread(void *priv)
     (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
     while (!ls->dead) {
         missed = 0;
-        (void)rlog_reader_poll(ls->rd, emit, ls, &missed);
+        if (ls->trace) {
+            busy = trace_reader_poll(ls->trd, trace_add, ls, &missed) > 0;
+            (void)trace_grouper_flush(ls->grp, tim_mono(), false, emit_group, ls);
+        } else {
+            busy = false;
+            (void)rlog_reader_poll(ls->rd, emit, ls, &missed);
+        }
         if (missed > 0)
             emit_missed(ls, missed);
         send_out(ls);
         pfd[0] = (struct pollfd){ .fd = ls->fd, .events = POLLIN | POLLRDHUP };
         pfd[1] = (struct pollfd){ .fd = stop_fd, .events = POLLIN };
-        if (poll(pfd, 2, (int)(LOG_TICK * 1e3)) < 0 && errno != EINTR)
+        if (poll(pfd, 2, (int)((busy ? TRACE_TICK : LOG_TICK) * 1e3)) < 0 && errno != EINTR)
             break;
         if (pfd[1].revents != 0)
             break;
@@ -319,6 +508,12 @@ stream_free(struct log_stream **lsp)
         (void)close(ls->fd);
     if (ls->rd != NULL)
         rlog_reader_free(&ls->rd);
+    if (ls->trd != NULL)
+        trace_reader_free(&ls->trd);
+    if (ls->grp != NULL)
+        trace_grouper_free(&ls->grp);
+    free(ls->gbuf);
+    tq_free(&ls->q);
     pcre2_match_data_free(ls->md);
     pcre2_code_free(ls->url_re);
     acl_free(&ls->clients);
@@ -366,8 +561,6 @@ stream_start(int fd, void *priv)
         stream_free(&ls);
         return;
     }
-    /* The reader starts now, when the client sees OK: nothing between is lost or doubled. */
-    ls->rd = rlog_reader_new(ls->history);
     AZ(sigfillset(&all));
     AZ(pthread_sigmask(SIG_SETMASK, &all, &old));
     e = pthread_create(&ls->thr, NULL, stream_thread, ls);
@@ -468,11 +661,47 @@ parse_url(struct log_stream *ls, const char *arg, struct sb *err)
     return (0);
 }
 
+/* -q: compiled once the mode is known (what a log line can answer is less). */
+static int
+parse_query(struct log_stream *ls, const char *src, struct sb *err)
+{
+    char msg[512];
+    struct sb m;
+    size_t pos = 0;
+
+    sb_init(&m, msg, sizeof msg);
+    ls->q = tq_compile(src, ls->trace ? NULL : line_check, &m, &pos);
+    if (ls->q != NULL)
+        return (0);
+    if (!sb_ok(&m))
+        msg[sizeof msg - 1] = '\0';
+    sb_printf(err, "-q: at %zu: %s\n  %s\n  %*s^", pos + 1, msg, src, (int)pos, "");
+    return (-1);
+}
+
+static int
+parse_grouping(struct log_stream *ls, const char *arg, struct sb *err)
+{
+    ls->trace = true;
+    if (strcmp(arg, "request") == 0) {
+        ls->grouping = TRACE_G_REQUEST;
+    } else if (strcmp(arg, "tx") == 0) {
+        ls->grouping = TRACE_G_TX;
+    } else {
+        sb_printf(err,
+                  "-g %s: expected request (a request with its backend transactions) or tx "
+                  "(each transaction alone)",
+                  arg);
+        return (-1);
+    }
+    return (0);
+}
+
 static unsigned
 cmd_log(int argc, char *const *argv, struct sb *out, void *priv)
 {
     struct log_stream *ls;
-    const char *a;
+    const char *a, *query = NULL;
     int rc = 0;
 
     (void)priv;
@@ -484,7 +713,7 @@ cmd_log(int argc, char *const *argv, struct sb *out, void *priv)
             ls->history = true;
         } else if (strcmp(a, "-j") == 0) {
             ls->json = true;
-        } else if (a[0] == '-' && a[1] != '\0' && strchr("usci", a[1]) != NULL && a[2] == '\0') {
+        } else if (a[0] == '-' && a[1] != '\0' && strchr("uscigq", a[1]) != NULL && a[2] == '\0') {
             if (i + 1 == argc) {
                 sb_printf(out, "%s needs a value.", a);
                 rc = -2;
@@ -501,6 +730,12 @@ cmd_log(int argc, char *const *argv, struct sb *out, void *priv)
             case 'c':
                 rc = parse_cache(ls, a, out);
                 break;
+            case 'g':
+                rc = parse_grouping(ls, a, out);
+                break;
+            case 'q':
+                query = a;
+                break;
             default: /* 'i' */
                 acl_free(&ls->clients);
                 ls->clients = acl_parse(a, out);
@@ -512,9 +747,25 @@ cmd_log(int argc, char *const *argv, struct sb *out, void *priv)
             rc = -2;
         }
     }
+    if (rc == 0 && query != NULL)
+        rc = parse_query(ls, query, out);
     if (rc == 0 && reap(false) >= LOG_STREAMS_MAX) {
         sb_printf(out, "Too many log streams (%d).", LOG_STREAMS_MAX);
         rc = -3;
+    }
+    /*
+     * The reader starts before the OK goes out: a request the client makes
+     * once it has the OK is in the stream (and, with -g, traced: a request
+     * is traced, or not, from its start).
+     */
+    if (rc == 0 && ls->trace) {
+        ls->grp = trace_grouper_new(ls->grouping);
+        ls->gcap = 65536;
+        ls->gbuf = malloc(ls->gcap);
+        AN(ls->gbuf);
+        ls->trd = trace_reader_new(ls->history);
+    } else if (rc == 0) {
+        ls->rd = rlog_reader_new(ls->history);
     }
     if (rc == 0 && cli__stream(stream_start, ls) != 0) {
         sb_cat(out, "log streams only on an admin connection.");
@@ -524,8 +775,13 @@ cmd_log(int argc, char *const *argv, struct sb *out, void *priv)
         stream_free(&ls);
         return (rc == -1 ? CLI_BADVAL : rc == -2 ? CLI_USAGE : CLI_FAILED);
     }
-    sb_printf(out, "Streaming the request log%s: one line per request.",
-              ls->history ? " (history first)" : "");
+    if (ls->trace)
+        sb_printf(out, "Streaming the request log%s: a trace per %s.",
+                  ls->history ? " (history first)" : "",
+                  ls->grouping == TRACE_G_REQUEST ? "request" : "transaction");
+    else
+        sb_printf(out, "Streaming the request log%s: one line per request.",
+                  ls->history ? " (history first)" : "");
     return (CLI_OK);
 }
 
@@ -536,11 +792,16 @@ cli__log_init(void)
         stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         AN(stop_fd >= 0);
     }
-    cli_register("log", "[-d] [-j] [-u <regex>] [-s <status>] [-c <cache>] [-i <acl>]",
+    cli_register("log",
+                 "[-d] [-j] [-g request|tx] [-q <query>] [-u <regex>] [-s <status>] [-c <cache>] "
+                 "[-i <acl>]",
                  "Stream one line per finished request until the connection closes: -d first "
-                 "the requests the rings still hold, -j JSON lines; only URLs matching regex, "
-                 "statuses (404, 5xx, 200-299, comma-separated), cache statuses (HIT,MISS ...), "
-                 "clients (addresses and prefixes as in purge_acl: 10.0.0.0/8,!10.0.0.1).",
+                 "the requests the rings still hold, -j JSON lines; -g request: instead, the "
+                 "trace of each request with its backend transactions (-g tx: each transaction "
+                 "alone); -q only what the query selects (ReqURL ~ \"^/news\" && RespStatus >= "
+                 "500); only URLs matching regex, statuses (404, 5xx, 200-299, comma-separated), "
+                 "cache statuses (HIT,MISS ...), clients (addresses and prefixes as in purge_acl: "
+                 "10.0.0.0/8,!10.0.0.1).",
                  0, -1, cmd_log, NULL);
 }
 

@@ -17,7 +17,7 @@
 
 #include "par_priv.h"
 
-enum feat_state { FEAT_ON, FEAT_OFF, FEAT_CHOICE };
+enum feat_state { FEAT_ON, FEAT_OFF, FEAT_CHOICE, FEAT_CHOICE_ON /* a choice, on by default */ };
 
 static const struct {
     const char *name;
@@ -30,14 +30,14 @@ static const struct {
 
 #define FEAT_TOKEN_MAX 64
 
-/* The bits of the features surogat always has. */
+/* The bits of the features surogat always has, and of the choices on by default. */
 static unsigned
 fixed_bits(void)
 {
     unsigned bits = 0;
 
     for (unsigned i = 0; i < ARRAY_LEN(feats); i++)
-        if (feats[i].state == FEAT_ON)
+        if (feats[i].state == FEAT_ON || feats[i].state == FEAT_CHOICE_ON)
             bits |= 1u << i;
     return (bits);
 }
@@ -88,7 +88,8 @@ par__feature_parse(const char *pname, const char *value, unsigned *bits, struct 
     /* Every fixed feature must end up as it is; the first that does not says why. */
     for (unsigned f = 0; f < ARRAY_LEN(feats); f++) {
         bool on = (b & (1u << f)) != 0;
-        if (feats[f].state == FEAT_CHOICE || on == (feats[f].state == FEAT_ON))
+        if (feats[f].state == FEAT_CHOICE || feats[f].state == FEAT_CHOICE_ON ||
+            on == (feats[f].state == FEAT_ON))
             continue;
         sb_printf(err, "%s: %c%s is not possible: %s", pname, on ? '+' : '-', feats[f].name,
                   feats[f].why);
@@ -117,9 +118,8 @@ void
 par__feature_doc(struct sb *out, const char *indent)
 {
     for (unsigned i = 0; i < ARRAY_LEN(feats); i++)
+        /* A choice shows its default. */
         sb_printf(out, "%s%c%-26s %s\n", indent,
-                  feats[i].state == FEAT_ON    ? '+'
-                  : feats[i].state == FEAT_OFF ? '-'
-                                               : ' ',
+                  feats[i].state == FEAT_ON || feats[i].state == FEAT_CHOICE_ON ? '+' : '-',
                   feats[i].name, feats[i].why);
 }

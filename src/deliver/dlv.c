@@ -25,6 +25,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 #include "dlv_priv.h"
@@ -220,6 +221,7 @@ dlv__finish_head(struct req *req, struct dlv_plan *d)
 {
     if (pol_active() && pol_has_deliver() && deliver_hook(req, d) != 0)
         return (-1);
+    TRACE_HEAD(req->trace, &d->head);
     return (0);
 }
 
@@ -332,4 +334,16 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
                                                           : d->last - d->first + 1;
     }
     return (dlv__finish_head(req, d));
+}
+
+struct http *
+dlv__head_parse(struct req *req, const char *head, size_t len, unsigned room)
+{
+    return (parse_head(req, head, len, room));
+}
+
+void
+dlv__cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
+{
+    cache_fields(sb, oc, now, fwd);
 }

@@ -27,6 +27,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 #include "dlv_priv.h"
@@ -147,16 +148,29 @@ plan(struct req *req, const struct busyobj *bo, const char *fwd, struct dlv_fetc
     if (par.x_cache)
         AZ(http_add(resp, TXT_LIT("X-Cache"), fwd != NULL ? TXT_LIT("MISS") : TXT_LIT("PASS")));
     if (par.cache_status) {
-        /* RFC 9211: why we went forward, what came back if the client gets another status. */
-        char *cs = ws_alloc(req->ws, 96);
+        /*
+         * RFC 9211: why we went forward, what came back if the client gets
+         * another status, and why a pass passed or a miss was not stored
+         * (detail=: req->cs_detail, bo->store_why).
+         */
+        const char *detail = fwd == NULL ? req->cs_detail
+                             : !bo->stored && bo->store_why != FRESH_STORE
+                                 ? fresh_store_name(bo->store_why)
+                                 : NULL;
+        char *cs = ws_alloc(req->ws, 128);
         int n;
         if (cs == NULL)
             return (-2);
-        n = snprintf(cs, 96, "surogat; fwd=%s", fwd != NULL ? fwd : "bypass");
+        n = snprintf(cs, 128, "surogat; fwd=%s",
+                     fwd != NULL           ? fwd
+                     : req->cs_fwd != NULL ? req->cs_fwd
+                                           : "bypass");
         if (df->status != be->status)
-            n += snprintf(cs + n, (size_t)(96 - n), "; fwd-status=%u", be->status);
+            n += snprintf(cs + n, (size_t)(128 - n), "; fwd-status=%u", be->status);
         if (bo->stored)
-            n += snprintf(cs + n, (size_t)(96 - n), "; stored");
+            n += snprintf(cs + n, (size_t)(128 - n), "; stored");
+        else if (detail != NULL)
+            n += snprintf(cs + n, (size_t)(128 - n), "; detail=%s", detail);
         AZ(http_add(resp, TXT_LIT("Cache-Status"), (struct txt){ cs, (size_t)n }));
     }
     /* The length: the backend's, the range's, or none until the body ends. */
@@ -356,6 +370,7 @@ dlv_fetch_begin(struct req *req, const struct busyobj *bo, const char *fwd, stru
     if (df->status == 304)
         STAT_INC(cache_304);
     df->sink = (struct fetch_sink){ sink_piece, sink_flush, df };
+    TRACE_HEAD(req->trace, &d.head);
     if (bo->miss && df->body) {
         df->bo = bo;
         /* Behind, its body is the stored one made over as it gets it now, if it differs. */

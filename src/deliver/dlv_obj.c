@@ -296,9 +296,16 @@ dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
     int stored = dlv__coding(oc);
     unsigned copies = 0;
     struct dlv_plan d;
+    struct txt prog;
 
     OBJ_CHECK(req, REQ_MAGIC);
     req->outcome = REQ_O_HIT;
+    if (hsh_oa_get(oc, HSH_OA_ESI, &prog)) {
+        /* An ESI page: assembled (dlv_esi.c). */
+        dlv__esi(req, oc, prog, now, fwd,
+                 fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0);
+        return;
+    }
     /*
      * What the client gets, from which body.  An identity object without
      * copies goes to every client as it is: no Accept-Encoding to read.

@@ -69,6 +69,20 @@ int dlv__fields_block(struct req *req, const struct http *hp, struct txt *out);
 int dlv__finish_head(struct req *req, struct dlv_plan *d);
 /* A refused plan: its synthetic answer, or the restart it asked for. */
 void dlv__refused(struct req *req, const struct dlv_plan *d);
+/*
+ * A serialised head (with or without its empty line) parsed into
+ * workspace with room more field slots.  NULL when the workspace is full.
+ */
+struct http *dlv__head_parse(struct req *req, const char *head, size_t len, unsigned room);
+/* Age, X-Cache and Cache-Status of a delivery of oc at now, fwd as dlv__plan_obj()'s. */
+struct sb;
+void dlv__cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd);
+/*
+ * dlv_esi.c: deliver oc, an ESI page whose program is prog, assembled
+ * (see there).  dlv_obj() hands every object with a program over.
+ */
+void dlv__esi(struct req *req, struct cobj *oc, struct txt prog, double now, const char *fwd,
+              unsigned hits);
 
 /*
  * A body made on the fly (pk.send != pk.from): the held bytes decoded

@@ -17,6 +17,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 /* s with &, <, >, " and ' as HTML entities, into sb. */
@@ -62,6 +63,7 @@ send_page(struct req *req, unsigned status, struct txt reason, struct txt fields
     if (bodyless)
         body.len = 0;
     h.block[0] = fields;
+    TRACE_HEAD(req->trace, &h);
     if (req->tp->head(req, &h) != 0)
         return (-1);
     if (body.len > 0 && req->tp->body(req, &iov, 1) != 0)

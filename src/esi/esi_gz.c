@@ -89,6 +89,7 @@ esi_gz_new(const struct esi_conf *c, int level)
     OBJ_NEW(g, ESI_GZ_MAGIC);
     g->p = esi_parser_new(c, cut, g);
     g->z = gz_new(GZ_ENCODE, level);
+    gz_track(g->z); /* the bits of the whole stream, for esi_gz_bits() */
     g->st = GZ_OK;
     return (g);
 }
@@ -123,7 +124,8 @@ hold_from(struct esi_gz *g, uint64_t from)
         g->held = realloc(g->held, g->held_cap);
         AN(g->held);
     }
-    memcpy(g->held + keep_old, g->cur + (g->cur_len - (n - keep_old)), n - keep_old);
+    if (n > keep_old) /* nothing new to keep: held may still be NULL */
+        memcpy(g->held + keep_old, g->cur + (g->cur_len - (n - keep_old)), n - keep_old);
     g->held_off = from;
     g->held_len = n;
     g->cur = NULL;
@@ -176,6 +178,13 @@ esi_gz_stats(const struct esi_gz *g, struct esi_stats *st)
 {
     OBJ_CHECK(g, ESI_GZ_MAGIC);
     esi_parser_stats(g->p, st);
+}
+
+bool
+esi_gz_bits(const struct esi_gz *g, struct gz_bits *b)
+{
+    OBJ_CHECK(g, ESI_GZ_MAGIC);
+    return (g->st == GZ_OK && gz_bits(g->z, b));
 }
 
 size_t

@@ -345,6 +345,16 @@ esi_iter_init(struct esi_iter *it, const void *prog, size_t len)
     return (0);
 }
 
+int
+esi_iter_info(struct esi_iter *it, const void *prog, size_t len, struct esi_info *info)
+{
+    AN(it);
+    if (esi_prog_info(prog, len, info) != 0)
+        return (-1);
+    AZ(open_prog(prog, len, it));
+    return (0);
+}
+
 enum esi_next
 esi_iter_next(struct esi_iter *it, struct esi_item *item)
 {

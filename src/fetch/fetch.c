@@ -25,8 +25,10 @@
 #include "surogat/http.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
+#include "surogat/sb.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 #include "fetch_priv.h"
@@ -36,7 +38,7 @@ fetch_init(struct busyobj *bo)
 {
     memset(bo, 0, sizeof *bo);
     bo->magic = BUSYOBJ_MAGIC;
-    bo->pol_gzip = bo->pol_gunzip = -1;
+    bo->pol_gzip = bo->pol_gunzip = bo->pol_esi = -1;
 }
 
 unsigned
@@ -60,6 +62,7 @@ fetch_result_status(enum fetch_result r)
     case FETCH_E_CLIENT:
     case FETCH_RETRY:
     case FETCH_FAILOVER:
+    case FETCH_UPGRADE:
         break;
     }
     return (0);
@@ -127,15 +130,32 @@ fetch__refused(const struct busyobj *bo, enum bcp_refuse why)
     snprintf(what, sizeof what, "%.*s %.*s", (int)hp->method.len, hp->method.b,
              (int)(hp->url.len > 256 ? 256 : hp->url.len), hp->url.b);
     bcp_refused(bo->be->pool, why, what);
+    TRACE(bo->trace, FETCH_ERROR, "refused: %s", bcp_refuse_text(why));
 }
 
 /*
- * Interim responses (1xx) skipped before the final one, at most.  A
- * backend sends one 100 Continue and perhaps a few 103 Early Hints; one
- * that keeps sending them must not hold the fetch forever, each read
- * looking like progress.
+ * A 103 Early Hints to the client that asked (bo->interim), as it came:
+ * its fields but the hop-by-hop and framing ones.  It is that client's
+ * alone: nothing of it is stored.
  */
-#define FETCH_INTERIM_MAX 16
+static void
+forward_hints(struct busyobj *bo)
+{
+    struct http *hp = bo->beresp;
+    struct sb sb;
+    size_t room;
+    char *buf;
+
+    if (bo->interim == NULL)
+        return;
+    http_strip_hop_by_hop(hp);
+    buf = ws_reserve_all(bo->ws, &room);
+    sb_init(&sb, buf, room);
+    http_write_fields(&sb, hp);
+    if (sb_ok(&sb))
+        (void)bo->interim(bo->interim_priv, 103, &(struct txt){ buf, sb.len });
+    ws_release(bo->ws, 0);
+}
 
 enum be_head {
     BEH_OK,
@@ -145,7 +165,10 @@ enum be_head {
 };
 
 /*
- * The final response head into the receive buffer, interim ones skipped.
+ * The final response head into the receive buffer, interim ones skipped
+ * (103s forwarded): at most backend_max_interim of them, or one that
+ * keeps sending them would hold the fetch forever, each read looking like
+ * progress.  A 101 is final for an upgrade, refused otherwise.
  * The first byte deadline covers the whole interim sequence: every
  * interim response must be complete, and the final one must have begun,
  * within backend_first_byte_timeout of the request; a head once begun may
@@ -173,8 +196,8 @@ read_beresp_head(struct busyobj *bo)
             st = h1_parse_response(bo->rxbuf, bo->be_len, &lim, bo->beresp, &used);
             if (st == H1_DONE && bo->beresp->status >= 100 && bo->beresp->status < 200 &&
                 bo->beresp->status != 101) {
-                /* Interim responses (100, 103) are for the backend's peer: skip them. */
-                if (++ninterim > FETCH_INTERIM_MAX) {
+                /* 100 Continue was ours to send; only 103s go on, to the client. */
+                if (++ninterim > par.backend_max_interim) {
                     bo->why = BCP_R_INTERIM;
                     return (BEH_BAD);
                 }
@@ -183,6 +206,8 @@ read_beresp_head(struct busyobj *bo)
                     be_count(bo->be, STAT_BE_fail_first_byte_timeout);
                     return (BEH_TIMEOUT);
                 }
+                if (bo->beresp->status == 103)
+                    forward_hints(bo);
                 memmove(bo->rxbuf, bo->rxbuf + used, bo->be_len - used);
                 bo->be_len -= used;
                 if (bo->be_len == 0)
@@ -193,7 +218,9 @@ read_beresp_head(struct busyobj *bo)
             }
             if (st == H1_DONE) {
                 bo->be_pos = used;
-                if (bo->beresp->status != 101)
+                /* A switch must say to what (RFC 9110 section 15.2.2). */
+                if (bo->beresp->status != 101 ||
+                    (bo->upgrade && http_find(bo->beresp, "Upgrade") != NULL))
                     return (BEH_OK);
                 /* A final answer all the same: its class counts it, refused or not. */
                 be_count_status(bo->be, bo->beresp->status);
@@ -338,14 +365,19 @@ exchange(struct busyobj *bo, struct txt head)
             break;
         case BCP_E_BUSY:
             STAT_INC(backend_busy);
+            TRACE(bo->trace, FETCH_ERROR, "%s busy: max_connections reached", bo->be->name);
             return (failover(bo) ? FETCH_FAILOVER : FETCH_E_BUSY);
         case BCP_E_CONNECT:
             STAT_INC(backend_fail);
+            TRACE(bo->trace, FETCH_ERROR, "%s: connect failed", bo->be->name);
             return (failover(bo) ? FETCH_FAILOVER : FETCH_E_CONNECT);
         }
         if (bo->conn->reused)
             STAT_INC(backend_reuse);
         STAT_INC(backend_req);
+        TRACE_CAT(bo->trace, BACKEND, bo->be->name, " ",
+                  bo->be->hostport != NULL ? bo->be->hostport : "-", " ",
+                  bo->conn->reused ? "reused" : "new");
         bo->t_req = tim_real();
         rv = send_bereq(bo, head);
         if (rv == -2)
@@ -358,8 +390,10 @@ exchange(struct busyobj *bo, struct txt head)
                 continue;
             }
             STAT_INC(backend_fail);
+            TRACE(bo->trace, FETCH_ERROR, "%s: sending the request failed", bo->be->name);
             return (FETCH_E_SEND);
         }
+        TRACE_TS(bo->trace, "Bereq");
         http_init(bo->beresp, ws_alloc(bo->ws, par.http_max_hdr * sizeof(struct http_hdr)),
                   par.http_max_hdr);
         if (bo->beresp->hdr == NULL)
@@ -378,6 +412,8 @@ exchange(struct busyobj *bo, struct txt head)
             return (FETCH_E_BAD);
         case BEH_TIMEOUT:
             STAT_INC(backend_timeout);
+            TRACE(bo->trace, FETCH_ERROR, "%s: no response within the first byte timeout",
+                  bo->be->name);
             return (FETCH_E_TIMEOUT);
         case BEH_BAD:
             fetch__refused(bo, bo->why);
@@ -391,7 +427,8 @@ static enum fetch_result
 policy_pass(struct busyobj *bo)
 {
     struct pol_beresp br = { .bereq = bo->bereq, .resp = bo->beresp, .uncacheable = true,
-                             .keep = -1, .do_gzip = -1, .do_gunzip = -1, .do_stream = -1 };
+                             .keep = -1, .do_gzip = -1, .do_gunzip = -1, .do_stream = -1,
+                             .do_esi = -1 };
     enum pol_act act = pol_backend_response(bo->req, &br);
 
     bo->pol_gzip = br.do_gzip;
@@ -430,10 +467,20 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
         if (bo->be_name != NULL)
             *bo->be_name = bo->be->name; /* bereq.backend in the hooks that follow */
     }
+    TRACE_HTTP(bo->trace, BEREQ, bo->bereq);
     if ((r = exchange(bo, head)) != FETCH_OK)
         return (r);
     bo->t_resp = tim_real();
+    TRACE_HTTP(bo->trace, BERESP, bo->beresp);
     be_count_status(bo->be, bo->beresp->status);
+    if (bo->upgrade) {
+        if (bo->beresp->status == 101) {
+            STAT_INC(tunnel_opened);
+            return (FETCH_UPGRADE);
+        }
+        /* Refused: an ordinary response.  The connection, asked to switch, is not reused. */
+        STAT_INC(tunnel_refused);
+    }
     /* The backend saw HEAD only on a pass: a miss asked it for GET. */
     bo->rbody = h1_resp_body(bo->beresp, bo->head_only && bo->oc == NULL, &bo->frame);
     bo->rclen = bo->frame.clen;
@@ -453,7 +500,7 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
         fetch__refused(bo, frame_refusal(bo->frame.err));
         return (FETCH_E_BAD);
     }
-    bo->be_keepalive = be_keepalive(bo);
+    bo->be_keepalive = !bo->upgrade && be_keepalive(bo);
     if (bo->oc == NULL) {
         if (pol_active() && (r = policy_pass(bo)) != FETCH_OK)
             return (r);
@@ -464,6 +511,7 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
     if ((rv = fetch__decide_store(bo)) != 0)
         return (rv == -2 ? FETCH_RETRY : FETCH_E_POLICY);
     fetch__gz_begin(bo);
+    fetch__oa_begin(bo);
     bo->stored = bo->oc != NULL;
     /*
      * With a filter the stored length is not the backend's (compressed),
@@ -471,7 +519,7 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
      * end): waiters stream chunked and learn the end from the fetch, so a
      * body that fails its check is cut, never complete by its length.
      */
-    if (bo->oc != NULL)
+    if (bo->oc != NULL && bo->esi == NULL) /* an ESI page is delivered complete */
         hsh_stream_open(bo->oc, bo->gz != NULL                 ? UINT64_MAX
                                 : bo->rbody == H1_BODY_LENGTH ? bo->rclen
                                 : bo->rbody == H1_BODY_NONE   ? 0
@@ -484,6 +532,7 @@ fetch_done(struct busyobj *bo)
 {
     OBJ_CHECK(bo, BUSYOBJ_MAGIC);
     fetch__gz_free(bo);
+    fetch__oa_free(bo);
     fetch__te_free(&bo->te);
     if (bo->oc != NULL)
         hsh_abandon(&bo->oc, 0); /* not published: waiters fetch again */

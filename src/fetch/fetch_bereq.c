@@ -5,6 +5,14 @@
  * client: hop-by-hop fields removed, X-Forwarded-For and -Proto, Via, our
  * own framing.  So the client's scheme reaches the backend the same way
  * whether a request or a background refresh asks.
+ *
+ * Upgrade and Connection are hop-by-hop and removed, except for an
+ * upgrade (bo->upgrade: the transport found an HTTP/1.1 Upgrade listed in
+ * Connection), whose Upgrade goes on with Connection: upgrade alone.  h2c
+ * never goes on: we speak HTTP/1.1 to backends, and a backend switching
+ * our connection to HTTP/2 would leave it in a protocol we cannot read
+ * (the transport never marks an h2c request an upgrade, and a pipe's
+ * request loses it here).
  */
 #include "config.h"
 
@@ -61,34 +69,77 @@ add_xff(struct busyobj *bo, struct http *bq)
     return (0);
 }
 
-enum fetch_result
-fetch__bereq(struct busyobj *bo, struct txt *head)
+/* The client's Upgrade fields onto bq, with the one connection option they need. */
+static void
+add_upgrade(const struct http *hp, struct http *bq)
+{
+    for (unsigned i = 0; i < hp->nhdr; i++)
+        if (http_name_eq(&hp->hdr[i].name, "Upgrade"))
+            AZ(http_add(bq, hp->hdr[i].name, hp->hdr[i].val));
+    AZ(http_add(bq, TXT_LIT("Connection"), TXT_LIT("upgrade")));
+}
+
+/* A head of nhdr fields and room for ours, in workspace; NULL when it is full. */
+static struct http *
+new_head(struct busyobj *bo, const struct http *hp, unsigned extra)
+{
+    unsigned nhdr = hp->nhdr + extra + (pol_active() ? POL_HDR_ROOM : 0);
+    struct http *bq = ws_alloc(bo->ws, sizeof *bq);
+    struct http_hdr *hdrs = ws_alloc(bo->ws, nhdr * sizeof *hdrs);
+
+    if (hdrs == NULL || bq == NULL)
+        return (NULL);
+    http_init(bq, hdrs, nhdr);
+    bq->method = hp->method;
+    bq->url = hp->url;
+    bq->proto = hp->proto;
+    memcpy(hdrs, hp->hdr, hp->nhdr * sizeof *hdrs);
+    bq->nhdr = hp->nhdr;
+    return (bq);
+}
+
+struct http *
+fetch_pipe_bereq(struct busyobj *bo)
+{
+    struct http *bq;
+
+    OBJ_CHECK(bo, BUSYOBJ_MAGIC);
+    if ((bq = new_head(bo, bo->creq, 4)) == NULL)
+        return (NULL);
+    if (par.xff && bo->client_ip[0] != '\0' && add_xff(bo, bq) != 0)
+        return (NULL);
+    if (!bo->upgrade) {
+        /* No switch may follow: the backend must not answer 101, nor read on for itself. */
+        http_unset(bq, "Upgrade");
+        http_unset(bq, "HTTP2-Settings");
+        http_unset(bq, "Connection");
+        AZ(http_add(bq, TXT_LIT("Connection"), TXT_LIT("close")));
+    }
+    return (bq);
+}
+
+/* The request of a pass, a miss or a refresh; NULL when the workspace is full. */
+static struct http *
+build(struct busyobj *bo)
 {
     const struct http *hp = bo->creq;
     bool miss = bo->oc != NULL;
-    unsigned nhdr = hp->nhdr + 10 + (pol_active() ? POL_HDR_ROOM : 0);
-    struct http *bq = ws_alloc(bo->ws, sizeof *bq);
-    struct http_hdr *hdrs = ws_alloc(bo->ws, nhdr * sizeof *hdrs);
-    struct sb sb;
-    size_t room;
-    char *buf, *ae = NULL;
+    struct http *bq;
+    char *ae = NULL;
 
-    if (hdrs == NULL || bq == NULL)
-        return (FETCH_E_OVERFLOW);
-    http_init(bq, hdrs, nhdr);
-    bq->method = hp->method;
+    /* Room for what is added below: 10 at most, and the framing. */
+    if ((bq = new_head(bo, hp, 12)) == NULL)
+        return (NULL);
     /* A miss fetches the body even for HEAD: it is what the cache stores. */
     if (miss && bo->head_only)
         bq->method = TXT_LIT("GET");
-    bq->url = hp->url;
-    bq->proto = 11;
-    memcpy(hdrs, hp->hdr, hp->nhdr * sizeof *hdrs);
-    bq->nhdr = hp->nhdr;
     http_strip_hop_by_hop(bq);
+    if (bo->upgrade && !miss)
+        add_upgrade(hp, bq);
     for (size_t i = 0; miss && i < ARRAY_LEN(miss_strip); i++)
         http_unset(bq, miss_strip[i]);
     if (miss && (ae = ws_alloc(bo->ws, GZ_AE_OFFER_MAX)) == NULL)
-        return (FETCH_E_OVERFLOW);
+        return (NULL);
     if (miss && par.http_gzip_support) {
         /*
          * The object serves every client, so it is fetched in a coding
@@ -112,34 +163,59 @@ fetch__bereq(struct busyobj *bo, struct txt *head)
             /* Our own weak ETag of a body we encoded, as the origin knows it. */
             if (so->form != HSH_FORM_UNKNOWN && (so->form & GZ_FORM_MADE) &&
                 gz_etag_origin(&v, (enum gz_coding)(so->form & GZ_FORM_CODING), bo->ws) != 0)
-                return (FETCH_E_OVERFLOW);
+                return (NULL);
             AZ(http_add(bq, TXT_LIT("If-None-Match"), v));
         }
-        if (hsh_head_field(bo->stale.oc, "Last-Modified", &v))
+        if (hsh_head_field(so, "Last-Modified", &v))
             AZ(http_add(bq, TXT_LIT("If-Modified-Since"), v));
     }
     if (par.xff && bo->client_ip[0] != '\0' && add_xff(bo, bq) != 0)
-        return (FETCH_E_OVERFLOW);
+        return (NULL);
     if (par.via)
         AZ(http_add(bq, TXT_LIT("Via"),
                     hp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
     if (http_find(bq, "Host") == NULL)
         AZ(http_add(bq, TXT_LIT("Host"),
                     (struct txt){ bo->be->hostport, strlen(bo->be->hostport) }));
-    /* The framing we send is ours, stated once, whatever the client wrote. */
+    return (bq);
+}
+
+/*
+ * The framing we send is ours, stated once, whatever the client wrote.
+ * -1 when the workspace, or a pipe's head filled by its hook, is full.
+ */
+static int
+add_framing(struct busyobj *bo, struct http *bq)
+{
+    char *cl;
+
     http_unset(bq, "Content-Length");
-    if (bo->body == H1_BODY_CHUNKED) {
-        AZ(http_add(bq, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
-    } else if (bo->body == H1_BODY_LENGTH) {
-        char *cl = ws_alloc(bo->ws, 24);
-        if (cl == NULL)
-            return (FETCH_E_OVERFLOW);
-        AZ(http_add(bq, TXT_LIT("Content-Length"),
-                    (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu",
-                                                       (unsigned long long)bo->clen) }));
-    }
+    http_unset(bq, "Transfer-Encoding"); /* a pipe's request still has the client's */
+    if (bo->body == H1_BODY_CHUNKED)
+        return (http_add(bq, TXT_LIT("Transfer-Encoding"), TXT_LIT("chunked")));
+    if (bo->body != H1_BODY_LENGTH)
+        return (0);
+    if ((cl = ws_alloc(bo->ws, 24)) == NULL)
+        return (-1);
+    return (http_add(
+        bq, TXT_LIT("Content-Length"),
+        (struct txt){ cl, (size_t)snprintf(cl, 24, "%llu", (unsigned long long)bo->clen) }));
+}
+
+enum fetch_result
+fetch__bereq(struct busyobj *bo, struct txt *head)
+{
+    struct http *bq = bo->pipe_bereq != NULL ? bo->pipe_bereq : build(bo);
+    struct sb sb;
+    size_t room;
+    char *buf;
+
+    if (bq == NULL || add_framing(bo, bq) != 0)
+        return (FETCH_E_OVERFLOW);
+    bq->proto = 11; /* what we speak to backends, whatever the client spoke */
     bo->bereq = bq;
-    if (pol_active() && pol_backend_fetch(bo->req, bq) != POL_FETCH)
+    /* A pipe's request was the pipe hook's to change. */
+    if (bo->pipe_bereq == NULL && pol_active() && pol_backend_fetch(bo->req, bq) != POL_FETCH)
         return (FETCH_E_POLICY);
     buf = ws_reserve_all(bo->ws, &room);
     sb_init(&sb, buf, room);

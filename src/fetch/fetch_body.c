@@ -22,6 +22,7 @@
 #include "surogat/h1.h"
 #include "surogat/par.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 
 #include "fetch_priv.h"
 
@@ -82,6 +83,10 @@ body_bytes(struct out *o, const char *p, size_t len)
 
     if (len == 0)
         return (0);
+    if (bo->esi != NULL) {
+        bo->body_off += len;
+        return (fetch__esi_body(bo, p, len)); /* stored only: nobody streams an ESI page */
+    }
     if (bo->gz != NULL) {
         /* The filter stores what is stored and gives the client its output. */
         int rv = fetch__gz_body(bo, p, len, false, gz_client_out, o);
@@ -230,6 +235,8 @@ read_body(struct busyobj *bo, struct out *o)
         return (body_failed(bo, rv));
     if (bo->gz != NULL && (rv = fetch__gz_end(bo, gz_client_out, o)) != 0)
         return (body_failed(bo, rv));
+    if ((rv = fetch__oa_end(bo)) != 0)
+        return (body_failed(bo, rv));
     fetch__store_done(bo);
 end:
     /*
@@ -255,6 +262,7 @@ fetch_body(struct busyobj *bo, const struct fetch_sink *sink)
     if (bo->frame.ncoding > 0 && bo->rbody != H1_BODY_NONE)
         bo->te = fetch__te_new(&bo->frame);
     rv = read_body(bo, &o);
+    TRACE_BODY(bo->trace, rv, bo->body_off);
     fetch__te_free(&bo->te);
     return (rv);
 }

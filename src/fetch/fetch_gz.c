@@ -71,6 +71,8 @@ compress_coding(const struct busyobj *bo, const struct gz_ae *ae)
 
     if (n == 0)
         return (-1);
+    if (bo->oc != NULL && fetch__esi_wanted(bo))
+        return (GZ_C_GZIP); /* stitched from gzip segments (fetch_esi.c) */
     if (bo->oc != NULL)
         return ((int)formats[0]);
     for (unsigned i = 0; i < n; i++)
@@ -137,6 +139,8 @@ plan_client(struct busyobj *bo, const struct gz_ae *ae)
 
     if (bo->gz_want == FGZ_GUNZIP)
         bo->cl_coding = GZ_C_IDENTITY;
+    else if (bo->oc != NULL && fetch__esi_wanted(bo))
+        bo->cl_coding = fetch_codings(bo).store; /* delivered from the store once complete */
     else if (bo->gz_want == FGZ_NONE || bo->client_coded || bo->oc == NULL)
         bo->cl_coding = bo->client_coded || bo->gz_want == FGZ_NONE ? bo->coding : GZ_C_IDENTITY;
     else
@@ -153,6 +157,9 @@ fetch_codings(const struct busyobj *bo)
     case FGZ_NONE:
         return ((struct fetch_codings){ c, c, c });
     case FGZ_CHECK:
+        /* An ESI page is decoded and stored again in gzip segments (fetch_esi.c). */
+        if (bo->oc != NULL && fetch__esi_wanted(bo))
+            return ((struct fetch_codings){ c, GZ_C_GZIP, bo->cl_coding });
         return ((struct fetch_codings){ c, c, bo->cl_coding });
     case FGZ_COMPRESS:
         return ((struct fetch_codings){ i, c, bo->cl_coding });

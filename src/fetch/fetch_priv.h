@@ -66,6 +66,30 @@ int fetch__gz_end(struct busyobj *bo, gz_out_f *cl, void *priv);
 void fetch__gz_free(struct busyobj *bo);
 
 /*
+ * ESI and object attributes (fetch_esi.c).  After fetch__gz_begin() on a
+ * miss: whether the body is parsed for ESI (bo->esi; its bytes then go
+ * to fetch__esi_body() instead of the gzip plan's filter), and for a
+ * gzip body stored, recording where its deflate data lies.
+ */
+void fetch__oa_begin(struct busyobj *bo);
+/*
+ * Whether the response is parsed for ESI: a 200 stored with a body, and
+ * someone asked (beresp.do_esi, Surrogate-Control).  Pure; known once the
+ * backend_response hook ran, so the gzip plan asks too: an ESI page is
+ * stored gzip.
+ */
+bool fetch__esi_wanted(const struct busyobj *bo);
+/* Body bytes of an ESI page.  As fetch__gz_body(), without a client. */
+int fetch__esi_body(struct busyobj *bo, const char *p, size_t len);
+/*
+ * The body is complete (after fetch__gz_end()), before fetch__store_done():
+ * the ESI program and gzip bits become the object's attributes.  As
+ * fetch__gz_body().
+ */
+int fetch__oa_end(struct busyobj *bo);
+void fetch__oa_free(struct busyobj *bo);
+
+/*
  * Transfer codings (fetch_te.c): a decoder for the fr->ncoding > 0
  * codings of a response, fed the body once its framing is undone.  What
  * comes out goes to sink, each piece valid only during the call.

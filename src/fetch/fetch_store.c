@@ -24,6 +24,7 @@
 #include "surogat/stat.h"
 #include "surogat/sto.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 #include "surogat/wrk.h"
 
 #include "fetch_priv.h"
@@ -90,6 +91,8 @@ stored_form(const struct busyobj *bo)
     case FGZ_COMPRESS:
         return ((uint8_t)(bo->coding | GZ_FORM_MADE));
     case FGZ_CHECK:
+        if (fetch_codings(bo).store != bo->coding)
+            return ((uint8_t)(GZ_C_GZIP | GZ_FORM_MADE)); /* an ESI page, made gzip again */
         return ((uint8_t)bo->coding);
     case FGZ_GUNZIP:
         return (GZ_C_IDENTITY | GZ_FORM_MADE);
@@ -176,20 +179,24 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
         .do_gzip = -1,
         .do_gunzip = -1,
         .do_stream = -1,
+        .do_esi = -1,
         .uncacheable = *st != FRESH_STORE,
     };
 
     if (br.ttl < 0)
         br.ttl = 0;
     act = pol_backend_response(bo->req, &br);
+    if (br.overtaken)
+        hsh_overtake(bo->oc);
     bo->pol_gzip = br.do_gzip;
     bo->pol_gunzip = br.do_gunzip;
     bo->hold = br.do_stream == 0;
+    bo->pol_esi = br.do_esi;
     switch (act) {
     case POL_DELIVER:
         break;
     case POL_PASS:
-        *st = FRESH_NOT_CACHEABLE;
+        *st = FRESH_POLICY;
         return (0);
     case POL_RETRY:
         return (-2);
@@ -199,7 +206,7 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
     if (!br.changed)
         return (0);
     if (br.uncacheable || br.ttl <= 0) {
-        *st = FRESH_NOT_CACHEABLE;
+        *st = FRESH_POLICY;
         return (0);
     }
     if (*st != FRESH_STORE) {
@@ -211,6 +218,7 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
     fo->swr = br.grace;
     fo->sie = br.stale_if_error;
     fo->keep = (float)br.keep;
+    fo->src = FRESH_SRC_POLICY; /* whatever the fields said, the ttl is the policy's now */
     fo->flags &= (uint16_t)~FRESH_F_NO_CACHE;
     *st = FRESH_STORE;
     return (0);
@@ -230,9 +238,10 @@ verdict(struct busyobj *bo, const struct cc *qcc, const struct cc *rcc, const st
          * no-cache -- would be stored and never used, and requests would
          * queue behind each other's fetches: treat it as uncacheable.
          */
-        if (bo->oc->fresh.t_origin + bo->oc->fresh.ttl <= bo->t_resp ||
-            (bo->oc->fresh.flags & FRESH_F_NO_CACHE))
-            st = FRESH_NOT_CACHEABLE;
+        if (bo->oc->fresh.flags & FRESH_F_NO_CACHE)
+            st = FRESH_NO_CACHE;
+        else if (bo->oc->fresh.t_origin + bo->oc->fresh.ttl <= bo->t_resp)
+            st = FRESH_STALE_ON_ARRIVAL;
     }
     return (st);
 }
@@ -273,7 +282,7 @@ fetch__decide_store(struct busyobj *bo)
         hfm_ttl = 0;
     /* Markers and objects alike answer only requests with the same Vary values. */
     if (hsh_set_vary(bo->oc, bo->creq, bo->beresp) != 0) {
-        st = FRESH_VARY_STAR;
+        st = FRESH_VARY_TOO_LONG;
         hfm_ttl = 0;
     }
     /*
@@ -284,6 +293,8 @@ fetch__decide_store(struct busyobj *bo)
     if (st == FRESH_STORE && bo->rbody == H1_BODY_LENGTH &&
         ((par.max_object_size > 0 && bo->rclen > par.max_object_size) || bo->rclen > sto_size())) {
         STAT_INC(cache_too_big);
+        bo->store_why = FRESH_TOO_BIG;
+        TRACE_STORE(bo->trace, FRESH_TOO_BIG, NULL, 0, 0, hfm_ttl);
         hsh_abandon(&bo->oc, hfm_ttl);
         return (0);
     }
@@ -292,10 +303,15 @@ fetch__decide_store(struct busyobj *bo)
         if (bo->rbody == H1_BODY_LENGTH && bo->gz_want != FGZ_COMPRESS &&
             bo->gz_want != FGZ_GUNZIP)
             bo->oc->body.size_hint = bo->rclen;
-        if (store_head(bo, &rcc) == 0 && hsh_store_begin(bo->oc) == 0)
+        if (store_head(bo, &rcc) == 0 && hsh_store_begin(bo->oc) == 0) {
+            TRACE_STORE(bo->trace, st, &bo->oc->fresh, bo->t_resp, par.default_keep, 0);
             return (0);
+        }
+        st = FRESH_STORE_FAILED;
     }
     STAT_INC(cache_uncacheable);
+    bo->store_why = st;
+    TRACE_STORE(bo->trace, st, NULL, 0, 0, hfm_ttl);
     hsh_abandon(&bo->oc, hfm_ttl);
     return (0);
 }
@@ -312,6 +328,7 @@ fetch__store_body(struct busyobj *bo, const char *p, size_t len)
 
     if (!bo->keep_for_readers && max > 0 && bo->body_off + len > max) {
         STAT_INC(cache_too_big);
+        TRACE_STORE(bo->trace, FRESH_TOO_BIG, NULL, 0, 0, par.hitmiss_ttl);
         if (hsh_stream_close(bo->oc)) {
             bo->keep_for_readers = true;
         } else {
@@ -319,8 +336,10 @@ fetch__store_body(struct busyobj *bo, const char *p, size_t len)
             return;
         }
     }
-    if (hsh_append(bo->oc, p, len) != 0)
+    if (hsh_append(bo->oc, p, len) != 0) {
+        TRACE_STORE(bo->trace, FRESH_STORE_FAILED, NULL, 0, 0, 0);
         hsh_abandon(&bo->oc, 0); /* no room: the client still gets everything */
+    }
 }
 
 /*
@@ -459,8 +478,16 @@ fetch__revalidated(struct busyobj *bo)
             return (0);
         }
     }
+    /* The same body: the same attributes (an ESI program, gzip bits). */
+    if (hsh_oa_copy(oc, old) != 0) {
+        hsh_abandon(&bo->oc, 0);
+        hsh_ref(old);
+        bo->renewed = old;
+        return (0);
+    }
     oc->body_complete = true;
     STAT_INC(cache_revalidated);
+    TRACE_STORE(bo->trace, FRESH_STORE, &oc->fresh, bo->t_resp, par.default_keep, 0);
     bo->stored = true;
     hsh_ref(oc);
     bo->renewed = oc;

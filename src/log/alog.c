@@ -76,6 +76,7 @@ enum af_kind {
     AF_RESTARTS,
     AF_RETRIES,
     AF_HOOKS,
+    AF_ESI,
 };
 
 /* One piece of a compiled format: literal text, or a field with its argument. */
@@ -114,7 +115,7 @@ static const struct {
 } xfields[] = {
     { "cache", AF_CACHE }, { "backend", AF_BACKEND },   { "ttfb", AF_TTFB_US },
     { "port", AF_PORT },   { "restarts", AF_RESTARTS }, { "retries", AF_RETRIES },
-    { "hooks", AF_HOOKS },
+    { "hooks", AF_HOOKS }, { "esi", AF_ESI },
 };
 
 static int
@@ -269,6 +270,35 @@ t_total(const struct req *req)
     return (req->t_end - req->t_mono);
 }
 
+/*
+ * The includes of an ESI page: "url:CACHE:status:ms" each, comma-separated,
+ * "!" before a failed one, "+N" for those past the records kept; "-" for none.
+ */
+static void
+esi_text(struct sb *sb, const struct esi_log *lg)
+{
+    if (lg == NULL || lg->total == 0) {
+        sb_cat(sb, "-");
+        return;
+    }
+    for (unsigned i = 0; i < lg->n; i++) {
+        const struct esi_rec *r = &lg->rec[i];
+        sb_printf(sb, "%s%s", i > 0 ? "," : "", r->failed ? "!" : "");
+        /* From the page's markup: whatever would end the field or the list is escaped. */
+        for (const char *u = r->url; *u != '\0'; u++) {
+            unsigned char c = (unsigned char)*u;
+            if (c <= 0x20 || c == '"' || c == '\\' || c == ',' || c == 0x7f)
+                sb_printf(sb, "\\x%02x", c);
+            else
+                sb_bcat(sb, u, 1);
+        }
+        sb_printf(sb, ":%s:%u:%.1f", req_outcome_name(r->outcome), r->status,
+                  (double)r->time * 1e3);
+    }
+    if (lg->total > lg->n)
+        sb_printf(sb, ",+%u", lg->total - lg->n);
+}
+
 static void
 run_op(const struct af_op *op, const struct req *req, struct sb *sb)
 {
@@ -364,7 +394,29 @@ run_op(const struct af_op *op, const struct req *req, struct sb *sb)
     case AF_HOOKS:
         rlog_hooks_cat(sb, req->hooks);
         break;
+    case AF_ESI:
+        esi_text(sb, req->esi_log);
+        break;
     }
+}
+
+static void
+esi_json(struct sb *sb, const struct esi_log *lg)
+{
+    if (lg == NULL || lg->total == 0)
+        return;
+    sb_printf(sb, ",\"esi_includes\":%u,\"esi_failed\":%u,\"esi\":[", lg->total, lg->failed);
+    for (unsigned i = 0; i < lg->n; i++) {
+        const struct esi_rec *r = &lg->rec[i];
+        const char *c = req_outcome_name(r->outcome);
+        sb_cat(sb, i > 0 ? ",{\"url\":" : "{\"url\":");
+        rlog_json_str(sb, r->url, strlen(r->url));
+        sb_cat(sb, ",\"cache\":");
+        rlog_json_str(sb, c, strlen(c));
+        sb_printf(sb, ",\"status\":%u,\"time_us\":%.0f,\"failed\":%s}", r->status,
+                  (double)r->time * 1e6, r->failed ? "true" : "false");
+    }
+    sb_cat(sb, "]");
 }
 
 static void
@@ -418,6 +470,7 @@ json_line(const struct req *req, struct sb *sb)
         sb_cat(sb, ",\"backend\":null");
     sb_printf(sb, ",\"restarts\":%u,\"retries\":%u,\"hooks\":", req->restarts, req->retries);
     rlog_hooks_json(sb, req->hooks);
+    esi_json(sb, req->esi_log);
     sb_cat(sb, "}");
 }
 

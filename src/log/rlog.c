@@ -16,11 +16,10 @@
  * copy may be torn and is dropped.  Both cases count as missed.  A reader
  * more than a ring behind skips straight to the oldest record still held.
  *
- * The list of rings only grows, so readers walk it without a lock (each
- * ring is published with a release store of the list head); ring_mtx
- * guards the list for writers and the free list of rings whose worker
- * exited.  Ring memory is allocated untouched (calloc of a large block is
- * mmap'd), so a ring costs memory only as its worker fills it.
+ * The list of rings only grows, so readers walk it without a lock
+ * (log_priv.h: the bookkeeping is shared with the request trace).  Ring
+ * memory is allocated untouched (calloc of a large block is mmap'd), so
+ * a ring costs memory only as its worker fills it.
  */
 #include "config.h"
 
@@ -37,6 +36,8 @@
 #include "surogat/sess.h"
 #include "surogat/wrk.h"
 
+#include "log_priv.h"
+
 #define RLOG_DEFAULT_RECORDS 1024
 
 struct rlog_slot {
@@ -47,11 +48,8 @@ struct rlog_slot {
 struct rlog_ring {
     unsigned magic;
 #define RLOG_RING_MAGIC 0x3c91e5b7
-    unsigned id;                 /* index of the reader's cursor: 0, 1, 2 ... in creation order */
-    uint64_t mask;               /* records - 1 */
-    struct rlog_ring *next;      /* the list of every ring, newest first; never changes once set */
-    struct rlog_ring *next_free; /* under ring_mtx */
-    bool in_use;                 /* under ring_mtx: a worker owns it */
+    struct log_ring lr; /* its place in the list; lr.id: the reader's cursor index */
+    uint64_t mask;      /* records - 1 */
     /* The writer's line of its own: readers poll `head` while the worker writes it. */
     uint64_t head __attribute__((aligned(64))); /* records ever written */
     struct rlog_slot *slot;
@@ -67,11 +65,8 @@ struct rlog_reader {
     struct rlog_rec tmp;
 };
 
-static pthread_mutex_t ring_mtx = PTHREAD_MUTEX_INITIALIZER;
-static struct rlog_ring *rings;     /* published with release stores */
-static struct rlog_ring *free_list; /* under ring_mtx */
-static unsigned nrings;             /* under ring_mtx */
-static uint64_t ring_records = RLOG_DEFAULT_RECORDS;
+static struct log_rings rings = LOG_RINGS_INIT;
+static uint64_t ring_records = RLOG_DEFAULT_RECORDS; /* set before any ring is made */
 
 /* In the order of enum pol_hook (policy/pol_priv.h): bit h is hook h. */
 static const char *const hook_name[] = {
@@ -89,6 +84,7 @@ static void
 slot_fini(struct wrk *wrk)
 {
     rlog_ring_put(&wrk->rlog);
+    trace__wrk_exit(); /* one slot for the module: each costs every worker a call */
 }
 
 static const struct wrk_slot rlog_slot = { "rlog", slot_init, slot_fini, NULL };
@@ -98,73 +94,54 @@ rlog_init(unsigned records)
 {
     uint64_t n = 2;
 
-    AZ(pthread_mutex_lock(&ring_mtx));
-    if (nrings > 0) {
-        AZ(pthread_mutex_unlock(&ring_mtx));
+    if (log__rings_started(&rings))
         return (-1);
-    }
     while (n < records)
         n <<= 1;
     ring_records = n;
-    AZ(pthread_mutex_unlock(&ring_mtx));
     wrk_slot_register(&rlog_slot);
     return (0);
+}
+
+/* log_ring_free_f */
+static void
+ring_free(struct log_ring *lr)
+{
+    struct rlog_ring *r = LOG_RING_OF(lr, struct rlog_ring, lr);
+
+    OBJ_CHECK(r, RLOG_RING_MAGIC);
+    free(r->slot);
+    OBJ_FREE(&r);
 }
 
 void
 rlog_fini(void)
 {
-    struct rlog_ring *r, **rp;
-
-    AZ(pthread_mutex_lock(&ring_mtx));
-    for (rp = &rings; (r = *rp) != NULL;) {
-        OBJ_CHECK(r, RLOG_RING_MAGIC);
-        /*
-         * pool_fini() returns once its workers are counted out, a moment
-         * before each hands its ring back: such a ring stays, for
-         * rlog_ring_put() to find.
-         */
-        if (r->in_use) {
-            rp = &r->next;
-            continue;
-        }
-        *rp = r->next;
-        free(r->slot);
-        OBJ_FREE(&r);
-    }
-    free_list = NULL;
-    if (rings == NULL) {
-        nrings = 0;
+    /* pool_fini() returns a moment before its workers hand their rings back: those stay. */
+    log__rings_fini(&rings, ring_free, NULL);
+    if (!log__rings_started(&rings))
         ring_records = RLOG_DEFAULT_RECORDS;
-    }
-    AZ(pthread_mutex_unlock(&ring_mtx));
+}
+
+/* log_ring_make_f, under the list's lock. */
+static struct log_ring *
+ring_make(void)
+{
+    struct rlog_ring *r = aligned_alloc(64, sizeof *r); /* a multiple of 64: see head */
+
+    AN(r);
+    memset(r, 0, sizeof *r);
+    r->magic = RLOG_RING_MAGIC;
+    r->mask = ring_records - 1;
+    r->slot = calloc(ring_records, sizeof *r->slot);
+    AN(r->slot);
+    return (&r->lr);
 }
 
 struct rlog_ring *
 rlog_ring_get(void)
 {
-    struct rlog_ring *r;
-
-    AZ(pthread_mutex_lock(&ring_mtx));
-    r = free_list;
-    if (r != NULL) {
-        free_list = r->next_free;
-        r->next_free = NULL;
-    } else {
-        r = aligned_alloc(64, sizeof *r); /* a multiple of 64: see head */
-        AN(r);
-        memset(r, 0, sizeof *r);
-        r->magic = RLOG_RING_MAGIC;
-        r->mask = ring_records - 1;
-        r->slot = calloc(ring_records, sizeof *r->slot);
-        AN(r->slot);
-        r->id = nrings++;
-        r->next = rings;
-        __atomic_store_n(&rings, r, __ATOMIC_RELEASE);
-    }
-    r->in_use = true;
-    AZ(pthread_mutex_unlock(&ring_mtx));
-    return (r);
+    return (LOG_RING_OF(log__ring_get(&rings, ring_make), struct rlog_ring, lr));
 }
 
 void
@@ -173,12 +150,7 @@ rlog_ring_put(struct rlog_ring **rp)
     struct rlog_ring *r;
 
     OBJ_TAKE(r, rp, RLOG_RING_MAGIC);
-    AZ(pthread_mutex_lock(&ring_mtx));
-    SRG_ASSERT(r->in_use);
-    r->in_use = false;
-    r->next_free = free_list;
-    free_list = r;
-    AZ(pthread_mutex_unlock(&ring_mtx));
+    log__ring_put(&rings, &r->lr);
 }
 
 /*--------------------------------------------------------------------
@@ -249,6 +221,8 @@ rlog_req(struct rlog_ring *r, const struct req *req)
     rec->restarts = (uint16_t)SRG_MIN(req->restarts, 0xffffu);
     rec->retries = (uint16_t)SRG_MIN(req->retries, 0xffffu);
     rec->proto = hp->method.len > 0 ? (uint8_t)hp->proto : 0;
+    rec->esi_level = (uint8_t)SRG_MIN(req->esi_level, 0xffu);
+    rec->esi = req->esi_log != NULL ? (uint16_t)SRG_MIN(req->esi_log->total, 0xffffu) : 0;
     copy_str(rec->client, sizeof rec->client, req->sp->client_ip, strlen(req->sp->client_ip));
     copy_str(rec->port, sizeof rec->port, req->sp->client_port, strlen(req->sp->client_port));
     copy_str(rec->method, sizeof rec->method, hp->method.b, hp->method.len);
@@ -332,21 +306,23 @@ rlog_reader_poll(struct rlog_reader *rd, rlog_rec_f *fn, void *priv, uint64_t *m
 {
     const struct rlog_ring *r;
     uint64_t head, s, lost = 0, n;
-    unsigned got = 0;
+    unsigned got = 0, id;
 
     OBJ_CHECK(rd, RLOG_READER_MAGIC);
-    for (r = __atomic_load_n(&rings, __ATOMIC_ACQUIRE); r != NULL; r = r->next) {
+    for (struct log_ring *lr = log__rings_first(&rings); lr != NULL; lr = lr->next) {
+        r = LOG_RING_OF(lr, struct rlog_ring, lr);
         OBJ_CHECK(r, RLOG_RING_MAGIC);
-        if (r->id >= rd->ncur)
-            grow_cursors(rd, r->id);
+        id = lr->id;
+        if (id >= rd->ncur)
+            grow_cursors(rd, id);
         head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
         n = r->mask + 1;
-        if (!rd->seen[r->id]) {
-            rd->seen[r->id] = true;
+        if (!rd->seen[id]) {
+            rd->seen[id] = true;
             /* History: the oldest record still held; and nothing lost before it. */
-            rd->cur[r->id] = !rd->history ? head : head > n ? head - n : 0;
+            rd->cur[id] = !rd->history ? head : head > n ? head - n : 0;
         }
-        s = rd->cur[r->id];
+        s = rd->cur[id];
         if (head - s > n) {
             lost += head - s - n;
             s = head - n;
@@ -360,7 +336,7 @@ rlog_reader_poll(struct rlog_reader *rd, rlog_rec_f *fn, void *priv, uint64_t *m
             if (fn != NULL)
                 fn(&rd->tmp, priv);
         }
-        rd->cur[r->id] = head;
+        rd->cur[id] = head;
     }
     if (missed != NULL)
         *missed += lost;

@@ -31,6 +31,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "surogat/clu.h"
 #include "surogat/defs.h"
 #include "surogat/http.h"
 #include "surogat/log.h"
@@ -139,6 +140,10 @@ state_close(struct pol_wrk *pw)
     }
     pw->ctx_id = 0;
     pw->ctx_ref = LUA_NOREF;
+    for (unsigned i = 0; i < POL_CTX_KEEP; i++) {
+        pw->ctx_keep_ref[i] = LUA_NOREF; /* references of the state closed */
+        pw->ctx_keep_id[i] = 0;
+    }
     pw->env_ref = LUA_NOREF;
     pw->env_dirty = pw->loading = false;
     pol__prog_unref(&pw->prog);
@@ -696,6 +701,8 @@ pol__state(struct wrk *wrk, bool in_request)
         OBJ_NEW(pw, POL_WRK_MAGIC);
         AN(pw);
         pw->ctx_ref = LUA_NOREF;
+        for (unsigned i = 0; i < POL_CTX_KEEP; i++)
+            pw->ctx_keep_ref[i] = LUA_NOREF;
         wrk->pol = pw;
     }
     AZ(pthread_mutex_lock(&mtx));
@@ -752,6 +759,18 @@ pol_has_backend(void)
     rv = cur != NULL && !pol__decl_empty(cur->cfg);
     AZ(pthread_mutex_unlock(&mtx));
     return (rv);
+}
+
+struct clu *
+pol_cluster(void)
+{
+    struct clu *c = NULL;
+
+    AZ(pthread_mutex_lock(&mtx));
+    if (cur != NULL && (c = pol__decl_cluster(cur->cfg)) != NULL)
+        (void)clu_ref(c);
+    AZ(pthread_mutex_unlock(&mtx));
+    return (c);
 }
 
 unsigned

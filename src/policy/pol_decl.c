@@ -8,6 +8,7 @@
  *   route { ext = { "jpg", "css" }, to = "static" }
  *   route { to = "app" }
  *   shared "ratelimit" { size = "10m" }
+ *   cluster "fleet" { peers = { n1 = "10.0.0.1:80", n2 = "10.0.0.2:80" }, origin = "apache" }
  *
  * `backend "x"` is a call returning a function that takes the table, so a
  * declaration reads like a Varnish one.  At the script's top level each
@@ -26,6 +27,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,8 +35,10 @@
 #include <string.h>
 
 #include <lauxlib.h>
+#include <openssl/crypto.h>
 
 #include "surogat/be.h"
+#include "surogat/clu.h"
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/http.h"
@@ -96,6 +100,7 @@ struct pol_cfg {
     unsigned nstatic; /* static-file backends it can route to: 0 spares every request the check */
     struct pol_shd **shd; /* its shared dictionaries, referenced (pol_shared.c) */
     unsigned nshd;
+    struct clu *clu; /* its cluster, referenced, or NULL */
 };
 
 /* ---- recording, in every state ---- */
@@ -181,6 +186,9 @@ pol__decl_open(lua_State *L)
     lua_pushliteral(L, "shared");
     lua_pushcclosure(L, l_decl_named, 1);
     lua_setglobal(L, "shared");
+    lua_pushliteral(L, "cluster");
+    lua_pushcclosure(L, l_decl_named, 1);
+    lua_setglobal(L, "cluster");
     lua_register(L, "route", l_route);
 }
 
@@ -621,6 +629,265 @@ build_shared(struct decl *d, int idx, struct pol_cfg *cfg)
     return (0);
 }
 
+/* "host:port" or "[v6]:port" into host and port (their room: hcap, 8). */
+static int
+split_addr(const char *addr, char *host, size_t hcap, char *port)
+{
+    const char *colon, *h = addr;
+    size_t hl;
+
+    if (*h == '[') {
+        colon = strchr(h, ']');
+        if (colon == NULL || colon[1] != ':')
+            return (-1);
+        h++;
+        hl = (size_t)(colon - h);
+        colon++;
+    } else {
+        colon = strrchr(h, ':');
+        if (colon == NULL)
+            return (-1);
+        hl = (size_t)(colon - h);
+    }
+    if (hl == 0 || hl >= hcap || strlen(colon + 1) == 0 || strlen(colon + 1) > 5 ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return (-1);
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    strcpy(port, colon + 1);
+    return (0);
+}
+
+/* The secret of a cluster: `secret`, or the first line of `secret_file`.  Its length, or -1. */
+static int
+cluster_secret(struct decl *d, int idx, unsigned char *out)
+{
+    const char *s = field_str(d, idx, "secret"), *path = field_str(d, idx, "secret_file");
+    size_t n = 0;
+    FILE *f;
+
+    if (s != NULL && path != NULL)
+        return (decl_fail(d, "either secret or secret_file"));
+    if (s != NULL) {
+        n = strlen(s);
+    } else if (path != NULL) {
+        char buf[CLU_SECRET_MAX + 2];
+        if (path[0] != '/')
+            return (decl_fail(d, "secret_file must be an absolute path"));
+        if ((f = fopen(path, "re")) == NULL)
+            return (decl_fail(d, "secret_file %s: %s", path, strerror(errno)));
+        n = fread(buf, 1, sizeof buf, f);
+        (void)fclose(f);
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+            n--;
+        if (n > CLU_SECRET_MAX)
+            return (decl_fail(d, "secret_file %s: more than %d bytes", path, CLU_SECRET_MAX));
+        memcpy(out, buf, n);
+        OPENSSL_cleanse(buf, sizeof buf);
+        if (n == 0)
+            return (decl_fail(d, "secret_file %s is empty", path));
+        return ((int)n);
+    } else {
+        return (0);
+    }
+    if (n == 0 || n > CLU_SECRET_MAX)
+        return (decl_fail(d, "secret: 1 to %d bytes", CLU_SECRET_MAX));
+    memcpy(out, s, n);
+    return ((int)n);
+}
+
+/* A member's backend: its address, the cluster's probe of CLU_PATH, its timeouts. */
+static struct be *
+cluster_member(struct decl *d, int idx, const char *name, const char *addr,
+               const struct be_probe_conf *pc, struct pol_cfg *cfg)
+{
+    char host[256], port[8], ebuf[400];
+    struct be_conf bc;
+    struct be *be;
+    struct sb e;
+
+    if (split_addr(addr, host, sizeof host, port) != 0) {
+        (void)decl_fail(d, "peers: %s = \"%s\": an address is \"host:port\" or \"[v6]:port\"", name,
+                        addr);
+        return (NULL);
+    }
+    if (find_dir(cfg, name) != NULL) {
+        (void)decl_fail(d, "peers: %s is declared already (a backend or director of that name)",
+                        name);
+        return (NULL);
+    }
+    memset(&bc, 0, sizeof bc);
+    bc.name = name;
+    bc.host = host;
+    bc.port = port;
+    bc.probe = pc;
+    bc.connect_timeout = field_num(d, idx, "connect_timeout", 1, 0.001, 3600);
+    bc.first_byte_timeout = field_num(d, idx, "first_byte_timeout", -1, 0.001, 86400);
+    bc.between_bytes_timeout = field_num(d, idx, "between_bytes_timeout", -1, 0.001, 86400);
+    bc.max_connections = (unsigned)field_num(d, idx, "max_connections", 0, 1, 1e6);
+    if (d->failed)
+        return (NULL);
+    sb_init(&e, ebuf, sizeof ebuf);
+    if (be_get(&bc, &be, &e) != 0) {
+        (void)decl_fail_from(d, ebuf);
+        return (NULL);
+    }
+    cfg->be[cfg->nbe++] = be;
+    cfg->dir[cfg->ndir++] = dir_backend(be);
+    return (be);
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return (strcmp(*(const char *const *)a, *(const char *const *)b));
+}
+
+/*
+ * cluster "name" { peers = { NAME = "host:port", ... }, ... } (clu.h):
+ * a backend per member, probed on CLU_PATH, then the cluster over them.
+ */
+static int
+build_cluster(struct decl *d, int idx, struct pol_cfg *cfg)
+{
+    static const char *const fields[] = {
+        "peers",
+        "self",
+        "origin",
+        "local_ttl",
+        "local_hot",
+        "rampup",
+        "secret",
+        "secret_file",
+        "probe",
+        "connect_timeout",
+        "first_byte_timeout",
+        "between_bytes_timeout",
+        "max_connections",
+    };
+    static const char *const probe_fields[] = { "interval", "timeout", "window", "threshold" };
+    const char *names[CLU_MEMBERS_MAX], *addrs[CLU_MEMBERS_MAX], *self, *origin, *dur;
+    struct clu_member_conf mc[CLU_MEMBERS_MAX];
+    unsigned char secret[CLU_SECRET_MAX];
+    char ident[256], ebuf[400];
+    struct be_probe_conf pc;
+    struct clu_conf cc;
+    unsigned n = 0;
+    int slen;
+    struct sb e;
+
+    if (cfg->clu != NULL)
+        return (decl_fail(d, "a program declares one cluster at most"));
+    check_fields(d, idx, fields, ARRAY_LEN(fields), "");
+    memset(&cc, 0, sizeof cc);
+    memset(&pc, 0, sizeof pc);
+    pc.url = CLU_PATH;
+    pc.interval = 1;
+    pc.timeout = 1;
+    pc.window = 3;
+    pc.threshold = 2;
+    if (lua_getfield(d->L, idx, "probe") == LUA_TTABLE) {
+        int pidx = lua_gettop(d->L);
+        check_fields(d, pidx, probe_fields, ARRAY_LEN(probe_fields), " in probe");
+        pc.interval = field_num(d, pidx, "interval", 1, 0.01, 3600);
+        pc.timeout = field_num(d, pidx, "timeout", 1, 0.001, 3600);
+        pc.window = (unsigned)field_num(d, pidx, "window", 3, 1, 64);
+        pc.threshold = (unsigned)field_num(d, pidx, "threshold", 2, 1, 64);
+    } else if (!lua_isnil(d->L, -1)) {
+        (void)decl_fail(d, "probe must be a table");
+    }
+    lua_pop(d->L, 1);
+    /*
+     * A member is sick until its first good probe: turning healthy for the
+     * first time, it takes its keys at once, where a member assumed healthy
+     * and found down at start would ramp up when it came.
+     */
+    pc.initial = -1;
+    if (lua_getfield(d->L, idx, "peers") != LUA_TTABLE) {
+        lua_pop(d->L, 1);
+        return (decl_fail(d, "peers: the members, { name = \"host:port\", ... }, are missing"));
+    }
+    lua_pushnil(d->L);
+    while (lua_next(d->L, -2) != 0) {
+        if (lua_type(d->L, -2) != LUA_TSTRING || lua_type(d->L, -1) != LUA_TSTRING) {
+            lua_pop(d->L, 2);
+            (void)decl_fail(d, "peers: { name = \"host:port\", ... }");
+            break;
+        }
+        if (n == CLU_MEMBERS_MAX) {
+            lua_pop(d->L, 2);
+            (void)decl_fail(d, "peers: at most %d members", CLU_MEMBERS_MAX);
+            break;
+        }
+        /* Anchored in the peers table, which the declaration's table anchors. */
+        names[n] = lua_tostring(d->L, -2);
+        addrs[n] = lua_tostring(d->L, -1);
+        n++;
+        lua_pop(d->L, 1);
+    }
+    lua_pop(d->L, 1);
+    if (n == 0 && !d->failed)
+        return (decl_fail(d, "peers: the members, { name = \"host:port\", ... }, are missing"));
+    self = field_str(d, idx, "self");
+    if (self == NULL) {
+        pol__identity(ident, sizeof ident);
+        self = ident;
+    }
+    origin = field_str(d, idx, "origin");
+    if (origin != NULL && find_dir(cfg, origin) == NULL)
+        (void)decl_fail(d, "origin: no backend or director \"%s\" declared before it", origin);
+    cc.local_ttl = 5;
+    /* Not 0: a copy that may not be stored would leave a hit-for-miss marker, and passes. */
+    if ((dur = field_str(d, idx, "local_ttl")) != NULL &&
+        (num_duration(dur, &cc.local_ttl) != 0 || cc.local_ttl < 0.1))
+        (void)decl_fail(d, "local_ttl must be a duration of at least 100ms (\"5s\")");
+    cc.local_hot = (unsigned)field_num(d, idx, "local_hot", CLU_HOT_DEFAULT, 1, 255);
+    cc.rampup = 30;
+    if ((dur = field_str(d, idx, "rampup")) != NULL && num_duration(dur, &cc.rampup) != 0)
+        (void)decl_fail(d, "rampup must be a duration (\"30s\")");
+    slen = cluster_secret(d, idx, secret);
+    if (d->failed)
+        return (-1);
+    /* Sorted by name, so that messages list them alike on every member. */
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned j = i + 1; j < n; j++) {
+            if (cmp_str(&names[i], &names[j]) > 0) {
+                const char *t = names[i];
+                names[i] = names[j];
+                names[j] = t;
+                t = addrs[i];
+                addrs[i] = addrs[j];
+                addrs[j] = t;
+            }
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        mc[i].name = names[i];
+        mc[i].addr = addrs[i];
+        if ((mc[i].be = cluster_member(d, idx, names[i], addrs[i], &pc, cfg)) == NULL)
+            return (-1);
+    }
+    cc.name = d->name;
+    cc.self = self;
+    cc.member = mc;
+    cc.nmember = n;
+    cc.origin = origin;
+    cc.secret = slen > 0 ? secret : NULL;
+    cc.secretlen = slen > 0 ? (size_t)slen : 0;
+    sb_init(&e, ebuf, sizeof ebuf);
+    cfg->clu = clu_new(&cc, &e);
+    OPENSSL_cleanse(secret, sizeof secret);
+    if (cfg->clu == NULL)
+        return (decl_fail_from(d, ebuf));
+    return (0);
+}
+
+struct clu *
+pol__decl_cluster(const struct pol_cfg *cfg)
+{
+    return (cfg != NULL ? cfg->clu : NULL);
+}
+
 void
 pol__decl_free(struct pol_cfg **cfgp)
 {
@@ -630,6 +897,7 @@ pol__decl_free(struct pol_cfg **cfgp)
     if (cfg == NULL)
         return;
     OBJ_CHECK(cfg, POL_CFG_MAGIC);
+    clu_unref(&cfg->clu);
     rt_free(&cfg->rt);
     /* Directors before the backends they name; leaves are directors too. */
     for (unsigned i = cfg->ndir; i > 0; i--)
@@ -656,8 +924,9 @@ pol__decl_build(lua_State *L, struct sb *err)
     n = (lua_Integer)lua_rawlen(L, -1);
     OBJ_NEW(cfg, POL_CFG_MAGIC);
     AN(cfg);
-    cfg->be = calloc((size_t)n + 1, sizeof *cfg->be);
-    cfg->dir = calloc((size_t)n + 2, sizeof *cfg->dir);
+    /* A cluster declaration brings a backend per member. */
+    cfg->be = calloc((size_t)n + 1 + CLU_MEMBERS_MAX, sizeof *cfg->be);
+    cfg->dir = calloc((size_t)n + 2 + CLU_MEMBERS_MAX, sizeof *cfg->dir);
     cfg->rt = rt_new();
     cfg->shd = calloc((size_t)n + 1, sizeof *cfg->shd);
     AN(cfg->shd);
@@ -679,6 +948,8 @@ pol__decl_build(lua_State *L, struct sb *err)
         idx = lua_gettop(L);
         if (strcmp(d.kind, "shared") == 0)
             rv = build_shared(&d, idx, cfg);
+        else if (strcmp(d.kind, "cluster") == 0)
+            rv = build_cluster(&d, idx, cfg);
         else if (d.name != NULL && find_dir(cfg, d.name) != NULL)
             rv = decl_fail(&d, "declared twice");
         else if (strcmp(d.kind, "backend") == 0)

@@ -21,6 +21,7 @@
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
+#include "surogat/trace.h"
 #include "surogat/wrk.h"
 #include "surogat/ws.h"
 
@@ -141,6 +142,7 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
     const char *tripped;
 
     pw->hook = h;
+    pw->answered = "default";
     lua_pushcfunction(L, msgh);
     for (int i = 0; i < 2 && rv == acts->n; i++) {
         const char *a;
@@ -174,6 +176,7 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
             lua_pop(L, 1);
             continue;
         }
+        pw->answered = i == 0 ? "script" : "builtin";
         if (acts->word == NULL) {
             /* log: no action to take, the value is ignored */
             lua_pop(L, 1);
@@ -201,6 +204,34 @@ run_hook(struct pol_wrk *pw, enum pol_hook h, int nargs)
 }
 
 /*
+ * req.ctx for request id: its own table if its hooks ran here before (kept
+ * by id, so nothing of another request's reaches it), else none yet; the
+ * current one is kept in its place, the oldest kept let go.
+ */
+static void
+ctx_switch(struct pol_wrk *pw, uint64_t id)
+{
+    int ref = LUA_NOREF;
+
+    for (unsigned i = 0; i < POL_CTX_KEEP; i++) {
+        if (pw->ctx_keep_id[i] == id && pw->ctx_keep_ref[i] != LUA_NOREF) {
+            ref = pw->ctx_keep_ref[i];
+            pw->ctx_keep_ref[i] = LUA_NOREF;
+            pw->ctx_keep_id[i] = 0;
+            break;
+        }
+    }
+    if (pw->ctx_ref != LUA_NOREF) {
+        unsigned k = pw->ctx_keep_next++ % POL_CTX_KEEP;
+        luaL_unref(pw->L, LUA_REGISTRYINDEX, pw->ctx_keep_ref[k]);
+        pw->ctx_keep_ref[k] = pw->ctx_ref;
+        pw->ctx_keep_id[k] = pw->ctx_id;
+    }
+    pw->ctx_ref = ref;
+    pw->ctx_id = id;
+}
+
+/*
  * Push the request as kind over hp (req->http, or the backend request),
  * and make sure req.ctx is this request's.
  */
@@ -213,9 +244,7 @@ push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct htt
         req->pol_id = __atomic_add_fetch(&next_ctx_id, 1, __ATOMIC_RELAXED);
     if (pw->ctx_id != req->pol_id) {
         /* Another request: nothing of the last one's may reach this one. */
-        luaL_unref(L, LUA_REGISTRYINDEX, pw->ctx_ref);
-        pw->ctx_ref = LUA_NOREF;
-        pw->ctx_id = req->pol_id;
+        ctx_switch(pw, req->pol_id);
         pol__env_reset(pw);
         /* It waited without its worker: what its hooks kept comes back. */
         if (req->pol_carry != NULL)
@@ -295,8 +324,19 @@ act_of(const struct call *c, int rv)
     return (act);
 }
 
+/* The word for act in hook h's vocabulary, for the trace. */
+static const char *
+act_word(enum pol_hook h, enum pol_act act)
+{
+    for (int i = 0; i < hook_acts[h].n; i++)
+        if (hook_acts[h].act[i] == act)
+            return (hook_acts[h].word[i]);
+    return (act == POL_ERROR ? "error" : act == POL_NONE ? "none" : "?");
+}
+
+/* call_hook()'s work; *by: who answered, left NULL when no hook ran at all. */
 static enum pol_act
-call_hook(struct req *req, const struct call *c)
+call_hook_run(struct req *req, const struct call *c, const char **by)
 {
     struct pol_wrk *pw;
     const char *word;
@@ -306,6 +346,7 @@ call_hook(struct req *req, const struct call *c)
         c->syn->status = 0;
     if (c->skip_builtin_only && !pol__user_has(c->h))
         return (c->dflt);
+    *by = "default";
     if ((pw = begin(req)) == NULL)
         return (POL_ERROR);
     if (pw->defined & (1u << c->h))
@@ -313,6 +354,7 @@ call_hook(struct req *req, const struct call *c)
     if ((word = konst_answer(pw, c->h)) != NULL) {
         if (*word == '\0')
             return (c->dflt);
+        *by = pw->ref_user[c->h] != LUA_NOREF ? "script" : "builtin";
         /* A word not among the actions goes the long way, to its error message. */
         if ((rv = act_index(c->h, word)) < hook_acts[c->h].n)
             return (act_of(c, rv));
@@ -328,12 +370,29 @@ call_hook(struct req *req, const struct call *c)
     for (int i = 0; i < c->nargs; i++)
         lua_pushvalue(pw->L, top + 1 + i);
     rv = run_hook(pw, c->h, c->nargs);
+    *by = pw->answered;
     end_call(pw, top + 1, c->nargs);
     if (rv < 0)
         return (POL_ERROR);
     if (rv == hook_acts[c->h].n)
         return (c->dflt);
     return (act_of(c, rv));
+}
+
+/* One hook call, and its record in the request's trace. */
+static enum pol_act
+call_hook(struct req *req, const struct call *c)
+{
+    const char *by = NULL;
+    enum pol_act act = call_hook_run(req, c, &by);
+    /* The backend hooks belong to the backend transaction. */
+    bool be = c->h == POL_H_BACKEND_FETCH || c->h == POL_H_BACKEND_RESPONSE ||
+              c->h == POL_H_BACKEND_ERROR;
+
+    if (by != NULL)
+        TRACE_CAT(be ? trace_backend(req->trace) : req->trace, HOOK, pol__hook_name[c->h], " ",
+                  act_word(c->h, act), " ", by);
+    return (act);
 }
 
 #define ARG_REQ(r)      { .kind = POL_O_REQ, .hp = (r)->http }
@@ -373,6 +432,7 @@ pol_hash(struct req *req, char **key, size_t *len)
         if (rv < 0)
             return (-1);
     }
+    TRACE_CAT(req->trace, HOOK, "hash lookup ", rv == 0 ? pw->answered : "default");
     if (rv == 1 || pw->hlen == 0) {
         builtin = req_cache_key(req, &blen);
         if (builtin == NULL)

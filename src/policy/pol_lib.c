@@ -26,9 +26,13 @@
 #include "surogat/acl.h"
 #include "surogat/ban.h"
 #include "surogat/defs.h"
+#include "surogat/http.h"
 #include "surogat/log.h"
+#include "surogat/req.h"
 #include "surogat/sb.h"
+#include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/ws.h"
 
 #include "pol_priv.h"
 
@@ -280,6 +284,78 @@ l_synth(lua_State *L)
     return (1);
 }
 
+/* The hints of one request, at most: a 103 is read by the client like any head. */
+#define HINTS_MAX 8192
+
+/* The Link value at the top of the stack, checked; its length through *len. */
+static const char *
+link_value(lua_State *L, int i, size_t *len)
+{
+    const char *v;
+
+    if (lua_type(L, -1) != LUA_TSTRING)
+        (void)luaL_error(L, "surogat.early_hints: entry %d is not a string", i);
+    v = lua_tolstring(L, -1, len);
+    if (*len == 0)
+        (void)luaL_error(L, "surogat.early_hints: entry %d is empty", i);
+    for (size_t k = 0; k < *len; k++)
+        if (v[k] == '\r' || v[k] == '\n' || v[k] == '\0')
+            (void)luaL_error(L, "surogat.early_hints: entry %d has CR, LF or NUL", i);
+    return (v);
+}
+
+/*
+ * surogat.early_hints{"</a.css>; rel=preload; as=style", ...} (or one
+ * string), in recv and hit: Link fields of a 103 Early Hints, sent when
+ * the hook returns (req_hints.c).  Calls add up.  The strings stay
+ * referenced by the table (or the argument) while they are copied.
+ */
+static int
+l_early_hints(lua_State *L)
+{
+    struct pol_wrk *pw = pol__wrk(L);
+    struct req *req = pw->req;
+    bool list = lua_type(L, 1) == LUA_TTABLE;
+    lua_Integer n = list ? luaL_len(L, 1) : 1;
+    size_t total = 0, len;
+    char *out, *p;
+
+    if (req == NULL || (pw->hook != POL_H_RECV && pw->hook != POL_H_HIT))
+        return (luaL_error(L, "surogat.early_hints: only in recv and hit"));
+    if (!list)
+        luaL_checkstring(L, 1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        list ? (void)lua_geti(L, 1, i) : lua_pushvalue(L, 1);
+        (void)link_value(L, (int)i, &len);
+        lua_pop(L, 1);
+        total += sizeof "Link: \r\n" - 1 + len;
+        if (req->hints.len + total > HINTS_MAX)
+            return (luaL_error(L, "surogat.early_hints: more than %d bytes", HINTS_MAX));
+    }
+    if (total == 0)
+        return (0);
+    if ((out = ws_alloc(req->ws, req->hints.len + total)) == NULL) {
+        /* Hints are a nicety: without room the page goes without them. */
+        STAT_INC(ws_overflow);
+        return (0);
+    }
+    if (req->hints.len > 0)
+        memcpy(out, req->hints.b, req->hints.len);
+    p = out + req->hints.len;
+    for (lua_Integer i = 1; i <= n; i++) {
+        const char *v;
+        list ? (void)lua_geti(L, 1, i) : lua_pushvalue(L, 1);
+        v = link_value(L, (int)i, &len);
+        memcpy(p, "Link: ", 6);
+        memcpy(p + 6, v, len);
+        memcpy(p + 6 + len, "\r\n", 2);
+        p += len + 8;
+        lua_pop(L, 1);
+    }
+    req->hints = (struct txt){ out, (size_t)(p - out) };
+    return (0);
+}
+
 /* surogat.hash_data(...): pieces of the cache key, in hash only. */
 static int
 l_hash_data(lua_State *L)
@@ -415,8 +491,13 @@ pol__lib_open(lua_State *L)
         { "gsub", l_re_gsub },   { NULL, NULL },
     };
     static const luaL_Reg srg_lib[] = {
-        { "synth", l_synth }, { "hash_data", l_hash_data }, { "now", l_now },
-        { "log", l_log },     { "ban", l_ban },             { "acl", l_acl },
+        { "synth", l_synth },
+        { "hash_data", l_hash_data },
+        { "now", l_now },
+        { "log", l_log },
+        { "ban", l_ban },
+        { "acl", l_acl },
+        { "early_hints", l_early_hints },
         { NULL, NULL },
     };
 

@@ -29,6 +29,7 @@
 #include "config.h"
 
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -41,6 +42,7 @@
 #include "surogat/defs.h"
 #include "surogat/dir.h"
 #include "surogat/http.h"
+#include "surogat/par.h"
 #include "surogat/pp.h"
 #include "surogat/req.h"
 #include "surogat/sess.h"
@@ -127,6 +129,18 @@ check_msg(lua_State *L, int idx)
         (void)luaL_error(L, "workspace_client exhausted");
     }
     return (m);
+}
+
+struct http *
+pol__obj_check(lua_State *L, int idx, enum pol_obj_kind kind, const struct pol_ex **exp)
+{
+    struct msg *m = check_msg(L, idx);
+
+    if (m->kind != kind)
+        (void)luaL_argerror(L, idx, lua_pushfstring(L, "%s expected", kind_name[kind]));
+    if (exp != NULL)
+        *exp = &m->ex;
+    return (m->hp);
 }
 
 static void
@@ -463,11 +477,17 @@ push_req_fact(lua_State *L, const struct msg *m, const char *k)
         lua_pushboolean(L, req->hash_always_miss);
     else if (m->kind == POL_O_REQ && strcmp(k, "hash_ignore_busy") == 0)
         lua_pushboolean(L, req->hash_ignore_busy);
+    else if (m->kind == POL_O_REQ && strcmp(k, "esi_level") == 0)
+        lua_pushinteger(L, req->esi_level);
+    else if (m->kind == POL_O_REQ && strcmp(k, "is_esi_subreq") == 0)
+        lua_pushboolean(L, req->esi_level > 0);
+    else if (m->kind == POL_O_REQ && strcmp(k, "esi_allow_host") == 0)
+        lua_pushboolean(L, !req->esi_foreign || req->esi_allow_host);
     else
         lua_pushnil(L);
 }
 
-/* beresp.do_gzip, do_gunzip, do_stream: the field, or NULL for another name. */
+/* beresp.do_gzip, do_gunzip, do_stream, do_esi: the field, or NULL for another name. */
 static int *
 do_flag(struct pol_beresp *br, const char *k)
 {
@@ -477,6 +497,8 @@ do_flag(struct pol_beresp *br, const char *k)
         return (&br->do_gunzip);
     if (strcmp(k, "do_stream") == 0)
         return (&br->do_stream);
+    if (strcmp(k, "do_esi") == 0)
+        return (&br->do_esi);
     return (NULL);
 }
 
@@ -544,7 +566,7 @@ l_msg_index(lua_State *L)
     } else if (m->ex.br != NULL && strcmp(k, "keep") == 0) {
         lua_pushnumber(L, m->ex.br->keep);
     } else if (m->ex.br != NULL && do_flag(m->ex.br, k) != NULL) {
-        /* Left alone: do_stream is on, the gzip ones off (the parameters decide). */
+        /* Left alone: do_stream is on, the others off (parameters, Surrogate-Control decide). */
         int v = *do_flag(m->ex.br, k);
         lua_pushboolean(L, v == 1 || (v < 0 && strcmp(k, "do_stream") == 0));
     } else if (m->ex.body != NULL && strcmp(k, "body") == 0) {
@@ -644,6 +666,9 @@ l_msg_newindex(lua_State *L)
             req->hash_always_miss = lua_toboolean(L, 3);
         else
             req->hash_ignore_busy = lua_toboolean(L, 3);
+    } else if (m->kind == POL_O_REQ && strcmp(k, "esi_allow_host") == 0) {
+        luaL_checktype(L, 3, LUA_TBOOLEAN);
+        pol__wrk(L)->req->esi_allow_host = lua_toboolean(L, 3);
     } else {
         return (luaL_error(L, "%s.%s cannot be set", kind_name[m->kind], k));
     }
@@ -782,15 +807,32 @@ l_server_index(lua_State *L)
         lua_pushboolean(L, pw->req != NULL && pw->req->sp != NULL && sess_is_tls(pw->req->sp));
         return (1);
     }
-    if (strcmp(k, "hostname") == 0 || strcmp(k, "identity") == 0) {
+    if (strcmp(k, "hostname") == 0) {
         if (gethostname(name, sizeof name) != 0)
             name[0] = '\0';
         name[sizeof name - 1] = '\0';
+        lua_pushstring(L, name);
+    } else if (strcmp(k, "identity") == 0) {
+        pol__identity(name, sizeof name);
         lua_pushstring(L, name);
     } else {
         lua_pushnil(L);
     }
     return (1);
+}
+
+void
+pol__identity(char *buf, size_t len)
+{
+    const char *id = __atomic_load_n(&par.identity, __ATOMIC_ACQUIRE);
+
+    if (id != NULL && *id != '\0') {
+        snprintf(buf, len, "%s", id);
+        return;
+    }
+    if (gethostname(buf, len) != 0)
+        buf[0] = '\0';
+    buf[len - 1] = '\0';
 }
 
 static int

@@ -65,10 +65,20 @@ struct pol_wrk {
     /* req.ctx: the table of request ctx_id, a registry reference */
     uint64_t ctx_id;
     int ctx_ref;
+    /*
+     * The tables of the last requests whose hooks ran here before, kept by
+     * id: an ESI page's includes run their hooks on the page's worker
+     * before the page's own log hook, which must find its req.ctx.
+     */
+#define POL_CTX_KEEP 4
+    uint64_t ctx_keep_id[POL_CTX_KEEP];
+    int ctx_keep_ref[POL_CTX_KEEP];
+    unsigned ctx_keep_next;
     /* during a hook call */
     struct req *req;
     enum pol_hook hook;
     struct pol_synth *syn; /* where surogat.synth() writes; NULL in hooks without "synth" */
+    const char *answered;  /* run_hook(): whose function answered: "script", "builtin", "default" */
     char *hbuf;            /* hash: surogat.hash_data() pieces, each after a NUL */
     size_t hlen, hcap;
     unsigned nre; /* patterns in the re cache */
@@ -237,6 +247,12 @@ struct pol_obj;
 void pol__obj_push(lua_State *L, enum pol_obj_kind kind, struct http *hp, const struct pol_ex *ex,
                    int ro);
 void pol__obj_kill(lua_State *L, int idx);
+/*
+ * The head of the live message object at idx, which must be of `kind`
+ * (else a Lua error); *exp, unless exp is NULL, points at its extras.
+ */
+struct http *pol__obj_check(lua_State *L, int idx, enum pol_obj_kind kind,
+                            const struct pol_ex **exp);
 /* The globals `client` and `server`: facts of the current request, read-only. */
 void pol__client_open(lua_State *L);
 
@@ -262,6 +278,13 @@ void pol__shd_release(struct pol_shd **dp); /* *dp = NULL */
 const char *pol__shd_name(const struct pol_shd *d);
 /* pol_decl.c: the program's shared dictionary `name`, or NULL. */
 struct pol_shd *pol__decl_shared(const struct pol_cfg *cfg, const char *name);
+/* pol_decl.c: the program's cluster (not referenced), or NULL. */
+struct clu;
+struct clu *pol__decl_cluster(const struct pol_cfg *cfg);
+/* pol_cluster.c: the table surogat.cluster, in the table on top of L's stack. */
+void pol__cluster_open(lua_State *L);
+/* pol_obj.c: server.identity: the identity parameter, else the host name. */
+void pol__identity(char *buf, size_t len);
 /* Whether the top level of L's script declared `kind` `name` so far. */
 bool pol__decl_seen(lua_State *L, const char *kind, const char *name);
 

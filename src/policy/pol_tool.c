@@ -538,4 +538,5 @@ pol__tool_open(lua_State *L)
     luaL_setfuncs(L, lib, 0);
     pol__cookie_open(L);
     pol__shared_open(L);
+    pol__cluster_open(L);
 }

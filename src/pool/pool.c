@@ -48,6 +48,7 @@ struct pool {
     unsigned nqueued[POOL_PRIO__N];
     struct worker *idle; /* most recently idle first */
     unsigned nthreads;   /* started or starting */
+    unsigned nleaving;   /* left nthreads, still running their slots' fini (pool_fini waits) */
     unsigned nstarting;  /* started but not yet looking for work */
     unsigned nidle;
     bool shutdown;
@@ -277,16 +278,26 @@ worker_thread(void *priv)
     }
     if (w->taker)
         slot_put(w);
+    /*
+     * Out of the count at once, so that the next idle worker to time out
+     * sees how many stay; but pool_fini() also waits for what reaches
+     * outside the worker, since its caller then tears down what the
+     * slots' fini and the counters use (main.c: pol_fini(), stat_fini()).
+     */
     pp->nthreads--;
-    AZ(pthread_cond_broadcast(&pp->exit_cond));
+    pp->nleaving++;
     AZ(pthread_mutex_unlock(&pp->mtx));
     wrk_slots_fini(&w->wrk);
     wrk_buffers_free(&w->wrk);
-    AZ(pthread_cond_destroy(&w->cond));
-    free(w);
     STAT_INC(threads_destroyed);
     STAT_DEC(threads);
     stat_thread_leave();
+    AZ(pthread_mutex_lock(&pp->mtx));
+    pp->nleaving--;
+    AZ(pthread_cond_broadcast(&pp->exit_cond));
+    AZ(pthread_mutex_unlock(&pp->mtx));
+    AZ(pthread_cond_destroy(&w->cond));
+    free(w);
     return (NULL);
 }
 
@@ -411,7 +422,7 @@ pool_fini(void)
     for (unsigned i = 0; i < npools; i++) {
         pp = pools[i];
         AZ(pthread_mutex_lock(&pp->mtx));
-        while (pp->nthreads > 0)
+        while (pp->nthreads > 0 || pp->nleaving > 0)
             AZ(pthread_cond_wait(&pp->exit_cond, &pp->mtx));
         AZ(pthread_mutex_unlock(&pp->mtx));
         AZ(pthread_cond_destroy(&pp->herder_cond));

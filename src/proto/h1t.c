@@ -129,7 +129,6 @@ h1t_head(struct req *req, const struct tp_head *h)
     size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason);
     struct h1t_in in = r->in;
     struct sb sb;
-    int n;
 
     /* A second head: the first was dropped by abort() before anything went out. */
     OBJ_INIT(r, H1T_RESP_MAGIC);
@@ -137,8 +136,12 @@ h1t_head(struct req *req, const struct tp_head *h)
     req->status = h->status;
     r->body = h->body && !req->head_only;
     /* The reason as given, never copied or cut: a policy's may be long. */
-    n = snprintf(r->line, sizeof r->line, "HTTP/1.1 %u ", h->status);
-    r->head[r->nhead++] = (struct iovec){ r->line, (size_t)n };
+    sb_init(&sb, r->line, sizeof r->line); /* by hand: printf costs more than the rest of a hit's head */
+    sb_cat(&sb, "HTTP/1.1 ");
+    sb_uint(&sb, h->status);
+    sb_cat(&sb, " ");
+    AN(sb_ok(&sb));
+    r->head[r->nhead++] = (struct iovec){ r->line, sb.len };
     r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t)reason, rlen };
     r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t) "\r\n", 2 };
     for (unsigned i = 0; i < h->nblock; i++) {
@@ -313,7 +316,7 @@ h1t_interim(struct req *req, unsigned status, const struct txt *fields)
         req->close = true;
         return (-1);
     }
-    return (0);
+    return (1);
 }
 
 const struct tp_ops h1t_ops = {

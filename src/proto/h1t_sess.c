@@ -289,6 +289,7 @@ check_request(struct req *req)
         req->expect_100 = hp->proto == 11 && req->body != H1_BODY_NONE;
         http_unset(hp, "Expect"); /* we answer it ourselves */
     }
+    req->upgrade = h1t_is_upgrade(hp);
     if (hp->proto == 11) {
         req->want_close = http_has_token(hp, "Connection", "close");
     } else {
@@ -461,7 +462,7 @@ served_next(struct wrk *wrk, struct req *req, struct sess **spp, size_t *carry)
         memmove(wrk->rx, wrk->rx + req->rx_pos, *carry);
         STAT_INC(sess_herd);
     }
-    (*spp)->t_idle = tim_mono();
+    (*spp)->t_idle = req->t_end; /* the request's log entry read the clock just now */
     return (true);
 }
 

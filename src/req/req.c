@@ -27,6 +27,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 
 #include "surogat/wrk.h"
 
@@ -137,6 +138,7 @@ req_log(struct req *req)
         alog_req(req->wrk->alog, req);
     if (req->wrk->rlog != NULL)
         rlog_req(req->wrk->rlog, req);
+    TRACE_REQ_END(req);
 }
 
 /*
@@ -152,9 +154,10 @@ req_check(struct req *req)
 
     realip_apply(req->sp, hp); /* the client behind trusted_proxies, before anyone reads it */
     if (req->sp != NULL) {
-        snprintf(req->client_ip, sizeof req->client_ip, "%s", req->sp->client_ip);
+        memcpy(req->client_ip, req->sp->client_ip, sizeof req->client_ip); /* both NUL-terminated arrays */
         req->client_tls = sess_is_tls(req->sp);
     }
+    req->trace = trace_req_begin(req);
     /* HTTP/1.0 may send none or an empty one; a Host that is there must be one. */
     if (h != NULL && (h->val.len > 0 || hp->proto == 11) && !http_host_valid(&h->val)) {
         STAT_INC(client_req_400);

@@ -34,6 +34,7 @@
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 #include "surogat/wrk.h"
 
 #include "req_priv.h"
@@ -47,6 +48,7 @@ struct bgfetch {
     struct hsh_stale stale; /* the stale copy it revalidates (referenced) */
     char client_ip[INET6_ADDRSTRLEN]; /* the client of the request that caused it */
     bool client_tls;
+    struct trace_link tl; /* its transaction, linked to the request's; empty: untraced */
     unsigned nfield;
     char buf[]; /* the URL, NUL; then nfield times name, NUL, value, NUL */
 };
@@ -88,6 +90,7 @@ bg_task(struct wrk *wrk, void *priv)
     req->t_mono = tim_mono();
     req->body = H1_BODY_NONE;
     req->body_done = true;
+    req->trace = trace_bg_begin(req, &bg->tl);
     http_init(req->http, hdrs, bg->nfield + 1);
     req->http->method = TXT_LIT("GET");
     req->http->url = (struct txt){ bg->buf, strlen(bg->buf) };
@@ -101,6 +104,7 @@ bg_task(struct wrk *wrk, void *priv)
     }
     STAT_INC(cache_bgfetch);
     req__fetch(req, bg->be, bg->oc, &bg->stale);
+    TRACE_REQ_END(req);
     bg->oc = NULL; /* the fetch took it */
     hsh_deref(&bg->stale.oc);
     OBJ_FREE(&bg);
@@ -158,10 +162,12 @@ req_fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale
     bg->client_tls = req->client_tls;
     bg->task.func = bg_task;
     bg->task.priv = bg;
+    TRACE_BG_LINK(req->trace, &bg->tl);
     if (be != NULL && pool_submit(req->sp->pool, &bg->task, POOL_PRIO_BG) == 0)
         return;
     /* No room in the queue: no refresh now; the next request in grace tries again. */
     STAT_INC(cache_bgfetch_skipped);
+    TRACE(req->trace, FETCH_ERROR, "bgfetch skipped: the queue is full");
     hsh_abandon(&bg->oc, 0);
     hsh_deref(&bg->stale.oc);
     OBJ_FREE(&bg);

@@ -26,6 +26,7 @@
 #include "surogat/req.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/trace.h"
 #include "surogat/wrk.h"
 #include "surogat/ws.h"
 
@@ -77,6 +78,16 @@ req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc
         bo->stale = *stale; /* borrowed: the caller holds the reference */
     bo->stale_ok = stale_usable(stale);
     bo->retries = req->retries;
+    bo->upgrade = req->upgrade && oc == NULL;
+    bo->pipe_bereq = req->st != NULL ? req->st->pipe_bereq : NULL;
+    if (!req->bg) {
+        bo->interim = req__interim;
+        bo->interim_priv = req;
+    }
+    bo->trace = trace_fetch(req->trace, req->ws,
+                            oc == NULL ? "pass"
+                            : req->bg  ? "bgfetch"
+                                       : "fetch");
 }
 
 /*
@@ -224,7 +235,8 @@ deliver(struct req *req, struct busyobj *bo)
         fetch_done(bo);
         return;
     }
-    if (bo->hold && bo->oc != NULL) {
+    /* An ESI page is assembled from the complete object, with its program. */
+    if ((bo->hold || bo->esi != NULL) && bo->oc != NULL) {
         held_miss(req, bo);
         return;
     }
@@ -265,6 +277,7 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
             return;
         }
         if (be == NULL) {
+            TRACE(req->trace, FETCH_ERROR, "no healthy backend to fetch from");
             /* No healthy backend.  backend_error may retry: bounded by max_retries. */
             if (fail(req, stale, 503)) {
                 req->retries++;
@@ -287,6 +300,9 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
         case FETCH_OK:
             deliver(req, &bo);
             return;
+        case FETCH_UPGRADE:
+            req__upgraded(req, &bo);
+            return;
         case FETCH_REVALIDATED:
             fetch_done(&bo);
             if (!req->bg) {
@@ -305,6 +321,7 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
             tried[ntried++] = be;
             be = bo.next_be;
             STAT_INC(backend_failover);
+            TRACE(bo.trace, RETRY, "failover to %s", be->name);
             continue;
         case FETCH_RETRY:
             oc = bo.oc; /* kept for the fetch again */
@@ -318,6 +335,7 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
             }
             req->retries++;
             STAT_INC(policy_retry);
+            TRACE(bo.trace, RETRY, "the policy said retry (%u)", req->retries);
             continue;
         case FETCH_E_CLIENT:
             fetch_done(&bo);

@@ -101,6 +101,8 @@ req__waiter(struct req *req)
 {
     struct req_state *st = req->st;
 
+    if (req->esi_up != NULL)
+        return (req__esi_waiter(req)); /* an include: its page hears the wake-up */
     if (req->tp == NULL || req->tp->park == NULL || req->bg)
         return (NULL);
     if (st->waiter.magic == 0) {

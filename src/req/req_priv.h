@@ -121,7 +121,42 @@ struct req_state {
     struct hsh_waiter waiter;
     enum req_park park;      /* atomic */
     struct pool_task task;   /* resumes it */
+    struct http *pipe_bereq; /* a pipe fetched rather than tunneled: its request (req_pipe.c) */
 };
+
+/*
+ * req_upgrade.c.  The backend accepted bo's upgrade (FETCH_UPGRADE): its
+ * 101 to the client, then the tunnel, with bo->conn taken and closed;
+ * bo is done (fetch_done()) on return.
+ */
+void req__upgraded(struct req *req, struct busyobj *bo);
+/*
+ * A tunnel on conn, which the request's transport must be able to make:
+ * counted (tunnel_active, tunnel_idle), closed for a pipe after idle
+ * seconds of silence, tunnel_timeout for an upgrade.
+ */
+struct bcp_conn;
+struct tp_tunnel;
+void req__tunnel(struct req *req, struct bcp_conn *conn, const struct tp_tunnel *t);
+/*
+ * req_hints.c.  Send the 103 Early Hints the policy asked for
+ * (surogat.early_hints, req->hints) if any, after the hook that asked.
+ */
+void req__hints_send(struct req *req);
+/* fetch_interim_f for a fetch with a client behind it: the backend's 103s to it. */
+int req__interim(void *priv, unsigned status, const struct txt *fields);
+/*
+ * Run an ESI include's steps from req->st->step on until the request is
+ * done (REQ_S_DONE), or until the next step is one of `stop` (a mask of
+ * 1u << REQ_S_*, 0 for none): that step is returned, not run.  An
+ * include runs its lookup this way on the page's worker and the rest,
+ * unless a hit, on a task of its own (req_esi.c).  REQ_S_PARK: its lookup
+ * put it on a waiting list, with req__esi_waiter()'s waiter, whose
+ * wake-up may come at once; the lookup runs again next.
+ */
+enum req_step req__run(struct req *req, unsigned stop);
+/* req_esi.c: an include's waiter (req__waiter()); its wake-up goes to its page's side. */
+struct hsh_waiter *req__esi_waiter(struct req *req);
 
 /* req_key.c: whether the request's method is exactly m (methods are case-sensitive). */
 bool req__is_method(const struct req *req, const char *m);

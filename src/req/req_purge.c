@@ -19,15 +19,23 @@
  * acl_mtx guards the cache and is held while matching, so the list a
  * worker matches against cannot be freed under it; PURGEs are rare enough
  * for one lock.  No other lock is taken under it.
+ *
+ * In a cluster (clu.h), a purge is sent on to every other member once
+ * it is done here, and the page lists each member's count, or that it is
+ * queued for a member that did not acknowledge it (then 202, not 200).
+ * A PURGE of CLU_PATH is a message from another member: its signed hop
+ * header stands for purge_acl, and it is answered by the cluster code.
  */
 #include "config.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "surogat/acl.h"
+#include "surogat/clu.h"
 #include "surogat/defs.h"
 #include "surogat/dlv.h"
 #include "surogat/hsh.h"
@@ -150,15 +158,106 @@ purge_key(struct req *req, size_t *len)
     return (key);
 }
 
+/* A text/plain answer through no hook. */
+static void
+send_text(struct req *req, unsigned status, const char *text, size_t len)
+{
+    struct http_hdr hdrs[2];
+    struct http resp;
+
+    http_init(&resp, hdrs, ARRAY_LEN(hdrs));
+    resp.proto = 11;
+    resp.status = status;
+    resp.reason = (struct txt){ http_reason(status), strlen(http_reason(status)) };
+    AZ(http_add(&resp, TXT_LIT("Content-Type"), TXT_LIT("text/plain; charset=utf-8")));
+    AZ(http_add(&resp, TXT_LIT("Cache-Control"), TXT_LIT("no-store")));
+    (void)dlv_send(req, &resp, (struct txt){ text, len });
+}
+
+/* A PURGE of CLU_PATH: a message from another member of the cluster (clu_serve). */
+static void
+cluster_message(struct req *req)
+{
+    struct clu *c = pol_cluster();
+    char *body = NULL, *big, abuf[512];
+    size_t blen = 0, biglen;
+    const char *data;
+    unsigned status;
+    struct sb ans;
+    ssize_t n;
+
+    if (c == NULL) {
+        (void)dlv_error(req, 404, NULL, "This node is in no cluster.");
+        return;
+    }
+    while ((n = req_body_next(req, &data)) > 0) {
+        if (blen + (size_t)n > CLU_MSG_MAX) {
+            req->close = true;
+            free(body);
+            clu_unref(&c);
+            (void)dlv_error(req, 413, NULL, "A cluster message is at most 64 KiB.");
+            return;
+        }
+        body = realloc(body, blen + (size_t)n);
+        AN(body);
+        memcpy(body + blen, data, (size_t)n);
+        blen += (size_t)n;
+    }
+    if (n < 0) {
+        req->close = true;
+        free(body);
+        clu_unref(&c);
+        return; /* the client is gone, or its framing was bad */
+    }
+    sb_init(&ans, abuf, sizeof abuf);
+    status = clu_serve(c, req->http, req->sp->client_ip, body != NULL ? body : "", blen, &ans, &big,
+                       &biglen);
+    clu_unref(&c);
+    free(body);
+    if (big != NULL) {
+        send_text(req, status, big, biglen);
+        free(big);
+    } else {
+        send_text(req, status, ans.buf, ans.len);
+    }
+}
+
+/*
+ * The purge done here, sent on to the other members of the cluster, if
+ * any: -1 when there is none, else how many members did not acknowledge
+ * it, with their lines in report.
+ */
+static int
+cluster_fanout(enum clu_op_kind kind, bool soft, const char *arg, size_t len, unsigned n,
+               struct sb *report)
+{
+    struct clu *c = pol_cluster();
+    struct clu_op op;
+    unsigned nack;
+
+    if (c == NULL)
+        return (-1);
+    clu_op_init(&op, clu_self(c), kind, soft, arg, len);
+    nack = clu_fanout(c, &op, (long)n, report);
+    clu_unref(&c);
+    return ((int)nack);
+}
+
 void
 req_purge(struct req *req)
 {
-    int soft = soft_mode(req);
-    char msg[96], *key, *tags;
+    int soft = soft_mode(req), nack;
+    char msg[96], *key, *tags, *rbuf;
     size_t len;
     unsigned n;
+    struct sb report;
 
     req->outcome = REQ_O_PURGE;
+    if (req->http->url.len == strlen(CLU_PATH) &&
+        memcmp(req->http->url.b, CLU_PATH, req->http->url.len) == 0) {
+        cluster_message(req);
+        return;
+    }
     if (!purge_allowed(req)) {
         STAT_INC(purge_denied);
         (void)dlv_error(req, 403, NULL, "PURGE is not allowed from this address.");
@@ -169,17 +268,28 @@ req_purge(struct req *req)
                             "Unknown Purge-Mode (soft or hard) or Fastly-Soft-Purge (1 or 0).");
         return;
     }
+    rbuf = malloc(CLU_MEMBERS_MAX * 256);
+    AN(rbuf);
+    sb_init(&report, rbuf, CLU_MEMBERS_MAX * 256);
+    nack = -1;
     tags = purge_tags(req, &len);
+    /* Each noted before the cache changes: a fetch under way then is not kept (clu.h). */
     if (tags != NULL) {
+        clu_inval_note(CLU_OP_TAGS, tags, len);
         n = xkey_purge(tags, len, soft == 1);
         STAT_INC(purges_tag);
+        nack = cluster_fanout(CLU_OP_TAGS, soft == 1, tags, len, n, &report);
     } else if (len == 0 && (key = purge_key(req, &len)) != NULL) {
+        clu_inval_note(CLU_OP_KEY, key, len);
         n = hsh_purge_key(key, len, soft == 1);
         STAT_INC(purges);
+        nack = cluster_fanout(CLU_OP_KEY, soft == 1, key, len, n, &report);
     } else if (len == 0 && pol_active()) {
+        free(rbuf);
         dlv_synth(req, 503, "policy error"); /* the hash hook failed, logged */
         return;
     } else {
+        free(rbuf);
         STAT_INC(ws_overflow);
         (void)dlv_error(req, 500, NULL, NULL);
         return;
@@ -193,17 +303,30 @@ req_purge(struct req *req)
         case POL_NONE:
             break;
         case POL_SYNTH:
+            free(rbuf);
             dlv_synth(req, syn.status, syn.reason);
             return;
         case POL_RESTART:
+            free(rbuf);
             req->restart = true;
             return;
         default:
+            free(rbuf);
             dlv_synth(req, 503, "policy error");
             return;
         }
     }
     snprintf(msg, sizeof msg, "%s %u object%s.", soft == 1 ? "Soft-purged" : "Purged", n,
              n == 1 ? "" : "s");
-    (void)dlv_error(req, 200, NULL, msg);
+    if (nack < 0) {
+        (void)dlv_error(req, 200, NULL, msg);
+    } else {
+        /* Here, then a line per member: 202 while one of them has it queued only. */
+        char *page = malloc(report.len + sizeof msg + 2);
+        AN(page);
+        len = (size_t)snprintf(page, report.len + sizeof msg + 2, "%s\n%s", msg, report.buf);
+        send_text(req, nack == 0 ? 200 : 202, page, len);
+        free(page);
+    }
+    free(rbuf);
 }

@@ -35,6 +35,8 @@
 #include "surogat/req.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/tp.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 #include "req_priv.h"
@@ -95,6 +97,40 @@ other(struct req *req, enum pol_act act, const struct pol_synth *syn)
     }
 }
 
+/*
+ * An upgrade's answer is a conversation, never an object: passed, with or
+ * without a policy, whatever recv said (req_upgrade.c).
+ */
+static void
+upgrade_pass(struct req *req)
+{
+    req->cs_fwd = "bypass", req->cs_detail = "upgrade";
+    TRACE_CAT(req->trace, BUILTIN, "recv pass: the request is an upgrade (a tunnel after a 101)");
+}
+
+/*
+ * Without a policy, builtin.vcl passes a request that is not GET or HEAD,
+ * an upgrade, or one that carries credentials: say which, in Cache-Status
+ * and the trace.
+ */
+static enum req_step
+builtin_pass(struct req *req)
+{
+    if (!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) {
+        req->cs_fwd = "method";
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the method is not GET or HEAD");
+    } else if (req->upgrade) {
+        upgrade_pass(req);
+    } else if (http_find(req->http, "Authorization") != NULL) {
+        req->cs_fwd = "bypass", req->cs_detail = "authorization";
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the request has Authorization");
+    } else {
+        req->cs_fwd = "bypass", req->cs_detail = "cookie";
+        TRACE_CAT(req->trace, BUILTIN, "recv pass: the request has a Cookie");
+    }
+    return (REQ_S_PASS);
+}
+
 /* Recv: the policy's recv hook, or builtin.vcl's decisions. */
 static enum req_step
 step_recv(struct req *req)
@@ -106,18 +142,27 @@ step_recv(struct req *req)
     if (!pol_active()) {
         struct be *dflt = be_default(); /* NULL: set sick */
         if (dflt != NULL && be_local(dflt)) {
+            TRACE_CAT(req->trace, BUILTIN, "recv static: ", dflt->name);
             req->st->be = dflt;
             return (REQ_S_STATIC);
         }
-        if (req__is_method(req, "PURGE"))
+        if (req__is_method(req, "PURGE")) {
+            TRACE_CAT(req->trace, BUILTIN, "recv purge");
             return (REQ_S_PURGE);
+        }
         if ((!req__is_method(req, "GET") && !req__is_method(req, "HEAD")) ||
             http_find(req->http, "Authorization") != NULL ||
-            http_find(req->http, "Cookie") != NULL)
-            return (REQ_S_PASS);
+            http_find(req->http, "Cookie") != NULL || req->upgrade)
+            return (builtin_pass(req));
+        TRACE_CAT(req->trace, BUILTIN, "recv hash");
         return (REQ_S_HASH);
     }
     act = pol_recv(req, &req->st->syn);
+    req__hints_send(req);
+    if (act == POL_HASH && req->upgrade) {
+        upgrade_pass(req);
+        act = POL_PASS;
+    }
     /* Wherever recv sent it, a request routed to static files goes there. */
     if ((act == POL_HASH || act == POL_PASS || act == POL_PIPE) &&
         (req->st->be = static_route(req)) != NULL)
@@ -150,10 +195,14 @@ step_hash(struct req *req)
         snprintf(req->st->syn.reason, sizeof req->st->syn.reason, "%s", "policy error");
         return (REQ_S_SYNTH);
     }
-    if (key == NULL)
-        return (REQ_S_PASS); /* the workspace ran out: no lookup */
+    if (key == NULL) {
+        /* The workspace ran out: no lookup, and Cache-Status says why. */
+        req->cs_fwd = "bypass", req->cs_detail = "workspace";
+        return (REQ_S_PASS);
+    }
     req->lookup_key = key;
     req->lookup_keylen = keylen;
+    TRACE_KEY(req->trace, key, keylen);
     /* A new key: a wait for it starts its own coalesce_timeout. */
     memset(&req->st->waiter, 0, sizeof req->st->waiter);
     cc_parse_request(req->http, &req->st->qcc);
@@ -179,12 +228,20 @@ step_lookup(struct req *req)
                              (req->hash_ignore_busy ? HSH_L_IGNORE_BUSY : 0) |
                                  (req->st->refresh ? HSH_L_FORCE_REVALIDATE : 0),
                              &req->st->oc, &req->st->stale, w);
+    /*
+     * On HSH_BUSY the waiter is the index's, but the request stays this
+     * worker's until req__park() lets go (a wake-up meanwhile only marks
+     * it, req_park.c): its trace may still say it waits.
+     */
+    TRACE_LOOKUP(req->trace, req->st->lookup, req->st->oc, &req->st->stale, req->st->t_lookup);
     if (req->st->lookup == HSH_BUSY)
         return (REQ_S_PARK); /* the wake-up may run it already: touch nothing */
     if (w != NULL)
         req__unwaited(req);
     switch (req->st->lookup) {
     case HSH_PASS:
+        /* Cache-Status: a hit-for-miss marker, or coalescing that gave up */
+        req->cs_fwd = req->st->stale.fwd, req->cs_detail = req->st->stale.detail;
         if (req->st->qcc.flags & CC_ONLY_IF_CACHED)
             return (REQ_S_GATEWAY_TIMEOUT);
         return (REQ_S_PASS);
@@ -252,12 +309,15 @@ static enum pol_act
 policy_hit(struct req *req, const struct cobj *oc)
 {
     struct pol_obj obj = { .load = load_obj_head, .oc = oc, .req = req };
+    enum pol_act act;
 
     obj.age = SRG_MAX(0.0, req->st->t_lookup - oc->fresh.t_origin);
     obj.ttl = oc->fresh.ttl - obj.age;
     obj.grace = oc->fresh.swr;
     obj.hits = __atomic_load_n(&oc->hits, __ATOMIC_RELAXED);
-    return (pol_hit(req, &obj, &req->st->syn));
+    act = pol_hit(req, &obj, &req->st->syn);
+    req__hints_send(req);
+    return (act);
 }
 
 /*
@@ -365,6 +425,8 @@ step_pass(struct req *req)
 {
     enum pol_act act;
 
+    if (req->cs_fwd == NULL) /* Cache-Status: a pass the policy chose, unless said otherwise */
+        req->cs_fwd = "bypass", req->cs_detail = "policy";
     /* pass never answers "pass": no loop */
     if (pol_active() && (act = pol_pass(req, &req->st->syn)) != POL_FETCH)
         return (other(req, act, &req->st->syn));
@@ -469,6 +531,8 @@ restart(struct req *req)
     }
     req->restarts++;
     STAT_INC(policy_restart);
+    TRACE_RESTART(req->trace, req->restarts);
+    req->cs_fwd = req->cs_detail = NULL;
     req->bereq = NULL;
     req->retries = 0;
     req->be_name = NULL;
@@ -479,19 +543,30 @@ restart(struct req *req)
 }
 
 /*
- * Run the steps from req->st->step to the end, or to a waiting list: then
- * the request is parked (REQ_RUN_PARKED: its worker is free, and another
- * may be running it already), or it waited on its worker and goes on.
+ * Run the steps from req->st->step to the end, to a waiting list, or --
+ * for an ESI include (req__run()) -- to a step in `stop`.  On a waiting
+ * list the request is parked (REQ_RUN_PARKED: its worker is free, and
+ * another may be running it already), or it waited on its worker and
+ * goes on; an include is left to req_esi.c, which lets go of it.
  */
 static enum req_run
-run_steps(struct req *req)
+run_steps(struct req *req, unsigned stop)
 {
+    /* A deliver hook run outside the steps (an ESI include's hit) said "restart". */
+    if (req->restart) {
+        req->restart = false;
+        req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
+    }
     while (req->st->step != REQ_S_DONE) {
+        if (stop & (1u << req->st->step))
+            break;
         req->restart = false;
         req->st->step = steps[req->st->step].run(req);
         if (req->st->step == REQ_S_PARK) {
             /* Woken, it looks up again. */
             req->st->step = REQ_S_LOOKUP;
+            if (req->esi_up != NULL)
+                return (REQ_RUN_PARKED); /* an include: req_esi.c lets go of it */
             if (req__park(req))
                 return (REQ_RUN_PARKED);
             continue;
@@ -501,6 +576,16 @@ run_steps(struct req *req)
             req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
     }
     return (REQ_RUN_DONE);
+}
+
+enum req_step
+req__run(struct req *req, unsigned stop)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    SRG_ASSERT(req->esi_up != NULL);
+    if (run_steps(req, stop) == REQ_RUN_PARKED)
+        return (REQ_S_PARK);
+    return (req->st->step);
 }
 
 enum req_run
@@ -516,7 +601,7 @@ req_dispatch(struct req *req)
     }
     memset(req->st, 0, sizeof *req->st);
     req->st->step = REQ_S_RECV;
-    return (run_steps(req));
+    return (run_steps(req, 0));
 }
 
 enum req_run
@@ -524,5 +609,5 @@ req__dispatch_resume(struct req *req)
 {
     OBJ_CHECK(req, REQ_MAGIC);
     SRG_ASSERT(req->st->step == REQ_S_LOOKUP);
-    return (run_steps(req));
+    return (run_steps(req, 0));
 }

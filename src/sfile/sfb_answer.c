@@ -60,7 +60,19 @@ head_start(struct sb *sb)
     char date[TIM_HTTP_DATE_LEN + 1];
 
     tim_http_date(tim_real(), date);
-    sb_printf(sb, "Date: %s\r\nServer: surogat\r\n", date);
+    /* sb_cat, not sb_printf, here and below: formatting was a tenth of a small file's CPU. */
+    sb_cat(sb, "Date: ");
+    sb_cat(sb, date);
+    sb_cat(sb, "\r\nServer: surogat\r\n");
+}
+
+/* "name: value" and its CRLF; name ends in ": ". */
+static void
+field(struct sb *sb, const char *name, const char *value)
+{
+    sb_cat(sb, name);
+    sb_cat(sb, value);
+    sb_cat(sb, "\r\n");
 }
 
 /* r->fields from sb, or a 500 when the workspace ran out. */
@@ -233,9 +245,9 @@ file_resp(const struct http *req, struct ws *ws, struct sfb *sfb, struct sfb_fil
     sb_init(&sb, buf, room);
     head_start(&sb);
     if (r->status == 200 || r->status == 206)
-        sb_printf(&sb, "Content-Type: %s\r\n", f->type);
+        field(&sb, "Content-Type: ", f->type);
     if (v.coding != GZ_C_IDENTITY && (r->status == 200 || r->status == 206))
-        sb_printf(&sb, "Content-Encoding: %s\r\n", gz_coding_name(v.coding));
+        field(&sb, "Content-Encoding: ", gz_coding_name(v.coding));
     if (v.vary)
         sb_cat(&sb, "Vary: Accept-Encoding\r\n");
     if (r->status == 206)
@@ -243,7 +255,8 @@ file_resp(const struct http *req, struct ws *ws, struct sfb *sfb, struct sfb_fil
                   (unsigned long long)last, (unsigned long long)v.size);
     if (r->status == 416)
         sb_printf(&sb, "Content-Range: bytes */%llu\r\n", (unsigned long long)v.size);
-    sb_printf(&sb, "Last-Modified: %s\r\nETag: %s\r\n", f->lm, v.etag);
+    field(&sb, "Last-Modified: ", f->lm);
+    field(&sb, "ETag: ", v.etag);
     if (r->status != 304 && v.ranges)
         sb_cat(&sb, "Accept-Ranges: bytes\r\n");
     if (f->expires >= 0) {

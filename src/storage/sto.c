@@ -179,6 +179,24 @@ sto_set_attr(struct sto_body *b, const void *attr, size_t len)
         b->stv->ops->set_attr(b->stv, b, attr, len);
 }
 
+int
+sto_set_tail(struct sto_body *b, const void *p, size_t len)
+{
+    OBJ_CHECK(b->stv, STV_MAGIC);
+    AN(p);
+    SRG_ASSERT(len > 0);
+    return (b->stv->ops->set_tail(b->stv, b, p, len));
+}
+
+const void *
+sto_tail(const struct sto_body *b, size_t *len)
+{
+    *len = 0;
+    if (b->stv == NULL)
+        return (NULL);
+    return (b->stv->ops->tail(b->stv, b, len));
+}
+
 bool
 sto_verify(struct sto_body *b)
 {

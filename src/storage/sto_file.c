@@ -10,7 +10,9 @@
  * and a checksum of the header keyed with the salt.  An object is a
  * record extent -- header, record (lengths and checksums), attr, key,
  * stored head, Vary values, then as much of the body as fits -- plus, for
- * bodies that outgrow it, fragment extents numbered in body order.
+ * bodies that outgrow it, fragment extents numbered in body order, and a
+ * tail fragment for the bytes known only once the body is complete
+ * (sto_set_tail: the index's object attributes).
  *
  * Crash safety comes from the order of writes, not from a journal.  The
  * mapping is shared, so after kill -9 the file holds exactly what memory
@@ -336,9 +338,42 @@ sf__rec_crc(const struct sf_rec *r)
                             r->key_len + r->head_len + r->vary_len + r->attr_len));
 }
 
+/* The tail in an extent of its own, busy until the seal names it a fragment of the object. */
+static int
+sf_set_tail(struct stv *stv, struct sto_body *b, const void *p, size_t len)
+{
+    struct sf_store *st = stv->priv;
+    struct sf_obj *o = b->priv;
+    uint64_t units = units_for(sizeof(struct sf_hdr) + len), start;
+
+    AN(o);
+    SRG_ASSERT(o->tail_len == 0 && !o->sealed);
+    if (len > SF_EXT_MAX || sf_alloc(stv, units, units, &start) == 0)
+        return (-1);
+    memcpy(unit_ptr(st, start) + sizeof(struct sf_hdr), p, len);
+    o->tail_start = start;
+    o->tail_units = (uint32_t)units;
+    o->tail_len = (uint32_t)len;
+    b->bytes += units * SF_UNIT;
+    return (0);
+}
+
+static const void *
+sf_tail(const struct stv *stv, const struct sto_body *b, size_t *len)
+{
+    const struct sf_store *st = stv->priv;
+    const struct sf_obj *o = b->priv;
+
+    if (o == NULL || o->tail_len == 0)
+        return (NULL);
+    *len = o->tail_len;
+    return (unit_ptr(st, o->tail_start) + sizeof(struct sf_hdr));
+}
+
 /*
- * The body is complete: fragments first, then the record's lengths and
- * checksums, then the magic that makes it an object to recovery.
+ * The body is complete: fragments first (the tail's too), then the
+ * record's lengths and checksums, then the magic that makes it an object
+ * to recovery.
  */
 static void
 sf_seal(struct stv *stv, struct sto_body *b)
@@ -360,6 +395,9 @@ sf_seal(struct stv *stv, struct sto_body *b)
             hdr_write(st, fs->start, SF_FRAG, fs->units, i++, o->serial, s->len);
     }
     SRG_ASSERT(i == o->nfrags);
+    if (o->tail_len > 0)
+        hdr_write(st, o->tail_start, SF_FRAG, o->tail_units, SF_TAIL_AUX, o->serial, o->tail_len);
+    r->tail_len = o->tail_len;
     r->nfrags = o->nfrags;
     r->body_len = b->len;
     r->body_crc = o->crc;
@@ -418,6 +456,8 @@ sf__free(struct stv *stv, struct sto_body *b)
             if (!fs->in_record)
                 sf_release_ext(stv, fs->start, fs->units);
         }
+        if (o->tail_len > 0)
+            sf_release_ext(stv, o->tail_start, o->tail_units);
         /* The record last: while it stands, its fragments are claimed. */
         sf_release_ext(stv, o->rec, o->rec_units);
     }
@@ -601,6 +641,8 @@ const struct stv_ops sto_file_ops = {
     .free = sf__free,
     .release = sf_release,
     .set_attr = sf_set_attr,
+    .set_tail = sf_set_tail,
+    .tail = sf_tail,
     .verify = sf_verify,
     .recover = sf__recover,
     .list = sf_list,

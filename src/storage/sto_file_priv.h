@@ -23,6 +23,8 @@ struct stv;
 #define SF_CHUNK   (16u * 1024)       /* a body of unknown length starts with this */
 #define SF_VERSION 1u
 #define SF_MAGIC   "surogat-store\n"
+/* The aux of a body's tail fragment: after every body fragment in recovery's order. */
+#define SF_TAIL_AUX UINT32_MAX
 
 enum sf_magic {
     SF_FREE = 0x5346f4eeu,
@@ -58,7 +60,7 @@ struct sf_rec {
     uint32_t vary_len;
     uint32_t attr_len;
     uint32_t nfrags;
-    uint32_t pad;
+    uint32_t tail_len; /* the body's tail: its own fragment (SF_TAIL_AUX); 0 for none */
     uint64_t body_len;
     uint64_t inline_len; /* body bytes in the record extent */
 };
@@ -94,6 +96,10 @@ struct sf_obj {
     uint32_t crc;      /* the body's: running while written, expected once recovered */
     uint32_t meta_len; /* record extent bytes before the inline body */
     bool sealed;
+    /* The tail's extent, its bytes after the header; tail_len 0: none. */
+    uint64_t tail_start;
+    uint32_t tail_units;
+    uint32_t tail_len;
 };
 
 static inline char *

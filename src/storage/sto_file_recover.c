@@ -160,6 +160,13 @@ claim(struct sf_store *st, struct sf_vec *recs, struct sf_vec *frags)
             k++;
             f++;
         }
+        /* The tail sorts after the body's fragments (SF_TAIL_AUX), and must be whole. */
+        if (r->tail_len > 0 && f < frags->n && frags->v[f].serial == rec->serial &&
+            frags->v[f].aux == SF_TAIL_AUX && frags->v[f].len == r->tail_len &&
+            sizeof(struct sf_hdr) + (uint64_t)r->tail_len <= (uint64_t)frags->v[f].units * SF_UNIT)
+            f++;
+        else if (r->tail_len > 0)
+            k = UINT32_MAX; /* missing or torn: the object dies */
         if (k != r->nfrags || sum != r->body_len ||
             (i + 1 < recs->n && recs->v[i + 1].serial == rec->serial) ||
             (i > 0 && recs->v[i - 1].serial == rec->serial)) {
@@ -240,6 +247,16 @@ rebuild_body(struct stv *stv, const struct sf_item *rec, const struct sf_vec *fr
     b->verified = false;
     b->len = r->body_len;
     b->bytes = (uint64_t)rec->units * SF_UNIT;
+    if (r->tail_len > 0) {
+        /* Claimed right after the body's fragments (claim()). */
+        const struct sf_item *t = &frags->v[rec->aux + r->nfrags];
+        o->tail_start = t->start;
+        o->tail_units = t->units & 0x7fffffffu;
+        o->tail_len = r->tail_len;
+        m->tail = unit_ptr(st, t->start) + sizeof(struct sf_hdr);
+        m->tail_len = r->tail_len;
+        b->bytes += (uint64_t)o->tail_units * SF_UNIT;
+    }
     if (r->inline_len > 0) {
         struct sf_seg *fs = sf__seg_new(rec->start, rec->units, unit_ptr(st, rec->start) + h->len,
                                         r->inline_len, true);

@@ -1,7 +1,8 @@
 /*
  * The malloc store (-s malloc,SIZE): body bytes in a chain of heap
  * segments, each allocated with its descriptor in front.  Nothing
- * survives the process; the meta stays with the caller.
+ * survives the process; the meta stays with the caller.  A body's tail
+ * (sto_set_tail) is one more heap block, b->priv.
  */
 #include "config.h"
 
@@ -149,6 +150,41 @@ sm_trim(struct stv *stv, struct sto_body *b)
     sto__credit(stv, spare);
 }
 
+/* A body's tail: its length, then its bytes. */
+struct sm_tail {
+    size_t len;
+    char data[];
+};
+
+static int
+sm_set_tail(struct stv *stv, struct sto_body *b, const void *p, size_t len)
+{
+    struct sm_tail *t;
+
+    SRG_ASSERT(b->priv == NULL);
+    if (sto__charge(stv, sizeof *t + len) != 0)
+        return (-1);
+    t = malloc(sizeof *t + len);
+    AN(t);
+    t->len = len;
+    memcpy(t->data, p, len);
+    b->bytes += sizeof *t + len;
+    b->priv = t;
+    return (0);
+}
+
+static const void *
+sm_tail(const struct stv *stv, const struct sto_body *b, size_t *len)
+{
+    const struct sm_tail *t = b->priv;
+
+    (void)stv;
+    if (t == NULL)
+        return (NULL);
+    *len = t->len;
+    return (t->data);
+}
+
 static void
 sm_free(struct stv *stv, struct sto_body *b)
 {
@@ -158,6 +194,8 @@ sm_free(struct stv *stv, struct sto_body *b)
         b->first = s->next;
         free(s);
     }
+    free(b->priv);
+    b->priv = NULL;
     sto__credit(stv, b->bytes);
 }
 
@@ -168,4 +206,6 @@ const struct stv_ops sto_malloc_ops = {
     .trim = sm_trim,
     .free = sm_free,
     .release = sm_free,
+    .set_tail = sm_set_tail,
+    .tail = sm_tail,
 };

@@ -18,6 +18,8 @@ struct stv_ops {
     void (*free)(struct stv *, struct sto_body *);
     void (*release)(struct stv *, struct sto_body *);
     void (*set_attr)(struct stv *, struct sto_body *, const void *, size_t);
+    int (*set_tail)(struct stv *, struct sto_body *, const void *, size_t);
+    const void *(*tail)(const struct stv *, const struct sto_body *, size_t *);
     bool (*verify)(struct stv *, struct sto_body *);
     void (*recover)(struct stv *, sto_recover_f *);
     void (*list)(const struct stv *, struct sb *);

@@ -7,9 +7,7 @@ import time
 import pytest
 
 import cstatus
-from cstatus import forwarded
-
-BYPASS = "surogat; fwd=bypass"
+from cstatus import HFM, forwarded
 
 
 def http_date(t):
@@ -26,10 +24,10 @@ def hit_ttl(r):
     return ttl
 
 
-def assert_miss(r, body, stored=True, age=None):
+def assert_miss(r, body, stored=True, age=None, detail=None):
     assert r.status == 200, r
     assert r.body == body
-    assert forwarded(r.header("Cache-Status"), stored=stored), r
+    assert forwarded(r.header("Cache-Status"), stored=stored, detail=detail), r
     assert r.header("Age") == age, r  # only the origin's
 
 
@@ -145,10 +143,10 @@ def test_expires(origin, surogat):
                                                   "Expires": http_date(now + 60)})
     sg = surogat()
     before = sg.stats()
-    assert_miss(sg.get("/past"), b"old", stored=False)
+    assert_miss(sg.get("/past"), b"old", stored=False, detail="stale-on-arrival")
     r = sg.get("/past")
     assert r.status == 200 and r.body == b"old"
-    assert r.header("Cache-Status") == BYPASS, r
+    assert r.header("Cache-Status") == HFM, r
     assert origin.hits("/past") == 2
     assert_miss(sg.get("/future"), b"new")
     assert_hit(sg.get("/future"), b"new", (57, 60))
@@ -167,8 +165,8 @@ def test_age_from_origin(origin, surogat):
     age, _ = assert_hit(sg.get("/aged"), b"aged", (28, 30))
     assert 30 <= age <= 32
     # stale on arrival: not stored
-    assert_miss(sg.get("/dead"), b"dead", stored=False, age="100")
-    assert sg.get("/dead").header("Cache-Status") == BYPASS
+    assert_miss(sg.get("/dead"), b"dead", stored=False, age="100", detail="stale-on-arrival")
+    assert sg.get("/dead").header("Cache-Status") == HFM
     assert origin.hits("/aged") == 1 and origin.hits("/dead") == 2
 
 
@@ -187,8 +185,8 @@ def test_heuristic_freshness(origin, surogat):
     assert_hit(sg.get("/lm"), b"heuristic", (43200 - 3, 43200))
     assert_miss(sg.get("/lm-nodate"), b"capped")
     assert_hit(sg.get("/lm-nodate"), b"capped", (86400 - 3, 86400))
-    assert_miss(sg.get("/none"), b"none", stored=False)
-    assert sg.get("/none").header("Cache-Status") == BYPASS
+    assert_miss(sg.get("/none"), b"none", stored=False, detail="no-freshness")
+    assert sg.get("/none").header("Cache-Status") == HFM
     assert origin.hits("/lm") == 1 and origin.hits("/lm-nodate") == 1
     assert origin.hits("/none") == 2
 
@@ -237,24 +235,24 @@ def test_targeted_field_overrides_cache_control(origin, surogat, field):
 # -- not stored ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("headers", [
-    {"Cache-Control": "no-store, max-age=60"},
-    {"Cache-Control": "private, max-age=60"},
-    {"Cache-Control": "max-age=60", "Set-Cookie": "sid=1"},
-    {"Cache-Control": "max-age=60", "Vary": "*"},
+@pytest.mark.parametrize("headers,detail", [
+    ({"Cache-Control": "no-store, max-age=60"}, "no-store"),
+    ({"Cache-Control": "private, max-age=60"}, "private"),
+    ({"Cache-Control": "max-age=60", "Set-Cookie": "sid=1"}, "set-cookie"),
+    ({"Cache-Control": "max-age=60", "Vary": "*"}, "vary-star"),
 ], ids=["no-store", "private", "set-cookie", "vary-star"])
-def test_response_not_stored(origin, surogat, headers):
+def test_response_not_stored(origin, surogat, headers, detail):
     origin.route("/u", body=b"uncacheable", headers=headers)
     sg = surogat()
     before = sg.stats()
     r1 = sg.get("/u")
-    assert_miss(r1, b"uncacheable", stored=False)
+    assert_miss(r1, b"uncacheable", stored=False, detail=detail)
     for n, v in headers.items():
         assert r1.header(n) == v
     for _ in range(2):
         r = sg.get("/u")
         assert r.status == 200 and r.body == b"uncacheable"
-        assert r.header("Cache-Status") == BYPASS, r
+        assert r.header("Cache-Status") == HFM, r
         for n, v in headers.items():
             assert r.header(n) == v
     assert origin.hits("/u") == 3
@@ -272,7 +270,7 @@ def test_request_no_store_does_not_mark_url_uncacheable(origin, surogat):
     sg = surogat()
     r = sg.get("/ns", headers={"Cache-Control": "no-store"})
     assert r.status == 200 and r.body == b"shared"
-    assert forwarded(r.header("Cache-Status"), stored=False)
+    assert forwarded(r.header("Cache-Status"), stored=False, detail="request-no-store")
     assert_miss(sg.get("/ns"), b"shared")
     assert_hit(sg.get("/ns"), b"shared")
     assert origin.hits("/ns") == 2
@@ -286,12 +284,13 @@ def test_request_no_store_does_not_mark_url_uncacheable(origin, surogat):
 def test_credentials_pass(origin, surogat, field, value):
     origin.route("/p", body=lambda req: ("%s" % req.header(field)).encode(),
                  headers={"Cache-Control": "max-age=60"})
+    bypass = "surogat; fwd=bypass; detail=" + field.lower()
     sg = surogat()
     before = sg.stats()
     for _ in range(3):
         r = sg.get("/p", headers={field: value})
         assert r.status == 200 and r.body == value.encode()
-        assert r.header("Cache-Status") == BYPASS, r
+        assert r.header("Cache-Status") == bypass, r
         assert not r.has("Age")
     assert origin.hits("/p") == 3
     assert all(q.header(field) == value for q in origin.reqs("/p"))
@@ -299,7 +298,7 @@ def test_credentials_pass(origin, surogat, field, value):
     assert_miss(sg.get("/p"), b"None")
     assert_hit(sg.get("/p"), b"None")
     r = sg.get("/p", headers={field: value})
-    assert r.body == value.encode() and r.header("Cache-Status") == BYPASS
+    assert r.body == value.encode() and r.header("Cache-Status") == bypass
     assert origin.hits("/p") == 5
     after = sg.stats()
     assert delta(before, after, "cache_pass") == 4
@@ -316,7 +315,7 @@ def test_unsafe_method_purges(origin, surogat, method):
     assert_hit(sg.get("/obj"), b"GET #1")
     r = sg.request(method, "/obj", body=b"data")
     assert r.status == 200 and r.body == ("%s #2" % method).encode()
-    assert r.header("Cache-Status") == BYPASS
+    assert r.header("Cache-Status") == "surogat; fwd=method"
     assert sg.stat("n_object") == 0
     assert_miss(sg.get("/obj"), b"GET #3")
     assert_hit(sg.get("/obj"), b"GET #3")

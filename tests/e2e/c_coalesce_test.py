@@ -4,7 +4,7 @@ fetch; uncacheable URLs (hit-for-miss) never make requests wait."""
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from cstatus import forwarded
+from cstatus import HFM, forwarded
 
 CC60 = {"Cache-Control": "max-age=60"}
 
@@ -51,14 +51,14 @@ def test_hit_for_miss_does_not_queue(origin, surogat):
     origin.route("/priv", body=b"mine", headers={"Cache-Control": "private"})
     sg = surogat()
     r = sg.get("/priv")  # leaves the hit-for-miss marker
-    assert r.status == 200 and forwarded(r.header("Cache-Status"), stored=False)
+    assert r.status == 200 and forwarded(r.header("Cache-Status"), stored=False, detail="private")
     origin.route("/priv", body=b"mine", headers={"Cache-Control": "private"}, delay=1.0)
     before = sg.stats()
     t0 = time.monotonic()
     res = concurrent_gets(sg, "/priv", 5)
     took = time.monotonic() - t0
     assert all(r.status == 200 and r.body == b"mine" for r, _ in res)
-    assert all(r.header("Cache-Status") == "surogat; fwd=bypass" for r, _ in res)
+    assert all(r.header("Cache-Status") == HFM for r, _ in res)
     assert origin.hits("/priv") == 6
     reqs = origin.reqs("/priv")[1:]
     spread = max(q.t for q in reqs) - min(q.t for q in reqs)
@@ -73,9 +73,9 @@ def test_hit_for_miss_does_not_queue(origin, surogat):
 def test_hit_for_miss_expires(origin, surogat):
     origin.route("/flip", body=b"v1", headers={"Cache-Control": "no-store"})
     sg = surogat(params={"hitmiss_ttl": "1s"})
-    assert forwarded(sg.get("/flip").header("Cache-Status"), stored=False)
+    assert forwarded(sg.get("/flip").header("Cache-Status"), stored=False, detail="no-store")
     origin.route("/flip", body=b"v2", headers=CC60)
-    assert sg.get("/flip").header("Cache-Status") == "surogat; fwd=bypass"
+    assert sg.get("/flip").header("Cache-Status") == HFM
     time.sleep(1.2)
     r = sg.get("/flip")
     assert r.body == b"v2" and forwarded(r.header("Cache-Status"), stored=True)
@@ -94,6 +94,9 @@ def test_coalesce_timeout(origin, surogat):
     after = sg.stats()
     assert after["coalesce_timeout"] - before["coalesce_timeout"] == 1
     assert after["cache_stored"] - before["cache_stored"] == 1
+    # The one that gave up waiting says so.
+    assert sorted(r.header("Cache-Status") for r, _ in res) == [
+        "surogat; fwd=miss; detail=coalesce-timeout", "surogat; fwd=uri-miss; stored"]
     r = sg.get("/slow")
     assert r.header("Cache-Status").startswith("surogat; hit")
 
@@ -156,7 +159,7 @@ def test_uncacheable_variant_leaves_cached_variants(origin, surogat):
     origin.route("/vv", body=body, headers={"Cache-Control": "private",
                                              "Vary": "Accept-Encoding"})
     r = sg.get("/vv", headers={"Accept-Encoding": "br"})
-    assert r.body == b"br" and forwarded(r.header("Cache-Status"), stored=False)
+    assert r.body == b"br" and forwarded(r.header("Cache-Status"), stored=False, detail="private")
     r = sg.get("/vv", headers={"Accept-Encoding": "gzip"})
     assert r.body == b"gzip"
     assert r.header("Cache-Status").startswith("surogat; hit"), r

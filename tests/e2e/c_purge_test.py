@@ -4,11 +4,13 @@ at lookup and by the background lurker), against a counting origin."""
 
 import json
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+import httpc
 from conftest import have_ipv6_loopback, wait_until
 from cstatus import forwarded, is_hit
 
@@ -79,6 +81,28 @@ def test_purge_removes_object(origin, surogat):
     assert delta(before, after, "purge_objects") == 1
     assert delta(before, after, "purges_soft") == 0
     assert after["n_object"] == 2
+
+
+def test_purge_overtakes_a_fetch_under_way(origin, surogat):
+    """A purge while the object is fetched (the backend may have answered
+    before the purge): requests after the purge do not wait for that fetch
+    nor get its answer, which is not kept; its own client gets it."""
+    old = origin.route("/o", body=b"old", headers=CC60, hold_head=True)
+    sg = surogat()
+    first = {}
+    t = threading.Thread(target=lambda: first.update(r=sg.get("/o", timeout=20)))
+    t.start()
+    try:
+        assert old.held.wait(10)
+        origin.route("/o", body=b"new", headers=CC60)
+        assert purged(purge(sg, "/o")) == 0
+        assert_miss(sg.get("/o", timeout=5), b"new")  # not behind the held fetch
+    finally:
+        old.release.set()
+        t.join(20)
+    assert first["r"].status == 200 and first["r"].body == b"old"
+    assert_hit(sg.get("/o"), b"new")
+    assert origin.hits("/o") == 2 and sg.stat("cache_overtaken") == 1
 
 
 def test_purge_is_per_host(origin, surogat):
@@ -255,6 +279,32 @@ def test_surrogate_key_purge(origin, surogat):
     assert origin.hits("/p3") == 1 and origin.hits("/p5") == 1
     st = sg.stats()
     assert st["purges_tag"] == 1 and st["purges"] == 0 and st["purge_objects"] == 4
+
+
+def test_tag_purge_overtakes_a_streaming_fetch(origin, surogat):
+    """Its head stored, the fetch is found by a purge of its tags: requests
+    after the purge fetch again, and what it streams is not kept."""
+    body = b"old." * 4000
+    old = origin.route("/t", body=body, headers=dict(CC60, **{"Surrogate-Key": "grp"}),
+                       hold_after=1000)
+    sg = surogat()
+    c = httpc.Conn(sg.port, timeout=20)
+    try:
+        c.request("GET", "/t")
+        deadline = time.monotonic() + 10
+        while b"\r\n\r\n" not in c.buf:  # the client has the head: the fetch stored it
+            assert c._fill(deadline)  # pylint: disable=protected-access
+        origin.route("/t", body=b"new", headers=dict(CC60, **{"Surrogate-Key": "grp"}))
+        assert purged(purge(sg, headers={"Surrogate-Key": "grp"})) == 0
+        assert_miss(sg.get("/t", timeout=5), b"new")  # not streaming the old one
+        old.release.set()
+        r = c.read_response()
+        assert r.status == 200 and r.body == body
+    finally:
+        old.release.set()
+        c.close()
+    assert_hit(sg.get("/t"), b"new")
+    assert origin.hits("/t") == 2 and sg.stat("cache_overtaken") == 1
 
 
 def test_surrogate_key_several_tags_count_once(origin, surogat):

@@ -445,7 +445,7 @@ DirectoryIndex index.html
 
 
 class Apache:
-    def __init__(self):
+    def __init__(self, extra_conf=""):
         self.root = Path(tempfile.mkdtemp(prefix="surogat-e2e-apache-"))
         # the children run as www-data: the tree must be readable by them
         # (pytest's tmp_path is under a 0700 directory, so it cannot be used)
@@ -467,7 +467,8 @@ class Apache:
         self.port = free_port()
         self.addr = "127.0.0.1:%d" % self.port
         conf = self.root / "httpd.conf"
-        conf.write_text(APACHE_CONF.format(root=self.root, port=self.port, mods=APACHE_MODULES))
+        conf.write_text(APACHE_CONF.format(root=self.root, port=self.port, mods=APACHE_MODULES)
+                        + extra_conf.format(root=self.root, mods=APACHE_MODULES))
         self.log = open(self.root / "logs" / "stdout.log", "wb")
         self.proc = subprocess.Popen([APACHE, "-d", str(self.root), "-f", str(conf),
                                       "-DFOREGROUND"], stdin=subprocess.DEVNULL,

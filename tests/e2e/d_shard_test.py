@@ -166,6 +166,15 @@ def test_shard_rampup_grows_a_returning_backends_share(origins, surogat, tmp_pat
     assert placement(sg, urls) == first
 
 
+def refused(tmp_path, policy, args=()):
+    """What surogatd -C says of a policy it must refuse (exit status 2)."""
+    p = tmp_path / "bad.lua"
+    p.write_text(policy)
+    r = run_surogatd(["-C", "-f", str(p)] + list(args))
+    assert r.returncode == 2, r
+    return r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("decl,msg", [
     ('director "d" { type = "shard", backends = { "a" }, balance_factor = 0.5 }',
      'balance_factor must be 0 (no bound) or at least 1'),
@@ -184,11 +193,7 @@ def test_shard_rampup_grows_a_returning_backends_share(origins, surogat, tmp_pat
      'replicas must be a number from 1 to 4096'),
 ])
 def test_shard_declaration_errors_name_file_and_line(tmp_path, decl, msg):
-    p = tmp_path / "bad.lua"
-    p.write_text('backend "a" { host = "127.0.0.1", port = 1 }\n' + decl + "\n")
-    r = run_surogatd(["-C", "-f", str(p)])
-    assert r.returncode == 2, r
-    out = r.stdout + r.stderr
+    out = refused(tmp_path, 'backend "a" { host = "127.0.0.1", port = 1 }\n' + decl + "\n")
     assert re.search(r"bad\.lua:[23]: director \"?d\"?:", out) and msg in out, out
 
 
@@ -330,10 +335,11 @@ class KeepAlive:
             self.c = None
 
 
-def test_shipped_haproxy_config_is_valid():
+@pytest.mark.parametrize("name", ["haproxy-fleet.cfg", "haproxy-cluster.cfg"])
+def test_shipped_haproxy_config_is_valid(name):
     if not os.access(HAPROXY, os.X_OK):
         pytest.skip("haproxy not installed (scripts/deps.sh)")
-    r = subprocess.run([HAPROXY, "-c", "-f", str(REPO / "etc" / "haproxy-fleet.cfg")],
+    r = subprocess.run([HAPROXY, "-c", "-f", str(REPO / "etc" / name)],
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 0, r.stdout + r.stderr
 

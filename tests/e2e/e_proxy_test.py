@@ -16,6 +16,7 @@ trusted_proxies: X-Forwarded-For believed from trusted peers only,
 right-most untrusted entry; and PROXY v2 to a backend, per client
 connection."""
 
+import json
 import struct
 import time
 
@@ -23,6 +24,7 @@ import pytest
 
 from conftest import free_port, wait_until
 from edge import ECHO_POLICY, HITCH, TCP_DEFAULTS, Proc, get, haproxy, https_get, need, raw
+from l_log_test import LogTail
 from origins import Origin
 from t_tls_test import Pki
 
@@ -328,3 +330,50 @@ def test_proxy_listen_config_line_and_errors(origin, surogat, tmp_path):
     res = run_surogatd(["-C", "-c", str(cf), "-b", "127.0.0.1:9"])
     assert res.returncode != 0 and "bad.conf:2:" in res.stderr, res.stderr
     assert "mode= is for a Unix socket" in res.stderr
+
+
+CARRIED_POLICY = """
+shared "ratelimit" { size = "1m" }
+local NET = surogat.acl{ "203.0.113.0/24" }
+function recv(req)
+  if not surogat.ratelimit(client.ip, "1/m", 1) then
+    return surogat.synth(429, "Too Many Requests")
+  end
+  req.ctx.net = NET:match(client.ip) and "in" or "out"
+  return "pass"
+end
+function deliver(req, resp)
+  resp.http["X-Net"] = req.ctx.net
+end
+"""
+
+
+def test_policy_acl_ratelimit_and_live_log_use_the_carried_address(origin, pp):
+    """The carried address is the client's everywhere: a policy ACL matches
+    it, a rate limit keyed on client.ip counts it (one client behind the
+    balancer is limited, another is not), and the live log filters and
+    shows it."""
+    sg = pp(policy=CARRIED_POLICY)
+    tail = LogTail(sg, "-j", "-i", "203.0.113.0/24")
+    try:
+        r, _ = get(sg.pp_port, "/a", prefix=b"PROXY TCP4 203.0.113.7 198.51.100.1 40001 80\r\n")
+        assert r.status == 200 and r.h("X-Net") == "in", r
+        # The same client again, over another connection from the same balancer: limited.
+        r, _ = get(sg.pp_port, "/a", prefix=b"PROXY TCP4 203.0.113.7 198.51.100.1 40002 80\r\n")
+        assert r.status == 429, r
+        # Another client behind the same balancer has its own budget, outside the ACL.
+        r, _ = get(sg.pp_port, "/a", prefix=b"PROXY TCP4 192.0.2.8 198.51.100.1 40003 80\r\n")
+        assert r.status == 200 and r.h("X-Net") == "out", r
+        # The balancer's own address, without a header, is a client of its own.
+        r, _ = get(sg.port, "/a")
+        assert r.status == 200 and r.h("X-Net") == "out", r
+        tail.take(2)
+        recs = [json.loads(ln) for ln in tail.settle() if ln.startswith("{")]  # and no more
+    finally:
+        tail.stop()
+    # Each is logged when its transaction ends: in either order.
+    assert sorted((x["client"], x["port"], x["status"]) for x in recs) == [
+        ("203.0.113.7", 40001, 200), ("203.0.113.7", 40002, 429)], recs
+    assert sg.stat("ratelimit_denied") == 1
+    assert [q.header("X-Forwarded-For") for q in origin.reqs("/a")] == [
+        "203.0.113.7", "192.0.2.8", "127.0.0.5"]

@@ -74,6 +74,7 @@ class Staged:
                 os.path.join(self.path["bindir"], "surogatctl"): 0o755,
                 os.path.join(etc, "surogat.conf"): 0o644,
                 os.path.join(etc, "haproxy-fleet.cfg"): 0o644,
+                os.path.join(etc, "haproxy-cluster.cfg"): 0o644,
                 os.path.join(self.unitdir, "surogat.service"): 0o644,
                 os.path.join(self.path["sysconfdir"], "logrotate.d", "surogat"): 0o644,
                 os.path.join(self.prefix, "lib/sysusers.d/surogat.conf"): 0o644}

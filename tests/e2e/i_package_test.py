@@ -173,6 +173,7 @@ def expected_files():
     """{installed path: mode} of every file the package must ship."""
     want = {"/usr/sbin/surogatd": "-rwxr-xr-x", "/usr/bin/surogatctl": "-rwxr-xr-x"}
     for f in ("/etc/surogat/surogat.conf", "/etc/surogat/haproxy-fleet.cfg",
+              "/etc/surogat/haproxy-cluster.cfg",
               "/etc/logrotate.d/surogat", DEFAULTS, UNIT,
               "/usr/lib/sysusers.d/surogat.conf", "/usr/share/doc/surogat/copyright",
               "/usr/share/doc/surogat/changelog.gz", "/usr/share/doc/surogat/README.md.gz"):

@@ -106,7 +106,7 @@ def test_varnish_names_on_the_command_line_in_the_file_and_at_runtime(origin, su
 
 @pytest.mark.parametrize("value,why", [
     ("+http2", "+http2 is not possible: HTTP/2 is not supported yet"),
-    ("+esi_disable_xml_check", "surogat does not process ESI"),
+    ("-esi_ignore_other_elements", "elements other than ESI's are always passed through"),
     ("-validate_headers", "-validate_headers is not possible"),
     ("+no_such_feature", "unknown feature 'no_such_feature'"),
 ])
@@ -121,7 +121,8 @@ def test_feature_refused_clearly(origin, value, why):
 def test_feature_accepted_when_it_says_what_surogat_does(origin, surogat):
     sg = surogat(params={"feature": "-http2,+validate_headers,+https_scheme"})
     p = sg.ctl("param.show", "feature")
-    assert "Value is: +https_scheme,+wait_silo,+validate_headers,+busy_stats_rate" in p.stdout
+    assert ("Value is: +https_scheme,+esi_ignore_other_elements,+esi_include_onerror,"
+            "+wait_silo,+validate_headers,+busy_stats_rate") in p.stdout
     for name in ("http2", "esi_remove_bom", "validate_headers", "busy_stats_rate"):
         assert re.search(r"^ +[-+]%s +\S" % name, p.stdout, re.M), p.stdout
 

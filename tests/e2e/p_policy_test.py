@@ -42,7 +42,7 @@ def test_recv_pass_synth_and_request_edits(origin, surogat, tmp_path):
     for _ in range(2):
         r = sg.get("/p", headers={"X-Drop": "1"})
         assert r.status == 200 and r.body == b"passed"
-        assert r.header("Cache-Status") == "surogat; fwd=bypass", r
+        assert r.header("Cache-Status") == "surogat; fwd=bypass; detail=policy", r
     assert origin.hits("/p") == 2
     assert origin.last("/p").header("X-Policy") == "seen"
     assert not origin.last("/p").has("X-Drop")
@@ -55,7 +55,7 @@ def test_recv_pass_synth_and_request_edits(origin, surogat, tmp_path):
     assert origin.hits("/deny/x") == 0
     # builtin.lua: a cookie passes, as the built-in C policy does
     assert sg.get("/c", headers={"Cookie": "a=1"}).header("Cache-Status") == \
-        "surogat; fwd=bypass"
+        "surogat; fwd=bypass; detail=policy"
 
 
 def test_recv_purge_through_builtin(origin, surogat, tmp_path):
@@ -281,7 +281,7 @@ def test_miss_and_pass_hooks(origin, surogat, tmp_path):
     # miss -> pass: fetched through the pass hook, not stored
     r = sg.get("/m", headers={"X-Miss": "pass"})
     assert r.status == 200 and r.body == b"m" and r.header("Cache-Status") == \
-        "surogat; fwd=bypass", r
+        "surogat; fwd=bypass; detail=policy", r
     assert origin.last("/m").header("X-Passed") == "127.0.0.1"
     assert sg.get("/m", headers={"X-Miss": "bad"}).status == 503
     assert origin.hits("/m") == 1
@@ -470,7 +470,7 @@ def test_normalize_example(origin, surogat):
     sg.get("/page", headers={"Cookie": "_ga=1"})
     assert is_hit(sg.get("/page", headers={"Cookie": "_ga=2"}))
     assert sg.get("/page", headers={"Cookie": "session=abc"}).header("Cache-Status") == \
-        "surogat; fwd=bypass"
+        "surogat; fwd=bypass; detail=policy"
 
 
 def test_purge_example(origin, surogat, tmp_path):

@@ -119,7 +119,7 @@ def sg(wp, surogat):
 
 
 def bypassed(r):
-    return r.header("Cache-Status") == "surogat; fwd=bypass"
+    return r.header("Cache-Status") == "surogat; fwd=bypass; detail=policy"
 
 
 def test_script_checks():

@@ -15,7 +15,8 @@
  * one tag is ever held undecided.  Stored gzip, the whole stream gunzips
  * to the page, its program has the same literals, and those literals
  * stitched into one stream gunzip (zlib checking CRC and length) to
- * exactly the literal bytes.
+ * exactly the literal bytes; and the whole stream, spliced into another
+ * by its gz_bits, gunzips to the page.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -154,6 +155,7 @@ check_gzip(const struct esi_conf *c, const uint8_t *page, size_t len, uint32_t s
     struct esi_iter it, iit;
     struct esi_item item, iitem;
     struct gz_stitch sti;
+    struct gz_bits bits;
     unsigned char *prog;
     size_t plen, off = 0;
 
@@ -164,9 +166,23 @@ check_gzip(const struct esi_conf *c, const uint8_t *page, size_t len, uint32_t s
         off += n;
     }
     FUZZ_CHECK(esi_gz_finish(g, collect, &gz, &prog, &plen) == GZ_OK);
+    FUZZ_CHECK(esi_gz_bits(g, &bits));
     esi_gz_free(&g);
     gunzip(&gz, &whole);
     FUZZ_CHECK(whole.len == len && (len == 0 || memcmp(whole.p, page, len) == 0));
+    /* The whole stream, spliced by its bits between two literals, decodes to the page. */
+    FUZZ_CHECK(bits.crc == (uint32_t)crc32(0, page, (uInt)len) && bits.len == len);
+    FUZZ_CHECK(gz_stitch_begin(&sti, collect, &st) == 0);
+    FUZZ_CHECK(gz_stitch_identity(&sti, "<", 1) == 0);
+    FUZZ_CHECK(gz_stitch_member_begin(&sti, &bits) == 0);
+    FUZZ_CHECK(gz_stitch_member(&sti, gz.p, gz.len) == 0);
+    FUZZ_CHECK(gz_stitch_member_end(&sti) == 0);
+    FUZZ_CHECK(gz_stitch_identity(&sti, ">", 1) == 0);
+    FUZZ_CHECK(gz_stitch_end(&sti) == 0);
+    gunzip(&st, &back);
+    FUZZ_CHECK(back.len == len + 2 && back.p[0] == '<' && back.p[len + 1] == '>' &&
+               (len == 0 || memcmp(back.p + 1, page, len) == 0));
+    st.len = back.len = 0;
     FUZZ_CHECK(esi_iter_init(&it, prog, plen) == 0);
     FUZZ_CHECK(esi_iter_init(&iit, iprog, iplen) == 0);
     FUZZ_CHECK(gz_stitch_begin(&sti, collect, &st) == 0);

@@ -14,4 +14,15 @@
 
 Suite *UNIT_SUITE(void);
 
+/* A test case of s whose tests each run between setup and teardown (either may be NULL). */
+static inline TCase *
+unit_tcase(Suite *s, const char *name, SFun setup, SFun teardown)
+{
+    TCase *tc = tcase_create(name);
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    suite_add_tcase(s, tc);
+    return (tc);
+}
+
 #endif

@@ -9,8 +9,9 @@
  * is not there and cannot be turned on.  A `feature` value that asks for
  * the other state is refused with `why`, so that a varnishd command line
  * ported as it is says at once what would not behave as it did.  When a
- * behaviour becomes optional in surogat, its row gets FEAT_CHOICE and the
- * code reads the bit in par.feature.
+ * behaviour becomes optional in surogat, its row gets FEAT_CHOICE (off by
+ * default) or FEAT_CHOICE_ON (on by default) and the code reads the bit
+ * in par.feature.
  */
 FEATURE(http2, FEAT_OFF,
         "HTTP/2 is not supported yet: TLS clients are offered http/1.1 by ALPN and every "
@@ -25,11 +26,17 @@ FEATURE(https_scheme, FEAT_ON,
 FEATURE(http_date_postel, FEAT_OFF,
         "dates (Date, Expires, Last-Modified ...) are read in the three RFC 9110 formats only; "
         "others count as invalid")
-FEATURE(esi_ignore_https, FEAT_OFF, "surogat does not process ESI")
-FEATURE(esi_disable_xml_check, FEAT_OFF, "surogat does not process ESI")
-FEATURE(esi_ignore_other_elements, FEAT_OFF, "surogat does not process ESI")
-FEATURE(esi_remove_bom, FEAT_OFF, "surogat does not process ESI")
-FEATURE(esi_include_onerror, FEAT_OFF, "surogat does not process ESI")
+FEATURE(esi_ignore_https, FEAT_CHOICE,
+        "an <esi:include src=\"https://...\"> is fetched as http:// (else it is ignored with "
+        "a warning)")
+FEATURE(esi_disable_xml_check, FEAT_CHOICE,
+        "a body whose first character is not '<' is parsed for ESI all the same")
+FEATURE(esi_ignore_other_elements, FEAT_ON,
+        "elements other than ESI's are always passed through as text, never checked")
+FEATURE(esi_remove_bom, FEAT_CHOICE, "a UTF-8 byte order mark before the first '<' is dropped")
+FEATURE(esi_include_onerror, FEAT_CHOICE_ON,
+        "on by default: an include that fails without onerror=\"continue\" cuts the page; off: "
+        "a failing include is left out, as Varnish does without the feature")
 FEATURE(wait_silo, FEAT_ON,
         "the file store is always recovered before the first connection is accepted")
 FEATURE(validate_headers, FEAT_ON,

@@ -16,5 +16,7 @@ OUTCOME(PASS, "Fetched from the backend, not for the cache.")
 OUTCOME(STATIC, "From a static-file backend.")
 OUTCOME(SYNTH, "A response surogat made itself: an error, a policy's synth.")
 OUTCOME(PIPE, "Bytes copied both ways between the client and the backend.")
+OUTCOME(TUNNEL, "An upgrade (WebSocket ...) the backend accepted with a 101: bytes copied both "
+        "ways until a side closed or tunnel_timeout.")
 OUTCOME(PURGE, "A PURGE request.")
 #undef OUTCOME

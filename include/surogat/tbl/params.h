@@ -33,13 +33,18 @@ PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
       "refresh is skipped (cache_bgfetch_skipped) and a later request tries again.")
 PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
       "Backlog of each listen socket: connections the kernel queues before accept().")
-PARAM(feature, FEATURE, "+https_scheme,+wait_silo,+validate_headers,+busy_stats_rate", NULL, NULL,
+PARAM(feature, FEATURE,
+      "+https_scheme,+esi_ignore_other_elements,+esi_include_onerror,+wait_silo,"
+      "+validate_headers,+busy_stats_rate",
+      NULL, NULL,
       PAR_LIVE,
       "Varnish's feature flags, so that command lines and scripts written for varnishd work: "
       "+NAME or -NAME separated by commas, after an optional \"default\" or \"none\". "
-      "Each of Varnish's behaviours is fixed in surogat, on or off (surogat.conf(5) lists "
+      "Most of Varnish's behaviours are fixed in surogat, on or off (surogat.conf(5) lists "
       "them); a value asking for the other state is refused with the reason, as is a name "
-      "Varnish does not have. Setting it changes nothing.")
+      "Varnish does not have. The ESI ones esi_ignore_https, esi_disable_xml_check, "
+      "esi_remove_bom and esi_include_onerror are choices, read when a page is stored or "
+      "assembled.")
 PARAM(timeout_idle, DURATION, "5s", "10ms", NULL, PAR_LIVE,
       "How long an idle keep-alive client connection is kept open between requests, and the "
       "longest pause within a request body.")
@@ -166,6 +171,12 @@ PARAM(rlog_records, UINT, "1024", "16", "1048576", PAR_RESTART,
       "power of two; under 500 bytes each, touched only as the worker fills them). The ring "
       "keeps the latest requests, so `log -d` shows up to this many per worker; a reader more "
       "than a ring behind reports the records it missed.")
+PARAM(trace_ring_size, BYTES, "1m", "64k", "1g", PAR_RESTART,
+      "Bytes of each worker's request-trace ring, read by `surogatctl log -g` (rounded up to "
+      "a power of two). A worker writes trace records only while such a reader is attached, "
+      "makes its ring when it first does, and touches its pages only as it fills them. A "
+      "traced request takes about 1.5 KiB; a reader more than a ring behind reports the "
+      "records it missed.")
 PARAM(cli_auth_timeout, DURATION, "10s", "10ms", "600s", PAR_LIVE,
       "With a secret file (-S), how long a new admin connection has to authenticate: it is "
       "closed when this has passed since it connected, whatever it sent meanwhile (nothing, "
@@ -288,6 +299,30 @@ PARAM(ban_lurker_batch, UINT, "1000", "1", NULL, PAR_LIVE,
 PARAM(ban_dups, BOOL, "on", NULL, NULL, PAR_LIVE,
       "When a ban is added, mark older identical bans completed: the new one covers every "
       "object they cover, so objects are not tested twice.")
+PARAM(ban_persist, DURATION, "1d", "0s", NULL, PAR_LIVE,
+      "How long a ban is kept in the file bans of the -n directory, with the time it was "
+      "made, and replayed at start: an object a file store brings back after a restart is "
+      "then tested against the bans made before the restart, and one fetched after a ban is "
+      "not. Each ban is written and synced as it is added. Bans are replayed before the "
+      "first request is served. 0s: bans are neither written nor replayed.")
+PARAM(identity, STRING, "", NULL, NULL, PAR_RESTART,
+      "This node's name: the policy's server.identity, and the member it is in a cluster "
+      "declaration (surogat-lua(7)). Letters, digits, '.', '_' and '-'. Empty: the host name.")
+PARAM(cluster_timeout, DURATION, "2s", "10ms", "1m", PAR_LIVE,
+      "How long a node waits for another member of its cluster to answer a cluster message "
+      "(an invalidation, a retry, the journal at start), connecting included. A member that "
+      "does not answer in time gets the invalidation again later, from its outbox.")
+PARAM(cluster_sync_timeout, DURATION, "10s", "0s", "10m", PAR_LIVE,
+      "How long a node that starts, a cluster member, spends asking the other members for the "
+      "invalidations it missed while it was away, before it serves its first request.")
+PARAM(cluster_journal, DURATION, "1d", "1m", NULL, PAR_LIVE,
+      "How long a cluster member keeps the invalidations it applied (the file "
+      "cluster.journal of the -n directory): for the members that return after an absence, "
+      "and for those it must send them to again. A member away longer bans, when it returns, "
+      "everything it fetched before what the others still remember.")
+PARAM(cluster_journal_max, UINT, "100000", "100", NULL, PAR_LIVE,
+      "Most invalidations a cluster member keeps in its journal; the oldest are forgotten "
+      "first, as with cluster_journal.")
 PARAM(policy_max_instructions, UINT, "1000000", "1000", NULL, PAR_LIVE,
       "Lua VM instructions one policy hook call may run (and the top level of the script when "
       "it is loaded). Past it the call fails: the error is logged with file and line and the "
@@ -309,6 +344,14 @@ PARAM(policy_module_path, STRING, "", NULL, NULL, PAR_LIVE | PAR_LOAD,
 PARAM(pipe_timeout, DURATION, "60s", "1s", NULL, PAR_LIVE,
       "A piped connection (recv returned \"pipe\") is closed when no byte moved either way "
       "for this long.")
+PARAM(tunnel_timeout, DURATION, "300s", "1s", NULL, PAR_LIVE,
+      "A tunnel -- a WebSocket or other upgrade once the backend answered 101 Switching "
+      "Protocols -- is closed when no byte moved either way for this long. Each open tunnel "
+      "holds a worker thread (tunnel_active).")
+PARAM(backend_max_interim, UINT, "16", "0", "1000", PAR_LIVE,
+      "Interim (1xx) responses a backend may send before its final response; one more and the "
+      "response is refused (502). 103 Early Hints among them are forwarded to HTTP/1.1 clients "
+      "as they come.")
 PARAM(max_restarts, UINT, "4", "0", "100", PAR_LIVE,
       "Times a policy hook may send a request back to recv with \"restart\". One more is "
       "answered 503.")
@@ -353,6 +396,18 @@ PARAM(gunzip_max_size, BYTES, "1g", "0", NULL, PAR_LIVE,
       "decompression bomb, refused or removed as under gunzip_max_ratio. It also bounds the "
       "check of a backend's gzip body for the cache, so a larger legitimate one is refused: "
       "raise it for such a backend.")
+PARAM(esi_max_parallel, UINT, "10", "1", "1000", PAR_LIVE,
+      "Includes of one ESI page in flight at once: looked up before their turn, and those not "
+      "in the cache fetched on worker tasks of their own while the page is sent, so that "
+      "their fetches overlap. The page is still sent in document order.")
+PARAM(esi_max_depth, UINT, "5", "0", "100", PAR_LIVE,
+      "Most levels of ESI includes: a page's includes are level 1, theirs level 2 ... An "
+      "include past it fails (esi_depth_limit), as an include of a page that includes it "
+      "does (esi_cycles): it is left out with onerror=\"continue\", else the page is cut.")
+PARAM(esi_fragment_buffer, BYTES, "1m", "16k", NULL, PAR_LIVE,
+      "Most bytes of an include fetched ahead of its turn that are held in memory; its fetch "
+      "then waits for the page to reach it. Bounds the memory of a page whose includes are "
+      "large and slow to reach.")
 PARAM(gzip_pass, BOOL, "off", NULL, NULL, PAR_LIVE,
       "Also compress responses that are not stored (passes, uncacheable misses) on the fly "
       "for clients that accept gzip, with the same rules as stored ones. This costs CPU on "

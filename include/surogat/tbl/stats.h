@@ -118,6 +118,9 @@ STAT(cache_hit_grace, COUNTER, "Stale objects served in grace while refreshed in
 STAT(cache_revalidated, COUNTER, "Stale objects revalidated by the backend with a 304 and reused.")
 STAT(cache_stale_if_error, COUNTER, "Stale objects served because the backend failed.")
 STAT(cache_streamed, COUNTER, "Requests that streamed an object from its fetch (collapsed).")
+STAT(cache_overtaken, COUNTER, "Fetches a purge, tag purge or ban overtook (the backend may "
+     "have answered before it): no request joined them since, and their object was dropped "
+     "rather than cached.")
 STAT(cache_stream_aborted, COUNTER,
      "Streaming deliveries cut because the fetch they streamed from failed or stopped storing.")
 STAT(cache_too_big, COUNTER,
@@ -166,6 +169,29 @@ STAT(bans_lurker_killed, COUNTER, "Objects found banned and removed by the lurke
 STAT(bans_regex_errors, COUNTER, "Ban regexes PCRE2 could not finish on an object (match, "
      "depth or heap limit): taken as matches, so the object was invalidated; the first for "
      "each ban is logged.")
+STAT(bans_persist_fail, COUNTER, "Bans that could not be written to the bans file of the -n "
+     "directory (ban_persist): they hold until the next restart only; each is logged.")
+STAT(cluster_fwd, COUNTER, "Fetches a cluster member sent to the member owning the key.")
+STAT(cluster_fwd_cold, COUNTER, "Of those, the fetches of a key this node asks for seldom, "
+     "whose answer it does not keep (fewer than the cluster's local_hot asks lately).")
+STAT(cluster_owner, COUNTER, "Fetches a cluster member made from the origin as the key's owner.")
+STAT(cluster_crossed, COUNTER, "Fetches from the origin for requests that came from another "
+     "member (a valid hop header, or the cluster's Via mark): never sent on to a member.")
+STAT(cluster_alone, COUNTER, "Fetches from the origin because no member of the cluster was usable.")
+STAT(cluster_peer_failed, COUNTER, "Fetches from another member that failed and were retried "
+     "on the next member of the ring (or the origin).")
+STAT(cluster_hop_refused, COUNTER, "Hop headers not believed (forged, stale, unknown member, "
+     "wrong address): removed from the request, or its cluster message refused with 403.")
+STAT(cluster_inval_sent, COUNTER, "Invalidations another member acknowledged at once.")
+STAT(cluster_inval_queued, COUNTER, "Invalidations a member did not acknowledge, kept in its "
+     "outbox to be sent again.")
+STAT(cluster_inval_retried, COUNTER, "Invalidations delivered from an outbox, later.")
+STAT(cluster_inval_received, COUNTER, "Invalidations received from other members and applied.")
+STAT(cluster_sync, COUNTER, "Journals received from other members at start, to catch up.")
+STAT(cluster_sync_served, COUNTER, "Journals sent to members catching up.")
+STAT(cluster_sync_gap, COUNTER, "Starts that found the members' journals too short to catch "
+     "up: every older object was banned.")
+STAT(cluster_journal_fail, COUNTER, "Records that could not be written to cluster.journal.")
 STAT(policy_error, COUNTER, "Policy hook calls that failed (Lua error, invalid action, "
      "instruction or memory limit): each logged and answered 503.")
 STAT(policy_limit, COUNTER, "Policy hook calls (and script top levels) stopped by "
@@ -177,7 +203,18 @@ STAT(policy_restart, COUNTER, "Requests sent back to recv by a hook's \"restart\
 STAT(backend_failover, COUNTER, "Fetches that went to another backend of their director after "
      "connecting to one failed (idempotent requests without a body).")
 STAT(policy_retry, COUNTER, "Fetches started again by a hook's \"retry\".")
-STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed.")
+STAT(policy_pipe, COUNTER, "Requests piped: bytes copied both ways until one side closed "
+     "(an upgrade only once the backend answered 101).")
+STAT(tunnel_opened, COUNTER, "Upgrades (WebSocket ...) the backend accepted with 101 Switching "
+     "Protocols: from then on bytes are copied both ways, with or without a pipe rule.")
+STAT(tunnel_refused, COUNTER, "Upgrade requests the backend answered with another status: an "
+     "ordinary response, after which the client connection stays HTTP.")
+STAT(tunnel_active, GAUGE, "Tunnels and pipes open now, each holding a worker thread.")
+STAT(tunnel_idle, COUNTER, "Tunnels and pipes closed because no byte moved for tunnel_timeout "
+     "(pipe_timeout for a pipe without an upgrade).")
+STAT(tunnel_bytes, COUNTER, "Bytes copied through tunnels and pipes, both ways.")
+STAT(resp_early_hints, COUNTER, "103 Early Hints sent to clients: the backend's, forwarded as "
+     "they came, and the policy's (surogat.early_hints).")
 STAT(shared_bytes, GAUGE, "Bytes held by the entries of the policy's shared dictionaries.")
 STAT(shared_evicted, COUNTER, "Shared dictionary entries dropped before their time to make "
      "room for a set(), add() or incr() (least recently used first).")
@@ -249,6 +286,33 @@ STAT(copy_dropped, COUNTER, "Copies begun and not kept: no room in the store, pa
 STAT(n_copy, GAUGE, "Copies of cached objects in other content codings held now (not in "
      "n_object).")
 STAT(copy_bytes, GAUGE, "Body bytes of those copies (in sto_bytes too).")
+STAT(esi_parsed, COUNTER, "Pages stored with an ESI program: ESI was asked for (beresp.do_esi, "
+     "Surrogate-Control) and found while they were stored.")
+STAT(esi_errors, COUNTER, "ESI errors found in pages while they were stored (a broken ESI tag "
+     "is dropped; a few per page are logged).")
+STAT(esi_warnings, COUNTER, "ESI warnings found in pages while they were stored.")
+STAT(esi_deliveries, COUNTER, "ESI pages assembled for a client or for an include.")
+STAT(esi_gzip, COUNTER, "ESI pages sent gzip, stitched from stored segments and fragments "
+     "without recompressing.")
+STAT(esi_spliced, COUNTER, "Cached includes stored gzip spliced whole into a gzip page, "
+     "neither decoded nor compressed (their gzip bits kept with them).")
+STAT(esi_includes, COUNTER, "Includes processed (every level).")
+STAT(esi_include_hit, COUNTER, "Includes answered from the cache, on the page's worker.")
+STAT(esi_include_miss, COUNTER, "Includes fetched for the cache.")
+STAT(esi_include_pass, COUNTER, "Includes passed to the backend (not cacheable, or the policy).")
+STAT(esi_include_other, COUNTER, "Includes answered otherwise: joining a fetch in progress, "
+     "stale in grace, synthetic, static files.")
+STAT(esi_parallel, COUNTER, "Includes run on a worker task of their own while the page was "
+     "being sent (the fetches that overlap).")
+STAT(esi_stolen, COUNTER, "Include tasks the page's own worker ran when their turn came before "
+     "a worker had picked them up.")
+STAT(esi_include_failed, COUNTER, "Includes that failed: a status other than 200 or 204, a "
+     "failed fetch, past esi_max_depth, a cycle.")
+STAT(esi_aborted, COUNTER, "ESI deliveries cut (or answered 503 when nothing was sent yet) "
+     "because an include failed without onerror=\"continue\".")
+STAT(esi_depth_limit, COUNTER, "Includes refused past esi_max_depth.")
+STAT(esi_cycles, COUNTER, "Includes refused because they would include a page that includes "
+     "them (a cycle).")
 STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
 STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
 STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "unit.h"
 #include "surogat/ban.h"
@@ -18,6 +19,7 @@
 #include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
+#include "surogat/tim.h"
 #include "surogat/xkey.h"
 
 static char ebuf[512];
@@ -386,6 +388,119 @@ START_TEST(tags)
 }
 END_TEST
 
+START_TEST(ban_before)
+{
+    struct cobj old = obj(200, "HTTP/1.1 200 OK\r\n");
+    struct cobj young = obj(200, "HTTP/1.1 200 OK\r\n");
+    double now = tim_real();
+
+    AZ(ban_init());
+    old.fresh.t_origin = now - 100;
+    young.fresh.t_origin = now - 10;
+    ban_obj_new(&old);
+    ban_obj_new(&young);
+    /* Made 50 s ago: the object fetched 10 s ago is not concerned. */
+    ck_assert_int_eq(ban_add_before("req.url ~ ^/", now - 50, &err), 0);
+    ck_assert(ban_check_obj(&old, KEY("h", "/a")));
+    ck_assert(!ban_check_obj(&young, KEY("h", "/a")));
+    /* An identical ban made later supersedes it; one made earlier does not. */
+    ck_assert_int_eq(ban_add_before("req.url ~ ^/", now - 80, &err), 0);
+    ck_assert_uint_eq(stat_get(STAT_bans_dups), 0);
+    ck_assert_int_eq(ban_add("req.url ~ ^/", &err), 0);
+    ck_assert_uint_eq(stat_get(STAT_bans_dups), 2);
+    ck_assert(ban_check_obj(&young, KEY("h", "/a")));
+    ban_obj_free(&old);
+    ban_obj_free(&young);
+    ban_fini();
+}
+END_TEST
+
+/* The whole file, or "" when there is none. */
+static char *
+slurp(const char *path)
+{
+    static char buf[8192];
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+
+    if (f != NULL) {
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    return (buf);
+}
+
+START_TEST(ban_persist)
+{
+    char dir[] = "/tmp/test_ban.XXXXXX", path[64], tmp[80], out[2048];
+    struct cobj before, after;
+    struct sb sb;
+    double now = tim_real();
+    FILE *f;
+
+    AN(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/bans", dir);
+    par.ban_persist = 3600;
+
+    /* First life: two bans are written as they are added, a bad one is not. */
+    AZ(ban_init());
+    ck_assert_int_eq(ban_persist_open(path, &err), 0);
+    ck_assert_str_eq(slurp(path), "");
+    ck_assert_int_eq(ban_add("req.url ~ ^/a", &err), 0);
+    ck_assert_int_eq(ban_add("obj.http.x == \"50%\nz\"", &err), 0);
+    ck_assert_int_eq(ban_add("req.url ~ (", &err), -1);
+    ck_assert_msg(strstr(slurp(path), " req.url ~ \"^/a\"\n") != NULL, "%s", slurp(path));
+    ck_assert_msg(strstr(slurp(path), " obj.http.x == \"50%25%0Az\"\n") != NULL, "%s", slurp(path));
+    ban_persist_close();
+    ban_fini();
+
+    /* An expired line and a broken one, appended by hand. */
+    f = fopen(path, "a");
+    AN(f);
+    fprintf(f, "%.6f %.6f req.url == /gone\n", now - 7200, now - 3600);
+    fprintf(f, "garbage\n");
+    fclose(f);
+
+    /* Second life: an object recovered from before the restart, one fetched after. */
+    AZ(ban_init());
+    before = obj(200, "HTTP/1.1 200 OK\r\n");
+    after = obj(200, "HTTP/1.1 200 OK\r\n");
+    before.fresh.t_origin = now - 60;
+    after.fresh.t_origin = tim_real() + 1;
+    ban_obj_new(&before);
+    ban_obj_new(&after);
+    ck_assert_int_eq(ban_persist_open(path, &err), 0);
+    ck_assert_uint_eq(ban_count(), 3); /* the first, empty one and the two replayed */
+    ck_assert(ban_check_obj(&before, KEY("h", "/a/1")));
+    ck_assert(!ban_check_obj(&after, KEY("h", "/a/1")));
+    sb_init(&sb, out, sizeof out);
+    ban_list(&sb);
+    ck_assert_msg(strstr(out, "obj.http.x == \"50%\nz\"") != NULL, "%s", out);
+    /* Rewritten without the expired and the broken lines. */
+    ck_assert_msg(strstr(slurp(path), "/gone") == NULL && strstr(slurp(path), "garbage") == NULL,
+                  "%s", slurp(path));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ck_assert_int_eq(access(tmp, F_OK), -1);
+    ban_obj_free(&before);
+    ban_obj_free(&after);
+    ban_persist_close();
+    ban_fini();
+
+    /* ban_persist 0: nothing read, nothing written. */
+    par.ban_persist = 0;
+    AZ(ban_init());
+    ck_assert_int_eq(ban_persist_open(path, &err), 0);
+    ck_assert_uint_eq(ban_count(), 1);
+    ck_assert_int_eq(ban_add("req.url ~ ^/zz", &err), 0);
+    ck_assert_msg(strstr(slurp(path), "zz") == NULL, "%s", slurp(path));
+    ban_persist_close();
+    ban_fini();
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(null_expr_is_a_bug)
 {
     (void)ban_expr_parse(NULL, &err);
@@ -407,6 +522,8 @@ ban_suite(void)
     tcase_add_test(tc, ban_list_lazy);
     tcase_add_test(tc, ban_list_regex_limit);
     tcase_add_test(tc, tags);
+    tcase_add_test(tc, ban_before);
+    tcase_add_test(tc, ban_persist);
     tcase_add_test_raise_signal(tc, null_expr_is_a_bug, SIGABRT);
     suite_add_tcase(s, tc);
     return s;

@@ -434,6 +434,10 @@ START_TEST(response_targeted)
         { "none", NULL, "no-store", "CDN-Cache-Control", CC_ABSENT, CC_TARGETED },
         /* Surrogate-Control keeps the list syntax: malformed, it is skipped. */
         { NULL, "max-age=60;device", "max-age=10", "Cache-Control", 10, 0 },
+        /* Only asking for ESI, it says nothing of caching: Cache-Control applies. */
+        { NULL, "content=\"ESI/1.0\"", "max-age=10", "Cache-Control", 10, 0 },
+        { NULL, "content=\"ESI/1.0\", max-age=30", "max-age=10", "Surrogate-Control", 30,
+          CC_TARGETED },
         { NULL, NULL, NULL, NULL, CC_ABSENT, 0 },
     };
     struct cc cc;

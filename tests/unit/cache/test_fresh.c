@@ -460,10 +460,21 @@ END_TEST
 
 START_TEST(names)
 {
-    ck_assert_str_eq(fresh_store_name(FRESH_STORE), "store");
-    ck_assert_str_eq(fresh_store_name(FRESH_NO_FRESHNESS_NO_VALIDATOR),
-                     "no-freshness-no-validator");
+    ck_assert_str_eq(fresh_store_name(FRESH_STORE), "stored");
+    ck_assert_str_eq(fresh_store_name(FRESH_NO_FRESHNESS_NO_VALIDATOR), "no-freshness");
+    ck_assert_str_eq(fresh_store_name(FRESH_NO_STORE_RESP), "no-store");
     ck_assert_str_eq(fresh_store_name((enum fresh_store)99), "?");
+    ck_assert_str_eq(fresh_store_why((enum fresh_store)99), "?");
+    /* Each reason a distinct structured-field token (Cache-Status detail=), with its words. */
+    for (int i = 0; i < FRESH_STORE__N; i++) {
+        const char *t = fresh_store_name((enum fresh_store)i);
+        ck_assert_msg(t[0] >= 'a' && t[0] <= 'z', "%s", t);
+        ck_assert_msg(strspn(t, "abcdefghijklmnopqrstuvwxyz-") == strlen(t), "%s", t);
+        ck_assert_msg(strlen(fresh_store_why((enum fresh_store)i)) > 5, "%s", t);
+        for (int j = 0; j < i; j++)
+            ck_assert_str_ne(t, fresh_store_name((enum fresh_store)j));
+    }
+    ck_assert_str_eq(fresh_src_name(FRESH_SRC_POLICY), "policy");
     ck_assert_str_eq(fresh_verdict_name(FRESH_V_STALE_WHILE_REVALIDATE), "stale-while-revalidate");
     ck_assert_str_eq(fresh_verdict_name(FRESH_V_GATEWAY_TIMEOUT), "gateway-timeout");
     ck_assert_str_eq(fresh_src_name(FRESH_SRC_HEURISTIC), "heuristic");

@@ -15,14 +15,13 @@
 #include <unistd.h>
 
 #include "unit.h"
+#include "cache_fixture.h"
 #include "surogat/ban.h"
 #include "surogat/cc.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/par.h"
-#include "surogat/sb.h"
 #include "surogat/stat.h"
-#include "surogat/sto.h"
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
 
@@ -30,37 +29,11 @@ static struct http req;
 static struct cc qcc;
 
 static void
-setup_store(const char *spec)
-{
-    char ebuf[128];
-    struct sb err;
-
-    par_init();
-    ck_assert_int_eq(stat_init(), 0); /* counts for this thread too */
-    ck_assert_int_eq(hsh_init(), 0);
-    ck_assert_int_eq(xkey_init(), 0);
-    ck_assert_int_eq(ban_init(), 0);
-    sb_init(&err, ebuf, sizeof ebuf);
-    ck_assert_int_eq(sto_init(spec, &err), 0);
-    http_init(&req, NULL, 0);
-    cc_parse_request(&req, &qcc);
-}
-
-static void
 setup(void)
 {
-    setup_store("malloc,16m");
-}
-
-static void
-teardown(void)
-{
-    hsh_fini();
-    ban_fini();
-    xkey_fini();
-    sto_fini();
-    stat_fini();
-    par_fini();
+    cache_setup(); /* stat_init(): counts for this thread too */
+    http_init(&req, NULL, 0);
+    cc_parse_request(&req, &qcc);
 }
 
 static enum hsh_result
@@ -77,17 +50,7 @@ lookup(const char *key, struct cobj **ocp)
 static struct cobj *
 busy(const char *key)
 {
-    static const char head[] = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n\r\n";
-    struct cobj *oc;
-
-    ck_assert_int_eq(lookup(key, &oc), HSH_MISS);
-    oc->head = strdup(head);
-    oc->head_len = sizeof head - 1;
-    oc->status = 200;
-    oc->fresh.t_origin = tim_real();
-    oc->fresh.ttl = 60;
-    ck_assert_int_eq(hsh_store_begin(oc), 0);
-    return (oc);
+    return (cache_busy(key, strlen(key)));
 }
 
 struct reader {
@@ -179,6 +142,44 @@ START_TEST(trim_without_readers)
     ck_assert_int_eq(lookup("k3", &hit), HSH_HIT);
     ck_assert_uint_eq(hit->body.last->cap, hit->body.last->len);
     hsh_deref(&hit);
+}
+END_TEST
+
+START_TEST(attributes_stay_with_the_object)
+{
+    struct cobj *oc = busy("k4"), *hit, *renewed;
+    struct txt oa[HSH_OA__N] = { [HSH_OA_ESI] = TXT_LIT("a program"),
+                                 [HSH_OA_GZBITS] = TXT_LIT("") };
+    uint64_t before;
+    struct txt v;
+
+    ck_assert_int_eq(hsh_append(oc, "abc", 3), 0);
+    ck_assert(!hsh_oa_get(oc, HSH_OA_ESI, &v));
+    before = sto_used();
+    ck_assert_int_eq(hsh_oa_set(oc, oa), 0);
+    ck_assert_uint_gt(sto_used(), before); /* charged to the store */
+    oc->body_complete = true;
+    hsh_unbusy(&oc);
+    ck_assert_int_eq(lookup("k4", &hit), HSH_HIT);
+    ck_assert(hsh_oa_get(hit, HSH_OA_ESI, &v));
+    ck_assert_uint_eq(v.len, 9);
+    ck_assert_int_eq(memcmp(v.b, "a program", 9), 0);
+    ck_assert(!hsh_oa_get(hit, HSH_OA_GZBITS, &v));
+    /* A renewed copy (a 304) keeps them. */
+    renewed = busy("k5");
+    ck_assert_int_eq(hsh_oa_copy(renewed, hit), 0);
+    renewed->body_complete = true;
+    hsh_unbusy(&renewed);
+    ck_assert_int_eq(lookup("k5", &renewed), HSH_HIT);
+    ck_assert(hsh_oa_get(renewed, HSH_OA_ESI, &v) && v.len == 9);
+    hsh_deref(&renewed);
+    hsh_deref(&hit);
+    /* Nothing at all: no tail, and none is found. */
+    oc = busy("k6");
+    oa[HSH_OA_ESI] = TXT_LIT("");
+    ck_assert_int_eq(hsh_oa_set(oc, oa), 0);
+    ck_assert(!hsh_oa_get(oc, HSH_OA_ESI, &v));
+    hsh_abandon(&oc, 0);
 }
 END_TEST
 
@@ -339,6 +340,118 @@ START_TEST(parked_waiters_bounded)
 }
 END_TEST
 
+/* ---- invalidations that overtake a fetch ---- */
+
+/* The busy object oc, just looked up, gets a fresh, storable 200 head with `fields` (CRLF each). */
+static void
+fill(struct cobj *oc, const char *fields)
+{
+    char head[256];
+    int n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n%s\r\n",
+                     fields);
+
+    ck_assert(n > 0 && (size_t)n < sizeof head);
+    oc->head = strdup(head);
+    oc->head_len = (uint32_t)n;
+    oc->status = 200;
+    oc->fresh.t_origin = tim_real();
+    oc->fresh.ttl = 60;
+    ck_assert_int_eq(hsh_store_begin(oc), 0);
+}
+
+/*
+ * A purge of the key while it is fetched: those who joined before read
+ * it to the end; after the purge nobody joins it, and it is never
+ * published -- the backend may have answered before the purge.
+ */
+START_TEST(purge_overtakes_a_fetch_under_way)
+{
+    struct cobj *oc = busy("o1"), *rd, *again, *hit;
+    uint64_t avail, n0 = stat_get(STAT_cache_overtaken);
+    struct parked p;
+
+    par.coalesce_rush = 3;
+    rd = attach("o1", oc); /* joined before the purge */
+    ck_assert_int_eq(hsh_append(oc, "ol", 2), 0);
+    ck_assert_uint_eq(hsh_purge_key("o1", 2, false), 0); /* nothing published to remove */
+    ck_assert_uint_eq(stat_get(STAT_cache_overtaken) - n0, 1);
+    ck_assert_uint_eq(hsh_purge_key("o1", 2, true), 0); /* counted once */
+    ck_assert_uint_eq(stat_get(STAT_cache_overtaken) - n0, 1);
+    /* Who comes after the purge fetches again, or waits for that fetch. */
+    ck_assert_int_eq(lookup("o1", &again), HSH_MISS);
+    ck_assert_ptr_ne(again, oc);
+    park_init(&p);
+    ck_assert_int_eq(wlookup("o1", &hit, &p), HSH_BUSY);
+    cache_publish(&oc, "d");
+    ck_assert_ptr_null(oc);
+    ck_assert_int_eq(hsh_stream_wait(rd, 0, 1, &avail), HSH_S_DONE);
+    ck_assert_uint_eq(avail, 3);
+    ck_assert_int_eq(memcmp(rd->body.first->data, "old", 3), 0);
+    hsh_stream_leave(&rd);
+    /* Woken as the overtaken fetch ends, the waiter finds the new fetch still busy. */
+    ck_assert_uint_eq(p.woken, 1);
+    ck_assert_int_eq(wlookup("o1", &hit, &p), HSH_BUSY);
+    fill(again, "");
+    cache_publish(&again, "new");
+    ck_assert_uint_eq(p.woken, 2);
+    ck_assert_int_eq(wlookup("o1", &hit, &p), HSH_HIT);
+    ck_assert_int_eq(memcmp(hit->body.first->data, "new", 3), 0);
+    hsh_deref(&hit);
+}
+END_TEST
+
+/* A purge of one of its tags, once the fetch stored its head. */
+START_TEST(tag_purge_overtakes_a_streaming_fetch)
+{
+    struct cobj *oc, *rd, *again;
+    uint64_t avail, n0 = stat_get(STAT_cache_overtaken);
+
+    ck_assert_int_eq(lookup("o2", &oc), HSH_MISS);
+    fill(oc, "Surrogate-Key: red blue\r\n");
+    rd = attach("o2", oc); /* the head is stored: indexed */
+    ck_assert_uint_eq(xkey_purge("green", 5, false), 0);
+    ck_assert_uint_eq(stat_get(STAT_cache_overtaken), n0);
+    ck_assert_uint_eq(xkey_purge("blue", 4, false), 0);
+    ck_assert_uint_eq(stat_get(STAT_cache_overtaken) - n0, 1);
+    ck_assert_int_eq(lookup("o2", &again), HSH_MISS);
+    hsh_abandon(&again, 0);
+    cache_publish(&oc, "old");
+    ck_assert_int_eq(hsh_stream_wait(rd, 0, 1, &avail), HSH_S_DONE);
+    hsh_stream_leave(&rd);
+    ck_assert_int_eq(lookup("o2", &again), HSH_MISS);
+    hsh_abandon(&again, 0);
+}
+END_TEST
+
+/* A ban made while it streams: tested by the next lookup, as a published object would be. */
+START_TEST(ban_overtakes_a_streaming_fetch)
+{
+    struct cobj *a, *b, *rd, *again;
+    char ebuf[128];
+    struct sb err;
+
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(lookup("o3", &a), HSH_MISS);
+    fill(a, "X-Grp: one\r\n");
+    ck_assert_int_eq(lookup("o4", &b), HSH_MISS);
+    fill(b, "X-Grp: two\r\n");
+    hsh_stream_open(a, UINT64_MAX);
+    hsh_stream_open(b, UINT64_MAX);
+    ck_assert_int_eq(ban_add("obj.http.x-grp == one", &err), 0);
+    ck_assert_int_eq(lookup("o3", &again), HSH_MISS);
+    hsh_abandon(&again, 0);
+    ck_assert_int_eq(lookup("o4", &rd), HSH_STREAM); /* not concerned: joined */
+    ck_assert_ptr_eq(rd, b);
+    hsh_stream_leave(&rd);
+    cache_publish(&a, "old");
+    cache_publish(&b, "two");
+    ck_assert_int_eq(lookup("o3", &again), HSH_MISS);
+    hsh_abandon(&again, 0);
+    ck_assert_int_eq(lookup("o4", &rd), HSH_HIT);
+    hsh_deref(&rd);
+}
+END_TEST
+
 /* ---- copies: an object's body kept in another form beside it ---- */
 
 static const char copy_head[] = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n\r\n";
@@ -348,7 +461,9 @@ static const char copy_head[] = "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\
 static void
 setup_small(void)
 {
-    setup_store("malloc,1m");
+    cache_setup_store("malloc,1m");
+    http_init(&req, NULL, 0);
+    cc_parse_request(&req, &qcc);
     par.tinylfu = false; /* the newcomer always gets in: eviction is certain */
 }
 
@@ -567,20 +682,27 @@ hsh_suite(void)
     Suite *s = suite_create("hsh");
     TCase *tc = tcase_create("stream");
 
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, stream_until_complete);
     tcase_add_test(tc, abandon_fails_readers_and_frees_after_them);
     tcase_add_test(tc, trim_without_readers);
+    tcase_add_test(tc, attributes_stay_with_the_object);
     suite_add_tcase(s, tc);
     tc = tcase_create("waiting_list");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, parked_waiters_rush_in_waves);
     tcase_add_test(tc, abandoned_fetch_hands_over_to_one_waiter);
     tcase_add_test(tc, parked_waiter_times_out);
     tcase_add_test(tc, parked_waiters_bounded);
     suite_add_tcase(s, tc);
+    tc = tcase_create("overtaken");
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
+    tcase_add_test(tc, purge_overtakes_a_fetch_under_way);
+    tcase_add_test(tc, tag_purge_overtakes_a_streaming_fetch);
+    tcase_add_test(tc, ban_overtakes_a_streaming_fetch);
+    suite_add_tcase(s, tc);
     tc = tcase_create("copies");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
     tcase_add_test(tc, copy_after_demand);
     tcase_add_test(tc, purge_takes_copies);
     tcase_add_test(tc, invalidated_while_made);
@@ -588,7 +710,7 @@ hsh_suite(void)
     tcase_add_test(tc, copy_past_max_object_size);
     suite_add_tcase(s, tc);
     tc = tcase_create("copies_evicted");
-    tcase_add_checked_fixture(tc, setup_small, teardown);
+    tcase_add_checked_fixture(tc, setup_small, cache_teardown);
     tcase_add_test(tc, copy_evicted_alone);
     tcase_add_test(tc, object_evicted_with_copy);
     suite_add_tcase(s, tc);

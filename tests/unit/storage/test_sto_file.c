@@ -22,6 +22,7 @@ static char path[64];
 
 struct found {
     char key[64];
+    char tail[64]; /* the tail as recovered, NUL-terminated; "" for none */
     size_t body_len;
     unsigned char body_sum; /* xor of the body bytes */
     struct sto_body body;
@@ -78,7 +79,8 @@ put(struct sto_body *b, const char *key, size_t len, size_t piece, bool announce
     static char body[3 * 1024 * 1024];
     char head[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n";
     char attr[16] = "attr-bytes-here";
-    struct sto_meta m = { key, strlen(key), head, strlen(head), "", 0, attr, sizeof attr, 0 };
+    struct sto_meta m = { key, strlen(key), head, strlen(head), "", 0, attr, sizeof attr, 0,
+                          NULL, 0 };
 
     ck_assert_uint_le(len, sizeof body);
     fill(body, len, (unsigned)strlen(key));
@@ -109,6 +111,18 @@ collect(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
     ck_assert_uint_eq(m->attr_len, 16);
     ck_assert_str_eq(m->attr, "attr-bytes-here");
     ck_assert(m->head_len > 0 && memcmp(m->head, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    f->tail[0] = '\0';
+    if (m->tail_len > 0) {
+        size_t tl;
+        ck_assert_uint_lt(m->tail_len, sizeof f->tail);
+        memcpy(f->tail, m->tail, m->tail_len);
+        f->tail[m->tail_len] = '\0';
+        /* The body gives the same tail back as the meta did. */
+        ck_assert_ptr_eq(sto_tail(b, &tl), m->tail);
+        ck_assert_uint_eq(tl, m->tail_len);
+    } else {
+        ck_assert_ptr_null(sto_tail(b, &(size_t){ 0 }));
+    }
     f->body_len = b->len;
     for (const struct sto_seg *s = b->first; s != NULL; s = s->next)
         for (size_t i = 0; i < s->len; i++)
@@ -204,6 +218,71 @@ START_TEST(objects_come_back)
 }
 END_TEST
 
+/* One object with a tail, set after its body and before its seal. */
+static void
+put_tail(struct sto_body *b, const char *key, size_t len, size_t piece, const char *tail)
+{
+    size_t tl;
+
+    put(b, key, len, piece, false, false);
+    ck_assert_int_eq(sto_set_tail(b, tail, strlen(tail)), 0);
+    ck_assert(memcmp(sto_tail(b, &tl), tail, strlen(tail)) == 0);
+    ck_assert_uint_eq(tl, strlen(tail));
+    sto_seal(b);
+}
+
+START_TEST(tails_come_back)
+{
+    struct sto_body b[3];
+
+    open_store("8m");
+    put_tail(&b[0], "/inline", 100, 100, "program of /inline");
+    put_tail(&b[1], "/fragmented", 100000, 1000, "program of /fragmented");
+    put(&b[2], "/plain", 100, 100, true, true);
+    for (int i = 0; i < 3; i++)
+        sto_body_release(&b[i]);
+    reopen();
+    ck_assert_uint_eq(nfound, 3);
+    ck_assert_str_eq(find("/inline")->tail, "program of /inline");
+    ck_assert_str_eq(find("/fragmented")->tail, "program of /fragmented");
+    ck_assert_uint_eq(find("/fragmented")->body_sum, expected_sum("/fragmented", 100000));
+    ck_assert_str_eq(find("/plain")->tail, "");
+    /* A tail's extent is freed with its body: the store ends up empty. */
+    for (unsigned i = 0; i < nfound; i++)
+        sto_body_free(&found[i].body);
+    ck_assert_uint_eq(sto_used(), 0);
+    reopen();
+    ck_assert_uint_eq(nfound, 0);
+}
+END_TEST
+
+START_TEST(missing_tail_drops_the_object)
+{
+    struct sto_body b[2];
+    size_t len;
+    char *map, *t;
+
+    open_store("8m");
+    put_tail(&b[0], "/lost-tail", 1000, 1000, "the tail that goes");
+    put(&b[1], "/whole", 1000, 1000, true, true);
+    for (int i = 0; i < 2; i++)
+        sto_body_release(&b[i]);
+    sto_fini();
+    map = map_file(&len);
+    /* The tail's bytes follow its fragment header (32 bytes): kill that header's magic. */
+    t = find_bytes(map + 4096, len - 4096, "the tail that goes");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(*(uint32_t *)(void *)(t - 32), 0x5346f7a9u);
+    memset(t - 32, 0, 4);
+    munmap(map, len);
+    nfound = 0;
+    open_store("8m");
+    ck_assert_uint_eq(nfound, 1);
+    ck_assert_ptr_nonnull(find("/whole"));
+    sto_body_release(&found[0].body);
+}
+END_TEST
+
 START_TEST(retired_and_freed_stay_gone)
 {
     struct sto_body b[3];
@@ -247,7 +326,8 @@ START_TEST(full_store_says_so)
 
     open_store("1m");
     while (n < 40 && rv == 0) {
-        struct sto_meta m = { "/k", 2, "HTTP/1.1 200 OK\r\n", 17, "", 0, attr, sizeof attr, 0 };
+        struct sto_meta m = { "/k", 2, "HTTP/1.1 200 OK\r\n", 17, "", 0, attr, sizeof attr, 0,
+                              NULL, 0 };
         memset(&b[n], 0, sizeof b[n]);
         if (sto_open(&b[n], &m) != 0)
             break;
@@ -409,6 +489,8 @@ sto_file_suite(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, objects_come_back);
+    tcase_add_test(tc, tails_come_back);
+    tcase_add_test(tc, missing_tail_drops_the_object);
     tcase_add_test(tc, retired_and_freed_stay_gone);
     tcase_add_test(tc, space_is_reused);
     tcase_add_test(tc, full_store_says_so);
