@@ -149,6 +149,8 @@ struct busyobj {
     struct hsh_stale stale;     /* a stale copy: to revalidate (borrowed from the caller) */
     bool stale_ok;              /* it may stand in for a backend's 5xx (FETCH_E_5XX) */
     bool bg;                    /* a background refresh: no client at all */
+    bool include;               /* for an ESI include (req.esi_level > 0): kept gzip when
+                                 * compressed, so that pages splice it (fetch_gz.c) */
     unsigned retries;           /* the policy's "retry"s so far (bereq.retries) */
     /*
      * The client asks to switch protocols (req->upgrade; a pass): its

@@ -146,8 +146,10 @@ build(struct busyobj *bo)
          * we can undo for any of them (fetch_gz.c).
          */
         http_unset(bq, "Accept-Encoding");
+        /* An include is best gzip: a page splices it into its own stream whole. */
         AZ(http_add(bq, TXT_LIT("Accept-Encoding"),
-                    (struct txt){ ae, gz_ae_offer(ae, GZ_AE_OFFER_MAX) }));
+                    bo->include ? TXT_LIT("gzip")
+                                : (struct txt){ ae, gz_ae_offer(ae, GZ_AE_OFFER_MAX) }));
     } else if (miss) {
         /* The object is stored as the backend answers: under the value hsh_set_vary() keeps. */
         const char *norm = gz_ae_norm(hp);

@@ -71,8 +71,9 @@ compress_coding(const struct busyobj *bo, const struct gz_ae *ae)
 
     if (n == 0)
         return (-1);
-    if (bo->oc != NULL && fetch__esi_wanted(bo))
-        return (GZ_C_GZIP); /* stitched from gzip segments (fetch_esi.c) */
+    /* An ESI page is stitched from gzip segments, an include spliced whole (dlv_esi.c). */
+    if (bo->oc != NULL && (bo->include || fetch__esi_wanted(bo)))
+        return (GZ_C_GZIP);
     if (bo->oc != NULL)
         return ((int)formats[0]);
     for (unsigned i = 0; i < n; i++)
