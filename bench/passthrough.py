@@ -442,40 +442,48 @@ def start_surogat(args, workdir, port, origin_port):
 # --- phases ----------------------------------------------------------------
 
 
+def idle_measure(args, srv, script):
+    """Open args.idle_conns idle connections to srv with script (idleconns.py, or a
+    script speaking its protocol), hold them args.idle_hold seconds and measure srv's
+    memory and threads with them: a dict, with "error" when something failed."""
+    r = {"rss_before_kib": status_field(srv.pid, "VmRSS"),
+         "anon_before_kib": status_field(srv.pid, "RssAnon"),
+         "threads_before": threads(srv.pid)}
+    argv = ["taskset", "-c", str(args.client_cpu), sys.executable,
+            os.path.join(BENCH, script), str(srv.port), "-n", str(args.idle_conns)]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    STARTED.append(proc)
+    try:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{script} failed: {proc.stderr.read()}")
+        r["open"] = json.loads(line)
+        time.sleep(args.idle_hold)
+        r["rss_kib"] = status_field(srv.pid, "VmRSS")
+        r["anon_kib"] = status_field(srv.pid, "RssAnon")
+        r["threads"] = threads(srv.pid)
+        proc.stdin.write("check\n")
+        proc.stdin.flush()
+        r["check"] = json.loads(proc.stdout.readline() or "{}")
+        proc.stdin.close()
+        proc.wait(timeout=120)
+    except Exception as e:  # noqa: BLE001 -- report, keep going
+        r["error"] = str(e)
+    finally:
+        stop(proc)
+        STARTED.remove(proc)
+    return r
+
+
 def rss_phase(args, servers):
     out = {}
     for name, srv in servers.items():
         if not srv.check_alive():
             out[name] = {"error": srv.dead}
             continue
-        r = {"rss_before_kib": status_field(srv.pid, "VmRSS"),
-             "anon_before_kib": status_field(srv.pid, "RssAnon"),
-             "threads_before": threads(srv.pid)}
         log(f"rss: {name}: opening {args.idle_conns} idle keep-alive connections")
-        argv = ["taskset", "-c", str(args.client_cpu), sys.executable,
-                os.path.join(BENCH, "idleconns.py"), str(srv.port), "-n", str(args.idle_conns)]
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-        STARTED.append(proc)
-        try:
-            line = proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"idleconns failed: {proc.stderr.read()}")
-            r["open"] = json.loads(line)
-            time.sleep(args.idle_hold)
-            r["rss_kib"] = status_field(srv.pid, "VmRSS")
-            r["anon_kib"] = status_field(srv.pid, "RssAnon")
-            r["threads"] = threads(srv.pid)
-            proc.stdin.write("check\n")
-            proc.stdin.flush()
-            r["check"] = json.loads(proc.stdout.readline() or "{}")
-            proc.stdin.close()
-            proc.wait(timeout=60)
-        except Exception as e:  # noqa: BLE001 -- report, keep going
-            r["error"] = str(e)
-        finally:
-            stop(proc)
-            STARTED.remove(proc)
+        r = idle_measure(args, srv, "idleconns.py")
         srv.check_alive()
         if srv.dead:
             r["error"] = srv.dead

@@ -18,8 +18,12 @@ cachehit.py, one run.
 
 The protocol, cipher, key exchange and certificate each one negotiates
 with `openssl s_client` are printed first, so the match is checked, not
-assumed.  Reports req/s, p99 and the surogat/nginx and surogat/varnish-hitch
-ratios of each.  Every process it
+assumed.  Reports req/s, p99, the server's own CPU time per request (all
+its threads and processes on core 0, from /proc/PID/stat: on a shared
+machine the figure that moves least) and the surogat/nginx and
+surogat/varnish-hitch ratios of each.  --cases narrows the run (e.g.
+--cases handshakes), --rounds repeats it with the contenders interleaved.
+Every process it
 starts is stopped on exit.  Traffic goes to 127.0.0.1 only.  Python 3
 stdlib only.  See bench/README.md.
 """
@@ -45,6 +49,7 @@ import cachehit as ch  # noqa: E402 -- surogat's start
 import passthrough as pt  # noqa: E402 -- process handling, wrk parsing, nginx start
 
 REPO = pt.REPO
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 log = pt.log
 
 CONTENDERS = ["surogat", "nginx", "varnish-hitch"]
@@ -213,6 +218,14 @@ def check_tls(servers):
     return seen
 
 
+def server_ticks(srv):
+    """CPU ticks (utime + stime) of the processes serving srv: Hitch's worker and
+    varnishd's child count together."""
+    pids = [srv.pid] + ([srv.varnish.pid] if hasattr(srv, "varnish") else [])
+    ticks = [pt.proc_ticks(p) for p in pids]
+    return None if None in ticks else sum(ticks)
+
+
 def run_wrk(args, port, path, conns, secs, close):
     argv = ["taskset", "-c", str(args.client_cpu), args.wrk, "-t", str(args.wrk_threads),
             "-c", str(conns), "-d", f"{secs}s", "--timeout", "5s", "--latency"]
@@ -223,23 +236,40 @@ def run_wrk(args, port, path, conns, secs, close):
     return pt.parse_wrk(p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace"))
 
 
-def measure(args, servers):
+CASES = [("handshakes", "/1k", True)] + [(f"hit {name}", path, False)
+                                          for name, path, _ in OBJECTS]
+
+
+def measure(args, servers, rnd):
     rows = []
-    cases = [("handshakes", "/1k", args.close_conns, True)]
-    cases += [(f"hit {name}", path, args.conns, False) for name, path, _ in OBJECTS]
-    for label, path, conns, close in cases:
-        row = {"case": label, "conns": conns}
-        for srv in servers:
+    # Each round starts with another contender, so that a slow spell of a shared
+    # machine does not always fall on the same one.
+    order = servers[rnd % len(servers):] + servers[:rnd % len(servers)]
+    for label, path, close in CASES:
+        if label.split()[0] not in args.cases and label.replace(" ", "") not in args.cases:
+            continue
+        conns = args.close_conns if close else args.conns
+        row = {"case": label, "conns": conns, "round": rnd}
+        for srv in order:
             if not srv.check_alive():
                 continue
             run_wrk(args, srv.port, path, conns, args.warmup, close)
+            t0 = server_ticks(srv)
             r = run_wrk(args, srv.port, path, conns, args.duration, close)
+            t1 = server_ticks(srv)
+            if None not in (t0, t1) and r["requests"]:
+                r["cpu_us"] = (t1 - t0) / CLK_TCK * 1e6 / r["requests"]
             row[srv.name] = r
             errs = r["sock_errors"] or ""
             log(f"{label:>12} {srv.name:>13}: {pt.fmt_num(r['rps'])} req/s, p99 "
-                f"{pt.fmt_ms(r['p99'])}, non-2xx {r['non2xx']} {errs}")
+                f"{pt.fmt_ms(r['p99'])}, cpu {fmt_us(r.get('cpu_us'))}/req, "
+                f"non-2xx {r['non2xx']} {errs}")
         rows.append(row)
     return rows
+
+
+def fmt_us(v):
+    return "-" if v is None else f"{v:.1f}us"
 
 
 def report(rows, names):
@@ -248,15 +278,22 @@ def report(rows, names):
     if "surogat" in names:
         head += [f"surogat/{n}" for n in others]
     head += [f"{n} p99" for n in names]
+    head += [f"{n} cpu/req" for n in names]
+    if "surogat" in names:
+        head += [f"surogat/{n} cpu" for n in others]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:
         r = {n: row.get(n) or {} for n in names}
-        cells = [row["case"], str(row["conns"])]
+        cells = [row["case"] + (f" #{row['round'] + 1}" if row["round"] else ""),
+                 str(row["conns"])]
         cells += [pt.fmt_num(r[n].get("rps")) for n in names]
         if "surogat" in names:
             cells += [pt.ratio(r["surogat"].get("rps"), r[n].get("rps")) for n in others]
         cells += [pt.fmt_ms(r[n].get("p99")) for n in names]
+        cells += [fmt_us(r[n].get("cpu_us")) for n in names]
+        if "surogat" in names:
+            cells += [pt.ratio(r["surogat"].get("cpu_us"), r[n].get("cpu_us")) for n in others]
         print("| " + " | ".join(cells) + " |")
 
 
@@ -286,11 +323,16 @@ def parse_args():
                     help="extra varnishd -p name=value (repeatable)")
     ap.add_argument("--only", default=",".join(CONTENDERS),
                     help=f"comma-separated contenders to run (default: {','.join(CONTENDERS)})")
+    ap.add_argument("--cases", default="handshakes,hit",
+                    help="comma-separated: handshakes, hit (both objects), hit1KiB, hit128KiB")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat the measurement, each round starting with the next contender")
     ap.add_argument("--json", help="also write every figure and the TLS check here")
     ap.add_argument("--keep-tmp", action="store_true")
     args = ap.parse_args()
     if args.quick:
         args.duration, args.warmup = 2, 1
+    args.cases = {c.strip() for c in args.cases.split(",") if c.strip()}
     args.only = [n.strip() for n in args.only.split(",") if n.strip()]
     bad = [n for n in args.only if n not in CONTENDERS]
     if bad or not args.only:
@@ -334,7 +376,7 @@ def main():
         log(f"{srv.name} on https://127.0.0.1:{srv.port} (pid {srv.pid}, core "
             f"{args.proxy_cpu}): warm")
     negotiated = check_tls(servers)
-    rows = measure(args, servers)
+    rows = [row for rnd in range(args.rounds) for row in measure(args, servers, rnd)]
     report(rows, args.only)
     if args.json:
         meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

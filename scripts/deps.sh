@@ -6,10 +6,11 @@ set -eu
 PKGS="build-essential pkg-config meson ninja-build clang libclang-rt-14-dev haproxy
 libevent-dev libssl-dev libpcre2-dev libjemalloc-dev liblua5.4-dev zlib1g-dev check
 libbrotli-dev libzstd-dev python3-brotli python3-zstandard
-libsystemd-dev debhelper dpkg-dev fakeroot lintian
+libsystemd-dev libnghttp2-dev debhelper dpkg-dev fakeroot lintian
 python3 python3-pytest python3-prometheus-client python3-websockets python3-websocket chromium curl openssl apache2 varnish hitch nginx
 php-fpm libapache2-mod-php
-wrk media-types logrotate man-db groff-base systemd"
+wrk media-types logrotate man-db groff-base systemd nghttp2-client python3-h2
+libnss3-tools"
 
 missing=""
 for p in $PKGS; do

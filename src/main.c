@@ -593,6 +593,7 @@ drain_and_stop(const struct opts *o)
     rlog_fini();
     trace_fini();
     tls_fini();
+    h2t_fini();
     cfg_fini();
     if (o->pidfile != NULL)
         unlink(o->pidfile);
@@ -739,7 +740,9 @@ main(int argc, char **argv)
     if (be_start() != 0)
         die("cannot start the probe thread: %s", strerror(errno));
     pool_set_idle_source(wtr_take);
-    sess_set_task(h1t_sess_task);
+    sess_set_task(h1t_sess_task, h2t_sess_task);
+    if (h2t_init() != 0)
+        die("cannot set up HTTP/2");
     AZ(pool_init());
     if (ban_lurker_start() != 0)
         die("cannot start the ban lurker: %s", strerror(errno));

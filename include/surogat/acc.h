@@ -31,6 +31,7 @@ struct lsock {
     bool unix_path;      /* addr is a Unix socket we created; unlinked at exit if still ours */
     dev_t dev;           /* ... identified by its inode */
     ino_t ino;
+    bool h2c;            /* cleartext: HTTP/2 with prior knowledge too (",h2c") */
 };
 
 /* One -a argument, parsed. */
@@ -40,11 +41,13 @@ struct acc_spec {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* a Unix socket; then no host */
     bool tls;
     bool proxy;                      /* "PROXY": the header is required on every connection */
+    bool h2c;                        /* cleartext HTTP/2 with prior knowledge besides HTTP/1 */
+    bool h1only;                     /* tls: ALPN offers http/1.1 only */
     bool has_mode, has_uid, has_gid; /* Unix socket: mode=, user=, group= given */
     mode_t mode;
     uid_t uid;
     gid_t gid;
-    struct tls_conf tls_conf; /* paths made absolute */
+    struct tls_conf tls_conf; /* paths made absolute; h2 set from tls and h1only */
 };
 
 /*
@@ -52,9 +55,10 @@ struct acc_spec {
  * socket), then options separated by commas: "PROXY" (a PROXY protocol
  * header, v1 or v2, must open every connection), "tls" and, for it,
  * "cert=FILE,key=FILE" pairs (the first pair is the default
- * certificate), each optionally followed by "ocsp=FILE"; for a Unix
- * socket "mode=OCTAL", "user=NAME|UID" and "group=NAME|GID" (names are
- * looked up now).
+ * certificate), each optionally followed by "ocsp=FILE"; "h1only" (tls:
+ * no HTTP/2 by ALPN) or "h2c" (cleartext: HTTP/2 with prior knowledge as
+ * well as HTTP/1); for a Unix socket "mode=OCTAL", "user=NAME|UID" and
+ * "group=NAME|GID" (names are looked up now).
  * Relative paths are taken from the directory base (NULL: the current
  * one).  No file is read.  0, or -1 with "-a SPEC: what is wrong" in err;
  * either way release out with acc_spec_clear().

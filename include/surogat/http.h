@@ -29,7 +29,7 @@ struct http {
     struct txt method; /* request */
     struct txt url;    /* request: request-target as sent */
     struct txt reason; /* response */
-    unsigned proto;    /* 10 for HTTP/1.0, 11 for HTTP/1.1 */
+    unsigned proto;    /* 10 for HTTP/1.0, 11 for HTTP/1.1, 20 for HTTP/2 */
     unsigned status;   /* response: 100..999 */
     unsigned nhdr;     /* headers in use */
     unsigned maxhdr;   /* room in hdr[] */
@@ -61,6 +61,8 @@ bool http_has_token(const struct http *hp, const char *name, const char *token);
  * Connection field.
  */
 void http_strip_hop_by_hop(struct http *hp);
+/* "HTTP/1.0", "HTTP/1.1" or "HTTP/2.0" for a struct http proto, as logs and policies show it. */
+const char *http_proto_name(unsigned proto);
 /* Whether `m` is a method RFC 9110 calls idempotent (GET HEAD PUT DELETE OPTIONS TRACE). */
 bool http_method_idempotent(const struct txt *m);
 /*

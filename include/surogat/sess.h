@@ -35,6 +35,7 @@ struct sess {
     bool wparked;           /* on that list (under the waiter's lock) */
     bool wexpired;          /* idle too long or past wdeadline: close when its event comes */
     bool wregistered;       /* its descriptor is in the waiter's epoll set */
+    bool wbusy;             /* parked busy (wtr_park()): never expires (same lock) */
     double t_ready;         /* tim_mono() when the set reported it ready */
     double wdeadline;       /* wtr_enter_until()'s deadline (tim_mono()); 0 for wtr_enter() */
     unsigned wheap;         /* 1 + its index in the waiter's deadline heap; 0 when not in it */
@@ -63,6 +64,17 @@ struct sess {
     double t_req;  /* tim_mono() at its first byte; 0 between requests */
     double t_body; /* tim_mono() when its head was complete; 0 before */
     bool sent_100; /* 100 Continue went out for it */
+    /*
+     * A transport that keeps state for the whole connection and serves
+     * several requests on it at once (HTTP/2) hangs that state here.  It
+     * then does all the connection's I/O itself: the sess_ I/O functions
+     * below refuse such a session, so that nothing above the transport
+     * can write into its frames.  sess_close() hands the session to
+     * tp_close, which closes it -- now, or when the last of its requests
+     * ends -- after clearing tp_close.
+     */
+    void *tp_conn;
+    void (*tp_close)(struct sess *sp);
 };
 
 /*
@@ -74,7 +86,8 @@ struct sess {
  * when nothing is there; sess_pending() counts bytes OpenSSL has already
  * decrypted, which poll(2) cannot see.  sendfile(2) cannot carry
  * TLS (no kernel TLS here): under TLS a file body goes through
- * tls_sendfile(), which reads it into full records.
+ * tls_sendfile(), which reads it into full records.  On a session with
+ * tp_conn set each of them fails with EPROTO (see struct sess).
  */
 /*
  * Whether the client's connection is TLS: ours, or one a terminator in
@@ -86,10 +99,13 @@ sess_is_tls(const struct sess *sp)
 {
     return (sp->ssl != NULL || sp->tls_front);
 }
+int sess_muxed(void); /* -1 with errno EPROTO */
 size_t sess_input_read(struct sess *sp, void *buf, size_t len);
 static inline ssize_t
 sess_read(struct sess *sp, void *buf, size_t len, double deadline)
 {
+    if (__builtin_expect(sp->tp_conn != NULL, 0))
+        return (sess_muxed());
     if (__builtin_expect(sp->in_buf != NULL, 0))
         return ((ssize_t)sess_input_read(sp, buf, len));
     if (__builtin_expect(sp->ssl != NULL, 0))
@@ -100,6 +116,8 @@ ssize_t sess_read_nb(struct sess *sp, void *buf, size_t len);
 static inline int
 sess_writev(struct sess *sp, struct iovec *iov, int iovcnt, double deadline)
 {
+    if (__builtin_expect(sp->tp_conn != NULL, 0))
+        return (sess_muxed());
     if (__builtin_expect(sp->ssl != NULL, 0))
         return (tls_writev(sp->ssl, sp->fd, iov, iovcnt, deadline));
     return (vio_writev(sp->fd, iov, iovcnt, deadline));
@@ -107,6 +125,8 @@ sess_writev(struct sess *sp, struct iovec *iov, int iovcnt, double deadline)
 static inline int
 sess_write(struct sess *sp, const void *buf, size_t len, double deadline)
 {
+    if (__builtin_expect(sp->tp_conn != NULL, 0))
+        return (sess_muxed());
     if (__builtin_expect(sp->ssl != NULL, 0))
         return (tls_write(sp->ssl, sp->fd, buf, len, deadline));
     return (vio_write(sp->fd, buf, len, deadline));
@@ -173,16 +193,18 @@ void sess_close_timeout(struct sess **spp);
 void sess_cork(struct sess *sp, bool on);
 
 /*
- * The pool task that serves a session's requests (the request core's),
- * injected by main before any listener accepts, so that the acceptor
- * depends on no layer above it.
+ * The pool tasks that serve a session's requests, one per protocol (the
+ * transports': HTTP/1, HTTP/2), injected by main before any listener
+ * accepts, so that the acceptor depends on no layer above it.  A new
+ * session gets one by what it negotiated: ALPN "h2" on a tls listener,
+ * the HTTP/2 connection preface first on an h2c one, HTTP/1 otherwise.
  */
-void sess_set_task(pool_task_f *serve);
+void sess_set_task(pool_task_f *h1, pool_task_f *h2);
 /*
  * The steps a new session runs on a worker before its first request, in
  * order: the PROXY header on a PROXY listen socket (pp_sess_task()), the
- * TLS handshake on a tls one, then the request loop.  The PROXY step
- * calls sess_after_proxy() to run the rest.
+ * TLS handshake on a tls one, then the request loop of its protocol.  The
+ * PROXY step calls sess_after_proxy() to run the rest.
  */
 void sess_after_proxy(struct wrk *wrk, struct sess *sp);
 /* Takes ownership of fd, which is already non-blocking. */
@@ -203,5 +225,12 @@ void sess_schedule(struct sess **spp);
 /* SIGTERM: from now on sessions close after their current response. */
 void sess_drain(void);
 bool sess_draining(void);
+/*
+ * A reload succeeded (rld.h): sess_epoch() changes, and a transport that
+ * keeps long-lived connections (HTTP/2) tells its clients to come back on
+ * new ones, which use the reloaded certificates and parameters.
+ */
+void sess_reloaded(void);
+unsigned sess_epoch(void);
 
 #endif

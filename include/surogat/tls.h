@@ -27,6 +27,7 @@ struct tls_lsn; /* opaque */
 
 /* The files of one TLS listen address, as given on -a.  Paths are absolute. */
 struct tls_conf {
+    bool h2; /* ALPN offers h2 before http/1.1 (not with ,h1only) */
     unsigned ncert;
     struct {
         char *cert; /* PEM certificate chain, leaf first */
@@ -87,6 +88,18 @@ ssize_t tls_read(struct ssl_st *ssl, int fd, void *buf, size_t len, double deadl
 /* One non-blocking attempt: -1 with EAGAIN when no whole record is there. */
 ssize_t tls_read_nb(struct ssl_st *ssl, void *buf, size_t len);
 /*
+ * For a transport that writes without blocking (HTTP/2): after
+ * tls_mux_mode(), tls_write_nb() returns as soon as a record has gone
+ * (>0 bytes written), or -1 with EAGAIN when the socket is full, or -1
+ * with errno when the session failed.  After EAGAIN the next call must
+ * present the same bytes first, at the same or another address, possibly
+ * followed by more.
+ */
+void tls_mux_mode(struct ssl_st *ssl);
+ssize_t tls_write_nb(struct ssl_st *ssl, const void *buf, size_t len);
+/* Whether the handshake agreed on HTTP/2 (ALPN "h2"). */
+bool tls_alpn_h2(const struct ssl_st *ssl);
+/*
  * As vio_writev(): everything or -1.  Small pieces are gathered into
  * 16 KiB records (a head and a small body make one record, not two);
  * large ones are written in place.
@@ -100,10 +113,15 @@ int tls_write(struct ssl_st *ssl, int fd, const void *buf, size_t len, double de
  */
 int tls_sendfile(struct ssl_st *ssl, int fd, int filefd, off_t off, size_t len, double deadline);
 /*
- * As vio_wait_readable(), but decrypted bytes OpenSSL already holds count
- * as readable: poll(2) cannot see them.
+ * As vio_wait_readable(), but what OpenSSL already holds counts as
+ * readable: poll(2) cannot see it.
  */
 int tls_wait_readable(struct ssl_st *ssl, int fd, double timeout);
-bool tls_pending(const struct ssl_st *ssl);
+/*
+ * Whether a read would find something without the socket signalling:
+ * decrypted bytes, or a whole record read ahead (listeners read ahead).
+ * Never blocks (a peek may try one non-blocking read of the rest).
+ */
+bool tls_pending(struct ssl_st *ssl);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * tp -- transports: the client protocols (HTTP/1 in h1t.c; HTTP/2 next).
+ * tp -- transports: the client protocols (HTTP/1 in h1t*.c, HTTP/2 in h2t*.c).
  *
  * A transport owns its connection and is the only code that reads and
  * writes client sockets.  It turns bytes into requests (struct req) for
@@ -152,5 +152,15 @@ struct tp_ops {
 struct wrk;
 extern const struct tp_ops h1t_ops;
 void h1t_sess_task(struct wrk *wrk, void *priv);
+/*
+ * The HTTP/2 transport (h2t.c): its operations, and the pool task of its
+ * connections -- after ALPN h2, or the first on an h2c listener, where it
+ * hands a connection that does not start with the HTTP/2 preface to
+ * h1t_sess_task().  h2t_init() before the pools start; h2t_fini() after.
+ */
+extern const struct tp_ops h2t_ops;
+void h2t_sess_task(struct wrk *wrk, void *priv);
+int h2t_init(void);
+void h2t_fini(void);
 
 #endif

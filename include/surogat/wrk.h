@@ -28,6 +28,14 @@ struct wrk {
     struct pol_wrk *pol;   /* pol: this thread's Lua state, built on first use */
     /* Its ring of request records, for `surogatctl log`; NULL outside a pool. */
     struct rlog_ring *rlog;
+    /*
+     * Called with on_block_priv when this worker is about to block
+     * (vio_blocking()): a transport serving several requests of one
+     * connection in a row on it hands the ones waiting to another worker.
+     * NULL: nothing to do.  The pool's; set and cleared by the task.
+     */
+    void (*on_block)(struct wrk *wrk);
+    void *on_block_priv;
 };
 
 /*

@@ -8,6 +8,8 @@
 #ifndef SUROGAT_WTR_H
 #define SUROGAT_WTR_H
 
+#include <stdbool.h>
+
 struct sess;
 
 int wtr_init(void);
@@ -28,6 +30,23 @@ void wtr_enter(struct sess **spp);
  * blocks.  Takes ownership.
  */
 void wtr_enter_until(struct sess **spp, double deadline);
+/*
+ * Park a session whose transport serves several requests at once
+ * (HTTP/2) and keeps its own state; it may hold its own lock meanwhile
+ * (it ranks above the waiter's).  busy: requests are running on it, so it
+ * does not expire; else it expires after timeout_idle as wtr_enter()'s
+ * do.  When it turns readable its task is scheduled.  The caller has read
+ * everything OpenSSL decrypted (sess_pending() is false).  0, or -1 with
+ * errno when the waiter is stopping or cannot watch it: then the session
+ * is still the caller's.  Never blocks.
+ */
+int wtr_park(struct sess *sp, bool busy);
+/*
+ * A session parked busy whose last request ended: from now on it expires
+ * as an idle one.  No-op when it is not parked busy (its event came, and
+ * its new owner decides).  Any thread, under the same transport lock.
+ */
+void wtr_rest(struct sess *sp);
 /*
  * A worker with nothing queued takes a ready session from the set itself:
  * its pool task (which runs it), or NULL when none turned ready within

@@ -110,7 +110,8 @@ abs_path(const char *spec, const char *base, const char *opt, const char *val, s
     return (p);
 }
 
-#define ACC_OPTIONS "PROXY, tls, cert=, key=, ocsp=; for a Unix socket mode=, user=, group="
+#define ACC_OPTIONS                                                                     \
+    "PROXY, tls, cert=, key=, ocsp=, h1only, h2c; for a Unix socket mode=, user=, group="
 
 /* A user or group, by name or number. */
 static int
@@ -181,6 +182,10 @@ spec_option(const char *spec, const char *base, char *opt, struct acc_spec *as, 
         }
         if (strcasecmp(opt, "PROXY") == 0) {
             as->proxy = true;
+            return (0);
+        }
+        if (strcmp(opt, "h2c") == 0 || strcmp(opt, "h1only") == 0) {
+            *(opt[1] == '2' ? &as->h2c : &as->h1only) = true;
             return (0);
         }
         sb_printf(err, "-a %s: unknown option '%s' (" ACC_OPTIONS ")", spec, opt);
@@ -275,6 +280,13 @@ acc_spec_parse(const char *spec, const char *base, struct acc_spec *as, struct s
         sb_printf(err, "-a %s: cert=%s has no key=", spec, tc->c[tc->ncert - 1].cert);
         return (-1);
     }
+    /* HTTP/2: by ALPN on tls (h1only refuses it), with prior knowledge on cleartext h2c. */
+    if (as->h2c && (as->tls || as->h1only)) {
+        sb_printf(err, "-a %s: h2c is for cleartext listeners without h1only (tls offers h2 by ALPN)",
+                  spec);
+        return (-1);
+    }
+    tc->h2 = as->tls && !as->h1only;
     return (0);
 }
 
@@ -311,6 +323,7 @@ add_lsock(const char *spec, const struct acc_spec *as, int fd, struct sb *err)
     ls->proto = tls != NULL ? "https" : "http";
     ls->tls = tls;
     ls->proxy = as->proxy;
+    ls->h2c = as->h2c;
     if (as->path[0] != '\0') {
         ls->addr = strdup(as->path);
         ls->unix_path = true;
@@ -503,7 +516,8 @@ acc_listen(const char *spec, const char *base, struct sb *err)
     return (rv);
 }
 
-static void
+/* false when the backlog is empty (or unusable for now): stop asking. */
+static bool
 accept_one(const struct lsock *ls)
 {
     struct sockaddr_storage ss;
@@ -515,8 +529,10 @@ accept_one(const struct lsock *ls)
 
     fd = accept4(ls->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-        if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
-            return;
+        if (errno == EINTR || errno == ECONNABORTED)
+            return (true);
+        if (errno == EAGAIN)
+            return (false);
         STAT_INC(sess_fail);
         AZ(clock_gettime(CLOCK_MONOTONIC, &ts));
         if (ts.tv_sec - last_warn >= 10) {
@@ -525,10 +541,11 @@ accept_one(const struct lsock *ls)
         }
         /* EMFILE and friends leave the socket readable: do not spin on it. */
         usleep(10000);
-        return;
+        return (false);
     }
     sp = sess_new(fd, ls, (struct sockaddr *)&ss);
     sess_schedule(&sp);
+    return (true);
 }
 
 static void *
@@ -556,9 +573,13 @@ acceptor_thread(void *priv)
         for (i = 0; i < nlsocks; i++) {
             if (pfd[i].revents == 0)
                 continue;
-            /* A few per wake-up: fair to the other sockets under a flood. */
-            for (int k = 0; k < 16; k++)
-                accept_one(lsocks[i]);
+            /*
+             * A few per wake-up: fair to the other sockets under a flood.
+             * Not past an empty backlog: at one connection per wake-up
+             * (a handshake each) fifteen accept4(2)s for nothing added up.
+             */
+            for (int k = 0; k < 16 && accept_one(lsocks[i]); k++)
+                continue;
         }
     }
     stat_thread_leave();

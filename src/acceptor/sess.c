@@ -8,8 +8,11 @@
  *
  * A session from a tls listen socket first runs sess_tls_task() on a
  * worker: the handshake, bounded by tls_handshake_timeout, then the
- * ordinary request loop on the same worker.  On a PROXY listen socket
- * pp_sess_task() (pp_sess.c) reads the PROXY header before either.
+ * request loop of the protocol ALPN agreed on, on the same worker.  One
+ * from an h2c listen socket starts in the HTTP/2 task, which looks for
+ * the connection preface (prior knowledge) and hands anything else to
+ * the HTTP/1 one.  On a PROXY listen socket pp_sess_task() (pp_sess.c)
+ * reads the PROXY header before any of them.
  */
 #include "config.h"
 
@@ -46,12 +49,14 @@ static const char busy_head[] = "HTTP/1.1 503 Service Unavailable\r\n"
                                 "Date: ";
 static const char busy_tail[] = "\r\n\r\nServer is too busy.\n";
 
-static pool_task_f *sess_serve; /* sess_set_task(): read and answer requests */
+static pool_task_f *sess_serve;    /* sess_set_task(): read and answer HTTP/1 requests */
+static pool_task_f *sess_serve_h2; /* and HTTP/2 ones */
 
 void
-sess_set_task(pool_task_f *serve)
+sess_set_task(pool_task_f *h1, pool_task_f *h2)
 {
-    sess_serve = serve;
+    sess_serve = h1;
+    sess_serve_h2 = h2;
 }
 
 static void
@@ -62,15 +67,16 @@ sess_tls_task(struct wrk *wrk, void *priv)
 
     OBJ_CHECK(sp, SESS_MAGIC);
     AN(sp->ls->tls);
-    sp->task.func = sess_serve; /* from the waiter on, it is an ordinary session */
     snprintf(peer, sizeof peer, "%s:%s", sp->client_ip, sp->client_port);
     if (tls_accept(sp->ls->tls, sp->fd, &sp->ssl, peer, tim_mono() + par.tls_handshake_timeout) !=
         0) {
         sess_close(&sp);
         return;
     }
+    /* From the waiter on, it is an ordinary session of the protocol agreed on. */
+    sp->task.func = tls_alpn_h2(sp->ssl) ? sess_serve_h2 : sess_serve;
     sp->t_idle = tim_mono();
-    sess_serve(wrk, sp);
+    sp->task.func(wrk, sp);
 }
 
 void
@@ -81,9 +87,9 @@ sess_after_proxy(struct wrk *wrk, struct sess *sp)
         sess_tls_task(wrk, sp);
         return;
     }
-    sp->task.func = sess_serve;
+    sp->task.func = sp->ls->h2c ? sess_serve_h2 : sess_serve;
     sp->t_idle = tim_mono();
-    sess_serve(wrk, sp);
+    sp->task.func(wrk, sp);
 }
 
 struct sess *
@@ -96,7 +102,12 @@ sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
     sp->ls = ls;
     sp->pool = pool_pick();
     AN(sess_serve);
-    sp->task.func = ls->proxy ? pp_sess_task : ls->tls != NULL ? sess_tls_task : sess_serve;
+    AN(sess_serve_h2);
+    /* An h2c listener's sessions start in the HTTP/2 task, which hands HTTP/1 ones over. */
+    sp->task.func = ls->proxy       ? pp_sess_task
+                    : ls->tls != NULL ? sess_tls_task
+                    : ls->h2c         ? sess_serve_h2
+                                      : sess_serve;
     sp->task.priv = sp;
     sp->t_open = tim_real();
     sp->t_idle = tim_mono();
@@ -122,6 +133,10 @@ sess_close(struct sess **spp)
     struct sess *sp;
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (sp->tp_close != NULL) {
+        sp->tp_close(sp); /* the transport's state goes first; it calls us back */
+        return;
+    }
     if (sp->in_buf != NULL)
         (void)sess_input_read(sp, NULL, sess_input_len(sp)); /* frees it, counts it */
     if (sp->ssl != NULL)
@@ -179,8 +194,18 @@ sess_schedule(struct sess **spp)
     struct sess *sp;
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
-    if (pool_submit(sp->pool, &sp->task, POOL_PRIO_REQ) == 0)
+    /*
+     * A connection with a transport's state (HTTP/2) may have requests
+     * running that wait for what it reads: it is never shed.  Its new
+     * requests are bounded by the transport itself.
+     */
+    if (pool_submit(sp->pool, &sp->task, sp->tp_conn != NULL ? POOL_PRIO_FETCH : POOL_PRIO_REQ) ==
+        0)
         return;
+    if (sp->tp_conn != NULL) {
+        sess_close(&sp); /* shutting down */
+        return;
+    }
     /* An idle client that hung up is not a refused request: just close it. */
     if (recv(sp->fd, date, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
         sess_close(&sp);
@@ -210,6 +235,26 @@ sess_schedule(struct sess **spp)
 }
 
 static volatile int drain_flag;
+static unsigned epoch; /* atomic: successful reloads */
+
+void
+sess_reloaded(void)
+{
+    __atomic_add_fetch(&epoch, 1, __ATOMIC_RELEASE);
+}
+
+unsigned
+sess_epoch(void)
+{
+    return (__atomic_load_n(&epoch, __ATOMIC_ACQUIRE));
+}
+
+int
+sess_muxed(void)
+{
+    errno = EPROTO;
+    return (-1);
+}
 
 void
 sess_drain(void)
@@ -226,6 +271,8 @@ sess_draining(void)
 ssize_t
 sess_read_nb(struct sess *sp, void *buf, size_t len)
 {
+    if (sp->tp_conn != NULL)
+        return (sess_muxed());
     if (sp->in_buf != NULL)
         return ((ssize_t)sess_input_read(sp, buf, len));
     if (sp->ssl != NULL)
@@ -240,6 +287,8 @@ sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline)
     double left;
     ssize_t n;
 
+    if (sp->tp_conn != NULL)
+        return (sess_muxed());
     if (sp->ssl != NULL) {
         /* The kernel cannot encrypt: records built in user space, the same contract. */
         if (tls_sendfile(sp->ssl, sp->fd, fd, off, len, deadline) == 0)
@@ -279,7 +328,7 @@ sess_cork(struct sess *sp, bool on)
 {
     int v = on;
 
-    if (sp->ssl == NULL)
+    if (sp->ssl == NULL && sp->tp_conn == NULL)
         (void)setsockopt(sp->fd, IPPROTO_TCP, TCP_CORK, &v, sizeof v);
 }
 
@@ -335,7 +384,7 @@ sess_close_timeout(struct sess **spp)
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
     STAT_INC(sess_timeout_req);
-    if (sp->ssl == NULL) {
+    if (sp->ssl == NULL && sp->tp_conn == NULL) {
         /*
          * One non-blocking write into an empty send buffer: it goes out
          * whole or not at all.  Then what the client sent is discarded,

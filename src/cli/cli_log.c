@@ -159,7 +159,7 @@ line_text(struct sb *sb, const struct rlog_rec *r)
         cat_text(sb, r->url);
         if (r->url_len >= sizeof r->url)
             sb_cat(sb, "...");
-        sb_cat(sb, r->proto == 10 ? " HTTP/1.0" : " HTTP/1.1");
+        sb_printf(sb, " %s", http_proto_name(r->proto));
     } else {
         sb_cat(sb, "-");
     }
@@ -197,7 +197,7 @@ line_json(struct sb *sb, const struct rlog_rec *r)
         json_field(sb, "url", r->url);
         sb_printf(sb, ",\"url_truncated\":%s,\"proto\":\"%s\"",
                   r->url_len >= sizeof r->url ? "true" : "false",
-                  r->proto == 10 ? "HTTP/1.0" : "HTTP/1.1");
+                  http_proto_name(r->proto));
     } else {
         sb_cat(sb, ",\"method\":null,\"url\":null,\"url_truncated\":false,\"proto\":null");
     }

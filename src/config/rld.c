@@ -38,6 +38,7 @@
 #include "surogat/pol.h"
 #include "surogat/rld.h"
 #include "surogat/sb.h"
+#include "surogat/sess.h"
 #include "surogat/tls.h"
 
 #define RLD_LINE_MAX  1024 /* an outcome line: a file:line message and the summary */
@@ -358,6 +359,7 @@ reload(struct sb *out)
     sb_init(&what, wbuf, sizeof wbuf);
     pol_reload_commit(&pr, &what);
     ncert = tls_reload_commit(&tr);
+    sess_reloaded(); /* long-lived connections (HTTP/2) move to new ones */
     sb_cat(out, "reload: ok (");
     if (conf == NULL || conf->config == NULL)
         sb_cat(out, "no config file");

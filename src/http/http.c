@@ -173,6 +173,12 @@ http_strip_hop_by_hop(struct http *hp)
     hp->nhdr = j;
 }
 
+const char *
+http_proto_name(unsigned proto)
+{
+    return (proto == 10 ? "HTTP/1.0" : proto == 20 ? "HTTP/2.0" : "HTTP/1.1");
+}
+
 bool
 http_method_idempotent(const struct txt *m)
 {

@@ -261,7 +261,7 @@ cat_url(struct sb *sb, const struct http *hp, bool path, bool query)
 static const char *
 proto_str(const struct http *hp)
 {
-    return (hp->proto == 10 ? "HTTP/1.0" : "HTTP/1.1");
+    return (http_proto_name(hp->proto));
 }
 
 static double

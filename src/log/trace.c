@@ -82,6 +82,7 @@ struct trace_tx {
      */
     const struct trace_ring *ring;
     uint8_t part;
+    unsigned client_proto; /* a request's, from its head (11 or 20): its response's too */
 };
 
 const char *
@@ -528,7 +529,7 @@ trace_bg_begin(struct req *req, const struct trace_link *tl)
 static void
 rec_proto(struct trace_tx *tx, enum trace_tag tag, unsigned proto)
 {
-    trace_rec(tx, tag, proto == 10 ? "HTTP/1.0" : "HTTP/1.1", 8);
+    trace_rec(tx, tag, http_proto_name(proto), 8);
 }
 
 /*
@@ -572,6 +573,8 @@ trace_http(struct trace_tx *tx, enum trace_http which, const struct http *hp)
         trace_rec(tx, t, hp->method.b, hp->method.len);
         trace_rec(tx, t + 1, hp->url.b, hp->url.len);
         rec_proto(tx, t + 2, hp->proto);
+        if (which == TRACE_H_REQ)
+            tx->client_proto = hp->proto;
     } else {
         trace_ts(tx, which == TRACE_H_BERESP ? "Beresp" : "Resp");
         rec_status(tx, t, hp->proto, hp->status, hp->reason.b, hp->reason.len);
@@ -587,7 +590,8 @@ trace_head(struct trace_tx *tx, const struct tp_head *h)
 
     OBJ_CHECK(tx, TRACE_TX_MAGIC);
     trace_ts(tx, "Resp");
-    rec_status(tx, TRACE_T_RESP_PROTOCOL, 11, h->status, reason,
+    /* HTTP/1 transports answer HTTP/1.1 whatever the request said; HTTP/2 in HTTP/2. */
+    rec_status(tx, TRACE_T_RESP_PROTOCOL, tx->client_proto == 20 ? 20 : 11, h->status, reason,
                h->reason.len > 0 ? h->reason.len : strlen(reason));
     /* The blocks are serialised field lines, each ending in CRLF. */
     for (unsigned i = 0; i < h->nblock; i++) {

@@ -543,7 +543,7 @@ l_msg_index(lua_State *L)
     } else if (isreq && strcmp(k, "url") == 0) {
         push_txt(L, m->hp->url);
     } else if (strcmp(k, "proto") == 0) {
-        lua_pushstring(L, m->hp->proto == 10 ? "HTTP/1.0" : "HTTP/1.1");
+        lua_pushstring(L, http_proto_name(m->hp->proto));
     } else if (!isreq && strcmp(k, "status") == 0) {
         lua_pushinteger(L, m->hp->status);
     } else if (!isreq && strcmp(k, "reason") == 0) {
@@ -742,6 +742,8 @@ l_client_index(lua_State *L)
         push_tls_fact(L, sp, k);
     else if (sp != NULL && strcmp(k, "proxy") == 0 && sp->pp != NULL)
         lua_pushinteger(L, sp->pp->version);
+    else if (strcmp(k, "proto") == 0)
+        lua_pushstring(L, http_proto_name(pw->req->http->proto)); /* the client's protocol */
     else
         lua_pushnil(L);
     return (1);

@@ -166,6 +166,8 @@ pool_blocking(void)
 {
     if (self != NULL && self->taker)
         slot_put(self);
+    if (self != NULL && self->wrk.on_block != NULL)
+        self->wrk.on_block(&self->wrk);
 }
 
 unsigned

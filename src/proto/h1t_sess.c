@@ -249,6 +249,15 @@ check_request(struct req *req)
 
     if (nhost > 1 || (hp->proto == 11 && nhost == 0))
         return (reject(req, 400));
+    if (http_has_token(hp, "Upgrade", "h2c")) {
+        /*
+         * RFC 9113 dropped the upgrade to HTTP/2 (section 3.1): the request
+         * is served as HTTP/1.1, and neither the offer nor its settings
+         * reach a backend, piped or not.
+         */
+        http_unset(hp, "Upgrade");
+        http_unset(hp, "HTTP2-Settings");
+    }
     switch (h1_req_body(hp, &req->clen)) {
     case H1_BODY_NONE:
         req->body = H1_BODY_NONE;

@@ -15,6 +15,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ static struct tls_lsn *lsns[TLS_MAX_LSN];
 static unsigned nlsns;
 
 static const unsigned char alpn_h11[] = "\x08http/1.1";
+static const unsigned char alpn_h2[] = "\x02h2\x08http/1.1"; /* ours first: h2 when both can */
 
 /* The first queued OpenSSL error, for a message; clears the queue. */
 static const char *
@@ -162,12 +164,13 @@ alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsign
         unsigned inlen, void *arg)
 {
     unsigned char *sel;
+    bool h2 = arg != NULL; /* the listener's: not ,h1only */
 
     (void)ssl;
-    (void)arg;
-    if (SSL_select_next_proto(&sel, outlen, alpn_h11, sizeof alpn_h11 - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
-        return (SSL_TLSEXT_ERR_NOACK); /* "h2" alone: go on without ALPN, speak HTTP/1.1 */
+    if (SSL_select_next_proto(&sel, outlen, h2 ? alpn_h2 : alpn_h11,
+                              h2 ? sizeof alpn_h2 - 1 : sizeof alpn_h11 - 1, in,
+                              inlen) != OPENSSL_NPN_NEGOTIATED)
+        return (SSL_TLSEXT_ERR_NOACK); /* none of ours: go on without ALPN, speak HTTP/1.1 */
     *out = sel;
     return (SSL_TLSEXT_ERR_OK);
 }
@@ -232,7 +235,7 @@ load_ocsp(struct tls_cert *tc, const char *path, struct sb *err)
 }
 
 static SSL_CTX *
-new_ctx(struct sb *err)
+new_ctx(bool h2, struct sb *err)
 {
     char rbuf[256];
     SSL_CTX *ctx;
@@ -242,8 +245,21 @@ new_ctx(struct sb *err)
     AN(SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION));
     SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION |
                                  SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF);
-    /* 10,000 idle keep-alive clients must not each hold 2 x 16 KiB of record buffers. */
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /*
+     * 10,000 idle keep-alive clients must not each hold 2 x 16 KiB of
+     * record buffers.  No automatic chain: the chain is what the cert=
+     * file holds, and without NO_AUTO_CHAIN OpenSSL runs X509_verify_cert()
+     * against the (empty) store on every handshake of a certificate that
+     * has no intermediates, to find none.
+     */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN);
+    /*
+     * Read as much as the socket holds, not a record header and then its
+     * body: the client's Finished and first request arrive together and
+     * cost one read(2), not six.  Records read ahead are invisible to
+     * poll(2): tls_pending() knows.
+     */
+    SSL_CTX_set_read_ahead(ctx, 1);
     if (SSL_CTX_set_cipher_list(ctx, par.tls_ciphers) != 1) {
         sb_printf(err, "tls_ciphers '%s': %s", par.tls_ciphers, ssl_reason(rbuf, sizeof rbuf));
         SSL_CTX_free(ctx);
@@ -262,7 +278,8 @@ new_ctx(struct sb *err)
     SSL_CTX_set_timeout(ctx, (long)(2 * par.tls_ticket_rotate));
     AN(SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, tls__ticket_cb));
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
-    SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
+    /* Any non-NULL argument says h2: the callback only tests it. */
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, h2 ? (void *)(uintptr_t)alpn_h2 : NULL);
     return (ctx);
 }
 
@@ -295,7 +312,7 @@ gen_load(const struct tls_conf *conf, struct sb *err)
     gen->refcnt = 1;
     for (unsigned i = 0; i < conf->ncert; i++) {
         tc = &gen->cert[i];
-        tc->ctx = new_ctx(err);
+        tc->ctx = new_ctx(conf->h2, err);
         if (tc->ctx == NULL)
             goto fail;
         gen->ncert++;
@@ -403,6 +420,7 @@ tls_lsn_new(const char *spec, const struct tls_conf *conf, struct sb *err)
     OBJ_NEW(ln, TLS_LSN_MAGIC);
     ln->spec = strdup(spec);
     AN(ln->spec);
+    ln->conf.h2 = conf->h2;
     ln->conf.ncert = conf->ncert;
     for (unsigned i = 0; i < conf->ncert; i++) {
         ln->conf.c[i].cert = dup_or_null(conf->c[i].cert);
@@ -541,4 +559,5 @@ void
 tls_fini(void)
 {
     SRG_ASSERT(nlsns == 0); /* acc_stop() freed them */
+    tls__ticket_fini();
 }

@@ -259,16 +259,78 @@ tls_sendfile(SSL *ssl, int fd, int filefd, off_t off, size_t len, double deadlin
     return (0);
 }
 
-bool
-tls_pending(const SSL *ssl)
+void
+tls_mux_mode(SSL *ssl)
 {
-    return (SSL_pending(ssl) > 0);
+    /*
+     * A write returns once a record went, and a retry after WANT_WRITE
+     * may come from a buffer the caller has since compacted or grown.
+     */
+    SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+}
+
+ssize_t
+tls_write_nb(SSL *ssl, const void *buf, size_t len)
+{
+    size_t n;
+    int e;
+
+    ERR_clear_error();
+    errno = 0;
+    if (SSL_write_ex(ssl, buf, len, &n) == 1)
+        return ((ssize_t)n);
+    e = SSL_get_error(ssl, 0);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return (-1);
+    }
+    /* Not waiting: want() only sorts EOF from failure. */
+    if (want(ssl, -1, e, 0) == 0)
+        errno = EPIPE; /* the client closed while we were writing */
+    return (-1);
+}
+
+bool
+tls_alpn_h2(const SSL *ssl)
+{
+    const unsigned char *p;
+    unsigned len;
+
+    SSL_get0_alpn_selected(ssl, &p, &len);
+    return (len == 2 && memcmp(p, "h2", 2) == 0);
+}
+
+bool
+tls_pending(SSL *ssl)
+{
+    char c;
+    size_t n;
+    int e;
+
+    if (SSL_pending(ssl) > 0)
+        return (true);
+    /* Peeking during a handshake would run the handshake. */
+    if (!SSL_has_pending(ssl) || !SSL_is_init_finished(ssl))
+        return (false);
+    /*
+     * Bytes read ahead but not opened: a whole record would never be
+     * signalled by the socket, the start of one will (by its rest).
+     * Peeking opens what is whole; WANT_READ means only a part is there.
+     */
+    ERR_clear_error();
+    errno = 0;
+    if (SSL_peek_ex(ssl, &c, 1, &n) == 1)
+        return (true);
+    e = SSL_get_error(ssl, 0);
+    ERR_clear_error();
+    /* EOF and errors count as news: the next read reports them at once. */
+    return (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE);
 }
 
 int
 tls_wait_readable(SSL *ssl, int fd, double timeout)
 {
-    if (SSL_pending(ssl) > 0)
+    if (tls_pending(ssl))
         return (1);
     return (vio_wait_readable(fd, timeout));
 }

@@ -35,6 +35,7 @@ void tls__gen_unref(struct tls_gen **genp);
 
 /* Session ticket keys (tls_ticket.c): current and previous, rotated every tls_ticket_rotate. */
 void tls__ticket_init(void);
+void tls__ticket_fini(void);
 int tls__ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
                    EVP_MAC_CTX *hctx, int enc);
 

@@ -35,6 +35,12 @@ static pthread_mutex_t tk_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct tkey tk_cur, tk_prev; /* under tk_mtx */
 static bool tk_have_prev;           /* under tk_mtx */
 static double tk_made;              /* under tk_mtx: tim_mono() when tk_cur was made */
+/*
+ * Fetched once: EVP_aes_256_cbc() is a legacy handle that OpenSSL 3
+ * looks up in its provider store (a property query under a lock) on
+ * every EVP_EncryptInit_ex(), two tickets a handshake.
+ */
+static EVP_CIPHER *tk_aes;
 
 static void
 tkey_make(struct tkey *k)
@@ -47,6 +53,10 @@ tkey_make(struct tkey *k)
 void
 tls__ticket_init(void)
 {
+    if (tk_aes == NULL) {
+        tk_aes = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
+        AN(tk_aes);
+    }
     AZ(pthread_mutex_lock(&tk_mtx));
     tkey_make(&tk_cur);
     tk_have_prev = false;
@@ -106,14 +116,21 @@ tls__ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPH
     if (enc) {
         memcpy(key_name, k.name, sizeof k.name);
         if (RAND_bytes(iv, 16) != 1 ||
-            EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1 ||
+            EVP_EncryptInit_ex(cctx, tk_aes, NULL, k.aes, iv) != 1 ||
             EVP_MAC_init(hctx, k.hmac, sizeof k.hmac, params) != 1)
             rv = -1;
     } else if (rv != 0) {
         if (EVP_MAC_init(hctx, k.hmac, sizeof k.hmac, params) != 1 ||
-            EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1)
+            EVP_DecryptInit_ex(cctx, tk_aes, NULL, k.aes, iv) != 1)
             rv = -1;
     }
     OPENSSL_cleanse(&k, sizeof k);
     return (rv);
+}
+
+void
+tls__ticket_fini(void)
+{
+    EVP_CIPHER_free(tk_aes);
+    tk_aes = NULL;
 }

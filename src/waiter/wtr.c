@@ -42,6 +42,15 @@
  * deadline is expired like an idle one, and its event's receiver answers
  * it with sess_close_timeout() (a canned 408, never blocking) rather than
  * a silent close.
+ *
+ * A connection that serves several requests at once (HTTP/2) is parked
+ * while its requests run on other workers, so that what it reads next
+ * (a new request, a window update they wait for) finds a worker.  Parked
+ * busy (wtr_park()) it is on the busy list, which no sweep walks: it
+ * cannot expire while its requests run.  wtr_rest() moves it to the
+ * parked list when the last one ends.  Its transport calls both with its
+ * own lock held, so that lock ranks above park_mtx, and nothing here calls
+ * the transport (sess_close()) with park_mtx held.
  */
 #include "config.h"
 
@@ -86,6 +95,9 @@ static bool stopping;          /* under park_mtx */
 static struct sess *ready_head; /* under park_mtx */
 static struct sess *ready_tail; /* under park_mtx */
 static bool ready_signaled;     /* under park_mtx: ready_fd is readable */
+/* Parked busy (wtr_park()): no expiry, in no particular order. */
+static struct sess *busy_head; /* under park_mtx */
+static struct sess *busy_tail; /* under park_mtx */
 /* Sessions parked with a deadline: a min-heap on sp->wdeadline (sp->wheap is 1 + index). */
 static struct sess **heap; /* under park_mtx */
 static unsigned heap_len;  /* under park_mtx */
@@ -171,23 +183,34 @@ heap_remove(struct sess *sp)
 }
 
 static void
+unlink_from(struct sess **headp, struct sess **tailp, struct sess *sp)
+{
+    if (sp->wprev != NULL)
+        sp->wprev->wnext = sp->wnext;
+    else
+        *headp = sp->wnext;
+    if (sp->wnext != NULL)
+        sp->wnext->wprev = sp->wprev;
+    else
+        *tailp = sp->wprev;
+    sp->wnext = sp->wprev = NULL;
+}
+
+static void
 unlink_parked(struct sess *sp)
 {
+    if (sp->wbusy) {
+        unlink_from(&busy_head, &busy_tail, sp);
+        sp->wbusy = false;
+        return;
+    }
     if (!sp->wparked)
         return;
     if (sp->wheap != 0) {
         heap_remove(sp);
         return;
     }
-    if (sp->wprev != NULL)
-        sp->wprev->wnext = sp->wnext;
-    else
-        park_head = sp->wnext;
-    if (sp->wnext != NULL)
-        sp->wnext->wprev = sp->wprev;
-    else
-        park_tail = sp->wprev;
-    sp->wnext = sp->wprev = NULL;
+    unlink_from(&park_head, &park_tail, sp);
     sp->wparked = false;
 }
 
@@ -197,10 +220,11 @@ claim_locked(struct sess *sp)
 {
     bool expired;
 
+    if (!sp->wbusy)
+        STAT_DEC(sess_idle); /* a busy one was never counted idle */
     unlink_parked(sp);
     expired = sp->wexpired;
     sp->wexpired = false;
-    STAT_DEC(sess_idle);
     return (expired);
 }
 
@@ -547,7 +571,7 @@ void
 wtr_fini(void)
 {
     uint64_t one = 1;
-    struct sess *sp;
+    struct sess *sp, *closing = NULL;
 
     AZ(pthread_mutex_lock(&park_mtx));
     stopping = true;
@@ -556,21 +580,30 @@ wtr_fini(void)
     AZ(pthread_join(wtr_thread, NULL));
     /*
      * Nobody receives events any more (the workers are idle, the thread
-     * is gone), so every parked session is ours to close.
+     * is gone), so every parked session is ours to close, outside the
+     * lock: closing one may call its transport (see above).
      */
     AZ(pthread_mutex_lock(&park_mtx));
-    while ((sp = park_head) != NULL || (sp = heap_len > 0 ? heap[0] : NULL) != NULL) {
-        unlink_parked(sp);
-        STAT_DEC(sess_idle);
-        sess_close(&sp);
+    while ((sp = park_head) != NULL || (sp = busy_head) != NULL ||
+           (sp = heap_len > 0 ? heap[0] : NULL) != NULL) {
+        (void)claim_locked(sp);
+        sp->wnext = closing;
+        closing = sp;
     }
     free(heap);
     heap = NULL;
     heap_len = heap_cap = 0;
-    while ((sp = ready_pop_locked()) != NULL)
-        sess_close(&sp);
+    while ((sp = ready_pop_locked()) != NULL) {
+        sp->wnext = closing;
+        closing = sp;
+    }
     ready_sync_locked();
     AZ(pthread_mutex_unlock(&park_mtx));
+    while ((sp = closing) != NULL) {
+        closing = sp->wnext;
+        sp->wnext = NULL;
+        sess_close(&sp);
+    }
     event_free(set_ev);
     event_free(stop_ev);
     event_free(sweep_ev);
@@ -678,6 +711,57 @@ wtr_enter_until(struct sess **spp, double deadline)
     }
     STAT_INC(sess_wait_partial);
     park(sp, deadline);
+}
+
+int
+wtr_park(struct sess *sp, bool busy)
+{
+    int err, op;
+
+    OBJ_CHECK(sp, SESS_MAGIC);
+    AZ(pthread_mutex_lock(&park_mtx));
+    if (stopping) {
+        AZ(pthread_mutex_unlock(&park_mtx));
+        errno = ESHUTDOWN;
+        return (-1);
+    }
+    sp->wdeadline = 0;
+    if (busy) {
+        append(&busy_head, &busy_tail, sp);
+        sp->wbusy = true;
+    } else {
+        link_tail(sp);
+        STAT_INC(sess_idle);
+    }
+    op = sp->wregistered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    sp->wregistered = true;
+    AZ(pthread_mutex_unlock(&park_mtx));
+    STAT_INC(sess_waited);
+    if (arm(sp, op))
+        return (0);
+    err = errno;
+    AZ(pthread_mutex_lock(&park_mtx));
+    (void)claim_locked(sp);
+    AZ(pthread_mutex_unlock(&park_mtx));
+    log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(err));
+    errno = err;
+    return (-1);
+}
+
+void
+wtr_rest(struct sess *sp)
+{
+    OBJ_CHECK(sp, SESS_MAGIC);
+    AZ(pthread_mutex_lock(&park_mtx));
+    /* Not busy any more: its event came (its new owner decides), or it was never parked busy. */
+    if (sp->wbusy) {
+        unlink_from(&busy_head, &busy_tail, sp);
+        sp->wbusy = false;
+        sp->t_idle = tim_mono();
+        link_tail(sp);
+        STAT_INC(sess_idle);
+    }
+    AZ(pthread_mutex_unlock(&park_mtx));
 }
 
 struct pool_task *

@@ -233,6 +233,7 @@ def cut_off(s, path, headers=None):
     with s.conn() as c:
         c.request("GET", path, headers)
         raw = c.read_until_close(timeout=10)
+    assert raw.startswith(b"HTTP/1.1 "), raw  # something was sent before the cut
     with pytest.raises(httpc.Incomplete):
         httpc.parse_responses(raw)
     return raw

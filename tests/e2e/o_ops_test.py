@@ -105,7 +105,7 @@ def test_varnish_names_on_the_command_line_in_the_file_and_at_runtime(origin, su
 
 
 @pytest.mark.parametrize("value,why", [
-    ("+http2", "+http2 is not possible: HTTP/2 is not supported yet"),
+    ("-http2", "-http2 is not possible: HTTP/2 is chosen per listen address"),
     ("-esi_ignore_other_elements", "elements other than ESI's are always passed through"),
     ("-validate_headers", "-validate_headers is not possible"),
     ("+no_such_feature", "unknown feature 'no_such_feature'"),
@@ -119,9 +119,9 @@ def test_feature_refused_clearly(origin, value, why):
 
 
 def test_feature_accepted_when_it_says_what_surogat_does(origin, surogat):
-    sg = surogat(params={"feature": "-http2,+validate_headers,+https_scheme"})
+    sg = surogat(params={"feature": "+http2,+validate_headers,+https_scheme,-esi_remove_bom"})
     p = sg.ctl("param.show", "feature")
-    assert ("Value is: +https_scheme,+esi_ignore_other_elements,+esi_include_onerror,"
+    assert ("Value is: +http2,+https_scheme,+esi_ignore_other_elements,+esi_include_onerror,"
             "+wait_silo,+validate_headers,+busy_stats_rate") in p.stdout
     for name in ("http2", "esi_remove_bom", "validate_headers", "busy_stats_rate"):
         assert re.search(r"^ +[-+]%s +\S" % name, p.stdout, re.M), p.stdout
@@ -540,7 +540,7 @@ def test_dash_t_good_and_bad(certs, tmp_path):
          "b1.conf:2: unknown parameter 'ttl'"),
         (["-c", str(write(tmp_path / "b2.conf", "thread_pools = 0\n"))],
          "b2.conf:1: thread_pools: 0 is below the minimum 1"),
-        (["-p", "feature=+http2"], "-p feature: +http2 is not possible"),
+        (["-p", "feature=-http2"], "-p feature: -http2 is not possible"),
         (["-f", str(write(tmp_path / "b.lua", "x = 1\nfunction recv(req\n"))], "b.lua:3:"),
         (["-a", tls.replace(str(crt), str(tmp_path / "none.crt"))], "none.crt"),
         (["-a", tls.replace(str(key), str(certs.a2[1]))], "does not match"),

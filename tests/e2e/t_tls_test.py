@@ -93,8 +93,10 @@ class Tls:
         with self.conn(sni) as c:
             return int(c.sock.getpeercert()["serialNumber"], 16)
 
-    def curl(self, *args, host="a.test", timeout=30):
-        return run([CURL, "-sS", "--max-time", "20", "--cacert", self.ca,
+    def curl(self, *args, host="a.test", timeout=30, http="--http1.1"):
+        """curl speaking HTTP/1.1 unless told (http="--http2"): these tests are about
+        HTTP/1.1 over TLS; HTTP/2 has its own (h2_*_test.py)."""
+        return run([CURL, "-sS", "--max-time", "20", "--cacert", self.ca, http,
                     "--resolve", "%s:%d:127.0.0.1" % (host, self.port)] + list(args),
                    timeout=timeout)
 
@@ -193,18 +195,21 @@ def test_modern_protocols(tls, version, proto):
     t = tls()
     out = t.s_client(version, "-servername", "a.test", "-alpn", "h2,http/1.1")
     assert "Protocol  : %s" % proto in out or "New, %s" % proto in out, out
-    assert "ALPN protocol: http/1.1" in out
+    assert "ALPN protocol: h2" in out  # HTTP/2 first, when the client can
     assert "Verify return code: 0 (ok)" in out
     if proto == "TLSv1.2":
         assert re.search(r"Cipher is ECDHE-(ECDSA|RSA)-", out), out  # forward secrecy only
 
 
 def test_alpn_without_http11_still_serves(tls):
-    t = tls()
+    """A listener without HTTP/2 (h1only) offered h2 alone goes on without ALPN."""
+    t = tls(extra=",h1only")
     out = t.s_client("-alpn", "h2", "-servername", "a.test", "-ign_eof",
                      stdin=b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
     assert "No ALPN negotiated" in out
     assert "HTTP/1.1 200" in out
+    out = t.s_client("-alpn", "h2,http/1.1", "-servername", "a.test")
+    assert "ALPN protocol: http/1.1" in out
 
 
 @pytest.mark.parametrize("version", ["-tls1_2", "-tls1_3"])

@@ -13,9 +13,9 @@
  * default) or FEAT_CHOICE_ON (on by default) and the code reads the bit
  * in par.feature.
  */
-FEATURE(http2, FEAT_OFF,
-        "HTTP/2 is not supported yet: TLS clients are offered http/1.1 by ALPN and every "
-        "client speaks HTTP/1.1")
+FEATURE(http2, FEAT_ON,
+        "HTTP/2 is chosen per listen address: tls ones offer it by ALPN unless ,h1only, "
+        "cleartext ones take it with prior knowledge when ,h2c")
 FEATURE(short_panic, FEAT_OFF, "a panic always writes its whole dump to standard error")
 FEATURE(no_coredump, FEAT_OFF,
         "surogatd stays dumpable after dropping root, so that a panic leaves a core file "

@@ -34,7 +34,7 @@ PARAM(thread_queue_limit, UINT, "256", "0", NULL, PAR_LIVE,
 PARAM(listen_depth, UINT, "1024", "1", NULL, PAR_RESTART,
       "Backlog of each listen socket: connections the kernel queues before accept().")
 PARAM(feature, FEATURE,
-      "+https_scheme,+esi_ignore_other_elements,+esi_include_onerror,+wait_silo,"
+      "+http2,+https_scheme,+esi_ignore_other_elements,+esi_include_onerror,+wait_silo,"
       "+validate_headers,+busy_stats_rate",
       NULL, NULL,
       PAR_LIVE,
@@ -96,6 +96,30 @@ PARAM(http_chunk_ext_max, BYTES, "1k", "0", "64k", PAR_LIVE,
 PARAM(workspace_client, BYTES, "64k", "8k", "16m", PAR_LIVE,
       "Per-request memory arena for the request, the backend request and the response "
       "heads. When it runs out the request is answered 500 (ws_overflow).")
+PARAM(h2_max_concurrent_streams, UINT, "100", "1", "10000", PAR_LIVE,
+      "HTTP/2: requests a client may have under way at once on one connection "
+      "(SETTINGS_MAX_CONCURRENT_STREAMS). A stream the client has reset counts until its "
+      "request has ended here; one over the limit is refused with REFUSED_STREAM, which a "
+      "client may retry. New connections get a new value.")
+PARAM(h2_initial_window_size, BYTES, "64k", "1k", "2047m", PAR_LIVE,
+      "HTTP/2: request body bytes a client may send on one stream ahead of what surogat "
+      "has passed on (SETTINGS_INITIAL_WINDOW_SIZE), so the most body a stream holds in "
+      "memory; a connection may hold 16 times as much in all. New connections get a new "
+      "value.")
+PARAM(h2_rapid_reset_limit, UINT, "100", "1", NULL, PAR_LIVE,
+      "HTTP/2: streams a client may reset (RST_STREAM) per second on one connection, in "
+      "bursts of as many; past it the connection is closed with GOAWAY ENHANCE_YOUR_CALM "
+      "(Rapid Reset, CVE-2023-44487).")
+PARAM(h2_frame_flood_limit, UINT, "1000", "10", NULL, PAR_LIVE,
+      "HTTP/2: frames that ask work of surogat but carry no request a client may send per "
+      "second on one connection, in bursts of as many: SETTINGS, PING, PRIORITY, "
+      "WINDOW_UPDATE, and DATA, HEADERS or CONTINUATION frames that are empty and end "
+      "nothing. Past it the connection is closed with GOAWAY ENHANCE_YOUR_CALM.")
+PARAM(h2_window_timeout, DURATION, "10s", "100ms", NULL, PAR_LIVE,
+      "HTTP/2: how long a response may make no progress because the client gives it no "
+      "flow-control window or reads nothing from the connection. Then the stream is reset "
+      "and its worker freed, or, when the connection's own window or the socket stays "
+      "shut, the connection is closed (zero-window slowloris).")
 PARAM(backend_connect_timeout, DURATION, "3.5s", "1ms", NULL, PAR_LIVE,
       "Default time allowed to open a connection to a backend. Failure answers 503.")
 PARAM(backend_first_byte_timeout, DURATION, "60s", "1ms", NULL, PAR_LIVE,

@@ -327,6 +327,37 @@ STAT(realip_xff, COUNTER, "Requests from a trusted_proxies peer whose client add
      "taken from X-Forwarded-For.")
 STAT(tls_reload, COUNTER, "TLS listen addresses whose certificates were reloaded by SIGHUP.")
 STAT(tls_reload_fail, COUNTER, "TLS certificate reloads that failed (the old ones stay).")
+STAT(h2_sess, COUNTER, "HTTP/2 connections: ALPN h2 on a tls listener, or the connection "
+     "preface on an h2c one.")
+STAT(h2_sess_open, GAUGE, "HTTP/2 connections open now.")
+STAT(h2_streams, COUNTER, "HTTP/2 streams clients opened: each one a request.")
+STAT(h2_refused, COUNTER, "HTTP/2 streams refused with REFUSED_STREAM: over "
+     "h2_max_concurrent_streams counting requests still running, or after a GOAWAY.")
+STAT(h2_rst_received, COUNTER, "RST_STREAM frames received from clients.")
+STAT(h2_rst_sent, COUNTER, "RST_STREAM frames sent to clients.")
+STAT(h2_goaway_received, COUNTER, "GOAWAY frames received from clients.")
+STAT(h2_goaway_sent, COUNTER, "GOAWAY frames sent: shutdown, reload, idle timeout, errors, floods.")
+STAT(h2_err_pseudo, COUNTER, "HTTP/2 requests reset as malformed for their pseudo-header "
+     "fields: one missing, repeated, unknown, empty, or after a regular field (RFC 9113 8.3).")
+STAT(h2_err_field, COUNTER, "HTTP/2 requests reset as malformed for a field: a "
+     "connection-specific one, an uppercase or invalid name, CR, LF, NUL or surrounding "
+     "whitespace in a value, TE other than trailers (RFC 9113 8.2).")
+STAT(h2_err_length, COUNTER, "HTTP/2 requests reset because their body disagreed with their "
+     "Content-Length.")
+STAT(h2_err_frame, COUNTER, "HTTP/2 connection errors of the frame layer: a bad preface, frame "
+     "size, stream state, flow control or header compression error (GOAWAY).")
+STAT(h2_hdr_too_big, COUNTER, "HTTP/2 requests answered 431: a decoded header list over "
+     "http_req_size or more than http_max_hdr fields (HPACK bomb).")
+STAT(h2_flood_reset, COUNTER, "HTTP/2 connections closed for resetting streams faster than "
+     "h2_rapid_reset_limit (Rapid Reset).")
+STAT(h2_flood_frames, COUNTER, "HTTP/2 connections closed for sending control or empty frames "
+     "faster than h2_frame_flood_limit.")
+STAT(h2_flood_continuation, COUNTER, "HTTP/2 connections closed for a header block of more than "
+     "http_req_size bytes or 32 frames (CONTINUATION flood).")
+STAT(h2_window_stall, COUNTER, "HTTP/2 streams reset after h2_window_timeout without a "
+     "flow-control window from the client.")
+STAT(h2_conn_stall, COUNTER, "HTTP/2 connections closed after h2_window_timeout with their own "
+     "window or their socket shut.")
 STAT(sfb_req, COUNTER, "Requests answered by a static-file backend.")
 STAT(sfb_bad_path, COUNTER, "Static requests refused 400 or 414 by path normalisation "
      "(.., encoded slash, NUL, backslash, bad UTF-8).")

@@ -148,23 +148,23 @@ END_TEST
 
 START_TEST(feature_values)
 {
-    const char *fixed = "+https_scheme,+esi_ignore_other_elements,+esi_include_onerror,"
+    const char *fixed = "+http2,+https_scheme,+esi_ignore_other_elements,+esi_include_onerror,"
                         "+wait_silo,+validate_headers,+busy_stats_rate";
 
     ck_assert_str_eq(get("feature"), fixed);
     set_ok("feature", "default");
     set_ok("feature", "+validate_headers");
-    set_ok("feature", "-http2,-esi_remove_bom");
-    set_ok("feature", "none,+https_scheme,+validate_headers,+wait_silo,+busy_stats_rate,"
+    set_ok("feature", "+http2,-esi_remove_bom");
+    set_ok("feature", "none,+http2,+https_scheme,+validate_headers,+wait_silo,+busy_stats_rate,"
                       "+esi_ignore_other_elements,+esi_include_onerror");
-    set_ok("feature", "+http2,-http2");
+    set_ok("feature", "-http2,+http2");
     ck_assert_str_eq(get("feature"), fixed);
     /* The ESI ones Varnish leaves to the operator are choices here too. */
     set_ok("feature", "+esi_disable_xml_check,-esi_include_onerror");
     ck_assert(par.feature & (1u << PAR_FEAT_esi_disable_xml_check));
     ck_assert(!(par.feature & (1u << PAR_FEAT_esi_include_onerror)));
     set_ok("feature", "default");
-    set_fails("feature", "+http2", "+http2 is not possible: HTTP/2 is not supported");
+    set_fails("feature", "-http2", "-http2 is not possible: HTTP/2 is chosen per listen");
     set_fails("feature", "-esi_ignore_other_elements", "passed through as text");
     set_fails("feature", "-validate_headers", "-validate_headers is not possible");
     set_fails("feature", "none", "is not possible");

@@ -439,7 +439,7 @@ START_TEST(overload_answers_503_at_once)
     int c[2], sv[2];
 
     par.thread_queue_limit = 1;
-    sess_set_task(sess_task);
+    sess_set_task(sess_task, sess_task);
     start();
     occupy(&blocker);
     dropped = stat_get(STAT_sess_dropped);

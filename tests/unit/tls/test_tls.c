@@ -2,9 +2,10 @@
  * tls: the I/O seam under TLS, against a real OpenSSL client in a thread
  * over a socketpair.  A self-signed certificate is made in $TMPDIR, the
  * server side is tls_accept() on a listener from tls_lsn_new().  Checks
- * the details poll(2) cannot see: decrypted bytes OpenSSL holds count as
- * readable, small writes are gathered into one record, large ones are
- * whole, EOF and close_notify are told apart from errors.
+ * the details poll(2) cannot see: decrypted bytes OpenSSL holds and whole
+ * records it read ahead count as readable, a part of a record does not,
+ * small writes are gathered into one record, large ones are whole, EOF
+ * and close_notify are told apart from errors.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -318,6 +319,41 @@ START_TEST(garbage_is_an_error_not_eof)
 }
 END_TEST
 
+START_TEST(read_ahead_record_counts_as_readable)
+{
+    char buf[100];
+
+    /* Two records in one segment: one read(2) takes both, the socket is then empty. */
+    ck_assert_int_eq(SSL_write(cli, "first", 5), 5);
+    ck_assert_int_eq(SSL_write(cli, "second", 6), 6);
+    ck_assert_int_eq(vio_wait(sv[0], POLLIN, tim_mono() + 5), 1);
+    usleep(20000); /* both records are in the socket */
+    ck_assert_int_eq(tls_read(srv, sv[0], buf, sizeof buf, tim_mono() + 5), 5);
+    ck_assert_int_eq(recv(sv[0], buf, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+    ck_assert(tls_pending(srv));
+    ck_assert_int_eq(tls_wait_readable(srv, sv[0], 0.05), 1);
+    ck_assert_int_eq(tls_read_nb(srv, buf, sizeof buf), 6);
+    ck_assert(memcmp(buf, "second", 6) == 0);
+    ck_assert(!tls_pending(srv));
+}
+END_TEST
+
+START_TEST(partial_record_is_not_readable)
+{
+    char buf[100];
+
+    /* A record, then the first bytes of another: the socket will signal the rest. */
+    ck_assert_int_eq(SSL_write(cli, "whole", 5), 5);
+    ck_assert_int_eq(write(sv[1], "\x17\x03\x03\x00\x40" "abc", 8), 8);
+    usleep(20000);
+    ck_assert_int_eq(tls_read(srv, sv[0], buf, sizeof buf, tim_mono() + 5), 5);
+    ck_assert(!tls_pending(srv)); /* else a parked session would be woken over and over */
+    ck_assert_int_eq(tls_wait_readable(srv, sv[0], 0.05), 0);
+    ck_assert_int_eq(tls_read_nb(srv, buf, sizeof buf), -1);
+    ck_assert_int_eq(errno, EAGAIN);
+}
+END_TEST
+
 Suite *
 tls_suite(void)
 {
@@ -331,6 +367,8 @@ tls_suite(void)
     tcase_add_test(tc, sendfile_falls_back_to_reads);
     tcase_add_test(tc, eof_and_timeout);
     tcase_add_test(tc, garbage_is_an_error_not_eof);
+    tcase_add_test(tc, read_ahead_record_counts_as_readable);
+    tcase_add_test(tc, partial_record_is_not_readable);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -91,7 +91,7 @@ setup(void)
     par.timeout_idle = 60;
     ck_assert_int_eq(wtr_init(), 0);
     pool_set_idle_source(wtr_take);
-    sess_set_task(task);
+    sess_set_task(task, task);
     ck_assert_int_eq(pool_init(), 0);
     started = true;
 }
