@@ -323,7 +323,8 @@ dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
             }
         }
     }
-    if (copy != NULL)
+    /* Sent as a copy holds it (a copy may also be what another coding is made from). */
+    if (copy != NULL && pk.send == pk.from)
         STAT_INC(copy_hit);
     /* A miss delivered from what it stored (fwd) is its first delivery: 0 hits. */
     if (dlv__plan_obj(req, oc, src, pk, src->body.len, now, fwd,

@@ -444,3 +444,29 @@ def test_file_store_restart_forgets_copies(origin, surogat, tmp_path):
     assert sg2.stat("copy_hit") == 1
     check(get(sg2, "/f", "br"), "br", PAGE)
     assert origin.hits("/f") == 1
+
+
+def test_codings_and_copies_over_h2(origin, surogat):
+    """The deliverer is one for both protocols: each coding, made or from a copy, with
+    its length when it has one, over HTTP/2 too."""
+    from conftest import free_port
+    from h2util import H2
+    port = free_port()
+    origin.route("/p", body=PAGE, headers=CC60)
+    sg = surogat(params={"compress_copy_after": "2"},
+                 args=["-a", "127.0.0.1:%d,h2c" % port])
+    check(get(sg, "/p", "br"), "br", PAGE)
+    with H2(port) as c:
+        for i, (ae, coding) in enumerate([("gzip", "gzip"), (None, None), (None, None),
+                                          (None, None), ("br", "br"), ("gzip", "gzip")]):
+            st = c.get("/p", authority="surogat.test",
+                       headers=[("accept-encoding", ae)] if ae else [])
+            assert st.status == 200, st
+            assert st.header("content-encoding") == coding, (i, st.headers)
+            assert decode(coding, bytes(st.data)) == PAGE, i
+            assert "accept-encoding" in st.header("vary").lower()
+            if i == 3:  # the identity copy: its length known
+                assert st.header("content-length") == str(len(PAGE)), st.headers
+    st = sg.stats()
+    assert st["copy_made"] == 2 and st["copy_hit"] == 1, st  # identity, then gzip
+    assert origin.hits("/p") == 1
