@@ -7,7 +7,9 @@ files from tmpfs, same pinning as passthrough.py, one run.
   proxy under test   core 0   (taskset -c 0)
   wrk, origin nginx  core 1   (taskset -c 1)
 
-1. Hits: 1 KiB, 128 KiB and 1 MiB objects at 50 and 400 connections, and a
+1. Hits: 1 KiB, 128 KiB and 1 MiB objects at 50 and 400 connections, a
+   ~9 KiB HTML page (issue 15's cacheable dynamic page) asked by clients
+   with Accept-Encoding: gzip (page9k-gz) and without (page9k-id), and a
    10,000-URL working set with Zipf popularity (wrk + lua/zipf.lua), every
    cache warmed first and the hit checked in the response headers.  Reports
    req/s, p99, ratios, the origin's request count during each measured run
@@ -57,6 +59,11 @@ log = pt.log
 # name, path, size
 OBJECTS = [("1KiB", "/1k", 1024), ("128KiB", "/128k", 128 * 1024),
            ("1MiB", "/1m", 1024 * 1024)]
+# Issue 15's cacheable dynamic page: ~9 KiB of HTML, hit by clients with and
+# without Accept-Encoding: gzip (wrk, curl, bots and monitoring send none).
+# name, path, size, the clients' Accept-Encoding
+PAGES = [("page9k-gz", "/page9k.html", 9 * 1024, "gzip"),
+         ("page9k-id", "/page9k.html", 9 * 1024, None)]
 ZIPF = "zipf10k"
 ZIPF_SIZE = 1024
 PROXIES = ["surogat", "surogat-file", "varnish-malloc", "varnish-file", "nginx"]
@@ -74,6 +81,18 @@ FILE_STORES = ("surogat-file", "varnish-file")
 def body_bytes(size, tag=b""):
     line = b"0123456789abcdef"
     return (tag + line * (size // 16 + 1))[:size - 1] + b"\n"
+
+
+def page_bytes(size, seed=15):
+    """size bytes of HTML with a real page's redundancy: markup repeats, words vary."""
+    words = [b"cache", b"proxy", b"origin", b"object", b"header", b"client", b"stale",
+             b"fresh", b"vary", b"range", b"store", b"lorem", b"ipsum", b"dolor", b"amet"]
+    out, x = bytearray(b"<!DOCTYPE html>\n<html><head><title>page</title></head><body>\n"), seed
+    while len(out) < size:
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        para = b" ".join(words[(x >> k) % len(words)] for k in range(0, 24, 3))
+        out += b'<div class="item"><a href="/p/%d">%s</a></div>\n' % (x % 10000, para)
+    return bytes(out[:size - 15]) + b"</body></html>\n"
 
 
 def write_file(path, data):
@@ -284,7 +303,9 @@ def cache_counters(args, srv):
                     "n_object": s.get("n_object"), "nuked": s.get("n_lru_nuked"),
                     "coalesced": s.get("cache_coalesced"),
                     **{k: s.get(k) for k in ("sto_recovered", "sto_recover_dropped",
-                                             "sto_bytes", "sto_size", "sto_frag_bytes")}}
+                                             "sto_bytes", "sto_size", "sto_frag_bytes",
+                                             "n_copy", "copy_bytes", "copy_hit",
+                                             "transcode_delivered")}}
         if srv.kind == "varnish":
             p = subprocess.run(["taskset", "-c", str(args.client_cpu), args.varnishstat,
                                 "-n", srv.ndir, "-1", "-j"],
@@ -306,9 +327,12 @@ def cache_counters(args, srv):
 # --- wrk -------------------------------------------------------------------
 
 
-def run_wrk(args, port, path, conns, secs, script=None, script_args=(), latency=True):
+def run_wrk(args, port, path, conns, secs, script=None, script_args=(), latency=True,
+            headers=()):
     argv = ["taskset", "-c", str(args.client_cpu), args.wrk, "-t", str(args.wrk_threads),
             "-c", str(conns), "-d", f"{secs}s", "--timeout", "5s"]
+    for h in headers:
+        argv += ["-H", h]
     if latency:
         argv.append("--latency")
     if script:
@@ -410,6 +434,11 @@ def scenarios(args):
             for c in args.conns:
                 out.append({"object": name, "path": path, "size": size, "conns": c,
                             "label": f"{name} c{c}"})
+    for name, path, size, ae in PAGES:
+        if name in args.sizes:
+            for c in args.conns:
+                out.append({"object": name, "path": path, "size": size, "conns": c,
+                            "ae": ae, "label": f"{name} c{c}"})
     if ZIPF in args.sizes:
         for c in args.conns:
             out.append({"object": ZIPF, "path": "/", "size": ZIPF_SIZE, "conns": c,
@@ -456,7 +485,8 @@ def wrk_for(args, srv, s, secs, latency=True):
                        script=os.path.join(LUA, "zipf.lua"),
                        script_args=(args.zipf_table, zipf_prefix(s), args.zipf_urls),
                        latency=latency)
-    return run_wrk(args, srv.port, s["path"], s["conns"], secs, latency=latency)
+    return run_wrk(args, srv.port, s["path"], s["conns"], secs, latency=latency,
+                   headers=[f"Accept-Encoding: {s['ae']}"] if s.get("ae") else [])
 
 
 def measure(args, srv, origin, s):
@@ -1007,7 +1037,7 @@ def parse_args():
     ap.add_argument("--duration", type=int, default=10, help="seconds per measured wrk run")
     ap.add_argument("--warmup", type=int, default=3, help="seconds of wrk warmup before each run")
     ap.add_argument("--conns", default="50,400", help="wrk connection counts")
-    ap.add_argument("--sizes", default="1KiB,128KiB,1MiB," + ZIPF,
+    ap.add_argument("--sizes", default="1KiB,128KiB,1MiB,page9k-gz,page9k-id," + ZIPF,
                     help="scenarios: 1KiB,128KiB,1MiB," + ZIPF)
     ap.add_argument("--zipf-urls", type=int, default=10000)
     ap.add_argument("--zipf-s", type=float, default=1.0, help="Zipf exponent")
@@ -1072,8 +1102,9 @@ def parse_args():
                                                       "surogatctl")
     args.conns = [int(c) for c in args.conns.split(",")]
     args.sizes = args.sizes.split(",")
-    if not set(args.sizes) <= {o[0] for o in OBJECTS} | {ZIPF}:
-        sys.exit(f"--sizes: {','.join([o[0] for o in OBJECTS] + [ZIPF])}")
+    known = [o[0] for o in OBJECTS] + [p[0] for p in PAGES] + [ZIPF]
+    if not set(args.sizes) <= set(known):
+        sys.exit(f"--sizes: {','.join(known)}")
     args.targets = args.only.split(",") if args.only else list(PROXIES)
     for t in args.targets:
         if t not in PROXIES:
@@ -1152,6 +1183,8 @@ def main():
     os.makedirs(os.path.join(docroot, "z"))
     for _, path, size in OBJECTS:
         write_file(docroot + path, body_bytes(size))
+    for _, path, size, _ in PAGES:
+        write_file(docroot + path, page_bytes(size))
     write_file(os.path.join(docroot, "obj"), body_bytes(args.object_size))
     for i in range(args.zipf_urls):
         write_file(os.path.join(docroot, "z", str(i)), body_bytes(ZIPF_SIZE, b"%d " % i))

@@ -6,7 +6,8 @@
  * with http_not_modified() and http_range()), the policy's deliver hook
  * runs on it exactly once, and the body goes out through the request's
  * transport (tp.h), from storage segments, a growing busy object, a file,
- * memory, or through gunzip for a client that does not take gzip.
+ * memory, or made over on the fly (decoded, and encoded again) for a
+ * client that does not take the coding the body is stored in.
  *
  * So a hook's "restart" or "synth" from deliver does the same on every
  * path: the request restarts (req->restart) or gets the synthetic answer.
@@ -28,8 +29,10 @@ struct cobj;
 /*
  * Deliver the stored object oc at `now`: its stored head with this
  * delivery's fields, or 304, 206, 416 as the request's conditions and
- * range say, then its body from the store (gunzipped for a client that
- * does not take gzip).  fwd: NULL for a hit, else RFC 9211's forward
+ * range say, then its body from the store -- in the coding the client
+ * prefers among those that can be made: the stored one, a copy kept in
+ * another (hsh_copy_get), or made on the fly, which may keep a copy
+ * (hsh_copy_begin).  fwd: NULL for a hit, else RFC 9211's forward
  * detail ("fwd=stale; fwd-status=304" for a revalidated object).  The
  * caller holds a reference to oc.
  */
@@ -83,7 +86,7 @@ struct dlv_fetch {
      */
     const struct busyobj *bo; /* a miss's, while its body is fetched; NULL for a pass */
     struct cobj *oc;          /* once behind: the busy object it reads, referenced */
-    bool gunzip_store;        /* the client's body is the stored gzip body decoded */
+    struct gz_pick pick;      /* the client's coding, made from the stored body's */
     uint64_t sent;            /* client body bytes given to the transport */
     struct dlv_reader *lag;   /* fell behind: where it is in the store */
 };

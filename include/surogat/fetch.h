@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include "surogat/bcp.h"
+#include "surogat/gz.h"
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
@@ -40,13 +41,28 @@ struct req;
 struct trace_tx;
 struct ws;
 
-/* What a fetch does with gzip (fetch_gz.c). */
+/* What a fetch does with content codings (fetch_gz.c); bo->coding says which. */
 enum fetch_gz {
     FGZ_NONE,
-    FGZ_COMPRESS, /* compress the identity body: for the store, and for a client taking gzip */
-    FGZ_CHECK,    /* the backend sent gzip: check it, gunzip it for a client not taking gzip */
-    FGZ_GUNZIP,   /* the backend sent gzip and beresp.do_gunzip: store and send it decoded */
+    FGZ_COMPRESS, /* compress the identity body to bo->coding: for the store, and for a client
+                   * taking it */
+    FGZ_CHECK,    /* the backend sent bo->coding: check it, decode it for a client not taking it */
+    FGZ_GUNZIP,   /* the backend sent bo->coding and beresp.do_gunzip: store and send it
+                   * decoded */
 };
+
+/*
+ * The content codings of a fetch's body as its plan has them (fetch_gz.c):
+ * as the backend sent it, as the cache stores it, and as the client that
+ * asked gets it (the filter's output when bo->gz_client).  All three are
+ * the backend's coding with FGZ_NONE, whatever that is (bo->coding says
+ * identity for one surogat cannot undo).
+ */
+struct fetch_codings {
+    enum gz_coding be, store, client;
+};
+struct busyobj;
+struct fetch_codings fetch_codings(const struct busyobj *bo);
 
 /* Backends one fetch may try in turn when connecting fails (failover). */
 #define FETCH_TRIED_MAX 8
@@ -79,7 +95,7 @@ unsigned fetch_result_status(enum fetch_result r);
 
 /*
  * Where a fetch's body pieces go, ready for the client that asked
- * (encoded as bo->gz_client says).  A piece points into the fetch's
+ * (coded as bo->gz_client says).  A piece points into the fetch's
  * buffers, valid until the next flush: flush() sends what was given.
  * Both return 0, or -1 when the client failed -- then the fetch goes on
  * for the cache if it stores the object (and for the requests streaming
@@ -114,7 +130,6 @@ struct busyobj {
     struct req *req;            /* opaque, for the policy's backend hooks; NULL: none */
     char client_ip[INET6_ADDRSTRLEN]; /* X-Forwarded-For */
     bool client_tls;            /* X-Forwarded-Proto: https */
-    bool client_gz;             /* the client takes gzip (fetch_gz.c) */
     bool head_only;             /* the client asked HEAD: a pass sends HEAD, a miss GET */
     enum h1_body body;          /* the request body's framing: H1_BODY_NONE, LENGTH, CHUNKED */
     uint64_t clen;              /* its length, for H1_BODY_LENGTH */
@@ -134,6 +149,8 @@ struct busyobj {
     struct hsh_stale stale;     /* a stale copy: to revalidate (borrowed from the caller) */
     bool stale_ok;              /* it may stand in for a backend's 5xx (FETCH_E_5XX) */
     bool bg;                    /* a background refresh: no client at all */
+    bool include;               /* for an ESI include (req.esi_level > 0): kept gzip when
+                                 * compressed, so that pages splice it (fetch_gz.c) */
     unsigned retries;           /* the policy's "retry"s so far (bereq.retries) */
     /*
      * The client asks to switch protocols (req->upgrade; a pass): its
@@ -169,6 +186,11 @@ struct busyobj {
                                  * not publish */
     uint64_t body_off;          /* body bytes received so far */
     enum fetch_gz gz_want;      /* the plan, from the response head (fetch__gz_plan) */
+    enum gz_coding coding;      /* the plan's coding (see enum fetch_gz) */
+    bool client_coded;          /* the client takes bo->coding as it is */
+    enum gz_coding cl_coding;   /* the coding the client gets (fetch_codings()) */
+    struct gz *gz_cl;           /* the encoder of the client's coding when it is neither
+                                 * the stored one nor identity, or NULL */
     struct gz *gz;              /* the filter of the plan, once the fetch knows it needs one */
     bool gz_client;             /* the client gets the filter's output, not the backend's bytes */
     int pol_gzip;               /* beresp.do_gzip: -1 not set, 0 never compress, 1 compress */

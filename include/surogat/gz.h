@@ -1,8 +1,9 @@
 /*
  * gz -- compression for the cache, in the manner of Varnish's
- * http_gzip_support: the cache asks backends for gzip, stores a
- * compressible body compressed once, and decodes on the fly for the rare
- * client that does not take the stored coding.  This module holds the
+ * http_gzip_support but for brotli and zstd too: the cache asks backends
+ * for the codings it can undo, stores a compressible body compressed once,
+ * and makes the coding a client prefers on the fly when it does not take
+ * the stored one.  This module holds the
  * streaming filters (gzip, zlib and raw deflate over zlib, brotli, zstd),
  * the rules -- what a client's Accept-Encoding allows and prefers, and
  * which responses are worth compressing -- and the gzip stitcher that
@@ -212,6 +213,59 @@ void gz_ae_add(struct gz_ae *ae, const char *v, size_t len);
 void gz_ae_req(struct gz_ae *ae, const struct http *req);
 /* The client's weight for c (thousandths, 0: refused); identity is acceptable unless refused. */
 int gz_ae_weight(const struct gz_ae *ae, enum gz_coding c);
+/*
+ * Whether the client takes c as it is: weighed above 0, and not below a
+ * weight it gave identity explicitly (it prefers identity then).
+ */
+bool gz_ae_takes(const struct gz_ae *ae, enum gz_coding c);
+/*
+ * The coding of set (a GZ_SET mask) the client weighs highest, ties
+ * going to the earlier in pref, then to the others, identity last; -1
+ * when it takes none of them.
+ */
+int gz_ae_best(const struct gz_ae *ae, unsigned set, const enum gz_coding *pref, unsigned npref);
+/*
+ * A response's content coding: GZ_C_IDENTITY without Content-Encoding
+ * (or with identity), -1 for a coding we cannot undo or several.
+ */
+int gz_resp_coding(const struct http *resp);
+/*
+ * compress_formats as it is now, into out (best first); a list that does
+ * not parse names none, as for gz_formats() failing.  Returns the count.
+ */
+unsigned gz_formats_now(enum gz_coding out[GZ_C__N]);
+
+/*
+ * A request's Accept-Encoding reduced to what matters to a cache that does
+ * not negotiate itself (http_gzip_support off): the coding among br, zstd
+ * and gzip the client prefers (ties in compress_formats' order), or NULL
+ * for none -- so a backend's Vary: Accept-Encoding splits an object into
+ * at most four variants, not one per browser's spelling of the field.
+ */
+const char *gz_ae_norm(const struct http *req);
+/*
+ * The Accept-Encoding value a miss offers its backend when the cache
+ * negotiates (http_gzip_support): the codings of compress_formats, best
+ * first, and gzip -- all of which the cache can undo for any client.
+ * Written to buf (at least 32 bytes, no terminating NUL); returns its length.
+ */
+#define GZ_AE_OFFER_MAX 32
+size_t gz_ae_offer(char *buf, size_t cap);
+
+/*
+ * The form of a cached body as the cache records it (struct cobj's form,
+ * which the index keeps without reading): its content coding (enum
+ * gz_coding), or GZ_FORM_OTHER for a coding surogat can neither undo nor
+ * make -- sent to every client as it is -- with GZ_FORM_MADE when surogat
+ * made it from the backend's body (encoded it, or decoded it): its ETag is
+ * then derived from the origin's (gz_head_coding()), and the body is
+ * trusted, decoded without the gunzip_max_ratio bound, which is there for
+ * backends' bodies (brotli and zstd reach ratios far above deflate's
+ * 1032:1 on repetitive text).
+ */
+#define GZ_FORM_OTHER  0x0fu
+#define GZ_FORM_MADE   0x10u
+#define GZ_FORM_CODING 0x0fu /* the mask of the coding */
 
 /*
  * What to send a client: the coding `send`, made from the stored coding
@@ -237,6 +291,20 @@ struct gz_pick {
  */
 struct gz_pick gz_negotiate(const struct gz_ae *ae, unsigned stored, const enum gz_coding *pref,
                             unsigned npref);
+/*
+ * The same for a cached object, stored in the coding `stored`, which may
+ * keep copies of its body in other codings (`copies`, a GZ_SET mask) and
+ * can make identity and the codings of pref on the fly.  Pure.  send: the
+ * stored coding if the client takes it (gz_ae_takes()); if it does not,
+ * the coding it weighs highest among those of pref it takes (a client of
+ * gzip alone gets gzip made from a brotli body, not identity), ties to the
+ * earlier in pref, identity if it takes none of them.  What a client gets does not depend on
+ * the copies, only what it costs: from is send when the object holds it,
+ * else the held coding quickest to turn into identity (an identity copy,
+ * zstd, br, gzip), to decode and, unless send is identity, encode again.
+ */
+struct gz_pick gz_negotiate_held(const struct gz_ae *ae, enum gz_coding stored, unsigned copies,
+                                 const enum gz_coding *pref, unsigned npref);
 
 /* ---- stitching gzip (ESI) ---- */
 
@@ -301,8 +369,24 @@ int gz_head(struct http *h, struct ws *ws, enum gz_head what);
  * `from`.  For send == from only Vary changes.  Otherwise Content-Length
  * goes and a strong ETag becomes weak, with "-br" or "-zstd" inside its
  * quotes for those codings, so that each coding has its own validator
- * (gzip's stays as gz_head() makes it, for objects stored before).
+ * (gzip's stays as gz_head() makes it, for objects stored before); a weak
+ * ETag that ends in from's suffix loses it first, so that W/"x-br" of a
+ * stored brotli body becomes W/"x" for identity and W/"x-zstd" for zstd.
  */
 int gz_head_coding(struct http *h, struct ws *ws, enum gz_coding from, enum gz_coding send);
+/*
+ * Whether the ETag value `stored` of a body surogat encoded in c is what
+ * gz_head_coding() made of the origin's strong ETag `origin`: the same,
+ * weak, with c's suffix.  So a 304 repeating the origin's does not
+ * replace it (the stored bytes are still not the origin's).
+ */
+bool gz_etag_derived(const struct txt *stored, const struct txt *origin, enum gz_coding c);
+/*
+ * The ETag value *v of a body surogat encoded in c, as the origin knows
+ * it, for a conditional request: c's suffix gone (W/"x-br" becomes W/"x",
+ * which a weak comparison matches with the origin's "x"), in ws; others
+ * unchanged.  -1 when ws runs out.
+ */
+int gz_etag_origin(struct txt *v, enum gz_coding c, struct ws *ws);
 
 #endif

@@ -30,9 +30,9 @@ struct objhead;
 struct sb;
 
 enum cobj_flag {
-    COBJ_BUSY = 1u << 0, /* being fetched: not yet visible to lookups */
-    COBJ_HFM = 1u << 1,  /* hit-for-miss marker: the response was not cacheable */
-    COBJ_DEAD = 1u << 2, /* unlinked from the index; freed with its last reference */
+    COBJ_BUSY = 1u << 0,   /* being fetched: not yet visible to lookups */
+    COBJ_HFM = 1u << 1,    /* hit-for-miss marker: the response was not cacheable */
+    COBJ_DEAD = 1u << 2,   /* unlinked from the index; freed with its last reference */
     COBJ_BANNED = 1u << 3, /* matched a ban: invisible to lookups, unlinked at the next chance */
     COBJ_STREAM = 1u << 4, /* busy, head stored: waiters may stream the body (hsh_stream_open) */
     COBJ_ORPHAN = 1u << 5, /* abandoned while streamed: the last reader frees the body */
@@ -43,13 +43,23 @@ enum cobj_flag {
      * and hsh_unbusy() drops it rather than publishing it.
      */
     COBJ_OVERTAKEN = 1u << 6,
+    COBJ_COPY = 1u << 7,      /* another object's body in another form (hsh_copy_begin) */
 };
+
+struct hsh_copies; /* an object's copies, private to the cache */
 
 struct cobj {
     unsigned magic;
 #define COBJ_MAGIC 0x5e0c41a7
     unsigned refcnt;          /* atomic: the index holds one while linked */
-    uint16_t flags;           /* enum cobj_flag, under the shard lock */
+    uint8_t flags;            /* enum cobj_flag, under the shard lock */
+    /*
+     * What the body is, opaque to the cache: its content coding as gz.h
+     * records it (GZ_FORM_*), HSH_FORM_UNKNOWN when not recorded (objects
+     * stored before it was).  Set by the fetch with the head, kept across
+     * a restart, read-only afterwards; a copy's is the form it holds.
+     */
+    uint8_t form;
     uint16_t status;
     /*
      * Lookups that found it usable (hits, grace hits, requests joining
@@ -76,7 +86,15 @@ struct cobj {
     /* Invalidation (ban.c, xkey.c). */
     struct ban *ban; /* the newest ban tested against (or current at creation); shard lock */
     void *xkey;      /* its entries in the tag index, NULL if untagged; xkey.c's locks */
-    double t_hfm_end;   /* COBJ_HFM: tim_real() until which the marker stands */
+    /*
+     * A marker never holds a body, so never copies of one: the two share
+     * the room (an object stays 224 bytes).
+     */
+    union {
+        double t_hfm_end;          /* COBJ_HFM: tim_real() until which the marker stands */
+        struct hsh_copies *copies; /* a published object's copies (hsh_copy_*), or NULL;
+                                    * set once under the shard lock, freed with the object */
+    };
     /*
      * Streaming from a busy object.  stream_len is the count of body
      * bytes readers may read: stored with release semantics by
@@ -87,6 +105,7 @@ struct cobj {
     uint64_t stream_clen; /* the announced length (Content-Length), UINT64_MAX if none */
 };
 /* Fields are ordered to pack: an object is 224 bytes, one allocator size class. */
+#define HSH_FORM_UNKNOWN 0xff
 
 /*
  * A stale object found by a miss: for revalidation, or to serve if the
@@ -349,5 +368,44 @@ typedef bool hsh_visit_f(struct cobj *oc, const char *key, size_t keylen, void *
  * at the start).
  */
 bool hsh_walk(struct hsh_cursor *cur, unsigned max, hsh_visit_f *fn, void *priv);
+
+/* ---- copies: an object's body kept in other forms (hsh_copy.c) ---- */
+
+/*
+ * A published object may keep copies of its body in other forms -- other
+ * content codings, made by the deliverer once clients keep asking for one
+ * the object does not hold.  A copy is a struct cobj of its own
+ * (COBJ_COPY, its form in `form`) with its head and body, in a store and
+ * in the SIEVE queue like any object, so it is counted against the store
+ * and evicted alone when cold; but no lookup finds it: it is reached only
+ * through its object (hsh_copy_get), which holds it, and whatever removes
+ * the object -- purge, ban, tag purge, a newer variant, expiry, eviction --
+ * takes its copies with it.  An object has at most one copy per form, in
+ * forms below HSH_FORMS.  n_copy and copy_bytes count them.
+ */
+#define HSH_FORMS 8
+/* The forms oc holds copies in (bit 1 << form): a hint read without a lock. */
+unsigned hsh_copy_forms(const struct cobj *oc);
+/* oc's complete copy in `form`, referenced (hsh_deref()), or NULL.  Takes the shard lock. */
+struct cobj *hsh_copy_get(struct cobj *oc, unsigned form);
+/*
+ * A delivery of oc (referenced by the caller) makes its body in `form`
+ * on the fly: count the demand.  Once `after` deliveries did (0: never),
+ * while oc is published and in the index with no copy in that form, a
+ * new busy copy with the serialised head `head` (status line, fields, the
+ * empty line), bound to a store: the caller fills it with
+ * hsh_copy_append() and ends it with hsh_copy_end().  Else NULL.  Takes
+ * the shard lock, then may evict to make room.
+ */
+struct cobj *hsh_copy_begin(struct cobj *oc, unsigned form, unsigned after, const char *head,
+                            size_t head_len);
+/* Body bytes of a busy copy.  -1 when there is no room or it passes max_object_size. */
+int hsh_copy_append(struct cobj *copy, const void *p, size_t len);
+/*
+ * The caller is done with the busy copy *copyp of oc: with `complete`
+ * it is published beside oc, if oc is still in the index; otherwise it
+ * is dropped (and the demand counts again from 0).  *copyp = NULL.
+ */
+void hsh_copy_end(struct cobj *oc, struct cobj **copyp, bool complete);
 
 #endif

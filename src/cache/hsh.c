@@ -18,6 +18,7 @@
 #include "surogat/ban.h"
 #include "surogat/defs.h"
 #include "surogat/vio.h"
+#include "surogat/gz.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
 #include "surogat/lfu.h"
@@ -62,6 +63,17 @@ cobj_free(struct cobj *oc)
     /* Tags are read from the stored head: before the store may free it. */
     xkey_unindex(oc);
     ban_obj_free(oc);
+    if (oc->flags & COBJ_COPY) {
+        /* A copy that was published (no longer busy) counted in n_copy. */
+        if (!(oc->flags & COBJ_BUSY)) {
+            STAT_DEC(n_copy);
+            STAT_ADD(copy_bytes, -(int64_t)oc->body.len);
+        }
+    } else {
+        if (!(oc->flags & COBJ_HFM))
+            hsh__copies_free(oc);
+        STAT_DEC(n_object);
+    }
     if (!oc->body.meta_stored) {
         free(oc->head);
         free(oc->vary);
@@ -70,7 +82,6 @@ cobj_free(struct cobj *oc)
         sto_body_release(&oc->body);
     else
         sto_body_free(&oc->body);
-    STAT_DEC(n_object);
     OBJ_FREE(&oc);
 }
 
@@ -166,10 +177,19 @@ hsh__unlink_obj(struct shard *sh, struct cobj *oc)
     struct objhead *oh = oc->oh;
     struct cobj **pp;
 
+    if (oc->flags & COBJ_COPY) {
+        hsh__copies_unlink(sh, oc);
+        if (!closing)
+            sto_retire(&oc->body);
+        oc->flags |= COBJ_DEAD;
+        return (oc);
+    }
     for (pp = &oh->objs; *pp != oc; pp = &(*pp)->next)
         AN(*pp);
     *pp = oc->next;
     oc->next = NULL;
+    if (!(oc->flags & (COBJ_BUSY | COBJ_HFM)))
+        hsh__copies_unlink(sh, oc);
     if (!(oc->flags & COBJ_BUSY)) {
         hsh__sieve_remove(sh, oc);
         if (!closing)
@@ -231,6 +251,27 @@ joined_value(const struct http *hp, const char *name, size_t nlen, char *out, si
     return (n);
 }
 
+/*
+ * The value of field `name` of a request as Vary records and compares it:
+ * as joined_value(), but Accept-Encoding reduced to the coding the client
+ * prefers (gz_ae_norm()) -- a cache that does not negotiate codings itself
+ * asks the backend with that alone (fetch_bereq.c), so requests that
+ * reduce alike get the same response.
+ */
+static size_t
+vary_value(const struct http *hp, const char *name, size_t nlen, char *out, size_t cap)
+{
+    const char *norm;
+
+    if (nlen != strlen("Accept-Encoding") || strncasecmp(name, "Accept-Encoding", nlen) != 0)
+        return (joined_value(hp, name, nlen, out, cap));
+    norm = gz_ae_norm(hp);
+    if (norm == NULL)
+        return (0);
+    memcpy(out, norm, strlen(norm)); /* a coding's name: far below cap */
+    return (strlen(norm));
+}
+
 /* Whether the request matches the Vary values stored with oc (RFC 9111 section 4.1). */
 static bool
 vary_match(const struct cobj *oc, const struct http *req)
@@ -244,7 +285,7 @@ vary_match(const struct cobj *oc, const struct http *req)
 
         val = name + nlen + 1;
         vlen = strlen(val);
-        got = joined_value(req, name, nlen, buf, sizeof buf);
+        got = vary_value(req, name, nlen, buf, sizeof buf);
         if (got != vlen || memcmp(buf, val, vlen) != 0)
             return (false);
         p = val + vlen + 1;
@@ -289,7 +330,7 @@ hsh_set_vary(struct cobj *oc, const struct http *req, const struct http *resp)
             if (par.http_gzip_support && (size_t)(t - s) == strlen("Accept-Encoding") &&
                 strncasecmp(s, "Accept-Encoding", (size_t)(t - s)) == 0)
                 continue;
-            n = joined_value(req, s, (size_t)(t - s), val, sizeof val);
+            n = vary_value(req, s, (size_t)(t - s), val, sizeof val);
             if (n > sizeof val || len + (size_t)(t - s) + n + 2 > 8192) {
                 free(v);
                 return (-1);
@@ -322,6 +363,7 @@ busy_new(struct objhead *oh)
     oc->shard = (uint8_t)(oh->hash % HSH_SHARDS);
     ban_obj_new(oc);
     oc->flags = COBJ_BUSY;
+    oc->form = HSH_FORM_UNKNOWN; /* until the fetch says */
     oc->refcnt = 2; /* the index's and the fetch's */
     oc->next = oh->objs;
     oh->objs = oc;
@@ -661,12 +703,13 @@ recover_one(const struct sto_meta *m, struct sto_body *b, uint64_t serial)
     if (m->attr_len != sizeof attr)
         return (-1);
     memcpy(&attr, m->attr, sizeof attr); /* the store promises no alignment */
-    if (a->version != HSH_ATTR_VERSION)
+    if (a->version != HSH_ATTR_VERSION && a->version != 2)
         return (-1);
     /* Without its attributes (an ESI program) an object would be delivered wrong: it goes. */
     if (m->tail_len > 0 && !hsh__oa_sound(m->tail, m->tail_len))
         return (-1);
     OBJ_NEW(oc, COBJ_MAGIC);
+    oc->form = a->version >= 3 ? a->form : HSH_FORM_UNKNOWN;
     oc->fresh = a->fresh;
     oc->status = a->status;
     oc->has_validator = a->has_validator != 0;

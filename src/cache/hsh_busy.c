@@ -61,6 +61,7 @@ attr_of(const struct cobj *oc, struct hsh_attr *a)
     a->status = oc->status;
     a->fresh = oc->fresh;
     a->has_validator = oc->has_validator;
+    a->form = oc->form;
 }
 
 int

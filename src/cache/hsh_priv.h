@@ -39,7 +39,11 @@ struct objhead {
     unsigned nwaiting; /* requests waiting for a busy object, on a thread or parked */
     struct hsh_waiter *wl_head; /* parked requests (hsh_wait.c), oldest first */
     struct hsh_waiter *wl_tail;
-    unsigned nstream;  /* requests streaming from a busy object: keep the objhead */
+    /*
+     * Requests streaming from a busy object, and copies being made
+     * (hsh_copy_begin): keep the objhead, which they use.
+     */
+    unsigned nstream;
     unsigned nsleep;   /* atomic: streaming readers asleep, waiting for bytes */
     /*
      * When a client's directives last forced a revalidation, in ms of
@@ -80,10 +84,15 @@ extern struct shard hsh__shards[HSH_SHARDS];
  */
 struct hsh_attr {
     uint32_t version;
-#define HSH_ATTR_VERSION 2 /* 2: fresh_obj.keep */
+#define HSH_ATTR_VERSION 3 /* 2: fresh_obj.keep; 3: form */
     uint32_t status;
     struct fresh_obj fresh;
     uint8_t has_validator;
+    /*
+     * Version 3.  In version 2 this byte was padding, zeroed: such
+     * objects come back with HSH_FORM_UNKNOWN.
+     */
+    uint8_t form;
 };
 
 /*
@@ -149,6 +158,24 @@ struct hsh_waiter *hsh__rush(struct shard *sh, struct objhead *oh, unsigned n);
 void hsh__wake(struct hsh_waiter *chain);
 void hsh__wait_init(void);
 void hsh__wait_fini(void); /* stops the sweeper */
+
+/* ---- hsh_copy.c ---- */
+
+/* An object's copies (hsh.h), made at the first hsh_copy_begin(). */
+struct hsh_copies {
+    unsigned forms;               /* atomic: the forms of complete copies, a bit each */
+    struct cobj *copy[HSH_FORMS]; /* shard lock: complete or busy copies, each referenced */
+    uint16_t demand[HSH_FORMS];   /* shard lock: deliveries that made the form on the fly */
+};
+/*
+ * Under the shard lock, from hsh__unlink_obj().  For an object: its
+ * copies leave the SIEVE queue with it (they stay referenced by it until
+ * it is freed).  For a copy: it leaves its object, the caller drops the
+ * reference the object held.
+ */
+void hsh__copies_unlink(struct shard *sh, struct cobj *oc);
+/* The object is freed: so are its copies that nobody delivers (no lock). */
+void hsh__copies_free(struct cobj *oc);
 
 /* ---- hsh_evict.c ---- */
 

@@ -30,48 +30,80 @@
 
 #include "dlv_priv.h"
 
+/*
+ * The validators of the head a delivery sends: h's when the head is made
+ * over for another coding, else src's stored head.
+ */
+static void
+validators(const struct cobj *src, const struct http *h, const struct txt **etag,
+           const struct txt **lm, struct txt *buf)
+{
+    if (h != NULL) {
+        *etag = http_value(h, "ETag");
+        *lm = http_value(h, "Last-Modified");
+        return;
+    }
+    *etag = hsh_head_field(src, "ETag", &buf[0]) ? &buf[0] : NULL;
+    *lm = hsh_head_field(src, "Last-Modified", &buf[1]) ? &buf[1] : NULL;
+}
+
 /* oc is a 200 with validators the request's conditions match: a 304. */
 static bool
-not_modified(const struct req *req, const struct cobj *oc)
+not_modified(const struct req *req, const struct cobj *oc, const struct cobj *src,
+             const struct http *h)
 {
-    struct txt etag, lm;
-    bool has_etag, has_lm;
+    const struct txt *etag, *lm;
+    struct txt buf[2];
 
     /* Most hits are unconditional: do not scan the stored head for them. */
     if (oc->status != 200 || !http_is_conditional(req->http))
         return (false);
-    has_etag = hsh_head_field(oc, "ETag", &etag);
-    has_lm = hsh_head_field(oc, "Last-Modified", &lm);
-    return (http_not_modified(req->http, has_etag ? &etag : NULL, has_lm ? &lm : NULL));
+    validators(src, h, &etag, &lm, buf);
+    return (http_not_modified(req->http, etag, lm));
 }
 
-/* http_range() for a stored object of len bytes, with its validators. */
+/* http_range() for a stored object whose body sent has len bytes. */
 static enum http_range
-want_range(const struct req *req, const struct cobj *oc, uint64_t len, uint64_t *first,
-           uint64_t *last)
+want_range(const struct req *req, const struct cobj *oc, const struct cobj *src, uint64_t len,
+           uint64_t *first, uint64_t *last)
 {
-    struct txt etag, lm;
-    bool has_etag, has_lm;
+    const struct txt *etag, *lm;
+    struct txt buf[2];
 
     if (oc->status != 200 || http_find(req->http, "Range") == NULL)
         return (HTTP_RANGE_NONE);
-    has_etag = hsh_head_field(oc, "ETag", &etag);
-    has_lm = hsh_head_field(oc, "Last-Modified", &lm);
-    return (http_range(req->http, has_etag ? &etag : NULL, has_lm ? &lm : NULL, len, first, last));
+    validators(src, NULL, &etag, &lm, buf);
+    return (http_range(req->http, etag, lm, len, first, last));
 }
 
-/*
- * Whether oc is delivered gunzipped: its body is gzip and the client
- * does not take gzip.  Clients taking gzip are most, and get the stored
- * bytes without the object's head being read.
- */
-static bool
-want_gunzip(const struct req *req, const struct cobj *oc)
+int
+dlv__coding(const struct cobj *oc)
 {
     struct txt ce;
+    int c;
 
-    return (!gz_accepts(req->http) && hsh_head_field(oc, "Content-Encoding", &ce) &&
-            gz_coding_is_gzip(&ce));
+    if (oc->form != HSH_FORM_UNKNOWN)
+        return ((oc->form & GZ_FORM_CODING) == GZ_FORM_OTHER ? -1
+                                                             : (int)(oc->form & GZ_FORM_CODING));
+    if (!hsh_head_field(oc, "Content-Encoding", &ce))
+        return (GZ_C_IDENTITY);
+    c = gz_coding_of(&ce);
+    return (c);
+}
+
+struct gz_pick
+dlv__negotiate(const struct req *req, enum gz_coding stored, unsigned copies)
+{
+    enum gz_coding formats[GZ_C__N];
+    struct gz_ae ae;
+    unsigned n;
+
+    gz_ae_req(&ae, req->http);
+    /* Most clients take the stored coding: gz_negotiate_held()'s answer, without the list. */
+    if (gz_ae_takes(&ae, stored))
+        return ((struct gz_pick){ stored, stored });
+    n = gz_formats_now(formats);
+    return (gz_negotiate_held(&ae, stored, copies, formats, n));
 }
 
 /*
@@ -230,40 +262,49 @@ cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
 }
 
 int
-dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now, const char *fwd,
-              unsigned hits, struct dlv_plan *d)
+dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, struct gz_pick pk,
+              uint64_t len, double now, const char *fwd, unsigned hits, struct dlv_plan *d)
 {
     const char *fields, *reason, *sl_end;
+    struct http *h = NULL;
     size_t flen, rlen;
     struct sb sb;
 
     memset(d, 0, sizeof *d);
+    d->pk = pk;
+    d->xcode = pk.send != pk.from;
     /* The stored head: a status line, field lines, the empty line. */
-    sl_end = memchr(oc->head, '\n', oc->head_len);
+    sl_end = memchr(src->head, '\n', src->head_len);
     AN(sl_end);
     fields = sl_end + 1;
-    flen = oc->head_len - 2 - (size_t)(fields - oc->head);
-    reason = oc->head + 13; /* "HTTP/1.1 200 " */
-    rlen = oc->head_len > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
-    d->gunzip = want_gunzip(req, oc);
-    if (d->gunzip) {
-        /* The gunzipped length is known only at the end; a Range would need it: a 200. */
-        struct http *h = parse_head(req, oc->head, oc->head_len, 2);
+    flen = src->head_len - 2 - (size_t)(fields - src->head);
+    reason = src->head + 13; /* "HTTP/1.1 200 " */
+    rlen = src->head_len > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
+    if (d->xcode) {
+        /*
+         * Made on the fly: oc's head over for the coding sent.  Its length
+         * is known only at the end; a Range would need it: a 200.
+         */
+        int stored = dlv__coding(oc);
         struct txt blk;
+
+        SRG_ASSERT(stored >= 0);
+        h = parse_head(req, oc->head, oc->head_len, 2);
         len = DLV_LEN_UNKNOWN;
-        if (h == NULL || gz_head(h, req->ws, GZ_HEAD_DECODED) != 0 ||
+        if (h == NULL || gz_head_coding(h, req->ws, (enum gz_coding)stored, pk.send) != 0 ||
             dlv__fields_block(req, h, &blk) != 0)
             return (overflow(d));
         fields = blk.b;
         flen = blk.len;
+        d->fields = blk;
     }
-    d->nm = not_modified(req, oc);
+    d->nm = not_modified(req, oc, src, h);
     d->hits = hits;
     d->len = len;
     d->first = 0;
     d->last = len == DLV_LEN_UNKNOWN ? DLV_LEN_UNKNOWN - 1 : len > 0 ? len - 1 : 0;
     d->range = d->nm || len == DLV_LEN_UNKNOWN ? HTTP_RANGE_NONE
-                                                : want_range(req, oc, len, &d->first, &d->last);
+                                               : want_range(req, oc, src, len, &d->first, &d->last);
     d->head.status = d->nm                                   ? 304
                      : d->range == HTTP_RANGE_OK             ? 206
                      : d->range == HTTP_RANGE_UNSATISFIABLE ? 416

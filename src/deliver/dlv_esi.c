@@ -336,6 +336,9 @@ obj_body(struct out *o, struct req *sub, struct cobj *oc)
         return (R_OK);
     }
     d = (struct decode){ gz_new(gz_coding_decoder((enum gz_coding)coding), 0), o, false };
+    /* A body surogat compressed itself is trusted: no ratio bound (gz.h, GZ_FORM_MADE). */
+    if (oc->form != HSH_FORM_UNKNOWN && (oc->form & GZ_FORM_MADE))
+        gz_limit(d.z, par.gunzip_max_size, 0);
     if (body_range(oc, &c, 0, oc->body.len, piece_decode, &d) == 0) {
         st = gz_feed(d.z, NULL, 0, GZ_FLUSH_FINISH, decoded_out, o);
         d.bad = st != GZ_END && st != GZ_E_OUTPUT;
@@ -361,7 +364,9 @@ obj_hook(struct req *sub, struct cobj *oc, unsigned *status)
     *status = oc->status;
     if (!pol_active() || !pol_has_deliver())
         return (true);
-    if (dlv__plan_obj(sub, oc, oc->body.len, tim_real(), NULL,
+    /* Its head as stored: the include is sent decoded or spliced, whatever it holds. */
+    if (dlv__plan_obj(sub, oc, oc, (struct gz_pick){ GZ_C_IDENTITY, GZ_C_IDENTITY },
+                      oc->body.len, tim_real(), NULL,
                       __atomic_load_n(&oc->hits, __ATOMIC_RELAXED), &d) != 0) {
         dlv__refused(sub, &d);
         return (false);

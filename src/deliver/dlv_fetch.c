@@ -111,6 +111,7 @@ plan(struct req *req, const struct busyobj *bo, const char *fwd, struct dlv_fetc
     unsigned nhdr = be->nhdr + 10 + (pol_active() ? POL_HDR_ROOM : 0);
     struct http_hdr *hdrs = ws_alloc(req->ws, nhdr * sizeof *hdrs);
     struct http *resp = ws_alloc(req->ws, sizeof *resp);
+    struct fetch_codings cd = fetch_codings(bo);
     char *date;
 
     if (hdrs == NULL || resp == NULL)
@@ -135,10 +136,7 @@ plan(struct req *req, const struct busyobj *bo, const char *fwd, struct dlv_fetc
     if (par.via)
         AZ(http_add(resp, TXT_LIT("Via"),
                     be->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
-    if (bo->gz_want != FGZ_NONE && gz_head(resp, req->ws,
-                                           !bo->gz_client                ? GZ_HEAD_VARY
-                                           : bo->gz_want == FGZ_COMPRESS ? GZ_HEAD_ENCODED
-                                                                         : GZ_HEAD_DECODED) != 0)
+    if (bo->gz_want != FGZ_NONE && gz_head_coding(resp, req->ws, cd.be, cd.client) != 0)
         return (-2);
     if (df->range && add_num(req, resp, "Content-Range", "bytes %llu-%llu/%llu",
                              (unsigned long long)df->first, (unsigned long long)df->last,
@@ -277,12 +275,19 @@ fall_behind(struct dlv_fetch *df)
     struct req *req = df->req;
     struct dlv_reader *r;
 
-    /* Only while the fetch stores the object whole: what it stores is what the client missed. */
-    if (df->bo->oc == NULL || !df->bo->stored || (r = ws_alloc(req->ws, sizeof *r)) == NULL)
+    /*
+     * Only while the fetch stores the object whole: what it stores is what
+     * the client missed.  And not for a client of a coding encoded for it
+     * alone: an encoder's bytes depend on where it was flushed, so the rest
+     * made again from the store would not continue what it has.
+     */
+    if (df->bo->oc == NULL || !df->bo->stored ||
+        (df->pick.send != df->pick.from && df->pick.send != GZ_C_IDENTITY) ||
+        (r = ws_alloc(req->ws, sizeof *r)) == NULL)
         return (-1);
     df->oc = df->bo->oc;
     hsh_stream_join(df->oc);
-    dlv__reader_init(r, req, df->oc, df->gunzip_store, df->range ? df->first : 0,
+    dlv__reader_init(r, req, df->oc, df->pick, df->range ? df->first : 0,
                      df->range ? df->last : UINT64_MAX - 1, df->sent);
     df->lag = r;
     STAT_INC(fetch_client_behind);
@@ -340,27 +345,6 @@ lag_end(struct dlv_fetch *df, int rv)
     hsh_stream_leave(&df->oc);
 }
 
-/*
- * Whether the client's body is the stored body decoded: the store keeps
- * gzip (checked from the backend, or compressed here) and this client
- * does not take it.  Otherwise the client gets the stored bytes as they
- * are (what the backend sent, or the filter's output that is stored).
- */
-static bool
-client_decodes_store(const struct busyobj *bo)
-{
-    switch (bo->gz_want) {
-    case FGZ_CHECK:
-        return (bo->gz_client);
-    case FGZ_COMPRESS:
-        return (!bo->gz_client);
-    case FGZ_NONE:
-    case FGZ_GUNZIP:
-        return (false);
-    }
-    SRG_WRONG("fetch_gz");
-}
-
 int
 dlv_fetch_begin(struct req *req, const struct busyobj *bo, const char *fwd, struct dlv_fetch *df)
 {
@@ -389,7 +373,9 @@ dlv_fetch_begin(struct req *req, const struct busyobj *bo, const char *fwd, stru
     TRACE_HEAD(req->trace, &d.head);
     if (bo->miss && df->body) {
         df->bo = bo;
-        df->gunzip_store = client_decodes_store(bo);
+        /* Behind, its body is the stored one made over as it gets it now, if it differs. */
+        struct fetch_codings cd = fetch_codings(bo);
+        df->pick = (struct gz_pick){ cd.client, cd.store };
     }
     if (req->tp->head(req, &d.head) != 0)
         return (-1);

@@ -2,16 +2,27 @@
  * Delivering cached objects: complete ones straight from their storage
  * segments (no copy: the iovecs point into the store; large bodies by
  * reference to their store's file, sendfile_min_size), objects still being
- * fetched as their bytes arrive, and either one gunzipped for a client
- * that does not take gzip.
+ * fetched as their bytes arrive, and either one made over on the fly for a
+ * client that does not take the coding it is stored in -- decoded, and
+ * encoded again in the coding the client prefers (struct dlv_xcode).
  *
- * The caller holds a reference to the object for the whole delivery.  A
- * complete object is immutable and read without a lock; a busy object is
- * read only up to its published length (see stream_out()).
+ * A complete object whose clients keep needing it in a coding it does not
+ * hold gets a copy in that coding, kept beside it (hsh_copy_begin(), after
+ * compress_copy_after such deliveries): the delivery that makes the body
+ * on the fly fills the copy too, and later clients get the copy's bytes
+ * as they are -- a client without compression of a page stored brotli
+ * costs what a client of brotli costs.  A copy has its own head, made
+ * once with the body, and its own length, so Range and 304 work on it.
+ *
+ * The caller holds a reference to the object for the whole delivery; a
+ * copy is referenced here while it is read or made.  A complete object is
+ * immutable and read without a lock; a busy object is read only up to its
+ * published length (see reader_out()).
  */
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "surogat/be.h"
@@ -27,6 +38,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/ws.h"
 
 #include "dlv_priv.h"
 
@@ -46,58 +58,114 @@ cut(struct req *req)
     }
 }
 
-/* gz_out_f: one piece of gunzipped body to the client, past what it has already. */
+/* ---- bodies made on the fly ---- */
+
+/* The made body's bytes: to the copy being made, and to the client past what it has. */
 static int
-gunzip_out(void *priv, const char *p, size_t len)
+xcode_out(struct dlv_xcode *x, const char *p, size_t len)
 {
-    struct gunzip *g = priv;
     struct iovec iov;
 
-    if (g->skip > 0) {
-        size_t k = g->skip < len ? (size_t)g->skip : len;
-        g->skip -= k;
+    if (x->copy != NULL && !x->copy_failed && hsh_copy_append(x->copy, p, len) != 0)
+        x->copy_failed = true;
+    if (x->client_gone)
+        return (x->copy != NULL && !x->copy_failed ? 0 : -1);
+    if (x->skip > 0) {
+        size_t k = x->skip < len ? (size_t)x->skip : len;
+        x->skip -= k;
         p += k;
         len -= k;
         if (len == 0)
             return (0);
     }
     iov = (struct iovec){ (void *)(uintptr_t)p, len };
-    return (g->req->tp->body(g->req, &iov, 1));
+    if (x->req->tp->body(x->req, &iov, 1) == 0)
+        return (0);
+    /* The copy is worth finishing: the decoding is most of the work, and is done. */
+    x->client_gone = true;
+    return (x->copy != NULL && !x->copy_failed ? 0 : -1);
+}
+
+/* gz_out_f of the encoder (or of the decoder when nothing is encoded). */
+static int
+xcode_final(void *priv, const char *p, size_t len)
+{
+    return (xcode_out(priv, p, len));
+}
+
+/* gz_out_f of the decoder when its output is encoded again. */
+static int
+xcode_encode(void *priv, const char *p, size_t len)
+{
+    struct dlv_xcode *x = priv;
+
+    return (gz_feed(x->enc, p, len, GZ_FLUSH_NONE, xcode_final, x) == GZ_OK ? 0 : -1);
 }
 
 /*
  * The stored body inflates past gunzip_max_ratio or gunzip_max_size: the
- * object is corrupt for every client without gzip, so it goes (logged by
- * whoever removes it: once), and this client's connection is cut.  A busy
- * object cannot be removed yet: its first delivery once complete does it.
+ * object is corrupt for every client that needs it decoded, so it goes
+ * (logged by whoever removes it: once), and this client's connection is
+ * cut.  A busy object cannot be removed yet: its first delivery once
+ * complete does it.
  */
 static void
-gunzip_bomb(struct gunzip *g)
+xcode_bomb(struct dlv_xcode *x)
 {
     char buf[160];
     struct sb sb;
 
     STAT_INC(gunzip_bombs);
-    cut(g->req);
-    if (!hsh_kill(g->oc, false))
+    if (!x->client_gone)
+        cut(x->req);
+    if (!hsh_kill(x->oc, false))
         return;
     sb_init(&sb, buf, sizeof buf);
-    gz_explain(g->z, &sb);
-    log_msg(LOG_WARNING, "gzip: %.*s: stored body %s: object removed",
-            (int)SRG_MIN(g->req->http->url.len, 256), g->req->http->url.b, sb.buf);
+    gz_explain(x->dec, &sb);
+    log_msg(LOG_WARNING, "%s: %.*s: stored body %s: object removed", gz_coding_name(x->from),
+            (int)SRG_MIN(x->req->http->url.len, 256), x->req->http->url.b, sb.buf);
 }
 
-/* Stored gzip bytes through the decoder to the client.  -1: the client or the body failed. */
-static int
-gunzip_feed(struct gunzip *g, const char *p, size_t len, bool last)
+void
+dlv__xcode_begin(struct dlv_xcode *x, struct req *req, struct cobj *oc, struct gz_pick pk,
+                 bool trusted)
 {
-    enum gz_status st =
-        gz_feed(g->z, p, len, last ? GZ_FLUSH_FINISH : GZ_FLUSH_NONE, gunzip_out, g);
+    SRG_ASSERT(pk.send != pk.from);
+    memset(x, 0, sizeof *x);
+    x->req = req;
+    x->oc = oc;
+    x->from = pk.from;
+    if (pk.from != GZ_C_IDENTITY) {
+        x->dec = gz_new(gz_coding_decoder(pk.from), 0);
+        if (trusted)
+            gz_limit(x->dec, par.gunzip_max_size, 0);
+        if (pk.from == GZ_C_GZIP)
+            STAT_INC(gunzip_delivered);
+    }
+    if (pk.send != GZ_C_IDENTITY)
+        x->enc = gz_new(gz_coding_encoder(pk.send), gz_coding_level(pk.send));
+    STAT_INC(transcode_delivered);
+}
 
+int
+dlv__xcode_feed(struct dlv_xcode *x, const char *p, size_t len, bool fin, bool flush)
+{
+    enum gz_flush fl = fin ? GZ_FLUSH_FINISH : flush ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE;
+    enum gz_status st = GZ_OK;
+
+    if (x->dec != NULL) {
+        st = gz_feed(x->dec, p, len, fin ? GZ_FLUSH_FINISH : GZ_FLUSH_NONE,
+                     x->enc != NULL ? xcode_encode : xcode_final, x);
+        /* The decoder's stream must end where the body does. */
+        if ((st == GZ_OK || st == GZ_END) && x->enc != NULL && (fin || flush))
+            st = gz_feed(x->enc, NULL, 0, fl, xcode_final, x) == GZ_E_OUTPUT ? GZ_E_OUTPUT : st;
+    } else {
+        st = gz_feed(x->enc, p, len, fl, xcode_final, x);
+    }
     if (st == GZ_OK || st == GZ_END)
         return (0);
     if (st == GZ_E_BOMB) {
-        gunzip_bomb(g);
+        xcode_bomb(x);
         return (-1);
     }
     if (st != GZ_E_OUTPUT) {
@@ -107,20 +175,20 @@ gunzip_feed(struct gunzip *g, const char *p, size_t len, bool last)
          * cut connection tells the client its body is bad.
          */
         STAT_INC(gzip_errors);
-        cut(g->req);
+        if (!x->client_gone)
+            cut(x->req);
     }
     return (-1);
 }
 
-static void
-gunzip_begin(struct gunzip *g, struct req *req, struct cobj *oc)
+void
+dlv__xcode_end(struct dlv_xcode *x)
 {
-    g->req = req;
-    g->oc = oc;
-    g->z = gz_new(GZ_DECODE, 0);
-    g->skip = 0;
-    STAT_INC(gunzip_delivered);
+    gz_free(&x->dec);
+    gz_free(&x->enc);
 }
+
+/* ---- complete objects ---- */
 
 /*
  * The part of segment s, whose first byte is body byte off, that falls in
@@ -190,14 +258,92 @@ body_fsegs(struct req *req, struct cobj *oc, uint64_t first, uint64_t last)
     return (n > 0 ? req->tp->body_fsegs(req, seg, n) : 0);
 }
 
+/* Bytes [first, last] of src's body to the client, in rounds of iovecs. */
+static int
+send_held(struct req *req, const struct cobj *src, uint64_t first, uint64_t last)
+{
+    struct iovec iov[DLV_IOV];
+    int n;
+
+    /* Bodies of more segments than fit go in rounds of iovecs. */
+    for (uint64_t from = first; from <= last;) {
+        uint64_t to = last, off = 0;
+        n = 0;
+        if (!body_iov(src, from, last, iov, &n, DLV_IOV)) {
+            /* Out of iovecs: send what fits, up to the last whole segment. */
+            for (int i = 0; i < n; i++)
+                off += iov[i].iov_len;
+            to = from + off - 1;
+        }
+        if (req->tp->body(req, iov, n) != 0)
+            return (-1);
+        from = to + 1;
+    }
+    return (0);
+}
+
+/*
+ * The copy of oc in the coding this delivery makes, when enough clients
+ * needed it (hsh_copy_begin): its head is the delivery's own made over
+ * (d->fields) under oc's status line.  NULL: none is made now.
+ */
+static struct cobj *
+copy_begin(struct req *req, struct cobj *oc, const struct dlv_plan *d)
+{
+    const char *sl_end = memchr(oc->head, '\n', oc->head_len);
+    size_t sl, len;
+    char *head;
+
+    if (par.compress_copy_after == 0)
+        return (NULL);
+    AN(sl_end);
+    sl = (size_t)(sl_end + 1 - oc->head);
+    len = sl + d->fields.len + 2;
+    if ((head = ws_alloc(req->ws, len)) == NULL)
+        return (NULL);
+    memcpy(head, oc->head, sl);
+    memcpy(head + sl, d->fields.b, d->fields.len);
+    memcpy(head + sl + d->fields.len, "\r\n", 2);
+    return (hsh_copy_begin(oc, d->pk.send, par.compress_copy_after, head, len));
+}
+
+/* Whether a body of this form is surogat's own: decoded without the ratio bound. */
+static bool
+trusted(const struct cobj *oc, const struct cobj *src)
+{
+    return (src != oc || (oc->form != HSH_FORM_UNKNOWN && (oc->form & GZ_FORM_MADE)));
+}
+
+/* The body made on the fly from src's, and the copy filled with it if one is made. */
+static void
+send_made(struct req *req, struct cobj *oc, struct cobj *src, const struct dlv_plan *d)
+{
+    struct dlv_xcode x;
+    bool ok = true;
+
+    dlv__xcode_begin(&x, req, oc, d->pk, trusted(oc, src));
+    x.copy = copy_begin(req, oc, d);
+    for (const struct sto_seg *sg = src->body.first; sg != NULL && ok; sg = sg->next)
+        ok = dlv__xcode_feed(&x, sg->data, sg->len, sg->next == NULL, false) == 0;
+    if (ok && src->body.first == NULL)
+        ok = dlv__xcode_feed(&x, NULL, 0, true, false) == 0;
+    if (x.copy != NULL)
+        hsh_copy_end(oc, &x.copy, ok && !x.copy_failed);
+    dlv__xcode_end(&x);
+    if (ok && !x.client_gone)
+        (void)req->tp->end(req);
+}
+
 void
 dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
 {
     const struct tp_ops *tp = req->tp;
-    struct iovec iov[DLV_IOV];
+    struct gz_pick pk = { GZ_C_IDENTITY, GZ_C_IDENTITY };
+    struct cobj *src = oc, *copy = NULL;
+    int stored = dlv__coding(oc);
+    unsigned copies = 0;
     struct dlv_plan d;
     struct txt prog;
-    int n = 0;
 
     OBJ_CHECK(req, REQ_MAGIC);
     req->outcome = REQ_O_HIT;
@@ -207,59 +353,56 @@ dlv_obj(struct req *req, struct cobj *oc, double now, const char *fwd)
                  fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0);
         return;
     }
+    /*
+     * What the client gets, from which body.  An identity object without
+     * copies goes to every client as it is: no Accept-Encoding to read.
+     */
+    if (stored >= 0)
+        copies = hsh_copy_forms(oc);
+    if (stored > GZ_C_IDENTITY || copies != 0) {
+        pk = dlv__negotiate(req, (enum gz_coding)stored, copies);
+        if (pk.from != (enum gz_coding)stored) {
+            src = copy = hsh_copy_get(oc, pk.from);
+            if (copy == NULL) {
+                /* Evicted since: made from the stored body after all. */
+                src = oc;
+                pk = dlv__negotiate(req, (enum gz_coding)stored, 0);
+            }
+        }
+    }
+    /* Sent as a copy holds it (a copy may also be what another coding is made from). */
+    if (copy != NULL && pk.send == pk.from)
+        STAT_INC(copy_hit);
     /* A miss delivered from what it stored (fwd) is its first delivery: 0 hits. */
-    if (dlv__plan_obj(req, oc, oc->body.len, now, fwd,
+    if (dlv__plan_obj(req, oc, src, pk, src->body.len, now, fwd,
                       fwd == NULL ? __atomic_load_n(&oc->hits, __ATOMIC_RELAXED) : 0, &d) != 0) {
         dlv__refused(req, &d);
-        return;
-    }
-    if (tp->head(req, &d.head) != 0)
-        return;
-    if (!d.head.body || d.head.len == 0 || req->head_only) {
+    } else if (tp->head(req, &d.head) != 0) {
+        /* The client is gone. */
+    } else if (!d.head.body || d.head.len == 0 || req->head_only) {
         (void)tp->end(req);
-        return;
-    }
-    if (d.gunzip) {
-        struct gunzip g;
-        bool ok = true;
-
-        gunzip_begin(&g, req, oc);
-        for (const struct sto_seg *sg = oc->body.first; sg != NULL && ok; sg = sg->next)
-            ok = gunzip_feed(&g, sg->data, sg->len, sg->next == NULL) == 0;
-        gz_free(&g.z);
-        if (ok)
+    } else if (d.xcode) {
+        send_made(req, oc, src, &d);
+    } else if (tp->body_fsegs != NULL && par.sendfile_min_size > 0 &&
+               d.last - d.first + 1 >= par.sendfile_min_size) {
+        /* Large bodies, a copy's as well, by reference to their store's file. */
+        if (body_fsegs(req, src, d.first, d.last) == 0)
             (void)tp->end(req);
-        return;
+    } else if (send_held(req, src, d.first, d.last) == 0) {
+        (void)tp->end(req);
     }
-    if (tp->body_fsegs != NULL && par.sendfile_min_size > 0 &&
-        d.last - d.first + 1 >= par.sendfile_min_size) {
-        if (body_fsegs(req, oc, d.first, d.last) == 0)
-            (void)tp->end(req);
-        return;
-    }
-    /* Bodies of more segments than fit go in rounds of iovecs. */
-    for (uint64_t from = d.first; from <= d.last;) {
-        uint64_t to = d.last, off = 0;
-        n = 0;
-        if (!body_iov(oc, from, d.last, iov, &n, DLV_IOV)) {
-            /* Out of iovecs: send what fits, up to the last whole segment. */
-            for (int i = 0; i < n; i++)
-                off += iov[i].iov_len;
-            to = from + off - 1;
-        }
-        if (tp->body(req, iov, n) != 0)
-            return;
-        from = to + 1;
-    }
-    (void)tp->end(req);
+    if (copy != NULL)
+        hsh_deref(&copy);
 }
+
+/* ---- reading back from the store as it fills ---- */
 
 /*
  * Send body bytes [pos, to) of an object to the client, all of them
- * readable (to <= the published length), and through the decoder with
- * gunzip.  Segment lengths and links are read only up to that length: the
- * writer may be extending the last segment meanwhile, but everything below
- * the length was written before it was published (release/acquire), and
+ * readable (to <= the published length), and made over with xcode.
+ * Segment lengths and links are read only up to that length: the writer
+ * may be extending the last segment meanwhile, but everything below the
+ * length was written before it was published (release/acquire), and
  * trimming, which could move a segment, never happens while readers
  * stream.
  */
@@ -291,9 +434,11 @@ reader_out(struct dlv_reader *r, uint64_t to)
             iov[n++].iov_len = (size_t)(end - r->pos);
             r->pos = end;
         }
-        if (r->gunzip) {
+        if (r->xcode) {
+            /* An encoder holds output back: the client gets this round's now. */
             for (int i = 0; i < n; i++)
-                if (gunzip_feed(&r->g, iov[i].iov_base, iov[i].iov_len, false) != 0)
+                if (dlv__xcode_feed(&r->x, iov[i].iov_base, iov[i].iov_len, false,
+                                    r->pos >= to && i == n - 1) != 0)
                     return (-1);
             continue;
         }
@@ -304,18 +449,18 @@ reader_out(struct dlv_reader *r, uint64_t to)
 }
 
 void
-dlv__reader_init(struct dlv_reader *r, struct req *req, struct cobj *oc, bool gunzip,
+dlv__reader_init(struct dlv_reader *r, struct req *req, struct cobj *oc, struct gz_pick pk,
                  uint64_t first, uint64_t last, uint64_t sent)
 {
     memset(r, 0, sizeof *r);
     r->req = req;
     r->oc = oc;
     r->last = last;
-    r->gunzip = gunzip;
-    if (gunzip) {
-        /* Decoded bytes cannot be sought: decode from the start, drop what it has. */
-        gunzip_begin(&r->g, req, oc);
-        r->g.skip = sent;
+    r->xcode = pk.send != pk.from;
+    if (r->xcode) {
+        /* Made bytes cannot be sought: make them from the start, drop what it has. */
+        dlv__xcode_begin(&r->x, req, oc, pk, trusted(oc, oc));
+        r->x.skip = sent;
         r->pos = 0;
     } else {
         r->pos = first + sent;
@@ -345,11 +490,11 @@ dlv__reader_finish(struct dlv_reader *r, bool complete)
 {
     int rv = complete ? 0 : -1;
 
-    if (r->gunzip) {
+    if (r->xcode) {
         /* The decoder checks that the stream ended where the body did. */
-        if (complete && gunzip_feed(&r->g, NULL, 0, true) != 0)
+        if (complete && dlv__xcode_feed(&r->x, NULL, 0, true, false) != 0)
             rv = -1;
-        gz_free(&r->g.z);
+        dlv__xcode_end(&r->x);
     }
     return (rv);
 }
@@ -359,6 +504,8 @@ dlv_stream(struct req *req, struct cobj *oc, double tmo)
 {
     const struct tp_ops *tp = req->tp;
     uint64_t len = oc->stream_clen, avail;
+    struct gz_pick pk = { GZ_C_IDENTITY, GZ_C_IDENTITY };
+    int stored = dlv__coding(oc);
     struct dlv_reader r;
     enum hsh_stream st;
     struct dlv_plan d;
@@ -366,8 +513,10 @@ dlv_stream(struct req *req, struct cobj *oc, double tmo)
 
     OBJ_CHECK(req, REQ_MAGIC);
     req->outcome = REQ_O_COLLAPSED;
+    if (stored > GZ_C_IDENTITY)
+        pk = dlv__negotiate(req, (enum gz_coding)stored, 0);
     /* Joining a fetch counts as a hit on the object it stores. */
-    if (dlv__plan_obj(req, oc, len == UINT64_MAX ? DLV_LEN_UNKNOWN : len, tim_real(),
+    if (dlv__plan_obj(req, oc, oc, pk, len == UINT64_MAX ? DLV_LEN_UNKNOWN : len, tim_real(),
                       "fwd=miss; collapsed", __atomic_load_n(&oc->hits, __ATOMIC_RELAXED),
                       &d) != 0) {
         dlv__refused(req, &d);
@@ -379,7 +528,7 @@ dlv_stream(struct req *req, struct cobj *oc, double tmo)
         (void)tp->end(req);
         return;
     }
-    dlv__reader_init(&r, req, oc, d.gunzip, d.first, d.last, 0);
+    dlv__reader_init(&r, req, oc, d.pk, d.first, d.last, 0);
     while (!dlv__reader_done(&r)) {
         st = hsh_stream_wait(oc, r.pos, tmo, &avail);
         if (st == HSH_S_FAILED || st == HSH_S_TIMEOUT) {

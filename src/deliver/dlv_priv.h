@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "surogat/gz.h"
 #include "surogat/http.h"
 #include "surogat/pol.h"
 #include "surogat/tp.h"
@@ -21,7 +22,15 @@ struct req;
 struct dlv_plan {
     struct tp_head head;   /* what the transport gets */
     bool nm;               /* 304 */
-    bool gunzip;           /* a gzip body for a client that does not take gzip */
+    /*
+     * The coding the client gets and the held one it is made from (the
+     * stored body's, or a copy's); xcode: they differ, the body is made on
+     * the fly.  fields: then the head's fields for that coding, as a copy
+     * in it would keep them (nothing of this delivery's own).
+     */
+    struct gz_pick pk;
+    bool xcode;
+    struct txt fields;
     enum http_range range; /* 206 (OK), 416 (UNSATISFIABLE) or the whole body */
     uint64_t len;          /* the body's length, or DLV_LEN_UNKNOWN */
     uint64_t first;        /* the body bytes to send: [first, last] */
@@ -32,14 +41,28 @@ struct dlv_plan {
 };
 
 /*
- * Plan the delivery of the stored object oc, whose body has len bytes
- * (DLV_LEN_UNKNOWN: still growing, length not announced) at `now`; fwd:
- * NULL for a hit, else the Cache-Status forward detail; hits: obj.hits for
- * the deliver hook.  Runs the deliver hook.  0, or -1 when the plan is
- * refused (dlv__refused()).
+ * Plan the delivery of the stored object oc in the coding pk.send, made
+ * from src's body (oc itself, or a copy of it in pk.from), which has len
+ * bytes (DLV_LEN_UNKNOWN: still growing, length not announced) at `now`;
+ * fwd: NULL for a hit, else the Cache-Status forward detail; hits:
+ * obj.hits for the deliver hook.  With pk.send == pk.from the head is
+ * src's as stored; otherwise oc's made over for pk.send.  Runs the deliver
+ * hook.  0, or -1 when the plan is refused (dlv__refused()).
  */
-int dlv__plan_obj(struct req *req, const struct cobj *oc, uint64_t len, double now,
-                  const char *fwd, unsigned hits, struct dlv_plan *d);
+int dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, struct gz_pick pk,
+                  uint64_t len, double now, const char *fwd, unsigned hits, struct dlv_plan *d);
+/*
+ * The coding oc's body is stored in (its form, or for an object stored
+ * before forms were recorded, its Content-Encoding); -1 for one surogat
+ * cannot undo or make: such a body goes to every client as it is.
+ */
+int dlv__coding(const struct cobj *oc);
+/*
+ * What a client gets of an object stored in `stored` (dlv__coding() >= 0)
+ * with copies in the codings of `copies`: gz_negotiate_held() on the
+ * request's Accept-Encoding and compress_formats.
+ */
+struct gz_pick dlv__negotiate(const struct req *req, enum gz_coding stored, unsigned copies);
 /* hp's fields as one head block (http_write_fields()), in workspace.  -1 when it is full. */
 int dlv__fields_block(struct req *req, const struct http *hp, struct txt *out);
 /* The deliver hook on a finished plan's head.  0, or -1 as dlv__plan_obj(). */
@@ -61,27 +84,49 @@ void dlv__cache_fields(struct sb *sb, const struct cobj *oc, double now, const c
 void dlv__esi(struct req *req, struct cobj *oc, struct txt prog, double now, const char *fwd,
               unsigned hits);
 
-/* A gunzipping delivery: the decoder's output goes to the client as it comes. */
+/*
+ * A body made on the fly (pk.send != pk.from): the held bytes decoded
+ * from pk.from unless that is identity, encoded to pk.send unless that is
+ * identity, and the result sent to the client as it comes -- past `skip`
+ * bytes it has already -- and, when a copy of the object is being made in
+ * that coding, appended to the copy too.  Once the client is gone the copy
+ * is still finished, so that the work is not lost.
+ */
 struct gz;
-struct gunzip {
+struct dlv_xcode {
     struct req *req;
-    struct cobj *oc;
-    struct gz *z;
-    uint64_t skip; /* decoded bytes the client has already: not sent again */
+    struct cobj *oc; /* the object delivered: removed if its body is a bomb */
+    struct gz *dec;  /* NULL from identity */
+    struct gz *enc;  /* NULL to identity */
+    enum gz_coding from;
+    uint64_t skip;     /* decoded bytes the client has already: not sent again */
+    struct cobj *copy; /* a busy copy filled with the output (hsh_copy_begin), or NULL */
+    bool client_gone;  /* the client failed: only the copy still takes the output */
+    bool copy_failed;  /* no room for the copy: it is dropped at the end */
 };
+/* trusted: the held body is surogat's own (GZ_FORM_MADE, or a copy): no ratio bound. */
+void dlv__xcode_begin(struct dlv_xcode *x, struct req *req, struct cobj *oc, struct gz_pick pk,
+                      bool trusted);
+/*
+ * Held bytes in; fin: they were the last.  flush: the client should get
+ * everything so far now (a streaming reader).  0, or -1 when the body is
+ * bad (the connection cut, the object removed for a bomb) or the client
+ * failed with no copy to finish.
+ */
+int dlv__xcode_feed(struct dlv_xcode *x, const char *p, size_t len, bool fin, bool flush);
+void dlv__xcode_end(struct dlv_xcode *x); /* frees the filters */
 
 /*
  * Reading an object's body back to a client from where the client is, as
  * it is stored (dlv_obj.c): a request streaming a busy object it joined
  * (dlv_stream), and the fetching request's own client once it fell
  * behind its fetch (dlv_fetch.c).  The client's body is the stored bytes
- * [first, last], or with gunzip the decoded stored body; `sent` of its
- * bytes went out already.  dlv__reader_send() sends what is stored below
- * avail, at most max stored bytes of it; dlv__reader_finish() ends the
- * decoder (complete: the body is all stored and sent; its check of the
- * gzip end may fail) and returns 0 when the client may be told the body
- * ended.  The reader holds no reference: the caller keeps the object
- * (and a streaming reader's place on it) meanwhile.
+ * [first, last], or when pk.send != pk.from the stored body made over
+ * (struct dlv_xcode); `sent` of its bytes went out already.  dlv__reader_send() sends what is
+ * stored below avail, at most max stored bytes of it; dlv__reader_finish() ends the decoder
+ * (complete: the body is all stored and sent; its check of the gzip end may fail) and returns 0
+ * when the client may be told the body ended.  The reader holds no reference: the caller keeps the
+ * object (and a streaming reader's place on it) meanwhile.
  */
 struct sto_seg;
 struct dlv_reader {
@@ -91,10 +136,10 @@ struct dlv_reader {
     uint64_t seg_off;          /* body offset of seg's first byte */
     uint64_t pos;              /* the next stored byte to send */
     uint64_t last;             /* the last stored byte the client wants */
-    bool gunzip;
-    struct gunzip g;
+    bool xcode;
+    struct dlv_xcode x;
 };
-void dlv__reader_init(struct dlv_reader *r, struct req *req, struct cobj *oc, bool gunzip,
+void dlv__reader_init(struct dlv_reader *r, struct req *req, struct cobj *oc, struct gz_pick pk,
                       uint64_t first, uint64_t last, uint64_t sent);
 int dlv__reader_send(struct dlv_reader *r, uint64_t avail, uint64_t max);
 bool dlv__reader_done(const struct dlv_reader *r);

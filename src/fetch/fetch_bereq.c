@@ -22,6 +22,7 @@
 #include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
+#include "surogat/gz.h"
 #include "surogat/h1.h"
 #include "surogat/hsh.h"
 #include "surogat/http.h"
@@ -124,6 +125,7 @@ build(struct busyobj *bo)
     const struct http *hp = bo->creq;
     bool miss = bo->oc != NULL;
     struct http *bq;
+    char *ae = NULL;
 
     /* Room for what is added below: 10 at most, and the framing. */
     if ((bq = new_head(bo, hp, 12)) == NULL)
@@ -136,20 +138,37 @@ build(struct busyobj *bo)
         add_upgrade(hp, bq);
     for (size_t i = 0; miss && i < ARRAY_LEN(miss_strip); i++)
         http_unset(bq, miss_strip[i]);
+    if (miss && (ae = ws_alloc(bo->ws, GZ_AE_OFFER_MAX)) == NULL)
+        return (NULL);
     if (miss && par.http_gzip_support) {
         /*
-         * The object serves every client, so it is fetched in the one
-         * coding we can undo for any of them (fetch_gz.c).
+         * The object serves every client, so it is fetched in a coding
+         * we can undo for any of them (fetch_gz.c).
          */
         http_unset(bq, "Accept-Encoding");
-        AZ(http_add(bq, TXT_LIT("Accept-Encoding"), TXT_LIT("gzip")));
+        /* An include is best gzip: a page splices it into its own stream whole. */
+        AZ(http_add(bq, TXT_LIT("Accept-Encoding"),
+                    bo->include ? TXT_LIT("gzip")
+                                : (struct txt){ ae, gz_ae_offer(ae, GZ_AE_OFFER_MAX) }));
+    } else if (miss) {
+        /* The object is stored as the backend answers: under the value hsh_set_vary() keeps. */
+        const char *norm = gz_ae_norm(hp);
+        http_unset(bq, "Accept-Encoding");
+        if (norm != NULL)
+            AZ(http_add(bq, TXT_LIT("Accept-Encoding"), (struct txt){ norm, strlen(norm) }));
     }
     if (bo->stale.oc != NULL) {
         /* Revalidation (RFC 9111 section 4.3.1): ask whether our stale copy still holds. */
+        const struct cobj *so = bo->stale.oc;
         struct txt v;
-        if (hsh_head_field(bo->stale.oc, "ETag", &v))
+        if (hsh_head_field(so, "ETag", &v)) {
+            /* Our own weak ETag of a body we encoded, as the origin knows it. */
+            if (so->form != HSH_FORM_UNKNOWN && (so->form & GZ_FORM_MADE) &&
+                gz_etag_origin(&v, (enum gz_coding)(so->form & GZ_FORM_CODING), bo->ws) != 0)
+                return (NULL);
             AZ(http_add(bq, TXT_LIT("If-None-Match"), v));
-        if (hsh_head_field(bo->stale.oc, "Last-Modified", &v))
+        }
+        if (hsh_head_field(so, "Last-Modified", &v))
             AZ(http_add(bq, TXT_LIT("If-Modified-Since"), v));
     }
     if (par.xff && bo->client_ip[0] != '\0' && add_xff(bo, bq) != 0)

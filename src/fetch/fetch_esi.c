@@ -5,13 +5,15 @@
  * (esi.h: a streaming parser, never the whole body in memory) into a
  * program kept with the object (hsh_oa_set, HSH_OA_ESI).  The stored body
  * is what the gzip plan (fetch_gz.c) says, made so that a delivery can
- * assemble the page from it:
+ * assemble the page from it -- gzip whatever compress_formats names first
+ * (fetch_codings()), since only gzip can be stitched:
  *
  *   compressed by the cache (FGZ_COMPRESS) -- compressed in segments cut
  *     where literals begin and end (esi_gz), so that a delivery to a
  *     client taking gzip stitches them without recompressing;
- *   gzip from the backend (FGZ_CHECK) -- decoded (bounded as every
- *     decoder is) and compressed again in segments, as Varnish does;
+ *   coded by the backend (FGZ_CHECK: gzip, br or zstd) -- decoded
+ *     (bounded as every decoder is) and compressed again in gzip
+ *     segments, as Varnish does;
  *   decoded on the policy's word (FGZ_GUNZIP) -- decoded and parsed;
  *   anything else -- parsed as it comes and stored as it came.
  *
@@ -80,9 +82,8 @@ esi_log(void *priv, uint64_t off, bool error, const char *msg)
                 (unsigned long long)off, error ? "" : "warning: ", msg);
 }
 
-/* Whether the response is parsed for ESI: a 200 stored with a body, and someone asked. */
-static bool
-wanted(const struct busyobj *bo)
+bool
+fetch__esi_wanted(const struct busyobj *bo)
 {
     if (bo->oc == NULL || bo->beresp->status != 200 || bo->rbody == H1_BODY_NONE ||
         (bo->rbody == H1_BODY_LENGTH && bo->rclen == 0))
@@ -96,9 +97,9 @@ fetch__oa_begin(struct busyobj *bo)
     struct esi_conf c = { 0 };
     struct fetch_esi *fe;
 
-    if (!wanted(bo)) {
+    if (!fetch__esi_wanted(bo)) {
         /* A gzip body stored as it is made or came: where its deflate data lies. */
-        if (bo->gz != NULL && bo->oc != NULL &&
+        if (bo->gz != NULL && bo->oc != NULL && bo->coding == GZ_C_GZIP &&
             (bo->gz_want == FGZ_COMPRESS || bo->gz_want == FGZ_CHECK))
             gz_track(bo->gz);
         return;

@@ -72,6 +72,13 @@ void fetch__gz_free(struct busyobj *bo);
  * gzip body stored, recording where its deflate data lies.
  */
 void fetch__oa_begin(struct busyobj *bo);
+/*
+ * Whether the response is parsed for ESI: a 200 stored with a body, and
+ * someone asked (beresp.do_esi, Surrogate-Control).  Pure; known once the
+ * backend_response hook ran, so the gzip plan asks too: an ESI page is
+ * stored gzip.
+ */
+bool fetch__esi_wanted(const struct busyobj *bo);
 /* Body bytes of an ESI page.  As fetch__gz_body(), without a client. */
 int fetch__esi_body(struct busyobj *bo, const char *p, size_t len);
 /*

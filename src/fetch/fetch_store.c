@@ -81,6 +81,28 @@ set_head(struct cobj *oc, struct http *h, const struct cc *rcc)
     oc->has_validator = http_find(h, "ETag") != NULL || http_find(h, "Last-Modified") != NULL;
 }
 
+/* The form of the stored body (gz.h): what every later delivery negotiates from. */
+static uint8_t
+stored_form(const struct busyobj *bo)
+{
+    int c;
+
+    switch (bo->gz_want) {
+    case FGZ_COMPRESS:
+        return ((uint8_t)(bo->coding | GZ_FORM_MADE));
+    case FGZ_CHECK:
+        if (fetch_codings(bo).store != bo->coding)
+            return ((uint8_t)(GZ_C_GZIP | GZ_FORM_MADE)); /* an ESI page, made gzip again */
+        return ((uint8_t)bo->coding);
+    case FGZ_GUNZIP:
+        return (GZ_C_IDENTITY | GZ_FORM_MADE);
+    case FGZ_NONE:
+        c = gz_resp_coding(bo->beresp);
+        return ((uint8_t)(c < 0 ? GZ_FORM_OTHER : (unsigned)c));
+    }
+    SRG_WRONG("fetch_gz");
+}
+
 /*
  * A stored head: the status line and fields of the backend response as
  * every later client gets them, minus what is per connection or per
@@ -94,6 +116,7 @@ store_head(struct busyobj *bo, const struct cc *rcc)
     struct http_hdr *hdrs;
     struct cobj *oc = bo->oc;
     char date[TIM_HTTP_DATE_LEN + 1];
+    struct fetch_codings cd;
 
     hdrs = ws_alloc(bo->ws, (bo->beresp->nhdr + 6) * sizeof *hdrs);
     if (hdrs == NULL)
@@ -122,16 +145,14 @@ store_head(struct busyobj *bo, const struct cc *rcc)
         AZ(http_add(&h, TXT_LIT("Via"),
                     bo->beresp->proto == 10 ? TXT_LIT("1.0 surogat") : TXT_LIT("1.1 surogat")));
     /*
-     * The stored body is gzip either way (it serves clients with and
-     * without gzip), or decoded on the policy's word.
+     * The stored body is coded either way (it serves clients with and
+     * without that coding), or decoded on the policy's word.
      */
-    if (bo->gz_want != FGZ_NONE &&
-        gz_head(&h, bo->ws,
-                bo->gz_want == FGZ_COMPRESS   ? GZ_HEAD_ENCODED
-                : bo->gz_want == FGZ_GUNZIP ? GZ_HEAD_DECODED
-                                           : GZ_HEAD_VARY) != 0)
+    cd = fetch_codings(bo);
+    if (bo->gz_want != FGZ_NONE && gz_head_coding(&h, bo->ws, cd.be, cd.store) != 0)
         return (-1);
     set_head(oc, &h, rcc);
+    oc->form = stored_form(bo);
     return (0);
 }
 
@@ -347,19 +368,21 @@ static const char *const keep_on_304[] = {
 
 /*
  * Whether field u of a 304 is the strong ETag that the stored head holds
- * weakened, because the cache compressed the body: the stored body is
- * still not the origin's bytes, so its ETag stays weak.
+ * weakened, because the cache encoded the body (form): the stored body is
+ * still not the origin's bytes, so its ETag stays as it is.
  */
 static bool
-gz_weakened(const struct http *stored, const struct http_hdr *u)
+gz_weakened(const struct http *stored, unsigned form, const struct http_hdr *u)
 {
     const struct txt *v;
 
-    if (!http_name_eq(&u->name, "ETag") || u->val.len == 0 || u->val.b[0] != '"')
+    /* Stored before forms were recorded: only gzip was made, with no suffix. */
+    if (form == HSH_FORM_UNKNOWN)
+        form = GZ_FORM_MADE | GZ_C_GZIP;
+    if (!(form & GZ_FORM_MADE) || !http_name_eq(&u->name, "ETag"))
         return (false);
     v = http_value(stored, "ETag");
-    return (v != NULL && v->len == u->val.len + 2 && memcmp(v->b, "W/", 2) == 0 &&
-            memcmp(v->b + 2, u->val.b, u->val.len) == 0);
+    return (v != NULL && gz_etag_derived(v, &u->val, (enum gz_coding)(form & GZ_FORM_CODING)));
 }
 
 /*
@@ -402,7 +425,7 @@ fetch__revalidated(struct busyobj *bo)
         bool keep = false;
         for (size_t k = 0; k < ARRAY_LEN(keep_on_304) && !keep; k++)
             keep = http_name_eq(&upd.hdr[i].name, keep_on_304[k]);
-        if (keep || gz_weakened(&oh, &upd.hdr[i]))
+        if (keep || gz_weakened(&oh, old->form, &upd.hdr[i]))
             continue;
         /* Replace every stored field of that name with the 304's (all of them, in order). */
         char name[128];
@@ -431,6 +454,7 @@ fetch__revalidated(struct busyobj *bo)
     cc_parse_response(&merged, NULL, &rcc);
     fresh_obj_init(&oc->fresh, &merged, &rcc, bo->t_req, bo->t_resp, &cfg);
     set_head(oc, &merged, &rcc);
+    oc->form = old->form;
     if (old->vary_len > 0) {
         oc->vary = malloc(old->vary_len);
         AN(oc->vary);

@@ -188,13 +188,19 @@ gz_ae_weight(const struct gz_ae *ae, enum gz_coding c)
     return (c == GZ_C_IDENTITY ? 1000 : 0);
 }
 
+bool
+gz_ae_takes(const struct gz_ae *ae, enum gz_coding c)
+{
+    int q = gz_ae_weight(ae, c);
+
+    /* A client that weighs identity above c prefers it: honour that. */
+    return (q > 0 && !(ae->q[GZ_C_IDENTITY] > q));
+}
+
 static bool
 ae_gzip(const struct gz_ae *ae)
 {
-    int q = ae->q[GZ_C_GZIP] >= 0 ? ae->q[GZ_C_GZIP] : ae->star >= 0 ? ae->star : 0;
-
-    /* A client that weighs identity above gzip prefers it: honour that. */
-    return (ae->present && q > 0 && !(ae->q[GZ_C_IDENTITY] > q));
+    return (gz_ae_takes(ae, GZ_C_GZIP));
 }
 
 bool
@@ -316,6 +322,19 @@ gz_formats(const char *list, enum gz_coding *out, unsigned *n, struct sb *err)
     return (0);
 }
 
+unsigned
+gz_formats_now(enum gz_coding out[GZ_C__N])
+{
+    char buf[128];
+    struct sb err;
+    unsigned n;
+
+    sb_init(&err, buf, sizeof buf);
+    if (gz_formats(par.compress_formats, out, &n, &err) != 0)
+        return (0);
+    return (n);
+}
+
 /* The server's rank of c for ties: its place in pref, then the rest, identity last. */
 static unsigned
 rank(enum gz_coding c, const enum gz_coding *pref, unsigned npref)
@@ -347,6 +366,12 @@ best_of(const struct gz_ae *ae, unsigned set, const enum gz_coding *pref, unsign
         }
     }
     return (best);
+}
+
+int
+gz_ae_best(const struct gz_ae *ae, unsigned set, const enum gz_coding *pref, unsigned npref)
+{
+    return (best_of(ae, set, pref, npref));
 }
 
 struct gz_pick
@@ -385,6 +410,78 @@ gz_negotiate(const struct gz_ae *ae, unsigned stored, const enum gz_coding *pref
     if (c >= 0)
         pk.send = (enum gz_coding)c;
     return (pk);
+}
+
+/* The held coding cheapest to turn into identity: itself, then by decoding speed. */
+static enum gz_coding
+quickest(unsigned held)
+{
+    static const enum gz_coding by_decode[] = { GZ_C_IDENTITY, GZ_C_ZSTD, GZ_C_BR, GZ_C_GZIP };
+
+    for (size_t i = 0; i < ARRAY_LEN(by_decode); i++)
+        if (held & GZ_SET(by_decode[i]))
+            return (by_decode[i]);
+    SRG_WRONG("no coding held");
+}
+
+struct gz_pick
+gz_negotiate_held(const struct gz_ae *ae, enum gz_coding stored, unsigned copies,
+                  const enum gz_coding *pref, unsigned npref)
+{
+    unsigned make = 0, held = GZ_SET(stored) | copies;
+    struct gz_pick pk;
+    int c;
+
+    SRG_ASSERT(stored < GZ_C__N);
+    held &= GZ_SET(GZ_C__N) - 1;
+    if (gz_ae_takes(ae, stored)) {
+        pk.send = stored;
+    } else {
+        /*
+         * Not taken: the coding it weighs highest among those it takes that
+         * can be made -- identity unless it takes one ("deflate, gzip;q=0.8"
+         * asks for gzip: identity's implicit weight does not count).
+         */
+        for (unsigned i = 0; i < npref; i++)
+            if (gz_ae_takes(ae, pref[i]))
+                make |= GZ_SET(pref[i]);
+        c = best_of(ae, make, pref, npref);
+        pk.send = c >= 0 ? (enum gz_coding)c : GZ_C_IDENTITY;
+    }
+    pk.from = held & GZ_SET(pk.send) ? pk.send : quickest(held);
+    return (pk);
+}
+
+const char *
+gz_ae_norm(const struct http *req)
+{
+    enum gz_coding formats[GZ_C__N];
+    unsigned n = gz_formats_now(formats);
+    struct gz_ae ae;
+    int c;
+
+    gz_ae_req(&ae, req);
+    c = gz_ae_best(&ae, GZ_SET(GZ_C_GZIP) | GZ_SET(GZ_C_BR) | GZ_SET(GZ_C_ZSTD), formats, n);
+    return (c >= 0 && gz_ae_takes(&ae, (enum gz_coding)c) ? coding_names[c] : NULL);
+}
+
+size_t
+gz_ae_offer(char *buf, size_t cap)
+{
+    enum gz_coding formats[GZ_C__N];
+    unsigned n = gz_formats_now(formats);
+    bool gzip = false;
+    struct sb sb;
+
+    sb_init(&sb, buf, cap);
+    for (unsigned i = 0; i < n; i++) {
+        sb_printf(&sb, "%s%s", i > 0 ? ", " : "", coding_names[formats[i]]);
+        gzip = gzip || formats[i] == GZ_C_GZIP;
+    }
+    if (!gzip)
+        sb_printf(&sb, "%sgzip", n > 0 ? ", " : "");
+    AN(sb_ok(&sb));
+    return (sb.len);
 }
 
 /* ---- which responses ---- */
@@ -439,6 +536,17 @@ gz_is_gzip(const struct http *resp)
     return (ce != NULL && http_count(resp, "Content-Encoding") == 1 && gz_coding_is_gzip(ce));
 }
 
+int
+gz_resp_coding(const struct http *resp)
+{
+    const struct txt *ce = http_value(resp, "Content-Encoding");
+
+    OBJ_CHECK(resp, HTTP_MAGIC);
+    if (ce == NULL)
+        return (GZ_C_IDENTITY);
+    return (http_count(resp, "Content-Encoding") == 1 ? coding_of(ce->b, ce->len) : -1);
+}
+
 bool
 gz_compressible(const struct http *resp, uint64_t len, const char *types, uint64_t min_size)
 {
@@ -466,29 +574,43 @@ gz_compressible(const struct http *resp, uint64_t len, const char *types, uint64
 
 /* ---- heads ---- */
 
+/* The ETag suffix of a coding's own validator ("-br"), or NULL for gzip and identity. */
+static const char *
+etag_suffix(enum gz_coding c)
+{
+    return (c == GZ_C_BR ? "br" : c == GZ_C_ZSTD ? "zstd" : NULL);
+}
+
 /*
  * Each ETag made weak (the bytes are no longer the origin's), with
  * "-suffix" before its closing quote when suffix is not NULL -- a weak one
- * too then, so that every coding has its own.
+ * too then, so that every coding has its own.  A weak ETag that ends in
+ * "-strip" loses that first: it was made for the coding the head said
+ * before.
  */
 static int
-weaken_etags(struct http *h, struct ws *ws, const char *suffix)
+weaken_etags(struct http *h, struct ws *ws, const char *strip, const char *suffix)
 {
     size_t sl = suffix != NULL ? strlen(suffix) + 1 : 0;
+    size_t tl = strip != NULL ? strlen(strip) + 1 : 0;
 
     for (unsigned i = 0; i < h->nhdr; i++) {
         struct txt *v = &h->hdr[i].val;
         size_t body, n;
-        bool weak;
+        bool weak, cut;
         char *w;
 
         if (!http_name_eq(&h->hdr[i].name, "ETag"))
             continue;
         weak = v->len >= 4 && memcmp(v->b, "W/\"", 3) == 0;
+        cut = weak && tl > 0 && v->len >= 4 + tl && v->b[v->len - 1 - tl] == '-' &&
+              memcmp(v->b + v->len - tl, strip, tl - 1) == 0;
         if ((!weak && (v->len < 2 || v->b[0] != '"')) || v->b[v->len - 1] != '"' ||
-            (weak && sl == 0))
+            (weak && sl == 0 && !cut))
             continue;
         body = weak ? v->len - 3 : v->len - 1; /* from the opening quote, without the closing */
+        if (cut)
+            body -= tl;
         n = 2 + body + sl + 1;
         w = ws_alloc(ws, n);
         if (w == NULL)
@@ -502,6 +624,40 @@ weaken_etags(struct http *h, struct ws *ws, const char *suffix)
         w[n - 1] = '"';
         *v = (struct txt){ w, n };
     }
+    return (0);
+}
+
+bool
+gz_etag_derived(const struct txt *stored, const struct txt *origin, enum gz_coding c)
+{
+    const char *sfx = etag_suffix(c);
+    size_t sl = sfx != NULL ? strlen(sfx) + 1 : 0, ol;
+
+    if (origin->len < 2 || origin->b[0] != '"' || origin->b[origin->len - 1] != '"')
+        return (false);
+    ol = origin->len - 1; /* without the closing quote */
+    return (
+        stored->len == 2 + ol + sl + 1 && memcmp(stored->b, "W/", 2) == 0 &&
+        memcmp(stored->b + 2, origin->b, ol) == 0 &&
+        (sl == 0 || (stored->b[2 + ol] == '-' && memcmp(stored->b + 3 + ol, sfx, sl - 1) == 0)) &&
+        stored->b[stored->len - 1] == '"');
+}
+
+int
+gz_etag_origin(struct txt *v, enum gz_coding c, struct ws *ws)
+{
+    const char *sfx = etag_suffix(c);
+    size_t sl = sfx != NULL ? strlen(sfx) + 1 : 0;
+    char *w;
+
+    if (sl == 0 || v->len < 4 + sl || memcmp(v->b, "W/\"", 3) != 0 || v->b[v->len - 1] != '"' ||
+        v->b[v->len - 1 - sl] != '-' || memcmp(v->b + v->len - sl, sfx, sl - 1) != 0)
+        return (0);
+    if ((w = ws_alloc(ws, v->len - sl)) == NULL)
+        return (-1);
+    memcpy(w, v->b, v->len - 1 - sl);
+    w[v->len - 1 - sl] = '"';
+    *v = (struct txt){ w, v->len - sl };
     return (0);
 }
 
@@ -521,7 +677,7 @@ gz_head_coding(struct http *h, struct ws *ws, enum gz_coding from, enum gz_codin
         http_add(h, TXT_LIT("Content-Encoding"),
                  (struct txt){ coding_names[send], strlen(coding_names[send]) }) != 0)
         return (-1);
-    return (weaken_etags(h, ws, send == GZ_C_BR ? "br" : send == GZ_C_ZSTD ? "zstd" : NULL));
+    return (weaken_etags(h, ws, etag_suffix(from), etag_suffix(send)));
 }
 
 int
@@ -537,5 +693,5 @@ gz_head(struct http *h, struct ws *ws, enum gz_head what)
     http_unset(h, "Content-Length");
     if (what == GZ_HEAD_ENCODED && http_add(h, TXT_LIT("Content-Encoding"), TXT_LIT("gzip")) != 0)
         return (-1);
-    return (weaken_etags(h, ws, NULL));
+    return (weaken_etags(h, ws, NULL, NULL));
 }

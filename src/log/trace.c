@@ -235,7 +235,7 @@ trace_rec(struct trace_tx *tx, enum trace_tag tag, const char *p, size_t len)
     ring_put(tx, tag, p, len, NULL, 0);
 }
 
-static void
+static void __attribute__((format(printf, 3, 0)))
 vrec(struct trace_tx *tx, enum trace_tag tag, const char *fmt, va_list ap)
 {
     char buf[TRACE_PAYLOAD_MAX + 1];

@@ -78,6 +78,7 @@ req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc
         bo->stale = *stale; /* borrowed: the caller holds the reference */
     bo->stale_ok = stale_usable(stale);
     bo->retries = req->retries;
+    bo->include = req->esi_level > 0;
     bo->upgrade = req->upgrade && oc == NULL;
     bo->pipe_bereq = req->st != NULL ? req->st->pipe_bereq : NULL;
     if (!req->bg) {

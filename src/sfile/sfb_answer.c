@@ -157,11 +157,9 @@ static void
 choose(struct sfb *sfb, const struct http *req, struct sfb_file *f, struct variant *v)
 {
     enum gz_coding formats[GZ_C__N];
-    unsigned nformats = 0, sibs, avail;
+    unsigned nformats, sibs, avail;
     struct gz_ae ae;
     struct gz_pick pk;
-    struct sb err;
-    char eb[128];
 
     memset(v, 0, sizeof *v);
     v->coding = GZ_C_IDENTITY;
@@ -169,10 +167,8 @@ choose(struct sfb *sfb, const struct http *req, struct sfb_file *f, struct varia
     v->size = f->size;
     v->ranges = true;
     snprintf(v->etag, sizeof v->etag, "%s", f->etag);
-    sb_init(&err, eb, sizeof eb);
     /* compress_formats is checked here, not when set: a bad list compresses nothing. */
-    if (gz_formats(par.compress_formats, formats, &nformats, &err) != 0)
-        nformats = 0;
+    nformats = gz_formats_now(formats);
     sibs = sfb__siblings(sfb, f);
     avail = GZ_SET(GZ_C_IDENTITY) | sibs;
     if (par.sfb_compress_cache > 0 && sfb__compressible(f))

@@ -16,6 +16,15 @@ import pytest
 import httpc
 from cstatus import forwarded, is_hit
 
+@pytest.fixture
+def surogat(surogat):
+    """These tests are about gzip as the stored coding: compress_formats=gzip
+    (br and zstd, and bodies made in another coding, are g_codecs_test.py's)."""
+    def start(params=None, **kw):
+        return surogat(params={"compress_formats": "gzip", **(params or {})}, **kw)
+    return start
+
+
 CC60 = {"Cache-Control": "max-age=60"}
 GZ = {"Accept-Encoding": "gzip"}
 

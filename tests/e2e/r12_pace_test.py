@@ -141,6 +141,18 @@ def test_slow_identity_client_of_a_gzip_object(origin, surogat):
              fast_expect=gz)
 
 
+def test_slow_identity_client_of_a_br_object(origin, surogat):
+    """The same for brotli from the backend: decoded from where it was."""
+    import brotli
+    plain = page(SIZE, 4)
+    br = brotli.compress(plain, quality=4)
+    origin.route("/br", body=br, headers={"Cache-Control": "max-age=60",
+                                          "Content-Encoding": "br",
+                                          "Content-Type": "text/html"})
+    run_race(origin, surogat, "/br", br, plain, fast_headers=b"Accept-Encoding: br\r\n",
+             fast_expect=br)
+
+
 def test_slow_range_client(origin, surogat):
     """A range of a miss: the slow client's 206 continues from the store at
     the right offset."""

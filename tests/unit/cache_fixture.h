@@ -24,8 +24,9 @@
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
 
+/* The same with the store spec (sto_init()) given. */
 static inline void
-cache_setup(void)
+cache_setup_store(const char *spec)
 {
     char ebuf[128];
     struct sb err;
@@ -37,7 +38,13 @@ cache_setup(void)
     AZ(xkey_init());
     AZ(ban_init());
     sb_init(&err, ebuf, sizeof ebuf);
-    ck_assert_msg(sto_init("malloc,16m", &err) == 0, "%s", ebuf);
+    ck_assert_msg(sto_init(spec, &err) == 0, "%s", ebuf);
+}
+
+static inline void
+cache_setup(void)
+{
+    cache_setup_store("malloc,16m");
 }
 
 static inline void

@@ -393,12 +393,15 @@ PARAM(policy_max_memory, BYTES, "64m", "1m", NULL, PAR_LIVE,
       "Memory one worker's Lua state (the policy script, its tables and strings) may allocate. "
       "An allocation past it fails the hook call: logged, and the request answered 503.")
 PARAM(http_gzip_support, BOOL, "on", NULL, NULL, PAR_LIVE,
-      "gzip in the cache, as Varnish's parameter of that name: backend requests of cache "
-      "misses ask for gzip (Accept-Encoding: gzip), a compressible response (gzip_types, at "
-      "least gzip_min_size, no Cache-Control: no-transform) is stored compressed once, and "
-      "a stored gzip object is gunzipped on the fly for a client that does not accept gzip; "
-      "Accept-Encoding then no longer splits Vary variants. Off: backend requests carry the "
-      "client's Accept-Encoding and bodies are stored as they come.")
+      "Content codings in the cache, as Varnish's parameter of that name but for br and zstd "
+      "too: backend requests of cache misses ask for the codings of compress_formats and gzip, "
+      "a compressible response (gzip_types, at least gzip_min_size, no Cache-Control: "
+      "no-transform) is stored compressed once in the first of compress_formats, and each "
+      "client gets the coding its Accept-Encoding prefers, made on the fly from the stored "
+      "body when it does not take that one (decoded, and encoded again; see "
+      "compress_copy_after); Accept-Encoding then no longer splits Vary variants. Off: "
+      "backend requests carry the coding the client prefers among br, zstd and gzip (or "
+      "none), Vary: Accept-Encoding compares that alone, and bodies are stored as they come.")
 PARAM(gzip_level, UINT, "6", "1", "9", PAR_LIVE,
       "zlib compression level for bodies the cache compresses: 1 fastest, 9 smallest. Paid "
       "once per stored object, not per hit.")
@@ -444,10 +447,20 @@ PARAM(compress_formats, STRING, "br,gzip", NULL, NULL, PAR_LIVE,
       "Content codings a compressible body is kept in, best first, among br, zstd and gzip "
       "(commas or spaces). Each client gets the one its Accept-Encoding weighs highest, ties "
       "going to the first listed, else identity. The static-file backend (-b /DIR) makes and "
-      "keeps copies in these; cached objects keep gzip (http_gzip_support) for now. br is "
+      "keeps copies in these; the cache stores a compressible object in the first "
+      "(http_gzip_support) and makes the others on the fly for clients that prefer them. br is "
       "listed first: at brotli_level 5 it is 4-11% smaller than gzip_level 6 on real HTML, "
       "CSS and JavaScript for less CPU (bench/RESULTS.md), and every browser that sends zstd "
       "also sends br; zstd is the cheapest to make and to decode.")
+PARAM(compress_copy_after, UINT, "2", "0", "65535", PAR_LIVE,
+      "Deliveries of a cached object that had to make its body on the fly in a coding it does "
+      "not hold (decoded for a client without compression, or encoded in another coding) "
+      "after which the next such delivery keeps a copy in that coding beside the object. "
+      "Later clients get the copy's bytes as they are, with Range and 304 as for the object. "
+      "A copy is counted against the store and evicted alone when cold, and goes with its "
+      "object (purge, ban, tag purge, expiry, eviction, a newer response); it is not kept "
+      "across a restart. 0: never; make the body on every delivery. n_copy and copy_bytes "
+      "show the memory copies cost.")
 PARAM(brotli_level, UINT, "5", "0", "11", PAR_LIVE,
       "brotli quality for bodies compressed by surogat: 0 fastest, 11 smallest. 5 costs a "
       "little less than gzip_level 6; 11 is about 100 times slower than 5 for 9-13% less.")

@@ -261,19 +261,41 @@ STAT(cli_evicted, COUNTER, "Admin connections closed to make room for a new one:
      "oldest unauthenticated one or else the one whose last command is the oldest.")
 STAT(mon_req, COUNTER, "Requests answered by the HTTP admin listener (-M).")
 STAT(mon_req_bad, COUNTER, "Requests to the HTTP admin listener answered 404 or 405.")
-STAT(gzip_compressed, COUNTER, "Response bodies compressed by the cache while being stored.")
+STAT(gzip_compressed, COUNTER, "Response bodies compressed to gzip by the cache while being "
+     "stored (compress_formats names gzip first).")
 STAT(gzip_backend, COUNTER, "Stored response bodies the backend sent gzip, checked as they "
      "arrived and stored as they came.")
-STAT(gzip_pass, COUNTER, "Responses not stored that were compressed on the fly (gzip_pass).")
+STAT(gzip_pass, COUNTER, "Responses not stored that were compressed on the fly (gzip_pass), "
+     "in whichever coding.")
 STAT(gunzip_delivered, COUNTER, "gzip bodies gunzipped on the fly for a client that does not "
      "accept gzip.")
-STAT(gzip_errors, COUNTER, "Corrupt gzip bodies: from a backend (never stored; a client that "
-     "already got part of the body is cut off) or found while gunzipping for a client.")
-STAT(gunzip_bombs, COUNTER, "gzip bodies that decoded past gunzip_max_ratio or "
+STAT(gzip_errors, COUNTER, "Corrupt gzip, br or zstd bodies: from a backend (never stored; a "
+     "client that already got part of the body is cut off) or found while decoding for a "
+     "client.")
+STAT(gunzip_bombs, COUNTER, "gzip, br or zstd bodies that decoded past gunzip_max_ratio or "
      "gunzip_max_size: from a backend refused and not stored, or found in the cache while "
-     "gunzipping for a client (the delivery cut and the object removed).")
+     "decoding for a client (the delivery cut and the object removed).")
 STAT(gzip_bytes_in, COUNTER, "Identity bytes compressed by the cache.")
 STAT(gzip_bytes_out, COUNTER, "gzip bytes the cache produced from them.")
+STAT(br_compressed, COUNTER, "Response bodies compressed to brotli by the cache while being "
+     "stored (compress_formats names br first).")
+STAT(zstd_compressed, COUNTER, "Response bodies compressed to zstd by the cache while being "
+     "stored (compress_formats names zstd first).")
+STAT(br_backend, COUNTER, "Stored response bodies the backend sent brotli, checked as they "
+     "arrived and stored as they came.")
+STAT(zstd_backend, COUNTER, "Stored response bodies the backend sent zstd, checked as they "
+     "arrived and stored as they came.")
+STAT(transcode_delivered, COUNTER, "Bodies sent in a content coding the cache did not hold, "
+     "made on the fly from the stored one: decoded (gunzip_delivered counts the gzip ones "
+     "too), and re-encoded for a client that takes another coding.")
+STAT(copy_made, COUNTER, "Copies of cached objects made in another content coding after "
+     "compress_copy_after deliveries needed one (kept beside the object, see n_copy).")
+STAT(copy_hit, COUNTER, "Responses sent from such a copy, with no decoding.")
+STAT(copy_dropped, COUNTER, "Copies begun and not kept: no room in the store, past "
+     "max_object_size, a corrupt stored body, or the object gone meanwhile.")
+STAT(n_copy, GAUGE, "Copies of cached objects in other content codings held now (not in "
+     "n_object).")
+STAT(copy_bytes, GAUGE, "Body bytes of those copies (in sto_bytes too).")
 STAT(esi_parsed, COUNTER, "Pages stored with an ESI program: ESI was asked for (beresp.do_esi, "
      "Surrogate-Control) and found while they were stored.")
 STAT(esi_errors, COUNTER, "ESI errors found in pages while they were stored (a broken ESI tag "

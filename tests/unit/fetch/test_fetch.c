@@ -524,8 +524,8 @@ END_TEST
 
 /*
  * A miss for a HEAD over TLS, without Host: GET (the cache stores the
- * body), no conditions or Range (it stores the whole object), gzip asked
- * for, X-Forwarded-Proto https, Host the backend's, Via 1.0 for a 1.0
+ * body), no conditions or Range (it stores the whole object), the codings
+ * of compress_formats and gzip asked for, X-Forwarded-Proto https, Host the backend's, Via 1.0 for a 1.0
  * client.  A pass of the same HEAD keeps its method and conditions, and
  * with xff and via off it carries neither.
  */
@@ -552,7 +552,7 @@ START_TEST(bereq_of_a_miss)
     snprintf(want, sizeof want,
              "GET /x HTTP/1.1\r\n"
              "Accept: */*\r\n"
-             "Accept-Encoding: gzip\r\n"
+             "Accept-Encoding: br, gzip\r\n" /* compress_formats, and gzip */
              "X-Forwarded-For: 192.0.2.7\r\n"
              "X-Forwarded-Proto: https\r\n"
              "Via: 1.0 surogat\r\n"
@@ -830,7 +830,7 @@ START_TEST(revalidate_stale_object)
     ck_assert_ptr_ne(bo.renewed, stale.oc);
     snprintf(want, sizeof want,
              "GET /x HTTP/1.1\r\n"
-             "Accept-Encoding: gzip\r\n"
+             "Accept-Encoding: br, gzip\r\n" /* compress_formats, and gzip */
              "If-None-Match: \"v1\"\r\n"
              "If-Modified-Since: Mon, 01 Jan 2024 00:00:00 GMT\r\n"
              "X-Forwarded-For: 192.0.2.7\r\n"

@@ -352,6 +352,17 @@ END_TEST
 #define SB GZ_SET(GZ_C_BR)
 #define SZ GZ_SET(GZ_C_ZSTD)
 
+/* The Accept-Encoding field value v (NULL: no field) parsed into *ae. */
+static void
+ae_of(struct gz_ae *ae, const char *v)
+{
+    gz_ae_init(ae);
+    if (v != NULL) {
+        ae->present = true;
+        gz_ae_add(ae, v, strlen(v));
+    }
+}
+
 START_TEST(negotiate_table)
 {
     static const enum gz_coding pref[] = { GZ_C_BR, GZ_C_ZSTD, GZ_C_GZIP };
@@ -405,11 +416,7 @@ START_TEST(negotiate_table)
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         struct gz_pick pk;
 
-        gz_ae_init(&ae);
-        if (v[i].ae != NULL) {
-            ae.present = true;
-            gz_ae_add(&ae, v[i].ae, strlen(v[i].ae));
-        }
+        ae_of(&ae, v[i].ae);
         pk = gz_negotiate(&ae, v[i].stored, pref, 3);
         ck_assert_msg(pk.send == v[i].send && pk.from == v[i].from,
                       "'%s' stored %#x: got %s from %s", v[i].ae ? v[i].ae : "(none)", v[i].stored,
@@ -439,6 +446,67 @@ START_TEST(negotiate_pref_order)
     pk = gz_negotiate(&ae, SG, gz_first, 2);
     ck_assert_int_eq(pk.send, I);
     ck_assert_int_eq(pk.from, G);
+}
+END_TEST
+
+/*
+ * A cached object: what it holds (the stored coding and its copies) is
+ * served as it is when the client takes it; otherwise made on the fly --
+ * decoded, and encoded again when the client takes another coding.
+ */
+START_TEST(negotiate_held_table)
+{
+    static const enum gz_coding pref[] = { GZ_C_BR, GZ_C_GZIP };
+    static const struct {
+        const char *ae; /* NULL: no Accept-Encoding field */
+        enum gz_coding stored;
+        unsigned copies;
+        enum gz_coding send, from;
+    } v[] = {
+        /* the stored coding, taken */
+        { "gzip, deflate, br, zstd", B, 0, B, B },
+        { "gzip, deflate, br, zstd", G, 0, G, G }, /* br would need work: gzip is stored */
+        { "br;q=1, gzip;q=0.5", G, 0, G, G },      /* stored and taken beats preferred */
+        { "gzip, deflate, br", Z, 0, B, Z },       /* zstd not taken: br made from it */
+        { "gzip, br", B, SG | SI, B, B },
+        /* identity */
+        { NULL, B, 0, I, B },
+        { NULL, B, SI, I, I }, /* an identity copy: no decoding */
+        { NULL, B, SG | SI, I, I },
+        { NULL, B, SG, I, B }, /* a gzip copy is no quicker to decode than the br body */
+        { "", G, 0, I, G },
+        { "identity", G, SI, I, I },
+        { "gzip;q=0.2, identity;q=0.8", G, 0, I, G },
+        { "gzip;q=0.2, identity;q=0.8", G, SI, I, I },
+        { "gzip;q=0.5, identity;q=0.5", G, SI, G, G },
+        /* another coding, made: decoded and encoded, from identity when a copy holds it */
+        { "gzip", B, 0, G, B },
+        { "gzip, deflate", B, SI, G, I }, /* the same answer with a copy, cheaper */
+        { "gzip", B, SG | SI, G, G },     /* a gzip copy */
+        { "br", G, 0, B, G },
+        { "zstd", B, 0, I, B },               /* zstd is not in compress_formats: identity */
+        { "zstd", B, SZ, I, Z },              /* ... whatever copies there are (cheaper) */
+        { "zstd, identity;q=0", B, 0, I, B }, /* nothing we can make: identity all the same */
+        { "gzip;q=0.4, identity;q=0.6", B, 0, I, B },
+        { "gzip;q=0.6, identity;q=0.4", B, 0, G, B },
+        { "*", Z, 0, Z, Z },
+        { "*;q=0", G, 0, I, G },
+        { "br;q=0, *", B, SI, G, I },           /* gzip and identity tie: gzip */
+        { "deflate, gzip;q=0.8", B, 0, G, B },  /* identity's implicit weight does not count */
+        { "gzip;q=0.5, br;q=0.1", B, 0, B, B }, /* the stored coding, taken */
+    };
+    struct gz_ae ae;
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        struct gz_pick pk;
+
+        ae_of(&ae, v[i].ae);
+        pk = gz_negotiate_held(&ae, v[i].stored, v[i].copies, pref, 2);
+        ck_assert_msg(pk.send == v[i].send && pk.from == v[i].from,
+                      "%zu: '%s' stored %s copies %#x: got %s from %s", i,
+                      v[i].ae ? v[i].ae : "(none)", gz_coding_name(v[i].stored), v[i].copies,
+                      gz_coding_name(pk.send), gz_coding_name(pk.from));
+    }
 }
 END_TEST
 
@@ -530,6 +598,15 @@ START_TEST(head_per_coding)
         { "W/\"abc\"", B, I, "W/\"abc\"", NULL },
         { "\"abc\"", B, B, "\"abc\"", "br" }, /* unchanged: only Vary */
         { "junk", I, B, "junk", "br" },
+        /* from a head made for another coding: its suffix goes first */
+        { "W/\"abc-br\"", B, I, "W/\"abc\"", NULL },
+        { "W/\"abc-br\"", B, G, "W/\"abc\"", "gzip" },
+        { "W/\"abc-br\"", B, Z, "W/\"abc-zstd\"", "zstd" },
+        { "W/\"abc-zstd\"", Z, B, "W/\"abc-br\"", "br" },
+        { "W/\"abc\"", G, B, "W/\"abc-br\"", "br" },
+        { "W/\"abc-br\"", G, I, "W/\"abc-br\"", NULL }, /* the origin's own: gzip has none */
+        { "\"abc-br\"", B, I, "W/\"abc-br\"", NULL },   /* strong: the origin's, kept */
+        { "W/\"-br\"", B, I, "W/\"\"", NULL },
     };
 
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -565,6 +642,150 @@ START_TEST(head_per_coding)
 }
 END_TEST
 
+/* A request with Accept-Encoding v (NULL: without the field), in h over hdr[4]. */
+static void
+req_with_ae(struct http *h, struct http_hdr *hdr, const char *v)
+{
+    http_init(h, hdr, 4);
+    if (v != NULL)
+        ck_assert_int_eq(http_add(h, TXT_LIT("Accept-Encoding"), (struct txt){ v, strlen(v) }), 0);
+}
+
+/* What a cache that does not negotiate keeps of Accept-Encoding, and what a miss offers. */
+START_TEST(ae_norm_and_offer)
+{
+    static const struct {
+        const char *ae;
+        const char *want; /* NULL: none */
+    } v[] = {
+        { NULL, NULL },
+        { "", NULL },
+        { "gzip, deflate", "gzip" },
+        { "deflate, gzip", "gzip" },
+        { "x-gzip;q=0.3", "gzip" },
+        { "gzip, deflate, br, zstd", "br" }, /* ties: compress_formats' order */
+        { "zstd, gzip;q=0.9", "zstd" },
+        { "deflate", NULL },
+        { "identity", NULL },
+        { "gzip;q=0.5, identity;q=0.8", NULL }, /* prefers identity */
+        { "*", "br" },
+        { "*;q=0", NULL },
+    };
+    char ebuf[64], buf[GZ_AE_OFFER_MAX];
+    struct http_hdr hdr[4];
+    struct http h;
+    struct sb err;
+
+    par_init();
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        const char *got;
+
+        req_with_ae(&h, hdr, v[i].ae);
+        got = gz_ae_norm(&h);
+        ck_assert_msg(v[i].want == NULL ? got == NULL : got != NULL && strcmp(got, v[i].want) == 0,
+                      "%zu: '%s': got %s", i, v[i].ae ? v[i].ae : "(none)", got ? got : "none");
+    }
+    ck_assert_uint_eq(gz_ae_offer(buf, sizeof buf), strlen("br, gzip"));
+    ck_assert_int_eq(memcmp(buf, "br, gzip", 8), 0);
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(par_set("compress_formats", "zstd", &err), 0);
+    ck_assert_uint_eq(gz_ae_offer(buf, sizeof buf), strlen("zstd, gzip")); /* gzip always */
+    ck_assert_int_eq(memcmp(buf, "zstd, gzip", 10), 0);
+    ck_assert_int_eq(par_set("compress_formats", "gzip zstd br", &err), 0);
+    ck_assert_uint_eq(gz_ae_offer(buf, sizeof buf), strlen("gzip, zstd, br"));
+    req_with_ae(&h, hdr, "br, zstd, gzip");
+    ck_assert_str_eq(gz_ae_norm(&h), "gzip");
+    ck_assert_int_eq(par_set("compress_formats", "bogus", &err), 0); /* checked where used */
+    ck_assert_uint_eq(gz_ae_offer(buf, sizeof buf), strlen("gzip"));
+    par_fini();
+}
+END_TEST
+
+START_TEST(takes_and_resp_coding)
+{
+    static const struct {
+        const char *ce; /* NULL: none */
+        int want;
+    } rc[] = {
+        { NULL, GZ_C_IDENTITY }, { "identity", GZ_C_IDENTITY },
+        { "gzip", GZ_C_GZIP },   { "X-Gzip", GZ_C_GZIP },
+        { "br", GZ_C_BR },       { "zstd", GZ_C_ZSTD },
+        { "compress", -1 },      { "gzip, br", -1 },
+    };
+    struct http_hdr hdr[4];
+    struct http h;
+    struct gz_ae ae;
+
+    for (size_t i = 0; i < sizeof rc / sizeof rc[0]; i++) {
+        http_init(&h, hdr, 4);
+        if (rc[i].ce != NULL)
+            ck_assert_int_eq(http_add(&h, TXT_LIT("Content-Encoding"),
+                                      (struct txt){ rc[i].ce, strlen(rc[i].ce) }),
+                             0);
+        ck_assert_int_eq(gz_resp_coding(&h), rc[i].want);
+    }
+    /* Two Content-Encoding fields: two codings. */
+    ck_assert_int_eq(http_add(&h, TXT_LIT("Content-Encoding"), TXT_LIT("gzip")), 0);
+    ck_assert_int_eq(gz_resp_coding(&h), -1);
+    req_with_ae(&h, hdr, "br;q=0.4, identity;q=0.5, gzip");
+    gz_ae_req(&ae, &h);
+    ck_assert(!gz_ae_takes(&ae, GZ_C_BR)); /* below identity */
+    ck_assert(gz_ae_takes(&ae, GZ_C_GZIP));
+    ck_assert(!gz_ae_takes(&ae, GZ_C_ZSTD));
+    ck_assert(gz_ae_takes(&ae, GZ_C_IDENTITY));
+    req_with_ae(&h, hdr, NULL);
+    gz_ae_req(&ae, &h);
+    ck_assert(!gz_ae_takes(&ae, GZ_C_GZIP));
+    ck_assert(gz_ae_takes(&ae, GZ_C_IDENTITY));
+}
+END_TEST
+
+/* ETags of bodies surogat encoded, against the origin's. */
+START_TEST(etags_of_made_bodies)
+{
+    static const struct {
+        const char *stored, *origin;
+        enum gz_coding c;
+        bool derived;
+    } d[] = {
+        { "W/\"x-br\"", "\"x\"", GZ_C_BR, true },
+        { "W/\"x-zstd\"", "\"x\"", GZ_C_ZSTD, true },
+        { "W/\"x\"", "\"x\"", GZ_C_GZIP, true },
+        { "W/\"x\"", "\"x\"", GZ_C_IDENTITY, true }, /* decoded (do_gunzip) */
+        { "W/\"x-br\"", "\"y\"", GZ_C_BR, false },
+        { "W/\"x-br\"", "\"x\"", GZ_C_ZSTD, false },
+        { "W/\"x\"", "\"x\"", GZ_C_BR, false },
+        { "\"x\"", "\"x\"", GZ_C_GZIP, false },
+        { "W/\"x-br\"", "W/\"x\"", GZ_C_BR, false }, /* only a strong one is weakened */
+        { "W/\"x-br\"", "x", GZ_C_BR, false },
+    };
+    static const struct {
+        const char *in, *out;
+        enum gz_coding c;
+    } o[] = {
+        { "W/\"x-br\"", "W/\"x\"", GZ_C_BR },      { "W/\"x-zstd\"", "W/\"x\"", GZ_C_ZSTD },
+        { "W/\"x-br\"", "W/\"x-br\"", GZ_C_ZSTD }, { "W/\"x\"", "W/\"x\"", GZ_C_GZIP },
+        { "\"x-br\"", "\"x-br\"", GZ_C_BR }, /* strong: the origin's own */
+        { "W/\"-br\"", "W/\"\"", GZ_C_BR },        { "W/\"br\"", "W/\"br\"", GZ_C_BR },
+    };
+    char mem[512];
+    struct ws ws;
+
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+        struct txt s = { d[i].stored, strlen(d[i].stored) },
+                   g = { d[i].origin, strlen(d[i].origin) };
+        ck_assert_msg(gz_etag_derived(&s, &g, d[i].c) == d[i].derived, "derived %zu", i);
+    }
+    ws_init(&ws, mem, sizeof mem);
+    for (size_t i = 0; i < sizeof o / sizeof o[0]; i++) {
+        struct txt v = { o[i].in, strlen(o[i].in) };
+        ck_assert_int_eq(gz_etag_origin(&v, o[i].c, &ws), 0);
+        ck_assert_msg(v.len == strlen(o[i].out) && memcmp(v.b, o[i].out, v.len) == 0,
+                      "origin %zu: %.*s", i, (int)v.len, v.b);
+    }
+}
+END_TEST
+
 Suite *
 gz_codecs_suite(void)
 {
@@ -581,10 +802,14 @@ gz_codecs_suite(void)
     suite_add_tcase(s, tc);
     tcase_add_test(tn, negotiate_table);
     tcase_add_test(tn, negotiate_pref_order);
+    tcase_add_test(tn, negotiate_held_table);
     tcase_add_test(tn, ae_from_request);
     tcase_add_test(tn, formats_list);
     tcase_add_test(tn, coding_names);
     tcase_add_test(tn, head_per_coding);
+    tcase_add_test(tn, ae_norm_and_offer);
+    tcase_add_test(tn, takes_and_resp_coding);
+    tcase_add_test(tn, etags_of_made_bodies);
     suite_add_tcase(s, tn);
     return s;
 }
