@@ -582,7 +582,8 @@ def hit_phase(args, servers, origin):
             if srv.dead:
                 row["error"] = srv.dead
             log(f"{s['label']:16} {srv.name:14} {pt.fmt_num(row.get('rps')):>9} req/s  "
-                f"p99 {pt.fmt_ms(row.get('p99')):>8}  cpu {pt.fmt_pct(row.get('cpu_pct'))}  "
+                f"p99 {pt.fmt_ms(row.get('p99')):>8}  cpu {pt.fmt_pct(row.get('cpu_pct'))} "
+                f"({fmt_us(pt.per_core(row))} us/req)  "
                 f"origin reqs {row.get('origin_reqs')}  hits {fmt_frac(row.get('hit_frac'))}  "
                 f"hit after {row['hit_check'].get('hit')}  non2xx {row['non2xx']} "
                 f"sockerr {row['sock_errors'] or 0}"
@@ -781,6 +782,11 @@ def fmt_frac(v):
     return "-" if v is None else f"{100.0 * v:.1f}%"
 
 
+def fmt_us(per_core):
+    """Proxy CPU per request in microseconds, from requests per second of proxy CPU."""
+    return "-" if not per_core else f"{1e6 / per_core:.1f}"
+
+
 def fmt_bytes(v):
     return "-" if v is None else f"{v:,.0f}"
 
@@ -839,9 +845,10 @@ def report(args, meta, results, mem, present):
             f"core{args.client_cpu} busy, other: as in passthrough.py.")
         add("")
         add(f"| scenario | target | req/s | p50 | p99 | proxy cpu | req/s per proxy core "
-            f"| core{args.client_cpu} busy | other core{args.proxy_cpu} / core{args.client_cpu} "
+            f"| proxy CPU us/req | core{args.client_cpu} busy "
+            f"| other core{args.proxy_cpu} / core{args.client_cpu} "
             "| origin reqs | no origin | hits | hit check | errors |")
-        add("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|")
+        add("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|")
         for sc in scen:
             for t in names:
                 r = by.get((sc, t))
@@ -858,6 +865,7 @@ def report(args, meta, results, mem, present):
                 add(f"| {sc} | {t} | {pt.cell(r, 'rps', pt.fmt_num)} "
                     f"| {pt.cell(r, 'p50', pt.fmt_ms)} | {pt.cell(r, 'p99', pt.fmt_ms)} "
                     f"| {pt.fmt_pct(r.get('cpu_pct'))} | {pt.fmt_num(pt.per_core(r))} "
+                    f"| {fmt_us(pt.per_core(r))} "
                     f"| {pt.fmt_pct(r.get(f'core{args.client_cpu}_busy_pct'))} "
                     f"| {pt.fmt_pct(r.get('core_proxy_other_pct'))} / "
                     f"{pt.fmt_pct(r.get('core_client_other_pct'))}"
