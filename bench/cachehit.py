@@ -66,13 +66,20 @@ PAGES = [("page9k-gz", "/page9k.html", 9 * 1024, "gzip"),
          ("page9k-id", "/page9k.html", 9 * 1024, None)]
 ZIPF = "zipf10k"
 ZIPF_SIZE = 1024
-PROXIES = ["surogat", "surogat-file", "varnish-malloc", "varnish-file", "nginx"]
-SHORT = {"surogat": "s", "surogat-file": "sf", "varnish-malloc": "vm", "varnish-file": "vf",
-         "nginx": "n"}
+PROXIES = ["surogat", "surogat-before", "surogat-file", "surogat-file-before",
+           "varnish-malloc", "varnish-file", "nginx", "haproxy"]
+# Run only with --before BINARY: the same stores served by an older surogatd.
+BEFORE = ("surogat-before", "surogat-file-before")
+SHORT = {"surogat": "s", "surogat-before": "sB", "surogat-file": "sf",
+         "surogat-file-before": "sfB", "varnish-malloc": "vm", "varnish-file": "vf",
+         "nginx": "n", "haproxy": "h"}
 # The ratios reported, numerator / denominator, where both ran.
 RATIOS = [("surogat", "varnish-malloc"), ("surogat", "varnish-file"), ("surogat", "nginx"),
-          ("surogat-file", "surogat"), ("surogat-file", "varnish-file")]
-FILE_STORES = ("surogat-file", "varnish-file")
+          ("surogat-file", "surogat"), ("surogat-file", "varnish-file"),
+          ("surogat-file", "nginx"), ("surogat", "surogat-before"),
+          ("surogat-file", "surogat-file-before"), ("surogat", "haproxy"),
+          ("surogat-file", "haproxy")]
+FILE_STORES = ("surogat-file", "surogat-file-before", "varnish-file")
 
 
 # --- small helpers ---------------------------------------------------------
@@ -184,6 +191,20 @@ def start_nginx_cache(args, name, workdir, port, origin_port, keys_zone, max_siz
     return srv
 
 
+def start_haproxy_cache(args, name, workdir, port, origin_port):
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+    conf = pt.render("cache-haproxy.cfg.in", os.path.join(d, "haproxy.cfg"), DIR=d, PORT=port,
+                     ORIGIN_PORT=origin_port)
+    srv = pt.Server(name, port)
+    srv.kind = "haproxy"
+    srv.logfile = os.path.join(d, "stderr.log")
+    srv.argv = ["taskset", "-c", str(args.proxy_cpu), args.haproxy, "-db", "-f", conf]
+    srv.proc = pt.spawn(srv.argv, srv.logfile)
+    srv.pid = srv.proc.pid  # taskset execs: same pid
+    return srv
+
+
 def start_varnish(args, name, workdir, port, origin_port, storage,
                   template="varnish-cache.vcl.in"):
     """template: a file of conf/, or a path (bench/policy.py's VCL)."""
@@ -217,16 +238,18 @@ def start_varnish(args, name, workdir, port, origin_port, storage,
     raise RuntimeError(f"varnishd: no cache-main child:\n{pt.tail(srv.logfile)}")
 
 
-def start_surogat(args, name, workdir, port, origin_port, storage, extra=(), listen_opts=""):
+def start_surogat(args, name, workdir, port, origin_port, storage, extra=(), listen_opts="",
+                  binary=None):
     """extra: more surogatd arguments (bench/policy.py's -f SCRIPT); listen_opts: appended
-    to the -a address (bench/tls.py: ",tls,cert=...,key=...")."""
+    to the -a address (bench/tls.py: ",tls,cert=...,key=..."); binary: another surogatd
+    than --surogatd (--before)."""
     d = os.path.join(workdir, name)
     os.makedirs(d, exist_ok=True)
     srv = pt.Server(name, port)
     srv.kind = "surogat"
     srv.admin = f"127.0.0.1:{pt.free_port()}"
     srv.logfile = os.path.join(d, "stderr.log")
-    argv = ["taskset", "-c", str(args.proxy_cpu), args.surogatd, "-F", "-j", "none",
+    argv = ["taskset", "-c", str(args.proxy_cpu), binary or args.surogatd, "-F", "-j", "none",
             "-a", f"127.0.0.1:{port}{listen_opts}", "-b", f"127.0.0.1:{origin_port}", "-n", d,
             "-s", storage, "-T", srv.admin,
             "-p", f"thread_pools={args.thread_pools}",
@@ -261,9 +284,12 @@ def start_target(args, name, workdir, origin_port, phase):
     storage = (f"file,{store_file},{file_size}" if name in FILE_STORES
                else f"malloc,{mem_size}")
     if name.startswith("surogat"):
-        srv = start_surogat(args, dname, workdir, port, origin_port, storage)
+        srv = start_surogat(args, dname, workdir, port, origin_port, storage,
+                            binary=args.before if name in BEFORE else None)
     elif name.startswith("varnish"):
         srv = start_varnish(args, dname, workdir, port, origin_port, storage)
+    elif name == "haproxy":
+        srv = start_haproxy_cache(args, dname, workdir, port, origin_port)
     else:
         srv = start_nginx_cache(args, dname, workdir, port, origin_port, keys_zone, max_size)
     if name in FILE_STORES:
@@ -1038,6 +1064,10 @@ def parse_args():
                     help="surogatd binary (default: <repo>/build-bench/surogatd)")
     ap.add_argument("--surogatctl", default=None,
                     help="surogatctl binary (default: next to --surogatd)")
+    ap.add_argument("--before", default=None, metavar="SUROGATD",
+                    help="an older surogatd (e.g. a release build of main): adds "
+                    "surogat-before and surogat-file-before, measured in the same sitting, "
+                    "each scenario's targets in turn")
     ap.add_argument("--only", default=None,
                     help="comma-separated subset of " + ",".join(PROXIES))
     ap.add_argument("--quick", action="store_true",
@@ -1097,6 +1127,7 @@ def parse_args():
     ap.add_argument("--wrk", default=shutil.which("wrk") or "/usr/bin/wrk")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--varnishd", default="/usr/sbin/varnishd")
+    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy")
     ap.add_argument("--varnishstat", default=shutil.which("varnishstat") or "/usr/bin/varnishstat")
     ap.add_argument("--json", help="also write every figure and raw wrk output here")
     ap.add_argument("--markdown", help="also write the tables here")
@@ -1113,10 +1144,13 @@ def parse_args():
     known = [o[0] for o in OBJECTS] + [p[0] for p in PAGES] + [ZIPF]
     if not set(args.sizes) <= set(known):
         sys.exit(f"--sizes: {','.join(known)}")
-    args.targets = args.only.split(",") if args.only else list(PROXIES)
+    args.targets = (args.only.split(",") if args.only
+                    else [p for p in PROXIES if args.before or p not in BEFORE])
     for t in args.targets:
         if t not in PROXIES:
             sys.exit(f"--only: unknown proxy {t}")
+        if t in BEFORE and not args.before:
+            sys.exit(f"--only {t}: needs --before SUROGATD")
     m = re.fullmatch(r"(\d+)([kmgt]?)", args.store_size.lower())
     if not m:
         sys.exit("--store-size: e.g. 1g, 512m")
@@ -1133,7 +1167,7 @@ def main():
         signal.signal(sig, pt.on_signal)
 
     if any(t.startswith("surogat") for t in args.targets):
-        for b in (args.surogatd, args.surogatctl):
+        for b in (args.surogatd, args.surogatctl) + ((args.before,) if args.before else ()):
             if not os.access(b, os.X_OK):
                 sys.exit(f"missing {b} (build it, or --only without surogat)")
     for tool in (args.wrk, args.nginx, shutil.which("taskset")):
@@ -1163,6 +1197,8 @@ def main():
     }
     if any(t.startswith("surogat") for t in args.targets):
         versions["surogat"] = surogat_version(args.surogatd)
+    if args.before:
+        versions["surogat-before"] = surogat_version(args.before)
     meta = pt.machine_meta(args, versions)
     meta["busy_before_pct"] = pt.wait_idle(args.wait_idle)
     if any(v > 10 for v in meta["busy_before_pct"].values()):
