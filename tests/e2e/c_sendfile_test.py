@@ -275,3 +275,29 @@ def test_tls_and_http2_clients_get_a_copy(origin, tls, tmp_path, kind):
         assert p.returncode == 0 and p.stdout == big + big, (http, p.stderr[-300:])
     assert t.sg.stat("cache_hit") >= 3
     assert t.sg.stat("resp_sendfile_bytes") == 0
+
+
+@pytest.mark.parametrize("kind", ["file", "malloc"])
+def test_copy_in_another_coding_by_reference(origin, surogat, tmp_path, kind):
+    """A copy of an object in another coding (compress_copy_after) is stored like any
+    body: a large one goes by reference too, and whole."""
+    from codings import decode, html_page
+
+    page = html_page(600 * 1024)
+    origin.route("/page", body=page, headers={**CACHED, "Content-Type": "text/html"})
+    sg, _ = start(surogat, tmp_path, kind, "32m", compress_copy_after="1")
+    r = sg.get("/page", {"Accept-Encoding": "br"})
+    assert r.header("Content-Encoding") == "br" and decode("br", r.body) == page
+    r = sg.get("/page")  # made on the fly from the br body, and kept
+    assert r.status == 200 and r.header("Content-Encoding") is None and r.body == page
+    assert sg.stat("n_copy") == 1
+    sent0 = sg.stat("resp_sendfile_bytes")
+    r = sg.get("/page")
+    assert is_hit(r) and r.header("Content-Encoding") is None and r.body == page
+    assert sg.stat("copy_hit") == 1
+    # A copy's length is not known as it is made: as for a body without a
+    # Content-Length, what follows about its first sendfile_min_size bytes goes by
+    # reference (the file store: from its first page-owning extent on).
+    sent = sg.stat("resp_sendfile_bytes") - sent0
+    assert len(page) - 80 * 1024 <= sent <= len(page), "the copy went by copy"
+    assert origin.hits("/page") == 1
