@@ -237,6 +237,7 @@ struct pol_bctx {
     unsigned retries;         /* bereq.retries */
     bool uncacheable;         /* bereq.uncacheable: a pass, hit-for-miss */
     bool bg;                  /* a background refresh: no client waits (bereq.is_bgfetch) */
+    bool in_request;          /* a hook of its request ran: the hooks keep that program */
     uint32_t hooks;           /* out: bit (1 << hook) per hook taken, for the request's log */
     struct trace_tx *trace;   /* the backend transaction's trace, or NULL */
     const struct sess *sp;    /* the client's connection while the request lives; NULL */

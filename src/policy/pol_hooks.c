@@ -306,7 +306,7 @@ begin_be(struct pol_bctx *bc)
     OBJ_CHECK(bc->wrk, WRK_MAGIC);
     if (bc->prog != NULL)
         return (pol__state_prog(bc->wrk, bc->prog));
-    return (pol__state(bc->wrk, true));
+    return (pol__state(bc->wrk, bc->in_request));
 }
 
 struct ws *
@@ -325,6 +325,7 @@ pol_bctx_init(struct pol_bctx *bc, struct req *req)
     bc->magic = POL_BCTX_MAGIC;
     bc->wrk = req->wrk;
     bc->ws = req->ws;
+    bc->in_request = req->pol_id != 0;
     if (req->pol_id == 0)
         req->pol_id = xid_new();
     bc->xid = req->pol_id;

@@ -22,7 +22,8 @@
  * a body short (502); kept connections found dead, retried once on a
  * fresh one (not for a POST); interim responses before the final one, and
  * 103s handed up as they come; an upgrade the backend switched
- * (FETCH_UPGRADE) or refused (an ordinary response, its connection closed).
+ * (FETCH_UPGRADE) or refused (an ordinary response, its connection closed);
+ * a background refresh, a fetch with no request behind it (fetch_refresh()).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1284,6 +1285,109 @@ START_TEST(backend_body_stalls)
 END_TEST
 
 /*
+ * A background refresh: a busy object with no request behind it at all
+ * (fetch_refresh()), its client only the facts copied into it.  It asks
+ * the backend as the request's miss would -- conditional on the stale
+ * copy's validators, X-Forwarded-Proto from the client's TLS -- and a
+ * new 200 replaces the stale copy in the cache, with nothing delivered.
+ */
+START_TEST(refresh_without_a_request)
+{
+    static const char head[] = "HTTP/1.1 200 OK\r\n"
+                               "Cache-Control: max-age=60\r\n"
+                               "ETag: \"v1\"\r\n"
+                               "Content-Length: 5\r\n"
+                               "\r\n"
+                               "stale";
+    struct busyobj bo;
+    struct hsh_stale stale;
+    struct cobj *oc, *hit;
+    char body[64], want[512];
+
+    answer(head, NULL);
+    answer("HTTP/1.1 200 OK\r\n"
+           "Cache-Control: max-age=300\r\n"
+           "ETag: \"v2\"\r\n"
+           "Content-Length: 5\r\n"
+           "\r\n"
+           "fresh",
+           NULL);
+    peer_run();
+    oc = miss();
+    mkbo(&bo, oc);
+    fetch_all(&bo);
+    ck_assert_int_eq(lookup_at(tim_real() + 120, &oc, &stale), HSH_MISS);
+    ck_assert_ptr_nonnull(stale.oc);
+    mkbo(&bo, oc);
+    bo.stale = stale;
+    bo.stale_ok = true;
+    bo.client_tls = true;
+    bo.bg = true;
+    ck_assert_ptr_null(bo.pol);
+    fetch_refresh(&bo);
+    ck_assert_ptr_null(bo.oc); /* published */
+    ck_assert_ptr_null(bo.conn);
+    snprintf(want, sizeof want,
+             "GET /x HTTP/1.1\r\n"
+             "Accept-Encoding: br, gzip\r\n"
+             "If-None-Match: \"v1\"\r\n"
+             "X-Forwarded-For: 192.0.2.7\r\n"
+             "X-Forwarded-Proto: https\r\n"
+             "Via: 1.1 surogat\r\n"
+             "Host: 127.0.0.1:%s\r\n"
+             "\r\n",
+             portstr);
+    ck_assert_str_eq(peer.got[1], want);
+    hsh_deref(&stale.oc);
+    ck_assert_int_eq(lookup_at(tim_real() + 120, &hit, &stale), HSH_HIT);
+    ck_assert_uint_eq(obj_body(hit, body, sizeof body), 5);
+    ck_assert_str_eq(body, "fresh");
+    hsh_deref(&hit);
+}
+END_TEST
+
+/*
+ * A refresh the backend fails (a 503 the stale copy may stand in for):
+ * counted, its busy object given up, and the stale copy stays what the
+ * next lookup finds.
+ */
+START_TEST(refresh_failure_keeps_the_stale_copy)
+{
+    static const char head[] = "HTTP/1.1 200 OK\r\n"
+                               "Cache-Control: max-age=60\r\n"
+                               "ETag: \"v1\"\r\n"
+                               "Content-Length: 5\r\n"
+                               "\r\n"
+                               "stale";
+    struct busyobj bo;
+    struct hsh_stale stale;
+    struct cobj *oc;
+    uint64_t failed = stat_get(STAT_cache_bgfetch_failed);
+
+    answer(head, NULL);
+    answer("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", NULL);
+    peer_run();
+    oc = miss();
+    mkbo(&bo, oc);
+    fetch_all(&bo);
+    ck_assert_int_eq(lookup_at(tim_real() + 120, &oc, &stale), HSH_MISS);
+    ck_assert_ptr_nonnull(stale.oc);
+    mkbo(&bo, oc);
+    bo.stale = stale;
+    bo.stale_ok = true;
+    bo.bg = true;
+    fetch_refresh(&bo);
+    ck_assert_ptr_null(bo.oc); /* abandoned */
+    ck_assert_uint_eq(stat_get(STAT_cache_bgfetch_failed) - failed, 1);
+    hsh_deref(&stale.oc);
+    ck_assert_int_eq(lookup_at(tim_real() + 120, &oc, &stale), HSH_MISS);
+    ck_assert_ptr_nonnull(stale.oc); /* still there, for the next refresh */
+    hsh_abandon(&oc, 0);
+    hsh_deref(&stale.oc);
+}
+END_TEST
+
+/*
  * Nobody listens on the backend's port: 503, counted, and a miss's busy
  * object is still the caller's (a retry may fill it); fetch_done() gives
  * it up, so that the next request fetches instead of waiting.
@@ -1604,5 +1708,7 @@ fetch_suite(void)
     tcase_add_test(tc, interim_103_forwarded);
     tcase_add_test(tc, upgrade_switched);
     tcase_add_test(tc, upgrade_refused);
+    tcase_add_test(tc, refresh_without_a_request);
+    tcase_add_test(tc, refresh_failure_keeps_the_stale_copy);
     return s;
 }
