@@ -1285,6 +1285,37 @@ START_TEST(backend_body_stalls)
 END_TEST
 
 /*
+ * A stale copy of the key, with an ETag, stored from the backend's first
+ * answer; then bo, the refresh of it with no request behind it (bo->bg,
+ * no policy context), which the backend answers with `then`.
+ */
+static void
+mkrefresh(struct busyobj *bo, struct hsh_stale *stale, const char *then)
+{
+    struct cobj *oc;
+
+    answer("HTTP/1.1 200 OK\r\n"
+           "Cache-Control: max-age=60\r\n"
+           "ETag: \"v1\"\r\n"
+           "Content-Length: 5\r\n"
+           "\r\n"
+           "stale",
+           NULL);
+    answer(then, NULL);
+    peer_run();
+    oc = miss();
+    mkbo(bo, oc);
+    fetch_all(bo);
+    ck_assert_int_eq(lookup_at(tim_real() + 120, &oc, stale), HSH_MISS);
+    ck_assert_ptr_nonnull(stale->oc);
+    mkbo(bo, oc);
+    bo->stale = *stale;
+    bo->stale_ok = true;
+    bo->bg = true;
+    ck_assert_ptr_null(bo->pol);
+}
+
+/*
  * A background refresh: a busy object with no request behind it at all
  * (fetch_refresh()), its client only the facts copied into it.  It asks
  * the backend as the request's miss would -- conditional on the stale
@@ -1293,37 +1324,19 @@ END_TEST
  */
 START_TEST(refresh_without_a_request)
 {
-    static const char head[] = "HTTP/1.1 200 OK\r\n"
-                               "Cache-Control: max-age=60\r\n"
-                               "ETag: \"v1\"\r\n"
-                               "Content-Length: 5\r\n"
-                               "\r\n"
-                               "stale";
     struct busyobj bo;
     struct hsh_stale stale;
-    struct cobj *oc, *hit;
+    struct cobj *hit;
     char body[64], want[512];
 
-    answer(head, NULL);
-    answer("HTTP/1.1 200 OK\r\n"
-           "Cache-Control: max-age=300\r\n"
-           "ETag: \"v2\"\r\n"
-           "Content-Length: 5\r\n"
-           "\r\n"
-           "fresh",
-           NULL);
-    peer_run();
-    oc = miss();
-    mkbo(&bo, oc);
-    fetch_all(&bo);
-    ck_assert_int_eq(lookup_at(tim_real() + 120, &oc, &stale), HSH_MISS);
-    ck_assert_ptr_nonnull(stale.oc);
-    mkbo(&bo, oc);
-    bo.stale = stale;
-    bo.stale_ok = true;
+    mkrefresh(&bo, &stale,
+              "HTTP/1.1 200 OK\r\n"
+              "Cache-Control: max-age=300\r\n"
+              "ETag: \"v2\"\r\n"
+              "Content-Length: 5\r\n"
+              "\r\n"
+              "fresh");
     bo.client_tls = true;
-    bo.bg = true;
-    ck_assert_ptr_null(bo.pol);
     fetch_refresh(&bo);
     ck_assert_ptr_null(bo.oc); /* published */
     ck_assert_ptr_null(bo.conn);
@@ -1353,29 +1366,12 @@ END_TEST
  */
 START_TEST(refresh_failure_keeps_the_stale_copy)
 {
-    static const char head[] = "HTTP/1.1 200 OK\r\n"
-                               "Cache-Control: max-age=60\r\n"
-                               "ETag: \"v1\"\r\n"
-                               "Content-Length: 5\r\n"
-                               "\r\n"
-                               "stale";
     struct busyobj bo;
     struct hsh_stale stale;
     struct cobj *oc;
     uint64_t failed = stat_get(STAT_cache_bgfetch_failed);
 
-    answer(head, NULL);
-    answer("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", NULL);
-    peer_run();
-    oc = miss();
-    mkbo(&bo, oc);
-    fetch_all(&bo);
-    ck_assert_int_eq(lookup_at(tim_real() + 120, &oc, &stale), HSH_MISS);
-    ck_assert_ptr_nonnull(stale.oc);
-    mkbo(&bo, oc);
-    bo.stale = stale;
-    bo.stale_ok = true;
-    bo.bg = true;
+    mkrefresh(&bo, &stale, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
     fetch_refresh(&bo);
     ck_assert_ptr_null(bo.oc); /* abandoned */
     ck_assert_uint_eq(stat_get(STAT_cache_bgfetch_failed) - failed, 1);
