@@ -188,8 +188,8 @@ struct pol_beresp {
 /*
  * What the policy knows of the client of a backend transaction (client.*
  * and server.* in the backend hooks), copied out of its connection as
- * text: by pol_bctx_detach() for a transaction that outlives its request,
- * else when a backend hook first reads one.  "" for a fact unknown.
+ * text by pol_bctx_detach() for a transaction that outlives its request
+ * (else the hooks read the request's connection).  "" for a fact unknown.
  */
 struct pol_client {
     bool filled;
@@ -241,7 +241,7 @@ struct pol_bctx {
     uint32_t hooks;           /* out: bit (1 << hook) per hook taken, for the request's log */
     struct trace_tx *trace;   /* the backend transaction's trace, or NULL */
     const struct sess *sp;    /* the client's connection while the request lives; NULL */
-    struct pol_client client; /* its facts, copied (see above) */
+    struct pol_client client; /* its facts, copied once detached (see above) */
     /*
      * The program the transaction began under, referenced while it is
      * detached from its request: its hooks run under it, and the

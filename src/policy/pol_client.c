@@ -2,14 +2,16 @@
  * The globals `client` and `server`: facts of the client a hook runs for
  * and of the address it reached, read-only.
  *
- * A client-side hook reads them from the request's connection at each
- * access, so they are never stale.  A backend hook reads them from its
- * transaction's copy (struct pol_client in its pol_bctx), made from the
- * connection when one of them is first read -- or, for a transaction
- * that outlives its request (a background refresh), when it was
- * detached from it -- so that a refresh sees the client whose request
- * started it, as that request's own fetch would.  Both go through one
- * reader of the connection (fact_read()), so the two cannot differ.
+ * A hook reads them from the connection of the request it runs for at
+ * each access, so they are never stale: a client-side hook from its
+ * request's, a backend hook from the one its transaction's request came
+ * in on (pol_bctx.sp; the request outlives its fetch).  A transaction
+ * that outlives its request (a background refresh) reads them from the
+ * copy made when it was detached (struct pol_client in its pol_bctx), so
+ * that a refresh sees the client whose request started it, as that
+ * request's own fetch would.  Copy and live reads go through one reader
+ * of the connection (fact_read()), so they cannot differ; only what is
+ * read is read (server.ip costs a getsockname()).
  */
 #include "config.h"
 
@@ -187,19 +189,15 @@ pol__client_fill(struct pol_client *pc, const struct sess *sp)
 }
 
 /*
- * Fact f for the hook running: the backend transaction's copy (made now
- * if it is not yet), or the request's connection read into buf.
+ * Fact f for the hook running: a detached backend transaction's copy,
+ * else the connection of the request it runs for, read into buf.
  */
 static const char *
 fact_get(struct pol_wrk *pw, enum fact f, char *buf, size_t len)
 {
-    if (pw->bc != NULL) {
-        struct pol_client *pc = &pw->bc->client;
-        if (!pc->filled)
-            pol__client_fill(pc, pw->bc->sp);
-        return (fact_slot(pc, f, &len));
-    }
-    fact_read(pw->req->sp, f, buf, len);
+    if (pw->bc != NULL && pw->bc->client.filled)
+        return (fact_slot(&pw->bc->client, f, &len));
+    fact_read(pw->bc != NULL ? pw->bc->sp : pw->req->sp, f, buf, len);
     return (buf);
 }
 

@@ -142,7 +142,6 @@ bg_new(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stal
     bg->bo.interim_priv = NULL;
     bg->bo.pipe_bereq = NULL;
     bg->bo.upgrade = false;
-    bg->bo.include = false;
     bg->bo.retries = bg->pol.retries = 0;
     bg->pol.uncacheable = false;
     bg->bo.bg = true;
