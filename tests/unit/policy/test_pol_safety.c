@@ -292,7 +292,8 @@ START_TEST(deadline)
         }
         t0 = tim_mono();
         ck_assert_msg(do_recv(mkreq("GET", u, NULL)) == POL_ERROR, "%s", slow[i]);
-        ck_assert_msg(tim_mono() - t0 < 1, "%s: %f s", slow[i], tim_mono() - t0);
+        /* the limit is CPU time: the wall-clock bound leaves room for a loaded machine */
+        ck_assert_msg(tim_mono() - t0 < 3, "%s: %f s", slow[i], tim_mono() - t0);
         ck_assert_int_eq(wrk.pol->lim.trip, POL_TRIP_TIME);
         ck_assert_msg(strstr(wrk.pol->lim.msg, path) != NULL &&
                           strstr(wrk.pol->lim.msg, ": policy_max_time exceeded") != NULL,
@@ -335,7 +336,7 @@ START_TEST(waiting_is_not_running)
     t0 = tim_mono();
     ck_assert_int_eq(do_recv(mkreq("GET", "/busy", NULL)), POL_ERROR);
     ck_assert_int_eq(wrk.pol->lim.trip, POL_TRIP_TIME);
-    ck_assert_msg(tim_mono() - t0 < 0.5, "%f", tim_mono() - t0);
+    ck_assert_msg(tim_mono() - t0 < 3, "%f", tim_mono() - t0); /* CPU-time limit, loaded machine */
 }
 END_TEST
 
