@@ -103,15 +103,17 @@ local_addr(const struct sess *sp, enum fact f, char *buf, size_t len)
     snprintf(buf, len, "%s", f == F_SERVER_IP ? host : port);
 }
 
-/* Fact f of connection sp (NULL: none, as a unit test's request) as text in buf. */
-static void
+/*
+ * Fact f of connection sp (NULL: none, as a unit test's request) as text:
+ * a string of the connection's, or one made in buf; "" when unknown.
+ */
+static const char *
 fact_read(const struct sess *sp, enum fact f, char *buf, size_t len)
 {
     const char *v = NULL;
 
-    buf[0] = '\0';
     if (sp == NULL)
-        return;
+        return ("");
     switch (f) {
     case F_IP:
         v = sp->client_ip;
@@ -129,18 +131,19 @@ fact_read(const struct sess *sp, enum fact f, char *buf, size_t len)
         v = tls_fact(sp, f);
         break;
     case F_PROXY:
-        if (sp->pp != NULL)
-            snprintf(buf, len, "%u", sp->pp->version);
-        return;
+        if (sp->pp == NULL)
+            return ("");
+        snprintf(buf, len, "%u", sp->pp->version);
+        return (buf);
     case F_SERVER_IP:
     case F_SERVER_PORT:
+        buf[0] = '\0';
         local_addr(sp, f, buf, len);
-        return;
+        return (buf);
     case F__N:
         SRG_WRONG("fact");
     }
-    if (v != NULL)
-        snprintf(buf, len, "%s", v);
+    return (v != NULL ? v : "");
 }
 
 /* Where pc keeps fact f, and its size. */
@@ -183,22 +186,23 @@ pol__client_fill(struct pol_client *pc, const struct sess *sp)
 
     for (enum fact f = 0; f < F__N; f++) {
         char *slot = fact_slot(pc, f, &len);
-        fact_read(sp, f, slot, len);
+        const char *v = fact_read(sp, f, slot, len);
+        if (v != slot)
+            snprintf(slot, len, "%s", v);
     }
     pc->filled = true;
 }
 
 /*
  * Fact f for the hook running: a detached backend transaction's copy,
- * else the connection of the request it runs for, read into buf.
+ * else the connection of the request it runs for (buf: see fact_read()).
  */
 static const char *
 fact_get(struct pol_wrk *pw, enum fact f, char *buf, size_t len)
 {
     if (pw->bc != NULL && pw->bc->client.filled)
         return (fact_slot(&pw->bc->client, f, &len));
-    fact_read(pw->bc != NULL ? pw->bc->sp : pw->req->sp, f, buf, len);
-    return (buf);
+    return (fact_read(pw->bc != NULL ? pw->bc->sp : pw->req->sp, f, buf, len));
 }
 
 /* Push fact f as its type: a string, a number, a boolean (tls); nil when unknown. */

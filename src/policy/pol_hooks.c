@@ -5,6 +5,12 @@
  * (pol__state()), so nothing here takes a lock.  The objects pushed for a
  * call are killed when it returns: a script that keeps one gets an error,
  * not a dangling head.
+ *
+ * The client-side hooks run for a struct req; the backend hooks for a
+ * struct pol_bctx, the backend transaction's own context, on the worker
+ * that fetches: the request's, or a background refresh's, which holds
+ * the program it began under (pol__state_prog()).  Both share req.ctx by
+ * the transaction id: a request's fetch has the request's.
  */
 #include "config.h"
 
