@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "surogat/be.h"
 #include "surogat/defs.h"
 #include "surogat/fetch.h"
 #include "surogat/hsh.h"

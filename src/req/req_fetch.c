@@ -22,7 +22,6 @@
 #include "surogat/dlv.h"
 #include "surogat/fetch.h"
 #include "surogat/hsh.h"
-#include "surogat/log.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/req.h"
