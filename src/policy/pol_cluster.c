@@ -67,26 +67,18 @@ cluster_of(lua_State *L, const char *fn)
     return (c);
 }
 
-/* The hook running must be h: a client-side one (recv) ... */
-static struct req *
+/*
+ * The worker's state, the hook running being h (else a Lua error): its
+ * request's for recv, its backend transaction's (pw->bc) for a backend hook.
+ */
+static struct pol_wrk *
 in_hook(lua_State *L, enum pol_hook h, const char *fn)
 {
     struct pol_wrk *pw = pol__wrk(L);
 
-    if (pw->req == NULL || pw->hook != h)
+    if (!pol__in_hook(pw) || pw->hook != h)
         (void)luaL_error(L, "surogat.cluster.%s: only in %s", fn, pol__hook_name[h]);
-    return (pw->req);
-}
-
-/* ... or a backend hook, of its transaction. */
-static struct pol_bctx *
-in_be_hook(lua_State *L, enum pol_hook h, const char *fn)
-{
-    struct pol_wrk *pw = pol__wrk(L);
-
-    if (pw->bc == NULL || pw->hook != h)
-        (void)luaL_error(L, "surogat.cluster.%s: only in %s", fn, pol__hook_name[h]);
-    return (pw->bc);
+    return (pw);
 }
 
 static bool
@@ -186,7 +178,7 @@ self_loop_warn(const struct clu *c)
 static int
 l_recv(lua_State *L)
 {
-    struct req *req = in_hook(L, POL_H_RECV, "recv");
+    struct req *req = in_hook(L, POL_H_RECV, "recv")->req;
     struct clu *c = cluster_of(L, "recv");
     struct pol_wrk *pw = pol__wrk(L);
     struct http *hp = req->http;
@@ -283,7 +275,7 @@ unset_nostore(struct http *hp)
 static int
 l_route(lua_State *L)
 {
-    struct pol_bctx *bc = in_be_hook(L, POL_H_BACKEND_FETCH, "route");
+    struct pol_bctx *bc = in_hook(L, POL_H_BACKEND_FETCH, "route")->bc;
     struct http *bq = pol__obj_check(L, 1, POL_O_BEREQ, NULL);
     struct clu *c = cluster_of(L, "route");
     struct pol_wrk *pw = pol__wrk(L);
@@ -384,7 +376,7 @@ l_route(lua_State *L)
 static int
 l_invalidated(lua_State *L)
 {
-    struct pol_bctx *bc = in_be_hook(L, POL_H_BACKEND_RESPONSE, "invalidated");
+    struct pol_bctx *bc = in_hook(L, POL_H_BACKEND_RESPONSE, "invalidated")->bc;
     struct pol_wrk *pw = pol__wrk(L);
     const struct pol_ex *ex;
     struct txt tags[TAGS_MAX];
