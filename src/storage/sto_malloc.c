@@ -2,7 +2,9 @@
  * The malloc store (-s malloc,SIZE): body bytes in a chain of heap
  * segments, each allocated with its descriptor in front.  Nothing
  * survives the process; the meta stays with the caller.  A body's tail
- * (sto_set_tail) is one more heap block, b->priv.
+ * (sto_set_tail) is one more heap block, b->priv.  Every block is charged
+ * at what the heap really spends on it (sto_heap_cost), so SIZE bounds
+ * the process, not just the bytes asked for.
  */
 #include "config.h"
 
@@ -47,7 +49,7 @@ seg_new(struct sto_body *b, size_t lead, size_t cap)
     else
         b->first = s;
     b->last = s;
-    b->bytes += sizeof *s + lead + cap;
+    b->bytes += sto_heap_cost(sizeof *s + lead + cap);
     return (s);
 }
 
@@ -62,17 +64,19 @@ static int
 sm_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
 {
     size_t lead = m->head_len + m->vary_len;
-    uint64_t n = lead + m->mem;
     struct sto_seg *s;
+    uint64_t n;
     char *p;
 
     if (b->size_hint == 0 || b->size_hint > SEG_MAX) {
+        /* Head and Vary values stay in the caller's own blocks. */
+        n = m->mem + sto_heap_cost(m->head_len) + (m->vary_len > 0 ? sto_heap_cost(m->vary_len) : 0);
         if (sto__charge(stv, n) != 0)
             return (-1);
         b->bytes += n;
         return (0);
     }
-    if (sto__charge(stv, sizeof *s + n + b->size_hint) != 0)
+    if (sto__charge(stv, m->mem + sto_heap_cost(sizeof *s + lead + b->size_hint)) != 0)
         return (-1);
     s = seg_new(b, lead, (size_t)b->size_hint);
     b->bytes += m->mem;
@@ -111,7 +115,7 @@ sm_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
         s = b->last;
         if (s == NULL || s->len == s->cap) {
             cap = seg_cap(b, len);
-            if (sto__charge(stv, sizeof *s + cap) != 0)
+            if (sto__charge(stv, sto_heap_cost(sizeof *s + cap)) != 0)
                 return (-1);
             s = seg_new(b, 0, cap);
         }
@@ -137,7 +141,7 @@ sm_trim(struct stv *stv, struct sto_body *b)
     if (s == NULL || s->len == s->cap || s->data != (char *)(s + 1))
         return;
     keep = s->len > 0 ? s->len : 1;
-    spare = s->cap - keep;
+    spare = sto_heap_cost(sizeof *s + s->cap) - sto_heap_cost(sizeof *s + keep);
     for (pp = &b->first; *pp != s; pp = &(*pp)->next)
         AN(*pp);
     t = realloc(s, sizeof *t + keep);
@@ -162,13 +166,13 @@ sm_set_tail(struct stv *stv, struct sto_body *b, const void *p, size_t len)
     struct sm_tail *t;
 
     SRG_ASSERT(b->priv == NULL);
-    if (sto__charge(stv, sizeof *t + len) != 0)
+    if (sto__charge(stv, sto_heap_cost(sizeof *t + len)) != 0)
         return (-1);
     t = malloc(sizeof *t + len);
     AN(t);
     t->len = len;
     memcpy(t->data, p, len);
-    b->bytes += sizeof *t + len;
+    b->bytes += sto_heap_cost(sizeof *t + len);
     b->priv = t;
     return (0);
 }
