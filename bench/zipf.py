@@ -94,7 +94,7 @@ def main():
                     help="perf stat events, e.g. instructions,cache-misses,LLC-load-misses")
     ap.add_argument("-P", "--surogat-param", action="append", default=[])
     ap.add_argument("--thread-pools", type=int, default=2)
-    ap.add_argument("--thread-pool-min", type=int, default=50)
+    ap.add_argument("--thread-pool-min", type=int, default=250)
     ap.add_argument("--fill-conns", type=int, default=32)
     ap.add_argument("--proxy-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
@@ -155,7 +155,7 @@ def main():
           f"{args.rounds} rounds interleaved\n")
     evs = args.perf.split(",") if args.perf else []
     print("| server | req/s (median) | CPU us/req (median) | runs (us/req) | x reference | "
-          + " | ".join(f"{e}/req" for e in evs) + (" |" if evs else ""))
+          + "".join(f" {e}/req |" for e in evs))
     print("|---|--:|--:|---|--:|" + "--:|" * len(evs))
     refmed = statistics.median(x["us_per_req"] for x in rows if x["name"] == "reference")
     for name, _, _ in servers:

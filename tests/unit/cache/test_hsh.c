@@ -78,25 +78,13 @@ END_TEST
  */
 START_TEST(store_charges_heap_classes)
 {
-    static const char head[] = "HTTP/1.1 200 OK\r\n"
-                               "Cache-Control: max-age=60\r\n"
-                               "Content-Type: text/plain\r\n"
-                               "\r\n";
+    static const char head[] = CACHE_BUSY_HEAD;
     char body[1024];
-    struct hsh_stale stale;
     struct cobj *oc, *hit;
     uint64_t before = sto_used(), block, used;
 
     memset(body, 'b', sizeof body);
-    ck_assert_int_eq(cache_lookup("k1k", 3, &oc, &stale), HSH_MISS);
-    oc->head = strdup(head);
-    AN(oc->head);
-    oc->head_len = sizeof head - 1;
-    oc->status = 200;
-    oc->fresh.t_origin = tim_real();
-    oc->fresh.ttl = 60;
-    oc->body.size_hint = sizeof body;
-    ck_assert_int_eq(hsh_store_begin(oc), 0);
+    oc = cache_busy_sized("k1k", 3, sizeof body);
     ck_assert(oc->body.meta_stored);
     used = sto_used() - before;
     block = sto_heap_cost(sizeof(struct sto_seg) + oc->head_len + sizeof body);
