@@ -9,6 +9,7 @@
  *
  *   cc -O2 -o refserver bench/refserver.c && ./refserver PORT [URLS]
  */
+#define _GNU_SOURCE /* accept4 */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
