@@ -73,8 +73,8 @@ struct cobj {
     bool has_validator;       /* ETag or Last-Modified: worth keeping for revalidation */
     uint32_t head_len;
     uint32_t vary_len;
-    unsigned nreaders;        /* requests streaming from it, under the shard lock */
-    struct cobj *next;        /* the objhead's variants, under the shard lock */
+    unsigned nreaders; /* requests streaming from it, under the shard lock */
+    struct cobj *next; /* the objhead's variants, under the shard lock */
     /* Invalidation (ban.c, xkey.c). */
     struct ban *ban; /* the newest ban tested against (or current at creation); shard lock */
     /*
@@ -91,14 +91,14 @@ struct cobj {
      * What a hit reads comes first: the fields above and fresh, head and
      * body then span three cache lines of the four an object covers.
      */
-    char *head;         /* status line and fields, each ending in CRLF, no empty line */
+    char *head; /* status line and fields, each ending in CRLF, no empty line */
     struct fresh_obj fresh;
     char *vary;         /* the request's values of the Vary fields: "name\0value\0"... */
-    struct objhead *oh;       /* immutable */
+    struct objhead *oh; /* immutable */
     struct sto_body body;
-    struct cobj *sv_newer;    /* the shard's SIEVE queue, under the shard lock */
+    struct cobj *sv_newer; /* the shard's SIEVE queue, under the shard lock */
     struct cobj *sv_older;
-    void *xkey;      /* its entries in the tag index, NULL if untagged; xkey.c's locks */
+    void *xkey; /* its entries in the tag index, NULL if untagged; xkey.c's locks */
     /*
      * Streaming from a busy object.  stream_len is the count of body
      * bytes readers may read: stored with release semantics by

@@ -32,10 +32,10 @@ struct timespec;
 struct objhead {
     unsigned magic;
 #define OBJHEAD_MAGIC 0x2f61c0d8
-    unsigned nwaiting; /* requests waiting for a busy object, on a thread or parked */
+    unsigned nwaiting;     /* requests waiting for a busy object, on a thread or parked */
     struct objhead *hnext; /* hash chain */
     uint64_t hash;
-    struct cobj *objs; /* variants, busy ones included */
+    struct cobj *objs;          /* variants, busy ones included */
     struct hsh_waiter *wl_head; /* parked requests (hsh_wait.c), oldest first */
     struct hsh_waiter *wl_tail;
     /*
@@ -50,7 +50,7 @@ struct objhead {
      * under the shard lock.  32 bits: one per cached key.
      */
     uint32_t t_client_reval;
-    uint32_t keylen;   /* a key is part of one request head: far below 4 GiB */
+    uint32_t keylen; /* a key is part of one request head: far below 4 GiB */
     /*
      * keylen bytes and a NUL: one allocation with the objhead, of
      * HSH_OH_SIZE(keylen) bytes.  The fields above pack into 64 bytes, so

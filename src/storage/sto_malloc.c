@@ -70,7 +70,8 @@ sm_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
 
     if (b->size_hint == 0 || b->size_hint > SEG_MAX) {
         /* Head and Vary values stay in the caller's own blocks. */
-        n = m->mem + sto_heap_cost(m->head_len) + (m->vary_len > 0 ? sto_heap_cost(m->vary_len) : 0);
+        n = m->mem + sto_heap_cost(m->head_len) +
+            (m->vary_len > 0 ? sto_heap_cost(m->vary_len) : 0);
         if (sto__charge(stv, n) != 0)
             return (-1);
         b->bytes += n;

@@ -71,10 +71,10 @@ cache_lookup(const char *key, size_t keylen, struct cobj **ocp, struct hsh_stale
 }
 
 /* The stored head of cache_busy()'s objects. */
-#define CACHE_BUSY_HEAD                                                                        \
-    "HTTP/1.1 200 OK\r\n"                                                                      \
-    "Cache-Control: max-age=60\r\n"                                                            \
-    "Content-Type: text/plain\r\n"                                                             \
+#define CACHE_BUSY_HEAD             \
+    "HTTP/1.1 200 OK\r\n"           \
+    "Cache-Control: max-age=60\r\n" \
+    "Content-Type: text/plain\r\n"  \
     "\r\n"
 
 /*
