@@ -97,6 +97,14 @@ ssize_t tls_read_nb(struct ssl_st *ssl, void *buf, size_t len);
  */
 void tls_mux_mode(struct ssl_st *ssl);
 ssize_t tls_write_nb(struct ssl_st *ssl, const void *buf, size_t len);
+/*
+ * The session goes idle: give its record buffers back (about 17 KiB with
+ * read-ahead), unless they still hold bytes.  A read that found nothing
+ * leaves OpenSSL's read buffer allocated, release mode or not, so an idle
+ * connection would keep one for as long as it stays.  The next read or
+ * write allocates them again.
+ */
+void tls_release(struct ssl_st *ssl);
 /* Whether the handshake agreed on HTTP/2 (ALPN "h2"). */
 bool tls_alpn_h2(const struct ssl_st *ssl);
 /*

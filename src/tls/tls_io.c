@@ -290,6 +290,13 @@ tls_write_nb(SSL *ssl, const void *buf, size_t len)
     return (-1);
 }
 
+void
+tls_release(SSL *ssl)
+{
+    /* 0 when something is pending: then they stay, as they must. */
+    (void)SSL_free_buffers(ssl);
+}
+
 bool
 tls_alpn_h2(const SSL *ssl)
 {

@@ -28,6 +28,7 @@
  *
  * A TLS session is parked only when OpenSSL holds no decrypted bytes
  * (sess_pending()): those would never make the socket readable again.
+ * Parked idle, it gives OpenSSL's record buffers back (tls_release()).
  *
  * Deadlines.  An idle session (wtr_enter()) expires timeout_idle after it
  * went idle; as every one shares that timeout, the parked list is in
@@ -651,6 +652,9 @@ park(struct sess *sp, double deadline)
 {
     int err, op;
 
+    /* Still ours: an idle TLS session holds no record buffers while it waits. */
+    if (sp->ssl != NULL)
+        tls_release(sp->ssl);
     AZ(pthread_mutex_lock(&park_mtx));
     if (stopping) {
         AZ(pthread_mutex_unlock(&park_mtx));
@@ -719,6 +723,9 @@ wtr_park(struct sess *sp, bool busy)
     int err, op;
 
     OBJ_CHECK(sp, SESS_MAGIC);
+    /* Its requests will write soon: only an idle connection lets its buffers go. */
+    if (!busy && sp->ssl != NULL)
+        tls_release(sp->ssl);
     AZ(pthread_mutex_lock(&park_mtx));
     if (stopping) {
         AZ(pthread_mutex_unlock(&park_mtx));
