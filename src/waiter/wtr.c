@@ -339,6 +339,12 @@ schedule(struct sess *sp, double now, bool *takers)
     if (sp->wdeadline > 0) {
         if (*takers && now - sp->t_ready < WTR_DEFER_PARTIAL)
             return (false);
+        if (sp->tls_new) {
+            /* A new client, not one half served: refused (closed) when the queue is full. */
+            sess_schedule(&sp);
+            *takers = true;
+            return (true);
+        }
         if (pool_submit(sp->pool, &sp->task, POOL_PRIO_BG) != 0)
             return (false);
         *takers = true;
