@@ -231,16 +231,31 @@ def handshake_phase(args, servers):
     return rows
 
 
+def growth(r):
+    """VmRSS the idle connections added (KiB), and per connection open (a string, KiB):
+    what an idle HTTP/2 connection over TLS costs after its handshake, SETTINGS
+    exchange and one request."""
+    before, with_them = r.get("rss_before_kib"), r.get("rss_kib")
+    opened = (r.get("open") or {}).get("ok")
+    if before is None or with_them is None:
+        return None, "-"
+    grow = with_them - before
+    return grow, f"{grow / opened:.1f} KiB" if opened else "-"
+
+
 def report(idle, rows, hs, names):
     others = [n for n in names if n != "surogat"]
     print("\n### 10,000 idle HTTP/2 connections (TLS)\n")
-    print("| proxy | VmRSS before | VmRSS with | RssAnon with | open / failed | still open |")
-    print("|---|---|---|---|---|---|")
+    print("| proxy | VmRSS before | VmRSS with | RssAnon with | more with them | a connection "
+          "| open / failed | still open |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in names:
         r = idle.get(n) or {}
         o, c = r.get("open", {}), r.get("check", {})
+        grow, per = growth(r)
         print(f"| {n} | {pt.fmt_mib(r.get('rss_before_kib'))} MiB | "
               f"{pt.fmt_mib(r.get('rss_kib'))} MiB | {pt.fmt_mib(r.get('anon_kib'))} MiB | "
+              f"{pt.fmt_mib(grow)} MiB | {per} | "
               f"{o.get('opened')} / {o.get('failed')} | {c.get('alive')} |")
     print("\n### Cache hits over HTTP/2 (h2load, one core each)\n")
     head = ["case", "conns"] + [f"{n} req/s" for n in names]
@@ -290,6 +305,7 @@ def parse_args():
     ap.add_argument("--idle-limit", type=float, default=10.0,
                     help="busy %% of a core under which it counts as idle")
     ap.add_argument("--no-handshakes", action="store_true")
+    ap.add_argument("--no-load", action="store_true", help="skip the cache-hit runs")
     ap.add_argument("--thread-pools", type=int, default=2)
     ap.add_argument("--thread-pool-min", type=int, default=250)
     ap.add_argument("-P", "--surogat-param", action="append", default=[],
@@ -371,7 +387,7 @@ def main():
             raise RuntimeError(f"{srv.name}: no HTTP/2 answer: {r['raw_tail']}")
         log(f"{srv.name} on https://127.0.0.1:{srv.port} (pid {srv.pid}, core "
             f"{args.proxy_cpu}): warm, answers over h2")
-    rows = load_phase(args, servers, workdir)
+    rows = [] if args.no_load else load_phase(args, servers, workdir)
     hs = {} if args.no_handshakes else handshake_phase(args, servers)
     report(idle, rows, hs, args.only)
     if args.json:

@@ -50,6 +50,20 @@ def request(host, path, tls):
     return frame(1, 0x5, 1, b"\x82" + scheme + literal(4, path) + literal(1, host))
 
 
+def first_field(block):
+    """A header block without its leading dynamic table size updates (RFC 7541 6.3:
+    001xxxxx, 5-bit prefix integer), which an encoder with a table size other than
+    4096 sends first."""
+    while block and block[0] & 0xe0 == 0x20:
+        i = 1
+        if block[0] & 0x1f == 0x1f:
+            while i < len(block) and block[i] & 0x80:
+                i += 1
+            i += 1
+        block = block[i:]
+    return block
+
+
 def read_until(sock, deadline, parse):
     """Read until parse(all bytes so far) says the response is whole: parse returns
     (rest, None) for more, (rest, answer) when done; rest is kept for the next call.
@@ -86,7 +100,7 @@ def read_response(sock, deadline):
             if ftype == 4 and not flags & 1:
                 sock.sendall(frame(4, 1, 0, b""))
             elif ftype == 1 and sid == 1:
-                state["status"] = 200 if payload[:1] == b"\x88" else 0
+                state["status"] = 200 if first_field(payload)[:1] == b"\x88" else 0
             elif ftype == 7:
                 return buf, 0  # GOAWAY: no answer
             if sid == 1 and ftype in (0, 1) and flags & 1:

@@ -67,25 +67,16 @@ struct cobj {
      * atomic add, read without a lock: a count, nothing depends on it.
      */
     uint32_t hits;
-    unsigned nreaders;        /* requests streaming from it, under the shard lock */
     bool visited;             /* SIEVE: hit since the hand last passed; racy by design */
     uint8_t shard;            /* immutable: its shard, usable once the objhead is gone */
     bool body_complete;       /* the whole body is stored */
     bool has_validator;       /* ETag or Last-Modified: worth keeping for revalidation */
     uint32_t head_len;
     uint32_t vary_len;
-    struct objhead *oh;       /* immutable */
-    struct cobj *next;        /* the objhead's variants, under the shard lock */
-    struct cobj *sv_newer;    /* the shard's SIEVE queue, under the shard lock */
-    struct cobj *sv_older;
-    /* Written by the fetch before hsh_unbusy(), read-only afterwards. */
-    struct fresh_obj fresh;
-    char *head;         /* status line and fields, each ending in CRLF, no empty line */
-    char *vary;         /* the request's values of the Vary fields: "name\0value\0"... */
-    struct sto_body body;
+    unsigned nreaders; /* requests streaming from it, under the shard lock */
+    struct cobj *next; /* the objhead's variants, under the shard lock */
     /* Invalidation (ban.c, xkey.c). */
     struct ban *ban; /* the newest ban tested against (or current at creation); shard lock */
-    void *xkey;      /* its entries in the tag index, NULL if untagged; xkey.c's locks */
     /*
      * A marker never holds a body, so never copies of one: the two share
      * the room (an object stays 224 bytes).
@@ -95,6 +86,19 @@ struct cobj {
         struct hsh_copies *copies; /* a published object's copies (hsh_copy_*), or NULL;
                                     * set once under the shard lock, freed with the object */
     };
+    /*
+     * Written by the fetch before hsh_unbusy(), read-only afterwards.
+     * What a hit reads comes first: the fields above and fresh, head and
+     * body then span three cache lines of the four an object covers.
+     */
+    char *head; /* status line and fields, each ending in CRLF, no empty line */
+    struct fresh_obj fresh;
+    char *vary;         /* the request's values of the Vary fields: "name\0value\0"... */
+    struct objhead *oh; /* immutable */
+    struct sto_body body;
+    struct cobj *sv_newer; /* the shard's SIEVE queue, under the shard lock */
+    struct cobj *sv_older;
+    void *xkey; /* its entries in the tag index, NULL if untagged; xkey.c's locks */
     /*
      * Streaming from a busy object.  stream_len is the count of body
      * bytes readers may read: stored with release semantics by

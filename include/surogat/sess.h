@@ -39,7 +39,8 @@ struct sess {
     double t_ready;         /* tim_mono() when the set reported it ready */
     double wdeadline;       /* wtr_enter_until()'s deadline (tim_mono()); 0 for wtr_enter() */
     unsigned wheap;         /* 1 + its index in the waiter's deadline heap; 0 when not in it */
-    struct ssl_st *ssl; /* after the TLS handshake on a tls listen socket, else NULL */
+    struct ssl_st *ssl; /* from the TLS handshake's first step on a tls listen socket, else NULL */
+    bool tls_new;       /* parked from accept, its handshake not begun: shed like a request */
     /*
      * The client: the peer's address, or on a PROXY listen socket the one
      * its header carries ("0.0.0.0" and "0" for a Unix-socket peer without
@@ -210,6 +211,11 @@ void sess_set_task(pool_task_f *h1, pool_task_f *h2);
  * PROXY step calls sess_after_proxy() to run the rest.
  */
 void sess_after_proxy(struct wrk *wrk, struct sess *sp);
+/*
+ * A new session's first owner after the acceptor: a pool (sess_schedule()),
+ * or for a TLS one the waiter, until the client's first flight is there.
+ */
+void sess_start(struct sess **spp);
 /* Takes ownership of fd, which is already non-blocking. */
 struct sess *sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa);
 /* Close the connection and free the session. */

@@ -143,6 +143,15 @@ int sto_start(void);
 typedef int sto_recover_f(const struct sto_meta *m, struct sto_body *b, uint64_t serial);
 void sto_recover(sto_recover_f *cb);
 
+/*
+ * The heap a malloc(n) really takes: n rounded up to the allocator's size
+ * class, plus its bookkeeping per allocation (STO_HEAP_EXTRA).  A memory
+ * store charges this, not n, so that a full -s malloc,SIZE holds the
+ * process near SIZE: a 1,333-byte head and body sits in a 1,536-byte
+ * class.  Pure arithmetic, any n (0 costs the smallest class).
+ */
+size_t sto_heap_cost(size_t n);
+
 uint64_t sto_size(void); /* all stores */
 uint64_t sto_used(void);
 /*

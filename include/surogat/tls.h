@@ -78,6 +78,25 @@ bool tls_name_match(const char *pattern, const char *host);
  * the client).  Blocks: workers only.
  */
 int tls_accept(struct tls_lsn *ln, int fd, struct ssl_st **sslp, const char *peer, double deadline);
+/*
+ * The same handshake in steps, for a caller that waits for the client's
+ * flights without a thread (the waiter).  The first call, with *sslp
+ * NULL, makes the SSL; each call runs the handshake as far as the bytes
+ * there allow.  TLS_HS_WANT_READ: call again when fd turns readable
+ * (*sslp is kept; nothing decrypted is pending, so poll(2) tells).
+ * TLS_HS_DONE: counted as tls_handshake above.  TLS_HS_FAIL: counted and
+ * logged as tls_accept()'s failures, *sslp freed and NULL.  A socket too
+ * full for our flight is waited for here, until deadline.
+ */
+enum tls_hs { TLS_HS_DONE, TLS_HS_WANT_READ, TLS_HS_FAIL };
+enum tls_hs tls_accept_step(struct tls_lsn *ln, int fd, struct ssl_st **sslp, const char *peer,
+                            double deadline);
+/*
+ * A handshake whose client did not finish in time, found by whoever
+ * watched it: counted and logged as a failure; *sslp (NULL when it never
+ * began) is freed.
+ */
+void tls_accept_expired(struct ssl_st **sslp, const char *peer);
 /* Send close_notify if the session is healthy (once), without waiting for the reply. */
 void tls_notify_close(struct ssl_st *ssl);
 /* tls_notify_close(), free the SSL and its reference on its generation; *sslp = NULL. */
@@ -97,6 +116,14 @@ ssize_t tls_read_nb(struct ssl_st *ssl, void *buf, size_t len);
  */
 void tls_mux_mode(struct ssl_st *ssl);
 ssize_t tls_write_nb(struct ssl_st *ssl, const void *buf, size_t len);
+/*
+ * The session goes idle: give its record buffers back (about 17 KiB with
+ * read-ahead), unless they still hold bytes.  A read that found nothing
+ * leaves OpenSSL's read buffer allocated, release mode or not, so an idle
+ * connection would keep one for as long as it stays.  The next read or
+ * write allocates them again.
+ */
+void tls_release(struct ssl_st *ssl);
 /* Whether the handshake agreed on HTTP/2 (ALPN "h2"). */
 bool tls_alpn_h2(const struct ssl_st *ssl);
 /*

@@ -544,7 +544,7 @@ accept_one(const struct lsock *ls)
         return (false);
     }
     sp = sess_new(fd, ls, (struct sockaddr *)&ss);
-    sess_schedule(&sp);
+    sess_start(&sp);
     return (true);
 }
 

@@ -6,9 +6,10 @@
  * we just wrote before the client reads it.  So error paths close by
  * shutting down our side and discarding what the client still sends.
  *
- * A session from a tls listen socket first runs sess_tls_task() on a
- * worker: the handshake, bounded by tls_handshake_timeout, then the
- * request loop of the protocol ALPN agreed on, on the same worker.  One
+ * A session from a tls listen socket starts in the waiter (sess_start()),
+ * then runs sess_tls_task() on a worker each time the client's bytes
+ * come: the handshake in steps, bounded by tls_handshake_timeout, then
+ * the request loop of the protocol ALPN agreed on, on the same worker.  One
  * from an h2c listen socket starts in the HTTP/2 task, which looks for
  * the connection preface (prior knowledge) and hands anything else to
  * the HTTP/1 one.  On a PROXY listen socket pp_sess_task() (pp_sess.c)
@@ -38,6 +39,7 @@
 #include "surogat/tim.h"
 #include "surogat/tls.h"
 #include "surogat/vio.h"
+#include "surogat/wtr.h"
 
 /* Built per refusal but from constant parts: this path must stay cheap under overload. */
 static const char busy_head[] = "HTTP/1.1 503 Service Unavailable\r\n"
@@ -58,6 +60,13 @@ sess_set_task(pool_task_f *h1, pool_task_f *h2)
     sess_serve_h2 = h2;
 }
 
+/*
+ * The handshake, in steps: as far as the client's bytes allow, then back
+ * to the waiter until its next flight (or tls_handshake_timeout from the
+ * first step, after which the waiter closes it: sess_close_timeout()).
+ * No worker sleeps in poll(2) between the flights, and whichever worker
+ * takes ready sessions runs both, in a row with everything else it takes.
+ */
 static void
 sess_tls_task(struct wrk *wrk, void *priv)
 {
@@ -66,11 +75,21 @@ sess_tls_task(struct wrk *wrk, void *priv)
 
     OBJ_CHECK(sp, SESS_MAGIC);
     AN(sp->ls->tls);
+    if (sp->ssl == NULL)
+        sp->t_idle = tim_mono(); /* the handshake's deadline counts from here */
+    sp->tls_new = false;
     snprintf(peer, sizeof peer, "%s:%s", sp->client_ip, sp->client_port);
-    if (tls_accept(sp->ls->tls, sp->fd, &sp->ssl, peer, tim_mono() + par.tls_handshake_timeout) !=
-        0) {
+    switch (tls_accept_step(sp->ls->tls, sp->fd, &sp->ssl, peer,
+                            sp->t_idle + par.tls_handshake_timeout)) {
+    case TLS_HS_FAIL:
         sess_close(&sp);
         return;
+    case TLS_HS_WANT_READ:
+        sp->task.func = sess_tls_task; /* also after a PROXY header */
+        wtr_enter_until(&sp, sp->t_idle + par.tls_handshake_timeout);
+        return;
+    case TLS_HS_DONE:
+        break;
     }
     /* From the waiter on, it is an ordinary session of the protocol agreed on. */
     sp->task.func = tls_alpn_h2(sp->ssl) ? sess_serve_h2 : sess_serve;
@@ -124,6 +143,25 @@ sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
     }
     STAT_INC(sess_conn);
     return (sp);
+}
+
+void
+sess_start(struct sess **spp)
+{
+    struct sess *sp;
+
+    OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (sp->task.func != sess_tls_task) {
+        sess_schedule(&sp);
+        return;
+    }
+    /*
+     * A TLS client's first flight: most often there already
+     * (TCP_DEFER_ACCEPT), taken from the waiter's set by a worker that
+     * takes ready sessions, with no hand-off to a sleeping one.
+     */
+    sp->tls_new = true;
+    wtr_enter_until(&sp, sp->t_idle + par.tls_handshake_timeout);
 }
 
 void
@@ -373,6 +411,15 @@ sess_close_timeout(struct sess **spp)
     struct sess *sp;
 
     OBJ_TAKE(sp, spp, SESS_MAGIC);
+    if (sp->task.func == sess_tls_task) {
+        /* A handshake, not a request, did not finish: nothing to answer on. */
+        char peer[INET6_ADDRSTRLEN + 16];
+
+        snprintf(peer, sizeof peer, "%s:%s", sp->client_ip, sp->client_port);
+        tls_accept_expired(&sp->ssl, peer);
+        sess_close(&sp);
+        return;
+    }
     STAT_INC(sess_timeout_req);
     if (sp->ssl == NULL && sp->tp_conn == NULL) {
         /*

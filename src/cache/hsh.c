@@ -42,6 +42,7 @@ bucket_of(const struct shard *sh, uint64_t hash)
 
 /* Every cached object costs this: keep it in its allocator size class. */
 _Static_assert(sizeof(struct cobj) <= 224, "struct cobj grew past 224 bytes");
+_Static_assert(offsetof(struct objhead, key) == 64, "struct objhead grew past 64 bytes");
 
 int
 hsh_init(void)
@@ -137,12 +138,13 @@ oh_new(struct shard *sh, uint64_t hash, const char *key, size_t keylen)
 
     if (sh->nheads >= sh->nbuckets * 2)
         grow(sh);
-    oh = calloc(1, sizeof *oh + keylen + 1);
+    SRG_ASSERT(keylen < UINT32_MAX);
+    oh = calloc(1, HSH_OH_SIZE(keylen));
     AN(oh);
     oh->magic = OBJHEAD_MAGIC;
     oh->hash = hash;
     memcpy(oh->key, key, keylen);
-    oh->keylen = keylen;
+    oh->keylen = (uint32_t)keylen;
     b = bucket_of(sh, hash);
     oh->hnext = sh->buckets[b];
     sh->buckets[b] = oh;

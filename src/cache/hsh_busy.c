@@ -83,7 +83,8 @@ hsh_store_begin(struct cobj *oc)
                                .vary_len = oc->vary_len,
                                .attr = &attr,
                                .attr_len = sizeof attr,
-                               .mem = sizeof *oc + sizeof *oc->oh + oc->oh->keylen };
+                               .mem = sto_heap_cost(sizeof *oc) +
+                                      sto_heap_cost(HSH_OH_SIZE(oc->oh->keylen)) };
         if (sto_open(&oc->body, &m) == 0)
             break;
         if (hsh__make_room(oc, &nuked) != 0) {

@@ -32,11 +32,10 @@ struct timespec;
 struct objhead {
     unsigned magic;
 #define OBJHEAD_MAGIC 0x2f61c0d8
+    unsigned nwaiting;     /* requests waiting for a busy object, on a thread or parked */
     struct objhead *hnext; /* hash chain */
     uint64_t hash;
-    size_t keylen;
-    struct cobj *objs; /* variants, busy ones included */
-    unsigned nwaiting; /* requests waiting for a busy object, on a thread or parked */
+    struct cobj *objs;          /* variants, busy ones included */
     struct hsh_waiter *wl_head; /* parked requests (hsh_wait.c), oldest first */
     struct hsh_waiter *wl_tail;
     /*
@@ -51,8 +50,15 @@ struct objhead {
      * under the shard lock.  32 bits: one per cached key.
      */
     uint32_t t_client_reval;
-    char key[];        /* keylen bytes and a NUL: one allocation with the objhead */
+    uint32_t keylen; /* a key is part of one request head: far below 4 GiB */
+    /*
+     * keylen bytes and a NUL: one allocation with the objhead, of
+     * HSH_OH_SIZE(keylen) bytes.  The fields above pack into 64 bytes, so
+     * a typical key of 20 to 30 bytes keeps the whole in a 96-byte class.
+     */
+    char key[];
 };
+#define HSH_OH_SIZE(keylen) (offsetof(struct objhead, key) + (keylen) + 1)
 
 struct shard {
     pthread_mutex_t mtx;

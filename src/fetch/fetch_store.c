@@ -307,7 +307,14 @@ fetch__decide_store(struct busyobj *bo)
             TRACE_STORE(bo->trace, st, &bo->oc->fresh, bo->t_resp, par.default_keep, 0);
             return (0);
         }
+        /*
+         * No room, or the admission policy preferred what is stored: the
+         * response was cacheable, and the next request may find room or
+         * a higher frequency.  A marker would pass the URL for
+         * hitmiss_ttl, and hold heap no store accounts for.
+         */
         st = FRESH_STORE_FAILED;
+        hfm_ttl = 0;
     }
     STAT_INC(cache_uncacheable);
     bo->store_why = st;

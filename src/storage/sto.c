@@ -339,6 +339,31 @@ sto_recover(sto_recover_f *cb)
             stores[i]->ops->recover(stores[i], cb);
 }
 
+/*
+ * jemalloc's size classes (the allocator surogatd links): multiples of 16
+ * up to 128 (8 below 16), then four classes per doubling, so a class
+ * wastes at most a fifth; pages beyond 16 KiB are in the same steps.
+ * glibc's malloc rounds n + 8 up to 16, never more than this.  The extra
+ * is jemalloc's metadata and slab slack per allocation, as its statistics
+ * show it for a cache full of 1 KiB objects (bench/memory.py, about 24
+ * bytes per allocation).
+ */
+#define STO_HEAP_EXTRA 24
+
+size_t
+sto_heap_cost(size_t n)
+{
+    size_t step;
+
+    if (n <= 8)
+        return (8 + STO_HEAP_EXTRA);
+    if (n <= 128)
+        return (((n + 15) & ~(size_t)15) + STO_HEAP_EXTRA);
+    /* Four classes per power of two: the step is a quarter of the power below n. */
+    step = (size_t)1 << (63 - __builtin_clzll((unsigned long long)(n - 1)) - 2);
+    return (((n + step - 1) & ~(step - 1)) + STO_HEAP_EXTRA);
+}
+
 uint64_t
 sto_size(void)
 {

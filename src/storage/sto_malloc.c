@@ -14,7 +14,9 @@
  * a descriptor; at most half of RLIMIT_NOFILE go to them, leaving the rest
  * to connections, and past that -- or when the kernel says no -- bodies
  * stay on the heap and go by copy (sto_mfile_fail).
- * A body's tail (sto_set_tail) is one more heap block.
+ * A body's tail (sto_set_tail) is one more heap block.  Every heap block
+ * is charged at what the heap really spends on it (sto_heap_cost), so SIZE
+ * bounds the process, not just the bytes asked for.
  */
 #include "config.h"
 
@@ -97,7 +99,7 @@ seg_new(struct sto_body *b, size_t lead, size_t cap)
     s->data = (char *)(s + 1) + lead;
     s->cap = cap;
     seg_link(b, s);
-    b->bytes += sizeof *s + lead + cap;
+    b->bytes += sto_heap_cost(sizeof *s + lead + cap);
     return (s);
 }
 
@@ -241,17 +243,20 @@ static int
 sm_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
 {
     size_t lead = m->head_len + m->vary_len;
-    uint64_t n = lead + m->mem;
     struct sto_seg *s;
+    uint64_t n;
     char *p;
 
     if (b->size_hint == 0 || b->size_hint > SEG_MAX || mfile_wanted(b->size_hint, 0)) {
+        /* Head and Vary values stay in the caller's own blocks. */
+        n = m->mem + sto_heap_cost(m->head_len) +
+            (m->vary_len > 0 ? sto_heap_cost(m->vary_len) : 0);
         if (sto__charge(stv, n) != 0)
             return (-1);
         b->bytes += n;
         return (0);
     }
-    if (sto__charge(stv, sizeof *s + n + b->size_hint) != 0)
+    if (sto__charge(stv, m->mem + sto_heap_cost(sizeof *s + lead + b->size_hint)) != 0)
         return (-1);
     s = seg_new(b, lead, (size_t)b->size_hint);
     b->bytes += m->mem;
@@ -294,7 +299,7 @@ sm_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
             if (mfile_wanted(b->size_hint, b->len))
                 s = mseg_new(stv, b);
             if (s == NULL) {
-                if (sto__charge(stv, sizeof *s + cap) != 0)
+                if (sto__charge(stv, sto_heap_cost(sizeof *s + cap)) != 0)
                     return (-1);
                 s = seg_new(b, 0, cap);
             }
@@ -348,7 +353,7 @@ sm_trim(struct stv *stv, struct sto_body *b)
     if (s == NULL || s->len == s->cap || s->data != (char *)(s + 1))
         return;
     keep = s->len > 0 ? s->len : 1;
-    spare = s->cap - keep;
+    spare = sto_heap_cost(sizeof *s + s->cap) - sto_heap_cost(sizeof *s + keep);
     for (pp = &b->first; *pp != s; pp = &(*pp)->next)
         AN(*pp);
     t = realloc(s, sizeof *t + keep);
@@ -374,13 +379,13 @@ sm_set_tail(struct stv *stv, struct sto_body *b, const void *p, size_t len)
     struct sm_tail *t;
 
     SRG_ASSERT(sp->tail == NULL);
-    if (sto__charge(stv, sizeof *t + len) != 0)
+    if (sto__charge(stv, sto_heap_cost(sizeof *t + len)) != 0)
         return (-1);
     t = malloc(sizeof *t + len);
     AN(t);
     t->len = len;
     memcpy(t->data, p, len);
-    b->bytes += sizeof *t + len;
+    b->bytes += sto_heap_cost(sizeof *t + len);
     sp->tail = t;
     return (0);
 }

@@ -72,20 +72,35 @@ want(SSL *ssl, int fd, int e, double deadline)
     return (w > 0 ? 1 : -1);
 }
 
-int
-tls_accept(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double deadline)
+/* A failed handshake: counted, logged at most once a second, the SSL freed. */
+static void
+accept_failed(SSL **sslp, const char *peer, const char *why)
 {
-    struct tls_gen *gen = tls__gen_get(ln);
+    STAT_INC(tls_handshake_fail);
+    log_limited(&fail_limit, "tls_handshake_fail", LOG_NOTICE, "TLS handshake with %s failed: %s",
+                peer, why);
+    if (*sslp != NULL)
+        tls_close(sslp);
+}
+
+enum tls_hs
+tls_accept_step(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double deadline)
+{
+    struct tls_gen *gen;
     char why[256];
     unsigned long ee;
-    SSL *ssl;
+    SSL *ssl = *sslp;
     int rv, e;
 
-    ssl = SSL_new(gen->cert[0].ctx);
-    AN(ssl);
-    AN(SSL_set_app_data(ssl, gen)); /* the reference now belongs to the SSL */
-    AN(SSL_set_fd(ssl, fd));
-    SSL_set_accept_state(ssl);
+    if (ssl == NULL) {
+        gen = tls__gen_get(ln);
+        ssl = SSL_new(gen->cert[0].ctx);
+        AN(ssl);
+        AN(SSL_set_app_data(ssl, gen)); /* the reference now belongs to the SSL */
+        AN(SSL_set_fd(ssl, fd));
+        SSL_set_accept_state(ssl);
+        *sslp = ssl;
+    }
     for (;;) {
         ERR_clear_error();
         errno = 0;
@@ -93,6 +108,8 @@ tls_accept(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double dead
         if (rv == 1)
             break;
         e = SSL_get_error(ssl, rv);
+        if (e == SSL_ERROR_WANT_READ)
+            return (TLS_HS_WANT_READ);
         ee = ERR_peek_error();
         if (e == SSL_ERROR_SSL && ee != 0)
             ERR_error_string_n(ee, why, sizeof why);
@@ -100,19 +117,41 @@ tls_accept(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double dead
             snprintf(why, sizeof why, "%s", errno != 0 ? strerror(errno) : "client left");
         else
             snprintf(why, sizeof why, "timed out");
+        /* A full socket during the first flight is rare: wait for it here. */
         if (want(ssl, fd, e, deadline) > 0)
             continue;
-        STAT_INC(tls_handshake_fail);
-        log_limited(&fail_limit, "tls_handshake_fail", LOG_NOTICE,
-                    "TLS handshake with %s failed: %s", peer, why);
-        tls_close(&ssl);
-        return (-1);
+        accept_failed(sslp, peer, why);
+        return (TLS_HS_FAIL);
     }
     STAT_INC(tls_handshake);
     if (SSL_session_reused(ssl))
         STAT_INC(tls_resumed);
-    *sslp = ssl;
-    return (0);
+    return (TLS_HS_DONE);
+}
+
+void
+tls_accept_expired(struct ssl_st **sslp, const char *peer)
+{
+    accept_failed(sslp, peer, "timed out");
+}
+
+int
+tls_accept(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double deadline)
+{
+    *sslp = NULL;
+    for (;;) {
+        switch (tls_accept_step(ln, fd, sslp, peer, deadline)) {
+        case TLS_HS_DONE:
+            return (0);
+        case TLS_HS_FAIL:
+            return (-1);
+        case TLS_HS_WANT_READ:
+            if (vio_wait(fd, POLLIN, deadline) > 0)
+                continue;
+            tls_accept_expired(sslp, peer);
+            return (-1);
+        }
+    }
 }
 
 void
@@ -288,6 +327,14 @@ tls_write_nb(SSL *ssl, const void *buf, size_t len)
     if (want(ssl, -1, e, 0) == 0)
         errno = EPIPE; /* the client closed while we were writing */
     return (-1);
+}
+
+void
+tls_release(SSL *ssl)
+{
+    /* Mid-handshake they stay; with something pending they stay too (it returns 0). */
+    if (SSL_is_init_finished(ssl))
+        (void)SSL_free_buffers(ssl);
 }
 
 bool

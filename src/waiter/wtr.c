@@ -28,6 +28,7 @@
  *
  * A TLS session is parked only when OpenSSL holds no decrypted bytes
  * (sess_pending()): those would never make the socket readable again.
+ * Parked idle, it gives OpenSSL's record buffers back (tls_release()).
  *
  * Deadlines.  An idle session (wtr_enter()) expires timeout_idle after it
  * went idle; as every one shares that timeout, the parked list is in
@@ -338,6 +339,12 @@ schedule(struct sess *sp, double now, bool *takers)
     if (sp->wdeadline > 0) {
         if (*takers && now - sp->t_ready < WTR_DEFER_PARTIAL)
             return (false);
+        if (sp->tls_new) {
+            /* A new client, not one half served: refused (closed) when the queue is full. */
+            sess_schedule(&sp);
+            *takers = true;
+            return (true);
+        }
         if (pool_submit(sp->pool, &sp->task, POOL_PRIO_BG) != 0)
             return (false);
         *takers = true;
@@ -651,6 +658,9 @@ park(struct sess *sp, double deadline)
 {
     int err, op;
 
+    /* Still ours: an idle TLS session holds no record buffers while it waits. */
+    if (sp->ssl != NULL)
+        tls_release(sp->ssl);
     AZ(pthread_mutex_lock(&park_mtx));
     if (stopping) {
         AZ(pthread_mutex_unlock(&park_mtx));
@@ -719,6 +729,9 @@ wtr_park(struct sess *sp, bool busy)
     int err, op;
 
     OBJ_CHECK(sp, SESS_MAGIC);
+    /* Its requests will write soon: only an idle connection lets its buffers go. */
+    if (!busy && sp->ssl != NULL)
+        tls_release(sp->ssl);
     AZ(pthread_mutex_lock(&park_mtx));
     if (stopping) {
         AZ(pthread_mutex_unlock(&park_mtx));

@@ -49,3 +49,15 @@ def test_new_objects_still_enter_a_full_store(origin, surogat):
         sg.get(p)
     r = sg.get(CRAWL[59])
     assert (r.header("Cache-Status") or "").startswith("surogat; hit"), r
+
+
+def test_rejected_objects_leave_no_marker(origin, surogat):
+    """An object the admission policy turned away was cacheable: the next
+    request for it is a miss that may be stored, not a pass on a
+    hit-for-miss marker (which would also hold memory no store counts)."""
+    sg, _ = run(origin, surogat, "on")
+    assert sg.stat("cache_admission_rejected") > 0
+    for p in CRAWL:
+        cs = sg.get(p).header("Cache-Status") or ""
+        assert "hit-for-miss" not in cs, (p, cs)
+    assert sg.stat("cache_hitmiss") == 0

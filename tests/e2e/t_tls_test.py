@@ -423,6 +423,33 @@ def test_hostile_handshakes(tls):
     assert t.sg.stat("tls_handshake_fail") == fails
 
 
+def test_unfinished_handshakes_hold_no_worker(tls):
+    """A client that sent its ClientHello, got our flight and never finishes waits in the
+    waiter, not on a worker: with two workers, twenty such clients leave a normal client
+    served at once; each is closed at tls_handshake_timeout and counted as a failure."""
+    t = tls(params={"thread_pools": "1", "thread_pool_min": "2", "thread_pool_max": "2",
+                    "tls_handshake_timeout": "4s"})
+    hello = client_hello()
+    before = t.sg.stat("tls_handshake_fail")
+    stuck = []
+    for _ in range(20):
+        s = socket.create_connection(("127.0.0.1", t.port), timeout=5)
+        s.sendall(hello)
+        stuck.append(s)
+    for s in stuck:
+        s.settimeout(5)
+        assert s.recv(1) == b"\x16"  # our flight: the handshake is under way
+    t0 = time.monotonic()
+    assert t.get("/").status == 200
+    assert time.monotonic() - t0 < 3.0  # not behind the stuck ones' 4 s deadlines
+    assert t.sg.stat("tls_handshake_fail") == before
+    t.sg.wait_stat("tls_handshake_fail", before + 20, timeout=15)
+    for s in stuck:
+        closed_by_server(s)  # closed by now, without waiting for us
+        s.close()
+    assert t.get("/").status == 200
+
+
 def test_client_gone_mid_response(origin, tls):
     big = os.urandom(8 * 1024 * 1024)
     origin.route("/big", body=big)

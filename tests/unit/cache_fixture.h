@@ -70,14 +70,21 @@ cache_lookup(const char *key, size_t keylen, struct cobj **ocp, struct hsh_stale
     return (hsh_lookup(key, keylen, &none, &qcc, tim_real(), 0, ocp, stale, NULL));
 }
 
-/* A busy object for key, its fresh, storable 200 head stored, as a fetch that has it leaves it. */
+/* The stored head of cache_busy()'s objects. */
+#define CACHE_BUSY_HEAD             \
+    "HTTP/1.1 200 OK\r\n"           \
+    "Cache-Control: max-age=60\r\n" \
+    "Content-Type: text/plain\r\n"  \
+    "\r\n"
+
+/*
+ * A busy object for key, its fresh, storable 200 head stored, as a fetch
+ * that has it leaves it; size_hint: its announced body length, 0 if none.
+ */
 static inline struct cobj *
-cache_busy(const char *key, size_t keylen)
+cache_busy_sized(const char *key, size_t keylen, uint64_t size_hint)
 {
-    static const char head[] = "HTTP/1.1 200 OK\r\n"
-                               "Cache-Control: max-age=60\r\n"
-                               "Content-Type: text/plain\r\n"
-                               "\r\n";
+    static const char head[] = CACHE_BUSY_HEAD;
     struct hsh_stale stale;
     struct cobj *oc;
 
@@ -89,8 +96,15 @@ cache_busy(const char *key, size_t keylen)
     oc->status = 200;
     oc->fresh.t_origin = tim_real();
     oc->fresh.ttl = 60;
+    oc->body.size_hint = size_hint;
     ck_assert_int_eq(hsh_store_begin(oc), 0);
     return (oc);
+}
+
+static inline struct cobj *
+cache_busy(const char *key, size_t keylen)
+{
+    return (cache_busy_sized(key, keylen, 0));
 }
 
 /* The fetch of the busy *ocp completes with body: published, its waiters woken. */

@@ -19,7 +19,8 @@ STAT(wtr_deferred, COUNTER, "Times the waiter left ready sessions to the workers
 STAT(sess_waited, COUNTER, "Sessions handed to the waiter while idle.")
 STAT(sess_herd, COUNTER, "Pipelined requests served without returning to the waiter.")
 STAT(sess_wait_partial, COUNTER, "Sessions handed to the waiter with a request head or body "
-     "received in part, its bytes kept: no worker waits for the rest.")
+     "received in part, its bytes kept, or a TLS handshake waiting for the client's next "
+     "flight: no worker waits for the rest.")
 STAT(sess_timeout_req, COUNTER, "Client connections closed because a request head or a buffered "
      "body did not arrive in time (timeout_req, req_body_min_rate): a 408 on plain connections.")
 STAT(sess_kept_bytes, GAUGE, "Bytes of partly received requests kept by parked sessions.")

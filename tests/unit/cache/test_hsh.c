@@ -46,6 +46,78 @@ lookup(const char *key, struct cobj **ocp)
     return (r);
 }
 
+/* ---- what an object costs the store ---- */
+
+START_TEST(heap_cost_is_the_size_class)
+{
+    /* jemalloc's classes (sto.c), each plus the same bookkeeping. */
+    static const struct {
+        size_t n, class;
+    } v[] = { { 0, 8 },
+              { 1, 8 },
+              { 8, 8 },
+              { 9, 16 },
+              { 97, 112 },
+              { 128, 128 },
+              { 129, 160 },
+              { 224, 224 },
+              { 225, 256 },
+              { 1024, 1024 },
+              { 1025, 1280 },
+              { 1333, 1536 },
+              { 1537, 1792 },
+              { 4096, 4096 },
+              { 4097, 5120 },
+              { 20000, 20480 },
+              { 1 << 20, 1 << 20 },
+              { (1 << 20) + 1, 1310720 } };
+    size_t extra = sto_heap_cost(8) - 8;
+
+    ck_assert_uint_gt(extra, 0);
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        ck_assert_msg(sto_heap_cost(v[i].n) == v[i].class + extra, "%zu: %zu, want %zu", v[i].n,
+                      sto_heap_cost(v[i].n), v[i].class + extra);
+    for (size_t n = 1; n < 70000; n++) {
+        ck_assert_uint_ge(sto_heap_cost(n), n + extra);
+        ck_assert_uint_ge(sto_heap_cost(n), sto_heap_cost(n - 1));
+        ck_assert_uint_le(sto_heap_cost(n) - extra, n + n / 4 + 16); /* at most a quarter more */
+    }
+}
+END_TEST
+
+/*
+ * A 1 KiB object of announced length: its head and body are one block,
+ * charged at its size class, and the object and its key head at theirs;
+ * freeing it gives all of it back.
+ */
+START_TEST(store_charges_heap_classes)
+{
+    static const char head[] = CACHE_BUSY_HEAD;
+    char body[1024];
+    struct cobj *oc, *hit;
+    uint64_t before = sto_used(), block, used;
+
+    memset(body, 'b', sizeof body);
+    oc = cache_busy_sized("k1k", 3, sizeof body);
+    ck_assert(oc->body.meta_stored);
+    used = sto_used() - before;
+    block = sto_heap_cost(sizeof(struct sto_seg) + oc->head_len + sizeof body);
+    ck_assert_uint_eq(used, oc->body.bytes);
+    ck_assert_uint_ge(used, block + sto_heap_cost(sizeof *oc) + sto_heap_cost(3 + 1));
+    ck_assert_uint_le(used, block + sto_heap_cost(sizeof *oc) + sto_heap_cost(128));
+    ck_assert_int_eq(hsh_append(oc, body, sizeof body), 0);
+    ck_assert_uint_eq(sto_used() - before, used); /* the body went where it was charged */
+    oc->body_complete = true;
+    hsh_unbusy(&oc);
+    ck_assert_int_eq(lookup("k1k", &hit), HSH_HIT);
+    ck_assert_mem_eq(hit->body.first->data, body, sizeof body);
+    ck_assert_mem_eq(hit->head, head, sizeof head - 1);
+    hsh_deref(&hit);
+    ck_assert_uint_eq(hsh_purge("k1k", 3), 1);
+    ck_assert_uint_eq(sto_used(), before);
+}
+END_TEST
+
 /* A busy object whose fetch has a fresh, storable 200 head. */
 static struct cobj *
 busy(const char *key)
@@ -687,6 +759,11 @@ hsh_suite(void)
     tcase_add_test(tc, abandon_fails_readers_and_frees_after_them);
     tcase_add_test(tc, trim_without_readers);
     tcase_add_test(tc, attributes_stay_with_the_object);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("memory");
+    tcase_add_checked_fixture(tc, setup, cache_teardown);
+    tcase_add_test(tc, heap_cost_is_the_size_class);
+    tcase_add_test(tc, store_charges_heap_classes);
     suite_add_tcase(s, tc);
     tc = tcase_create("waiting_list");
     tcase_add_checked_fixture(tc, setup, cache_teardown);
