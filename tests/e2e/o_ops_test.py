@@ -636,7 +636,7 @@ def test_listening_line_storage_sizes_and_ban_dates(origin, surogat, tmp_path):
                         out[0]), out
     assert re.fullmatch(r"s1 file size=\d+ used=\d+ \(8\.0 MiB, [\d.]+ (B|KiB|MiB) used\) "
                         r"path=\S+ free_extents=\d+ largest_free=\d+ \([\d.]+ (KiB|MiB)\) "
-                        r"fragmentation=[\d.]+", out[1]), out
+                        r"fragmentation=[\d.]+ sendfile=(on|off) quarantined=\d+", out[1]), out
     assert sg.ctl("ban", "req.url ~ ^/nothing").returncode == 0
     lines = sg.ctl("ban.list").stdout.splitlines()
     m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})Z +\d+ [C-] req\.url ~ \"\^/nothing\"",
