@@ -37,7 +37,7 @@ struct dir;
 struct gz;
 struct fetch_esi;
 struct fetch_te;
-struct req;
+struct pol_bctx;
 struct trace_tx;
 struct ws;
 
@@ -127,7 +127,12 @@ struct busyobj {
     char *rxbuf;                /* the backend receive buffer (the worker's) */
     size_t rxsize;
     const struct http *creq;    /* the client's request head (the policy's view of it) */
-    struct req *req;            /* opaque, for the policy's backend hooks; NULL: none */
+    /*
+     * The backend hooks' context (pol.h): what they see of the client and
+     * the request, req.backend, where their strings go.  Needed when
+     * pol_active(); a background refresh's has no request behind it.
+     */
+    struct pol_bctx *pol;
     char client_ip[INET6_ADDRSTRLEN]; /* X-Forwarded-For */
     bool client_tls;            /* X-Forwarded-Proto: https */
     bool head_only;             /* the client asked HEAD: a pass sends HEAD, a miss GET */
@@ -139,7 +144,6 @@ struct busyobj {
     bool *body_bad;             /* set by body_next's owner when the client's framing was bad */
     const struct sess *sp;      /* the client connection, for PROXY headers to backends; NULL */
     struct be *be;              /* where it goes */
-    const char **be_name;       /* told the backend's name when backend_fetch moves it; NULL */
     struct dir *dir;            /* the director it came from: failover picks there; NULL */
     struct be *const *tried;    /* backends that failed to connect already (skip them) */
     unsigned ntried;
@@ -225,12 +229,13 @@ void fetch_init(struct busyobj *bo);
 struct http *fetch_pipe_bereq(struct busyobj *bo);
 /*
  * Build the backend request (the backend_fetch hook may edit it, or send
- * it elsewhere: *dirp), connect, send it with the request body, read the
- * response head, run backend_response and decide whether the object is
- * stored.  A miss asks for the whole object (GET, no conditions, no
- * Range); a stale copy with validators makes it a revalidation.
+ * it elsewhere: bo->pol->dir, then bo->dir and bo->be follow), connect,
+ * send it with the request body, read the response head, run
+ * backend_response and decide whether the object is stored.  A miss asks
+ * for the whole object (GET, no conditions, no Range); a stale copy with
+ * validators makes it a revalidation.
  */
-enum fetch_result fetch_head(struct busyobj *bo, struct dir **dirp);
+enum fetch_result fetch_head(struct busyobj *bo);
 /*
  * The body, through its filters, into the object (when stored) and to
  * sink (NULL: nobody takes it).  0 complete; -1 the backend failed (the
@@ -243,5 +248,21 @@ int fetch_body(struct busyobj *bo, const struct fetch_sink *sink);
  * freed, a busy object still held abandoned (waiters fetch again).
  */
 void fetch_done(struct busyobj *bo);
+/*
+ * Whether a hook's "retry" may fetch again after `retries` of them:
+ * within max_retries, and with no request body (framed as `body`: the
+ * attempt that failed consumed it).  Logs why not.
+ */
+bool fetch_retry_allowed(enum h1_body body, unsigned retries);
+/*
+ * A fetch for the cache alone, with nobody to answer (fetch_bg.c): a
+ * background refresh.  bo is filled as for fetch_head(), with bo->oc the
+ * busy object to fill and bo->pol a context detached from any request
+ * (pol_bctx_detach()).  Runs the attempts a request's fetch would -- the
+ * policy's retries, failover within bo->dir -- and the body into the
+ * object; a failure keeps the stale copy (cache_bgfetch_failed).  bo->oc
+ * is published or abandoned when it returns.  Blocks on the backend.
+ */
+void fetch_refresh(struct busyobj *bo);
 
 #endif

@@ -19,8 +19,10 @@
 #ifndef SUROGAT_POL_H
 #define SUROGAT_POL_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct be;
 struct cobj;
@@ -183,8 +185,89 @@ struct pol_beresp {
      */
     bool overtaken;
 };
+/*
+ * What the policy knows of the client of a backend transaction (client.*
+ * and server.* in the backend hooks), copied out of its connection as
+ * text by pol_bctx_detach() for a transaction that outlives its request
+ * (else the hooks read the request's connection).  "" for a fact unknown.
+ */
+struct pol_client {
+    bool filled;
+    char ip[INET6_ADDRSTRLEN];
+    char port[8];
+    char tls[2];          /* "1" or "" */
+    char tls_version[32];
+    char tls_cipher[64];
+    char tls_cert_cn[128];
+    char sni[256];
+    char proxy[2];        /* "1", "2" or "" */
+    char server_ip[INET6_ADDRSTRLEN];
+    char server_port[8];
+};
+
+/*
+ * The policy's side of one backend transaction: what the backend hooks
+ * (backend_fetch, backend_response, backend_error) see and change, owned
+ * by whoever owns the busy object (fetch.h) -- a request's fetch, or a
+ * background refresh with no request at all.  The client-side hooks keep
+ * struct req; these never read one.  pol_bctx_init() fills it from the
+ * request that starts the fetch: the client's head as the policy left it
+ * (what becomes bereq), req.backend, the cache key, bereq.retries and
+ * uncacheable, req.xid (req.ctx's key), its client.  The caller gives the
+ * worker and workspace the hooks run with, and reads back what they chose
+ * (dir, be_name, hooks).
+ */
+struct sess;
+struct trace_tx;
+struct ws;
+struct pol_prog;
+struct pol_bctx {
+    unsigned magic;
+#define POL_BCTX_MAGIC 0x1f6c92a3
+    struct wrk *wrk;          /* whose Lua state runs the hooks */
+    struct ws *ws;            /* where strings the hooks set go */
+    uint64_t xid;             /* bereq.xid; names req.ctx: the request's, a refresh's own */
+    struct http *creq;        /* the client's head as the policy left it: bereq is built from it */
+    struct http *bereq;       /* the backend request, once built (the fetch sets it) */
+    struct dir *dir;          /* req.backend; bereq.backend = name changes it */
+    const char *be_name;      /* the backend picked, once picked (bereq.backend) */
+    const char *key;          /* the cache key (a pass: the one it would have); NULL */
+    size_t keylen;
+    unsigned restarts;        /* req.restarts when the fetch began */
+    unsigned retries;         /* bereq.retries */
+    bool uncacheable;         /* bereq.uncacheable: a pass, hit-for-miss */
+    bool bg;                  /* a background refresh: no client waits (bereq.is_bgfetch) */
+    bool in_request;          /* a hook of its request ran: the hooks keep that program */
+    uint32_t hooks;           /* out: bit (1 << hook) per hook taken, for the request's log */
+    struct trace_tx *trace;   /* the backend transaction's trace, or NULL */
+    const struct sess *sp;    /* the client's connection while the request lives; NULL */
+    struct pol_client client; /* its facts, copied once detached (see above) */
+    /*
+     * The program the transaction began under, referenced while it is
+     * detached from its request: its hooks run under it, and the
+     * directors it named stay, whatever a reload did meanwhile.  NULL:
+     * the request's own (its worker keeps it until the request ends).
+     */
+    struct pol_prog *prog;
+};
+/*
+ * Fill bc for a fetch of req (the request's worker, workspace and
+ * connection).  Before a request that waited without its worker runs a
+ * backend hook, what its client-side hooks kept comes back (pol_park()).
+ */
+void pol_bctx_init(struct pol_bctx *bc, struct req *req);
+/*
+ * Make bc independent of its request, which may end before the fetch
+ * begins (a background refresh): the client's facts are copied now, the
+ * program referenced, and a transaction id of its own given (the
+ * refresh's bereq.xid and req.ctx).  bc->creq, ->key and the strings
+ * they point to are the caller's to copy.  Undone by pol_bctx_fini().
+ */
+void pol_bctx_detach(struct pol_bctx *bc, struct req *req);
+void pol_bctx_fini(struct pol_bctx *bc);
+
 /* backend_response(bereq, beresp): POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY or POL_ERROR. */
-enum pol_act pol_backend_response(struct req *req, struct pol_beresp *br);
+enum pol_act pol_backend_response(struct pol_bctx *bc, struct pol_beresp *br);
 
 /* Whether the program has a deliver hook: the response head must be editable. */
 bool pol_has_deliver(void);
@@ -251,7 +334,7 @@ enum pol_act pol_synth(struct req *req, struct http *resp, struct txt *body);
  * (room for POL_HDR_ROOM more fields).  POL_FETCH, POL_ABANDON (the
  * client gets a 503), POL_ERROR.  Without the hook, POL_FETCH at once.
  */
-enum pol_act pol_backend_fetch(struct req *req, struct http *bereq);
+enum pol_act pol_backend_fetch(struct pol_bctx *bc, struct http *bereq);
 /*
  * backend_error(bereq, beresp): the fetch failed (no or a bad answer);
  * beresp is the synthetic error response, *body its page, both editable.
@@ -259,7 +342,7 @@ enum pol_act pol_backend_fetch(struct req *req, struct http *bereq);
  * POL_ERROR.  Without the hook, POL_ABANDON at once.
  */
 bool pol_has_backend_error(void);
-enum pol_act pol_backend_error(struct req *req, struct http *beresp, struct txt *body);
+enum pol_act pol_backend_error(struct pol_bctx *bc, struct http *beresp, struct txt *body);
 /* pipe(req, bereq): POL_PIPE, POL_SYNTH (*syn), POL_ERROR; POL_PIPE without the hook. */
 enum pol_act pol_pipe(struct req *req, struct http *bereq, struct pol_synth *syn);
 /*

@@ -47,12 +47,10 @@ struct req {
     void *tp_priv;            /* the transport's, for this request's response */
     /*
      * Its client, as the backend is told (X-Forwarded-For and -Proto): set
-     * once the client behind trusted_proxies is known (req_serve()); a
-     * background refresh's copy of the request that caused it.
+     * once the client behind trusted_proxies is known (req_serve()).
      */
     char client_ip[INET6_ADDRSTRLEN];
     bool client_tls;
-    bool bg;             /* a background refresh: there is no client to answer */
     /* req: the parsed request; points into wrk->rx */
     struct http http[1];
     enum h1_body body;   /* how the request body is framed */
@@ -90,7 +88,7 @@ struct req {
     const void *pol_carry;  /* pol_park(): its policy state while it waits, in ws; or NULL */
     size_t pol_carry_len;
     /* policy controls */
-    struct http *bereq;  /* fetch: the backend request as sent, for the backend hooks */
+    struct http *bereq;  /* fetch: the backend request as sent; NULL before any */
     struct dir *dir;     /* pol: where the request goes (req.backend, routes); NULL: -b's */
     const char *lookup_key; /* req_cache: the cache key looked up (a pass: the one it would */
     size_t lookup_keylen;   /* have), for the directors; NULL until known */

@@ -105,7 +105,7 @@ trace_esi_begin(struct trace_tx *page, struct req *sub)
     return (page != NULL ? trace__esi_begin(page, sub) : NULL);
 }
 /*
- * The request (or the background fetch req carries) is over: its open
+ * The request is over: its open
  * backend transaction ends, then Cache, Length, Timestamp End and End.  A
  * request refused before trace_req_begin() (a bad head) gets its
  * transaction here if a reader is attached.  A macro: req is a struct
@@ -140,14 +140,16 @@ void trace_restart(struct trace_tx *tx, unsigned n);
 /*
  * A background fetch crosses to another worker: trace_bg_link() gives
  * it an id and writes the Link in the request's transaction;
- * trace_bg_begin() starts it on the worker that runs it (NULL when the
- * link is empty: the request was not traced).
+ * trace_bg_begin() starts it on the worker that runs it, in that
+ * worker's workspace (NULL when the link is empty: the request was not
+ * traced); trace_bg_end() ends it (NULL is fine).
  */
 struct trace_link {
     uint64_t id, parent;
 };
 void trace_bg_link(struct trace_tx *tx, struct trace_link *tl);
-struct trace_tx *trace_bg_begin(struct req *req, const struct trace_link *tl);
+struct trace_tx *trace_bg_begin(struct ws *ws, const struct trace_link *tl);
+void trace_bg_end(struct trace_tx *tx);
 
 /*
  * One record of any tag but Timestamp (trace_ts()'s): bytes, printf-style

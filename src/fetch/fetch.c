@@ -429,7 +429,7 @@ policy_pass(struct busyobj *bo)
     struct pol_beresp br = { .bereq = bo->bereq, .resp = bo->beresp, .uncacheable = true,
                              .keep = -1, .do_gzip = -1, .do_gunzip = -1, .do_stream = -1,
                              .do_esi = -1 };
-    enum pol_act act = pol_backend_response(bo->req, &br);
+    enum pol_act act = pol_backend_response(bo->pol, &br);
 
     bo->pol_gzip = br.do_gzip;
     bo->pol_gunzip = br.do_gunzip;
@@ -445,9 +445,9 @@ policy_pass(struct busyobj *bo)
 }
 
 enum fetch_result
-fetch_head(struct busyobj *bo, struct dir **dirp)
+fetch_head(struct busyobj *bo)
 {
-    struct dir *dir = dirp != NULL ? *dirp : NULL;
+    struct dir *dir = bo->pol != NULL ? bo->pol->dir : NULL;
     enum fetch_result r;
     struct txt head;
     int rv;
@@ -457,15 +457,14 @@ fetch_head(struct busyobj *bo, struct dir **dirp)
     bo->miss = bo->oc != NULL;
     if ((r = fetch__bereq(bo, &head)) != FETCH_OK)
         return (r);
-    if (dirp != NULL && *dirp != dir) {
+    if (bo->pol != NULL && bo->pol->dir != dir) {
         /* backend_fetch set bereq.backend: go there instead. */
-        bo->dir = *dirp;
-        bo->be = dir_pick(*dirp, &(struct dir_ctx){ .req = bo->creq, .key = bo->key,
-                                                    .keylen = bo->keylen });
+        bo->dir = bo->pol->dir;
+        bo->be = dir_pick(bo->dir, &(struct dir_ctx){ .req = bo->creq, .key = bo->key,
+                                                      .keylen = bo->keylen });
         if (bo->be == NULL)
             return (FETCH_E_CONNECT);
-        if (bo->be_name != NULL)
-            *bo->be_name = bo->be->name; /* bereq.backend in the hooks that follow */
+        bo->pol->be_name = bo->be->name; /* bereq.backend in the hooks that follow */
     }
     TRACE_HTTP(bo->trace, BEREQ, bo->bereq);
     if ((r = exchange(bo, head)) != FETCH_OK)

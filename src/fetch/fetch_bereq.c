@@ -216,8 +216,10 @@ fetch__bereq(struct busyobj *bo, struct txt *head)
         return (FETCH_E_OVERFLOW);
     bq->proto = 11; /* what we speak to backends, whatever the client spoke */
     bo->bereq = bq;
+    if (bo->pol != NULL)
+        bo->pol->bereq = bq;
     /* A pipe's request was the pipe hook's to change. */
-    if (bo->pipe_bereq == NULL && pol_active() && pol_backend_fetch(bo->req, bq) != POL_FETCH)
+    if (bo->pipe_bereq == NULL && pol_active() && pol_backend_fetch(bo->pol, bq) != POL_FETCH)
         return (FETCH_E_POLICY);
     buf = ws_reserve_all(bo->ws, &room);
     sb_init(&sb, buf, room);

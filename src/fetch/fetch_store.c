@@ -185,7 +185,7 @@ policy_store(struct busyobj *bo, const struct cc *rcc, const struct fresh_cfg *c
 
     if (br.ttl < 0)
         br.ttl = 0;
-    act = pol_backend_response(bo->req, &br);
+    act = pol_backend_response(bo->pol, &br);
     if (br.overtaken)
         hsh_overtake(bo->oc);
     bo->pol_gzip = br.do_gzip;

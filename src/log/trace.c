@@ -434,8 +434,8 @@ trace__req_end(struct req *req)
 
     if (__builtin_expect(tx == NULL, 1)) {
         /*
-         * A background fetch has no client and an include no head of its
-         * own: only their own begin makes them traced.
+         * A request without a connection (a unit test's) and an include
+         * with no head of its own: only their own begin makes them traced.
          */
         if (!trace_wanted() || req->sp == NULL || req->esi_level > 0)
             return;
@@ -507,19 +507,28 @@ trace_bg_link(struct trace_tx *tx, struct trace_link *tl)
 }
 
 struct trace_tx *
-trace_bg_begin(struct req *req, const struct trace_link *tl)
+trace_bg_begin(struct ws *ws, const struct trace_link *tl)
 {
     struct trace_tx *tx;
 
     if (tl->id == 0)
         return (NULL);
-    OBJ_CHECK(req, REQ_MAGIC);
-    tx = tx_new(req->ws, TRACE_K_BEREQ, tl->id, tim_real());
+    tx = tx_new(ws, TRACE_K_BEREQ, tl->id, tim_real());
     if (tx == NULL)
         return (NULL);
     trace_cat(tx, TRACE_T_BEGIN, "bereq ", trace__ux(tl->parent).s, " bgfetch", NULL);
     rec_ts(tx, "Start", tx->t_start, 0, 0);
     return (tx);
+}
+
+void
+trace_bg_end(struct trace_tx *tx)
+{
+    if (tx == NULL)
+        return;
+    OBJ_CHECK(tx, TRACE_TX_MAGIC);
+    AZ(tx->bereq);
+    tx_end(tx);
 }
 
 /*--------------------------------------------------------------------

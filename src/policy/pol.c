@@ -684,19 +684,14 @@ pol_wrk_fini(struct wrk *wrk)
     wrk->pol = NULL;
 }
 
-struct pol_wrk *
-pol__state(struct wrk *wrk, bool in_request)
+/* The worker's state (made if it has none) built anew from p; NULL logged and counted. */
+static struct pol_wrk *
+state_for(struct wrk *wrk, struct pol_prog *p)
 {
     struct pol_wrk *pw = wrk->pol;
-    struct pol_prog *p;
     char ebuf[512];
     struct sb err;
-    int rv;
 
-    if (pw != NULL && pw->L != NULL &&
-        (in_request || __atomic_load_n(&pw->prog->gen, __ATOMIC_ACQUIRE) ==
-                           __atomic_load_n(&cur_gen, __ATOMIC_ACQUIRE)))
-        return (pw);
     if (pw == NULL) {
         OBJ_NEW(pw, POL_WRK_MAGIC);
         AN(pw);
@@ -705,20 +700,52 @@ pol__state(struct wrk *wrk, bool in_request)
             pw->ctx_keep_ref[i] = LUA_NOREF;
         wrk->pol = pw;
     }
-    AZ(pthread_mutex_lock(&mtx));
-    p = cur;
-    __atomic_add_fetch(&p->refcnt, 1, __ATOMIC_ACQ_REL);
-    AZ(pthread_mutex_unlock(&mtx));
     sb_init(&err, ebuf, sizeof ebuf);
-    rv = state_build(pw, p, &err);
-    pol__prog_unref(&p);
-    if (rv != 0) {
+    if (state_build(pw, p, &err) != 0) {
         STAT_INC(policy_error);
         log_msg(LOG_ERR, "policy: cannot build a worker's state: %s", ebuf);
         return (NULL);
     }
     STAT_INC(policy_state);
     return (pw);
+}
+
+struct pol_wrk *
+pol__state(struct wrk *wrk, bool in_request)
+{
+    struct pol_wrk *pw = wrk->pol;
+    struct pol_prog *p;
+
+    if (pw != NULL && pw->L != NULL &&
+        (in_request || __atomic_load_n(&pw->prog->gen, __ATOMIC_ACQUIRE) ==
+                           __atomic_load_n(&cur_gen, __ATOMIC_ACQUIRE)))
+        return (pw);
+    AZ(pthread_mutex_lock(&mtx));
+    p = cur;
+    __atomic_add_fetch(&p->refcnt, 1, __ATOMIC_ACQ_REL);
+    AZ(pthread_mutex_unlock(&mtx));
+    pw = state_for(wrk, p);
+    pol__prog_unref(&p);
+    return (pw);
+}
+
+struct pol_wrk *
+pol__state_prog(struct wrk *wrk, struct pol_prog *p)
+{
+    struct pol_wrk *pw = wrk->pol;
+
+    OBJ_CHECK(p, POL_PROG_MAGIC);
+    if (pw != NULL && pw->L != NULL && pw->prog == p)
+        return (pw);
+    return (state_for(wrk, p));
+}
+
+struct pol_prog *
+pol__prog_ref(struct pol_prog *p)
+{
+    if (p != NULL)
+        __atomic_add_fetch(&p->refcnt, 1, __ATOMIC_ACQ_REL);
+    return (p);
 }
 
 const char *

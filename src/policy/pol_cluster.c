@@ -67,14 +67,18 @@ cluster_of(lua_State *L, const char *fn)
     return (c);
 }
 
-static struct req *
+/*
+ * The worker's state, the hook running being h (else a Lua error): its
+ * request's for recv, its backend transaction's (pw->bc) for a backend hook.
+ */
+static struct pol_wrk *
 in_hook(lua_State *L, enum pol_hook h, const char *fn)
 {
     struct pol_wrk *pw = pol__wrk(L);
 
-    if (pw->req == NULL || pw->hook != h)
+    if (!pol__in_hook(pw) || pw->hook != h)
         (void)luaL_error(L, "surogat.cluster.%s: only in %s", fn, pol__hook_name[h]);
-    return (pw->req);
+    return (pw);
 }
 
 static bool
@@ -174,7 +178,7 @@ self_loop_warn(const struct clu *c)
 static int
 l_recv(lua_State *L)
 {
-    struct req *req = in_hook(L, POL_H_RECV, "recv");
+    struct req *req = in_hook(L, POL_H_RECV, "recv")->req;
     struct clu *c = cluster_of(L, "recv");
     struct pol_wrk *pw = pol__wrk(L);
     struct http *hp = req->http;
@@ -232,12 +236,12 @@ push_dir_name(lua_State *L, const struct dir *d)
         lua_pushliteral(L, "default");
 }
 
-/* Add a field to the backend request, its value copied to the request's workspace. */
+/* Add a field to the backend request, its value copied to the transaction's workspace. */
 static void
-bereq_add(lua_State *L, struct req *req, struct http *bq, const char *name, const char *val)
+bereq_add(lua_State *L, struct pol_bctx *bc, struct http *bq, const char *name, const char *val)
 {
     size_t n = strlen(val);
-    char *p = ws_alloc(req->ws, n);
+    char *p = ws_alloc(bc->ws, n);
 
     if (p == NULL)
         (void)luaL_error(L, "surogat.cluster.route: workspace_client exhausted");
@@ -271,7 +275,7 @@ unset_nostore(struct http *hp)
 static int
 l_route(lua_State *L)
 {
-    struct req *req = in_hook(L, POL_H_BACKEND_FETCH, "route");
+    struct pol_bctx *bc = in_hook(L, POL_H_BACKEND_FETCH, "route")->bc;
     struct http *bq = pol__obj_check(L, 1, POL_O_BEREQ, NULL);
     struct clu *c = cluster_of(L, "route");
     struct pol_wrk *pw = pol__wrk(L);
@@ -285,32 +289,32 @@ l_route(lua_State *L)
 
     if (ctx_get(L, pw, "cluster_nostore") != LUA_TNIL) {
         /* A retry: decided again below, maybe to fetch (and store) here. */
-        unset_nostore(req->http);
+        unset_nostore(bc->creq);
         unset_nostore(bq);
         lua_pushnil(L);
         ctx_set(L, pw, "cluster_nostore");
     }
     lua_pop(L, 1);
     v = verdict_get(L, pw, vbuf, sizeof vbuf);
-    if (v == NULL && req->sp == NULL) /* a background refresh: its recv ran on another state */
-        v = judge(c, req->http, NULL, &self);
+    if (v == NULL && bc->bg) /* a background refresh: its recv's verdict is its request's */
+        v = judge(c, bc->creq, NULL, &self);
     (void)http_unset(bq, CLU_HOP_HEADER);
     if (clu_origin(c) != NULL)
         origin = pol__decl_find(cfg, clu_origin(c));
-    else if (req->dir != NULL && !clu_is_peer(c, dir_name(req->dir)))
-        origin = req->dir;
+    else if (bc->dir != NULL && !clu_is_peer(c, dir_name(bc->dir)))
+        origin = bc->dir;
     else
-        origin = pol__decl_route(cfg, req);
+        origin = pol__decl_route(cfg, bc->creq);
     if (v != NULL) {
         why = "crossed";
         STAT_INC(cluster_crossed);
-    } else if (req->bereq_uncacheable || req->lookup_key == NULL) {
+    } else if (bc->uncacheable || bc->key == NULL) {
         why = "pass";
     } else {
-        switch (clu_route(c, req->lookup_key, req->lookup_keylen, &m)) {
+        switch (clu_route(c, bc->key, bc->keylen, &m)) {
         case CLU_R_PEER:
-            req->dir = pol__decl_find(cfg, clu_member_name(c, m));
-            AN(req->dir);
+            bc->dir = pol__decl_find(cfg, clu_member_name(c, m));
+            AN(bc->dir);
             /*
              * A key this node seldom asks for: its answer is not stored
              * here (RFC 9111's no-store in the request: nor is a
@@ -318,18 +322,18 @@ l_route(lua_State *L)
              * requests to the origin), so that copies of the others'
              * keys do not evict the keys this node owns.
              */
-            if (clu_hot_touch(req->lookup_key, req->lookup_keylen) < clu_local_hot(c) &&
-                http_add(req->http, TXT_LIT("Cache-Control"), TXT_LIT(NOSTORE)) == 0) {
+            if (clu_hot_touch(bc->key, bc->keylen) < clu_local_hot(c) &&
+                http_add(bc->creq, TXT_LIT("Cache-Control"), TXT_LIT(NOSTORE)) == 0) {
                 lua_pushboolean(L, true);
                 ctx_set(L, pw, "cluster_nostore");
                 STAT_INC(cluster_fwd_cold);
             }
             clu_hop_make(c, &bq->method, http_value(bq, "Host"), &bq->url, NULL, 0, tim_real(), hop,
                          sizeof hop);
-            bereq_add(L, req, bq, CLU_HOP_HEADER, hop);
+            bereq_add(L, bc, bq, CLU_HOP_HEADER, hop);
             sb_init(&sb, via, sizeof via);
             clu_via(c, &sb);
-            bereq_add(L, req, bq, "Via", via);
+            bereq_add(L, bc, bq, "Via", via);
             lua_pushnumber(L, tim_mono() - clu_inval_window(c));
             ctx_set(L, pw, "cluster_since");
             STAT_INC(cluster_fwd);
@@ -347,7 +351,7 @@ l_route(lua_State *L)
             break;
         }
     }
-    req->dir = origin;
+    bc->dir = origin;
     lua_pushnumber(L, tim_mono());
     ctx_set(L, pw, "cluster_since");
     push_dir_name(L, origin);
@@ -372,7 +376,7 @@ l_route(lua_State *L)
 static int
 l_invalidated(lua_State *L)
 {
-    struct req *req = in_hook(L, POL_H_BACKEND_RESPONSE, "invalidated");
+    struct pol_bctx *bc = in_hook(L, POL_H_BACKEND_RESPONSE, "invalidated")->bc;
     struct pol_wrk *pw = pol__wrk(L);
     const struct pol_ex *ex;
     struct txt tags[TAGS_MAX];
@@ -431,7 +435,7 @@ l_invalidated(lua_State *L)
     lua_pop(L, 1);
     /* More tags than looked at: any surrogate-key purge may concern it. */
     ex->br->overtaken =
-        overflow || clu_inval_since(since, req->lookup_key, req->lookup_keylen, tags, ntags);
+        overflow || clu_inval_since(since, bc->key, bc->keylen, tags, ntags);
     lua_pushboolean(L, ex->br->overtaken);
     return (1);
 }
@@ -486,7 +490,7 @@ l_ban(lua_State *L)
     struct sb err, out;
     unsigned nack;
 
-    if (pol__wrk(L)->req == NULL)
+    if (!pol__in_hook(pol__wrk(L)))
         return (luaL_error(L, "surogat.cluster.ban: in hooks only"));
     sb_init(&err, ebuf, sizeof ebuf);
     clu_op_init(&op, clu_self(c), CLU_OP_BAN, false, expr, len);

@@ -43,7 +43,6 @@
 #include "surogat/dir.h"
 #include "surogat/http.h"
 #include "surogat/num.h"
-#include "surogat/req.h"
 #include "surogat/rt.h"
 #include "surogat/sb.h"
 #include "surogat/sfb.h"
@@ -133,7 +132,7 @@ record(lua_State *L, const char *kind, int name_idx, int conf_idx)
 static void
 only_at_top(lua_State *L, const char *kind)
 {
-    if (pol__wrk(L)->req != NULL)
+    if (pol__in_hook(pol__wrk(L)))
         (void)luaL_error(L, "%s: declarations belong at the top level of the script", kind);
 }
 
@@ -984,13 +983,13 @@ pol__decl_find(const struct pol_cfg *cfg, const char *name)
 }
 
 struct dir *
-pol__decl_route(const struct pol_cfg *cfg, const struct req *req)
+pol__decl_route(const struct pol_cfg *cfg, const struct http *hp)
 {
     struct dir *d;
 
     if (cfg == NULL)
         return (NULL);
-    d = rt_match(cfg->rt, http_value(req->http, "Host"), &req->http->url);
+    d = rt_match(cfg->rt, http_value(hp, "Host"), &hp->url);
     return (d != NULL ? d : cfg->dflt);
 }
 

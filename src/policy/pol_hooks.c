@@ -5,6 +5,12 @@
  * (pol__state()), so nothing here takes a lock.  The objects pushed for a
  * call are killed when it returns: a script that keeps one gets an error,
  * not a dangling head.
+ *
+ * The client-side hooks run for a struct req; the backend hooks for a
+ * struct pol_bctx, the backend transaction's own context, on the worker
+ * that fetches: the request's, or a background refresh's, which holds
+ * the program it began under (pol__state_prog()).  Both share req.ctx by
+ * the transaction id: a request's fetch has the request's.
  */
 #include "config.h"
 
@@ -231,27 +237,46 @@ ctx_switch(struct pol_wrk *pw, uint64_t id)
     pw->ctx_id = id;
 }
 
+static uint64_t
+xid_new(void)
+{
+    return (__atomic_add_fetch(&next_ctx_id, 1, __ATOMIC_RELAXED));
+}
+
 /*
- * Push the request as kind over hp (req->http, or the backend request),
- * and make sure req.ctx is this request's.
+ * A hook of req (client side), or of backend transaction bc, is about to
+ * run: make sure req.ctx is its own.
  */
 static void
-push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct http *hp, int ro)
+enter(struct pol_wrk *pw, struct req *req, struct pol_bctx *bc)
 {
-    lua_State *L = pw->L;
+    uint64_t id;
 
-    if (req->pol_id == 0)
-        req->pol_id = __atomic_add_fetch(&next_ctx_id, 1, __ATOMIC_RELAXED);
-    if (pw->ctx_id != req->pol_id) {
+    if (req != NULL) {
+        if (req->pol_id == 0)
+            req->pol_id = xid_new();
+        id = req->pol_id;
+    } else {
+        id = bc->xid;
+    }
+    if (pw->ctx_id != id) {
         /* Another request: nothing of the last one's may reach this one. */
-        ctx_switch(pw, req->pol_id);
+        ctx_switch(pw, id);
         pol__env_reset(pw);
         /* It waited without its worker: what its hooks kept comes back. */
-        if (req->pol_carry != NULL)
+        if (req != NULL && req->pol_carry != NULL)
             pol__unpark(pw, req);
     }
     pw->req = req;
-    pol__obj_push(L, kind, hp, NULL, ro);
+    pw->bc = bc;
+}
+
+/* Push the request as kind over hp (req->http, or a pipe's backend request). */
+static void
+push_req(struct pol_wrk *pw, struct req *req, enum pol_obj_kind kind, struct http *hp, int ro)
+{
+    enter(pw, req, NULL);
+    pol__obj_push(pw->L, kind, hp, NULL, ro);
 }
 
 /* Invalidate the objects of this call (n of them, from the stack's first slot on). */
@@ -262,6 +287,7 @@ end_call(struct pol_wrk *pw, int first, int n)
         pol__obj_kill(pw->L, first + i);
     lua_settop(pw->L, first - 1);
     pw->req = NULL;
+    pw->bc = NULL;
     pw->syn = NULL;
 }
 
@@ -272,6 +298,91 @@ begin(struct req *req)
     OBJ_CHECK(req, REQ_MAGIC);
     OBJ_CHECK(req->wrk, WRK_MAGIC);
     return (pol__state(req->wrk, req->pol_id != 0));
+}
+
+/*
+ * A backend transaction's hooks run on the worker that fetches, under
+ * the program it began under: its request's (whose worker keeps it), or
+ * the one a detached transaction holds.
+ */
+static struct pol_wrk *
+begin_be(struct pol_bctx *bc)
+{
+    OBJ_CHECK(bc, POL_BCTX_MAGIC);
+    OBJ_CHECK(bc->wrk, WRK_MAGIC);
+    if (bc->prog != NULL)
+        return (pol__state_prog(bc->wrk, bc->prog));
+    return (pol__state(bc->wrk, bc->in_request));
+}
+
+struct ws *
+pol__ws(const struct pol_wrk *pw)
+{
+    AN(pol__in_hook(pw));
+    return (pw->req != NULL ? pw->req->ws : pw->bc->ws);
+}
+
+void
+pol_bctx_init(struct pol_bctx *bc, struct req *req)
+{
+    struct pol_wrk *pw;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    bc->magic = POL_BCTX_MAGIC;
+    bc->wrk = req->wrk;
+    bc->ws = req->ws;
+    bc->in_request = req->pol_id != 0;
+    if (req->pol_id == 0)
+        req->pol_id = xid_new();
+    bc->xid = req->pol_id;
+    bc->creq = req->http;
+    bc->bereq = NULL;
+    bc->dir = req->dir;
+    bc->be_name = req->be_name;
+    bc->key = req->lookup_key;
+    bc->keylen = req->lookup_keylen;
+    bc->restarts = req->restarts;
+    bc->retries = req->retries;
+    bc->uncacheable = req->bereq_uncacheable;
+    bc->bg = false;
+    bc->hooks = 0;
+    bc->trace = NULL;
+    bc->sp = req->sp;
+    bc->client.filled = false;
+    bc->prog = NULL;
+    /* It waited without its worker: its ctx and globals come back before a backend hook. */
+    if (req->pol_carry != NULL && pol_active() && (pw = begin(req)) != NULL) {
+        enter(pw, req, NULL);
+        pw->req = NULL;
+    }
+}
+
+void
+pol_bctx_detach(struct pol_bctx *bc, struct req *req)
+{
+    struct pol_wrk *pw;
+
+    OBJ_CHECK(bc, POL_BCTX_MAGIC);
+    OBJ_CHECK(req, REQ_MAGIC);
+    pol__client_fill(&bc->client, req->sp);
+    bc->sp = NULL;
+    bc->wrk = NULL;
+    bc->ws = NULL;
+    bc->trace = NULL;
+    bc->bereq = NULL;
+    bc->bg = true;
+    bc->xid = xid_new();
+    AZ(bc->prog);
+    if (pol_active() && (pw = begin(req)) != NULL)
+        bc->prog = pol__prog_ref(pw->prog);
+}
+
+void
+pol_bctx_fini(struct pol_bctx *bc)
+{
+    OBJ_CHECK(bc, POL_BCTX_MAGIC);
+    pol__prog_unref(&bc->prog);
+    bc->magic = 0;
 }
 
 /* One hook call: its objects, the actions it may return, what nil means. */
@@ -334,9 +445,12 @@ act_word(enum pol_hook h, enum pol_act act)
     return (act == POL_ERROR ? "error" : act == POL_NONE ? "none" : "?");
 }
 
-/* call_hook()'s work; *by: who answered, left NULL when no hook ran at all. */
+/*
+ * call_hook()'s work, for a request (req) or a backend transaction (bc);
+ * *by: who answered, left NULL when no hook ran at all.
+ */
 static enum pol_act
-call_hook_run(struct req *req, const struct call *c, const char **by)
+call_hook_run(struct req *req, struct pol_bctx *bc, const struct call *c, const char **by)
 {
     struct pol_wrk *pw;
     const char *word;
@@ -347,10 +461,10 @@ call_hook_run(struct req *req, const struct call *c, const char **by)
     if (c->skip_builtin_only && !pol__user_has(c->h))
         return (c->dflt);
     *by = "default";
-    if ((pw = begin(req)) == NULL)
+    if ((pw = req != NULL ? begin(req) : begin_be(bc)) == NULL)
         return (POL_ERROR);
     if (pw->defined & (1u << c->h))
-        req->hooks |= 1u << c->h; /* taken, even when its function is empty */
+        *(req != NULL ? &req->hooks : &bc->hooks) |= 1u << c->h; /* taken, even when empty */
     if ((word = konst_answer(pw, c->h)) != NULL) {
         if (*word == '\0')
             return (c->dflt);
@@ -360,12 +474,9 @@ call_hook_run(struct req *req, const struct call *c, const char **by)
             return (act_of(c, rv));
     }
     top = lua_gettop(pw->L);
-    for (int i = 0; i < c->nargs; i++) {
-        if (i == 0)
-            push_req(pw, req, c->arg[0].kind, c->arg[0].hp, c->arg[0].ro);
-        else
-            pol__obj_push(pw->L, c->arg[i].kind, c->arg[i].hp, &c->arg[i].ex, c->arg[i].ro);
-    }
+    enter(pw, req, bc);
+    for (int i = 0; i < c->nargs; i++)
+        pol__obj_push(pw->L, c->arg[i].kind, c->arg[i].hp, &c->arg[i].ex, c->arg[i].ro);
     pw->syn = c->syn;
     for (int i = 0; i < c->nargs; i++)
         lua_pushvalue(pw->L, top + 1 + i);
@@ -379,25 +490,33 @@ call_hook_run(struct req *req, const struct call *c, const char **by)
     return (act_of(c, rv));
 }
 
-/* One hook call, and its record in the request's trace. */
+/* One hook call of a request, and its record in the request's trace. */
 static enum pol_act
 call_hook(struct req *req, const struct call *c)
 {
     const char *by = NULL;
-    enum pol_act act = call_hook_run(req, c, &by);
-    /* The backend hooks belong to the backend transaction. */
-    bool be = c->h == POL_H_BACKEND_FETCH || c->h == POL_H_BACKEND_RESPONSE ||
-              c->h == POL_H_BACKEND_ERROR;
+    enum pol_act act = call_hook_run(req, NULL, c, &by);
 
     if (by != NULL)
-        TRACE_CAT(be ? trace_backend(req->trace) : req->trace, HOOK, pol__hook_name[c->h], " ",
-                  act_word(c->h, act), " ", by);
+        TRACE_CAT(req->trace, HOOK, pol__hook_name[c->h], " ", act_word(c->h, act), " ", by);
+    return (act);
+}
+
+/* One backend hook call, and its record in the backend transaction's trace. */
+static enum pol_act
+call_hook_be(struct pol_bctx *bc, const struct call *c)
+{
+    const char *by = NULL;
+    enum pol_act act = call_hook_run(NULL, bc, c, &by);
+
+    if (by != NULL)
+        TRACE_CAT(bc->trace, HOOK, pol__hook_name[c->h], " ", act_word(c->h, act), " ", by);
     return (act);
 }
 
 #define ARG_REQ(r)      { .kind = POL_O_REQ, .hp = (r)->http }
 /* The backend request: as sent once the fetch built it, else the client's, read-only. */
-#define ARG_BEREQ(r)    { .kind = POL_O_BEREQ, .hp = (r)->bereq != NULL ? (r)->bereq : (r)->http, .ro = 1 }
+#define ARG_BEREQ(bc)   { .kind = POL_O_BEREQ, .hp = (bc)->bereq != NULL ? (bc)->bereq : (bc)->creq, .ro = 1 }
 
 enum pol_act
 pol_recv(struct req *req, struct pol_synth *syn)
@@ -457,19 +576,19 @@ pol_hash(struct req *req, char **key, size_t *len)
 }
 
 enum pol_act
-pol_backend_response(struct req *req, struct pol_beresp *br)
+pol_backend_response(struct pol_bctx *bc, struct pol_beresp *br)
 {
     const struct call c = {
         .h = POL_H_BACKEND_RESPONSE, .dflt = POL_DELIVER, .nargs = 2,
         .arg = { { .kind = POL_O_BEREQ,
                    .hp = br->bereq != NULL   ? br->bereq
-                         : req->bereq != NULL ? req->bereq
-                                              : req->http,
+                         : bc->bereq != NULL ? bc->bereq
+                                             : bc->creq,
                    .ro = 1 },
                  { .kind = POL_O_BERESP, .hp = br->resp, .ex.br = br } },
     };
 
-    return (call_hook(req, &c));
+    return (call_hook_be(bc, &c));
 }
 
 /* deliver's obj carries the hit count only: no load(), so nothing else reads. */
@@ -529,13 +648,13 @@ pol_synth(struct req *req, struct http *resp, struct txt *body)
 }
 
 enum pol_act
-pol_backend_fetch(struct req *req, struct http *bereq)
+pol_backend_fetch(struct pol_bctx *bc, struct http *bereq)
 {
     const struct call c = { .h = POL_H_BACKEND_FETCH, .dflt = POL_FETCH,
                             .skip_builtin_only = true, .nargs = 1,
                             .arg = { { .kind = POL_O_BEREQ, .hp = bereq } } };
 
-    return (call_hook(req, &c));
+    return (call_hook_be(bc, &c));
 }
 
 bool
@@ -545,15 +664,15 @@ pol_has_backend_error(void)
 }
 
 enum pol_act
-pol_backend_error(struct req *req, struct http *beresp, struct txt *body)
+pol_backend_error(struct pol_bctx *bc, struct http *beresp, struct txt *body)
 {
     const struct call c = {
         .h = POL_H_BACKEND_ERROR, .dflt = POL_ABANDON, .skip_builtin_only = true,
         .nargs = 2,
-        .arg = { ARG_BEREQ(req), { .kind = POL_O_BERESP, .hp = beresp, .ex.body = body } },
+        .arg = { ARG_BEREQ(bc), { .kind = POL_O_BERESP, .hp = beresp, .ex.body = body } },
     };
 
-    return (call_hook(req, &c));
+    return (call_hook_be(bc, &c));
 }
 
 enum pol_act
@@ -616,7 +735,7 @@ pol_dir(struct req *req)
         return (req->dir);
     if ((pw = begin(req)) == NULL)
         return (NULL);
-    req->dir = pol__decl_route(pol__prog_cfg(pw->prog), req);
+    req->dir = pol__decl_route(pol__prog_cfg(pw->prog), req->http);
     return (req->dir);
 }
 

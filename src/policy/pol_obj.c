@@ -22,9 +22,7 @@
  * this one.
  *
  * obj (in hit) is a read-only view of the cached object's stored head
- * and timing; `client` and `server` are global userdata
- * reading the current request's session (or the host), so they need no
- * refreshing per request.
+ * and timing.  (`client` and `server` are pol_client.c's.)
  */
 #include "config.h"
 
@@ -150,15 +148,14 @@ check_writable(lua_State *L, const struct msg *m, const char *what)
         (void)luaL_error(L, "%s.%s is read-only here", kind_name[m->kind], what);
 }
 
-/* A copy in the request's workspace. */
+/* A copy in the workspace of whom the hook runs for. */
 static struct txt
 ws_txt(lua_State *L, const char *s, size_t len)
 {
     struct pol_wrk *pw = pol__wrk(L);
     char *p;
 
-    AN(pw->req);
-    p = ws_strndup(pw->req->ws, s, len);
+    p = ws_strndup(pol__ws(pw), s, len);
     if (p == NULL)
         (void)luaL_error(L, "workspace_client exhausted");
     return ((struct txt){ p, len });
@@ -417,23 +414,28 @@ push_txt(lua_State *L, struct txt t)
     lua_pushlstring(L, t.b != NULL ? t.b : "", t.len);
 }
 
-/* req.backend: the director's name; bereq.backend: the backend's, once picked. */
+/*
+ * req.backend: the director's name; bereq.backend: the backend's, once
+ * picked.  Of the request, or (a backend hook) of the transaction.
+ */
 static void
 push_backend(lua_State *L, const struct msg *m)
 {
     struct pol_wrk *pw = pol__wrk(L);
-    struct req *req = pw->req;
-    const struct dir *d;
+    const char *be_name = pw->bc != NULL ? pw->bc->be_name : pw->req->be_name;
+    const struct dir *d = pw->bc != NULL ? pw->bc->dir : pw->req->dir;
 
-    if (m->kind == POL_O_BEREQ && req->be_name != NULL) {
-        lua_pushstring(L, req->be_name);
+    if (m->kind == POL_O_BEREQ && be_name != NULL) {
+        lua_pushstring(L, be_name);
         return;
     }
-    d = req->dir != NULL ? req->dir : pol__decl_route(pol__prog_cfg(pw->prog), req);
+    if (d == NULL)
+        d = pol__decl_route(pol__prog_cfg(pw->prog),
+                            pw->bc != NULL ? pw->bc->creq : pw->req->http);
     if (d != NULL)
         lua_pushstring(L, dir_name(d));
-    else if (req->be_name != NULL)
-        lua_pushstring(L, req->be_name);
+    else if (be_name != NULL)
+        lua_pushstring(L, be_name);
     else
         lua_pushnil(L);
 }
@@ -449,7 +451,10 @@ set_backend(lua_State *L, const struct msg *m)
     if (d == NULL)
         (void)luaL_error(L, "%s.backend: no backend or director \"%s\" is declared",
                          kind_name[m->kind], name);
-    pw->req->dir = d;
+    if (pw->bc != NULL)
+        pw->bc->dir = d;
+    else
+        pw->req->dir = d;
 }
 
 /*
@@ -459,20 +464,27 @@ set_backend(lua_State *L, const struct msg *m)
 static void
 push_req_fact(lua_State *L, const struct msg *m, const char *k)
 {
-    const struct req *req = pol__wrk(L)->req;
+    const struct pol_wrk *pw = pol__wrk(L);
+    const struct req *req = pw->req;
+    const struct pol_bctx *bc = pw->bc; /* a backend hook's transaction; then req is NULL */
 
-    if (req == NULL)
+    if (!pol__in_hook(pw))
         lua_pushnil(L);
     else if (strcmp(k, "restarts") == 0)
-        lua_pushinteger(L, req->restarts);
-    else if (strcmp(k, "xid") == 0)
-        lua_pushinteger(L, (lua_Integer)req->pol_id); /* set before the first hook ran */
+        lua_pushinteger(L, bc != NULL ? bc->restarts : req->restarts);
+    else if (strcmp(k, "xid") == 0) /* set before the first hook ran */
+        lua_pushinteger(L, (lua_Integer)(bc != NULL ? bc->xid : req->pol_id));
     else if (m->kind == POL_O_BEREQ && strcmp(k, "retries") == 0)
-        lua_pushinteger(L, req->retries);
+        lua_pushinteger(L, bc != NULL ? bc->retries : req->retries);
     else if (m->kind == POL_O_BEREQ && strcmp(k, "uncacheable") == 0)
-        lua_pushboolean(L, req->bereq_uncacheable || pol__wrk(L)->hook == POL_H_PIPE);
+        lua_pushboolean(L, bc != NULL ? bc->uncacheable
+                                      : req->bereq_uncacheable || pw->hook == POL_H_PIPE);
+    else if (m->kind == POL_O_BEREQ && strcmp(k, "is_bgfetch") == 0)
+        lua_pushboolean(L, bc != NULL && bc->bg);
     else if (strcmp(k, "backend") == 0)
         push_backend(L, m);
+    else if (req == NULL)
+        lua_pushnil(L);
     else if (m->kind == POL_O_REQ && strcmp(k, "hash_always_miss") == 0)
         lua_pushboolean(L, req->hash_always_miss);
     else if (m->kind == POL_O_REQ && strcmp(k, "hash_ignore_busy") == 0)
@@ -682,193 +694,6 @@ l_msg_tostring(lua_State *L)
 
     lua_pushstring(L, kind_name[m->kind]);
     return (1);
-}
-
-/* ---- client ---- */
-
-/*
- * TLS facts of the client's connection: from our own handshake, or from
- * the PROXY v2 header of a terminator in front.  nil when unknown.
- */
-static void
-push_tls_fact(lua_State *L, const struct sess *sp, const char *k)
-{
-    const struct pp_sess *ps = sp->pp;
-    const char *v = NULL;
-
-    if (sp->ssl != NULL) {
-        SSL *ssl = (SSL *)sp->ssl;
-        if (strcmp(k, "version") == 0)
-            v = SSL_get_version(ssl);
-        else if (strcmp(k, "cipher") == 0)
-            v = SSL_get_cipher_name(ssl);
-        else if (strcmp(k, "sni") == 0)
-            v = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    } else if (ps != NULL) {
-        if (strcmp(k, "version") == 0 && ps->tls)
-            v = ps->tls_version;
-        else if (strcmp(k, "cipher") == 0 && ps->tls)
-            v = ps->tls_cipher;
-        else if (strcmp(k, "cert_cn") == 0 && ps->tls)
-            v = ps->tls_cn;
-        else if (strcmp(k, "sni") == 0)
-            v = ps->authority;
-    }
-    if (v != NULL && *v != '\0')
-        lua_pushstring(L, v);
-    else
-        lua_pushnil(L);
-}
-
-static int
-l_client_index(lua_State *L)
-{
-    struct pol_wrk *pw = pol__wrk(L);
-    const char *k = luaL_checkstring(L, 2);
-    const struct sess *sp;
-
-    if (pw->req == NULL)
-        return (luaL_error(L, "client used outside a hook"));
-    sp = pw->req->sp; /* NULL for a request without a connection (unit tests) */
-    if (sp != NULL && strcmp(k, "ip") == 0)
-        lua_pushstring(L, sp->client_ip);
-    else if (sp != NULL && strcmp(k, "port") == 0)
-        lua_pushinteger(L, strtol(sp->client_port, NULL, 10));
-    else if (strcmp(k, "tls") == 0)
-        lua_pushboolean(L, sp != NULL && sess_is_tls(sp));
-    else if (sp != NULL && strncmp(k, "tls_", 4) == 0)
-        push_tls_fact(L, sp, k + 4);
-    else if (sp != NULL && strcmp(k, "sni") == 0)
-        push_tls_fact(L, sp, k);
-    else if (sp != NULL && strcmp(k, "proxy") == 0 && sp->pp != NULL)
-        lua_pushinteger(L, sp->pp->version);
-    else if (strcmp(k, "proto") == 0)
-        lua_pushstring(L, http_proto_name(pw->req->http->proto)); /* the client's protocol */
-    else
-        lua_pushnil(L);
-    return (1);
-}
-
-static int
-l_client_tostring(lua_State *L)
-{
-    struct pol_wrk *pw = pol__wrk(L);
-
-    if (pw->req != NULL && pw->req->sp != NULL)
-        lua_pushfstring(L, "%s:%s", pw->req->sp->client_ip, pw->req->sp->client_port);
-    else
-        lua_pushliteral(L, "client");
-    return (1);
-}
-
-/*
- * ---- server: this host, and the address the client connected to ----
- * (VCL's local.ip is server.ip here: `local` is a Lua keyword.)
- */
-
-/* The connection's own address: with a wildcard listen address, the one it reached. */
-static int
-push_local_addr(lua_State *L, const char *k)
-{
-    struct pol_wrk *pw = pol__wrk(L);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    char host[INET6_ADDRSTRLEN], port[8];
-
-    if (pw->req == NULL)
-        return (luaL_error(L, "server.%s used outside a hook", k));
-    if (pw->req->sp != NULL && pw->req->sp->pp != NULL && pw->req->sp->pp->server_ip[0] != '\0') {
-        /* Behind a PROXY header: the address the client reached, not the balancer's hop. */
-        if (*k == 'i')
-            lua_pushstring(L, pw->req->sp->pp->server_ip);
-        else
-            lua_pushinteger(L, strtol(pw->req->sp->pp->server_port, NULL, 10));
-        return (1);
-    }
-    if (pw->req->sp == NULL || getsockname(pw->req->sp->fd, (struct sockaddr *)&ss, &sl) != 0 ||
-        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-        lua_pushnil(L);
-    else if (*k == 'i')
-        lua_pushstring(L, host);
-    else
-        lua_pushinteger(L, strtol(port, NULL, 10));
-    return (1);
-}
-
-static int
-l_server_index(lua_State *L)
-{
-    const char *k = luaL_checkstring(L, 2);
-    char name[256];
-
-    if (strcmp(k, "ip") == 0 || strcmp(k, "port") == 0)
-        return (push_local_addr(L, k));
-    if (strcmp(k, "tls") == 0) {
-        struct pol_wrk *pw = pol__wrk(L);
-        lua_pushboolean(L, pw->req != NULL && pw->req->sp != NULL && sess_is_tls(pw->req->sp));
-        return (1);
-    }
-    if (strcmp(k, "hostname") == 0) {
-        if (gethostname(name, sizeof name) != 0)
-            name[0] = '\0';
-        name[sizeof name - 1] = '\0';
-        lua_pushstring(L, name);
-    } else if (strcmp(k, "identity") == 0) {
-        pol__identity(name, sizeof name);
-        lua_pushstring(L, name);
-    } else {
-        lua_pushnil(L);
-    }
-    return (1);
-}
-
-void
-pol__identity(char *buf, size_t len)
-{
-    const char *id = __atomic_load_n(&par.identity, __ATOMIC_ACQUIRE);
-
-    if (id != NULL && *id != '\0') {
-        snprintf(buf, len, "%s", id);
-        return;
-    }
-    if (gethostname(buf, len) != 0)
-        buf[0] = '\0';
-    buf[len - 1] = '\0';
-}
-
-static int
-l_fact_newindex(lua_State *L)
-{
-    return (luaL_error(L, "%s is read-only", luaL_checkstring(L, lua_upvalueindex(1))));
-}
-
-/* A read-only global userdata `name` whose fields come from index. */
-static void
-fact_open(lua_State *L, const char *name, lua_CFunction index, lua_CFunction tostring)
-{
-    (void)lua_newuserdatauv(L, 0, 0);
-    lua_newtable(L);
-    lua_pushcfunction(L, index);
-    lua_setfield(L, -2, "__index");
-    lua_pushstring(L, name);
-    lua_pushcclosure(L, l_fact_newindex, 1);
-    lua_setfield(L, -2, "__newindex");
-    if (tostring != NULL) {
-        lua_pushcfunction(L, tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pushliteral(L, "locked");
-    lua_setfield(L, -2, "__metatable");
-    lua_setmetatable(L, -2);
-    lua_setglobal(L, name);
-}
-
-void
-pol__client_open(lua_State *L)
-{
-    fact_open(L, "client", l_client_index, l_client_tostring);
-    fact_open(L, "server", l_server_index, NULL);
 }
 
 void

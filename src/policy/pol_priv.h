@@ -74,8 +74,9 @@ struct pol_wrk {
     uint64_t ctx_keep_id[POL_CTX_KEEP];
     int ctx_keep_ref[POL_CTX_KEEP];
     unsigned ctx_keep_next;
-    /* during a hook call */
+    /* during a hook call: for a request (client-side hooks), or a backend transaction */
     struct req *req;
+    struct pol_bctx *bc;
     enum pol_hook hook;
     struct pol_synth *syn; /* where surogat.synth() writes; NULL in hooks without "synth" */
     const char *answered;  /* run_hook(): whose function answered: "script", "builtin", "default" */
@@ -119,6 +120,26 @@ extern const char *const pol__hook_name[POL_H_MAX]; /* the script's global of ea
  */
 struct wrk;
 struct pol_wrk *pol__state(struct wrk *wrk, bool in_request);
+/*
+ * The worker's state for program p itself (a detached backend
+ * transaction's, pol_bctx), rebuilt from p when it is another's; the
+ * worker's next request finds the generation moved and builds the
+ * current one again.  NULL logged and counted.
+ */
+struct pol_wrk *pol__state_prog(struct wrk *wrk, struct pol_prog *p);
+/* A reference to p for the caller (pol__prog_unref() it); p may be NULL. */
+struct pol_prog *pol__prog_ref(struct pol_prog *p);
+/*
+ * During a hook call: whether one runs at all (not the top level), and
+ * the workspace of whom it runs for (the request's, or the backend
+ * transaction's).
+ */
+static inline bool
+pol__in_hook(const struct pol_wrk *pw)
+{
+    return (pw->req != NULL || pw->bc != NULL);
+}
+struct ws *pol__ws(const struct pol_wrk *pw);
 /* pol_park.c: req.ctx and the request's globals, as pol_park() carried them. */
 void pol__unpark(struct pol_wrk *pw, struct req *req);
 bool pol__user_has(enum pol_hook h);                  /* the current script defines hook h */
@@ -151,7 +172,7 @@ void pol__admin_fini(void);
  * the recording functions to a state; _build() turns what the scratch
  * state recorded into a program's configuration (NULL with "file:line:
  * message" in err); _find() a backend or director by name; _route() the
- * director of a request by the routes (or the default; NULL without any).
+ * director of a request head by the routes (or the default; NULL without any).
  */
 struct pol_cfg;
 struct dir;
@@ -160,7 +181,7 @@ struct pol_cfg *pol__decl_build(lua_State *L, struct sb *err);
 void pol__decl_free(struct pol_cfg **cfgp);
 void pol__decl_fini(void); /* at exit, after the programs: the static backends' files */
 struct dir *pol__decl_find(const struct pol_cfg *cfg, const char *name);
-struct dir *pol__decl_route(const struct pol_cfg *cfg, const struct req *req);
+struct dir *pol__decl_route(const struct pol_cfg *cfg, const struct http *hp); /* hp: request head */
 bool pol__decl_empty(const struct pol_cfg *cfg);
 bool pol__decl_has_static(const struct pol_cfg *cfg);
 /* Fill pi's backends and directors from cfg (pol_prog_foreach). */
@@ -253,8 +274,15 @@ void pol__obj_kill(lua_State *L, int idx);
  */
 struct http *pol__obj_check(lua_State *L, int idx, enum pol_obj_kind kind,
                             const struct pol_ex **exp);
-/* The globals `client` and `server`: facts of the current request, read-only. */
+/*
+ * pol_client.c: the globals `client` and `server`, facts of the hook's
+ * client, read-only.  _fill() copies all of them from connection sp
+ * (NULL: none) into pc.
+ */
 void pol__client_open(lua_State *L);
+struct pol_client;
+struct sess;
+void pol__client_fill(struct pol_client *pc, const struct sess *sp);
 
 /*
  * The toolbox of `surogat`, each adding its functions to the table on

@@ -681,7 +681,7 @@ check_dict(lua_State *L, int idx, const char *method)
     struct shd_handle *h = luaL_checkudata(L, idx, SHD_MT);
     struct pol_wrk *pw = pol__wrk(L);
 
-    if (pw->req == NULL)
+    if (!pol__in_hook(pw))
         (void)luaL_error(L, "shared:%s(): in hooks only, not at the top level of the script",
                          method);
     if (h->d == NULL) {

@@ -503,7 +503,7 @@ l_healthy(lua_State *L)
     struct pol_wrk *pw = pol__wrk(L);
     struct dir *d;
 
-    if (pw->req == NULL)
+    if (!pol__in_hook(pw))
         return (luaL_error(L, "surogat.healthy: in hooks only"));
     d = pol__decl_find(pol__prog_cfg(pw->prog), name);
     if (d == NULL)

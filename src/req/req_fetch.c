@@ -1,6 +1,8 @@
 /*
  * The request's side of a fetch: it fills a busy object with what the
- * fetch needs of the request (src/fetch/ knows no request), runs it, and
+ * fetch needs of the request (src/fetch/ knows no request), and the
+ * policy context of its backend hooks (pol_bctx: the request's head,
+ * req.backend, its client), runs it, and
  * decides what its outcome means for the client: the response through the
  * deliverer, the stale copy when the backend fails and stale-if-error
  * allows, the policy's backend_error hook, a retry or a failover, an
@@ -20,7 +22,6 @@
 #include "surogat/dlv.h"
 #include "surogat/fetch.h"
 #include "surogat/hsh.h"
-#include "surogat/log.h"
 #include "surogat/par.h"
 #include "surogat/pol.h"
 #include "surogat/req.h"
@@ -49,15 +50,16 @@ stale_usable(const struct hsh_stale *stale)
 }
 
 void
-req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc,
-             const struct hsh_stale *stale)
+req__busyobj(struct req *req, struct busyobj *bo, struct pol_bctx *bc, struct be *be,
+             struct cobj *oc, const struct hsh_stale *stale)
 {
     fetch_init(bo);
+    pol_bctx_init(bc, req);
     bo->ws = req->ws;
     bo->rxbuf = req->wrk->be;
     bo->rxsize = req->wrk->be_size;
     bo->creq = req->http;
-    bo->req = req;
+    bo->pol = bc;
     _Static_assert(sizeof bo->client_ip == sizeof req->client_ip, "one address form");
     memcpy(bo->client_ip, req->client_ip, sizeof bo->client_ip); /* NUL-terminated in both */
     bo->client_tls = req->client_tls;
@@ -70,7 +72,6 @@ req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc
         bo->body_priv = req;
     }
     bo->be = be;
-    bo->be_name = &req->be_name;
     bo->dir = req->dir;
     bo->key = req->lookup_key;
     bo->keylen = req->lookup_keylen;
@@ -82,34 +83,17 @@ req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc
     bo->include = req->esi_level > 0;
     bo->upgrade = req->upgrade && oc == NULL;
     bo->pipe_bereq = req->st != NULL ? req->st->pipe_bereq : NULL;
-    if (!req->bg) {
-        bo->interim = req__interim;
-        bo->interim_priv = req;
-    }
-    bo->trace = trace_fetch(req->trace, req->ws,
-                            oc == NULL ? "pass"
-                            : req->bg  ? "bgfetch"
-                                       : "fetch");
+    bo->interim = req__interim;
+    bo->interim_priv = req;
 }
 
-/*
- * Whether a hook's "retry" may fetch again: within max_retries, and with
- * no request body (it was consumed by the attempt that failed).
- */
-static bool
-retry_allowed(const struct req *req)
+/* What the backend hooks of an attempt chose, for the request's next one and its log. */
+static void
+bctx_back(struct req *req, const struct pol_bctx *bc)
 {
-    if (req->body != H1_BODY_NONE) {
-        log_msg(LOG_WARNING, "policy: \"retry\" of a request with a body: its body is gone, "
-                             "the fetch fails");
-        return (false);
-    }
-    if (req->retries >= par.max_retries) {
-        log_msg(LOG_WARNING, "policy: \"retry\" past max_retries (%u): the fetch fails",
-                par.max_retries);
-        return (false);
-    }
-    return (true);
+    req->dir = bc->dir;
+    req->be_name = bc->be_name;
+    req->hooks |= bc->hooks;
 }
 
 static void
@@ -127,11 +111,6 @@ serve_stale(struct req *req, struct cobj *stale, unsigned status)
 static void
 fail_plain(struct req *req, const struct hsh_stale *stale, unsigned status)
 {
-    if (req->bg) {
-        /* Nobody to answer: the stale copy stays, and a later request tries again. */
-        STAT_INC(cache_bgfetch_failed);
-        return;
-    }
     if (status >= 500 && stale_usable(stale)) {
         serve_stale(req, stale->oc, status);
         return;
@@ -145,7 +124,7 @@ fail_plain(struct req *req, const struct hsh_stale *stale, unsigned status)
  * POL_DELIVER (sent), or anything else: the plain error follows.
  */
 static enum pol_act
-backend_error(struct req *req, unsigned status)
+backend_error(struct req *req, struct pol_bctx *bc, unsigned status)
 {
     struct http_hdr *hdrs = ws_alloc(req->ws, (POL_HDR_ROOM + 2) * sizeof *hdrs);
     struct http beresp;
@@ -160,9 +139,10 @@ backend_error(struct req *req, unsigned status)
     beresp.proto = 11;
     beresp.status = status;
     beresp.reason = (struct txt){ http_reason(status), strlen(http_reason(status)) };
-    act = pol_backend_error(req, &beresp, &body);
+    act = pol_backend_error(bc, &beresp, &body);
+    bctx_back(req, bc);
     if (act == POL_RETRY)
-        return (retry_allowed(req) ? POL_RETRY : POL_ABANDON);
+        return (fetch_retry_allowed(req->body, req->retries) ? POL_RETRY : POL_ABANDON);
     if (act != POL_DELIVER)
         return (act);
     if (dlv_send(req, &beresp, body) != 0)
@@ -177,11 +157,11 @@ backend_error(struct req *req, unsigned status)
  * "retry").
  */
 static bool
-fail(struct req *req, const struct hsh_stale *stale, unsigned status)
+fail(struct req *req, struct pol_bctx *bc, const struct hsh_stale *stale, unsigned status)
 {
-    if (!req->bg && req->t_first == 0 && !(status >= 500 && stale_usable(stale)) &&
-        pol_active() && pol_has_backend_error()) {
-        switch (backend_error(req, status)) {
+    if (req->t_first == 0 && !(status >= 500 && stale_usable(stale)) && pol_active() &&
+        pol_has_backend_error()) {
+        switch (backend_error(req, bc, status)) {
         case POL_RETRY:
             return (true);
         case POL_DELIVER:
@@ -220,7 +200,7 @@ held_miss(struct req *req, struct busyobj *bo)
     hsh_deref(&held);
 }
 
-/* The response is in: to the client as it is read, or into the cache only (bg). */
+/* The response is in: to the client as it is read. */
 static void
 deliver(struct req *req, struct busyobj *bo)
 {
@@ -230,13 +210,6 @@ deliver(struct req *req, struct busyobj *bo)
 
     if (bo->oc == NULL && !bo->miss)
         req_invalidate(req, bo->beresp);
-    if (req->bg) {
-        rv = fetch_body(bo, NULL);
-        if (rv != 0)
-            STAT_INC(cache_bgfetch_failed);
-        fetch_done(bo);
-        return;
-    }
     /* An ESI page is assembled from the complete object, with its program. */
     if ((bo->hold || bo->esi != NULL) && bo->oc != NULL) {
         held_miss(req, bo);
@@ -263,6 +236,7 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
 {
     struct be *tried[FETCH_TRIED_MAX];
     unsigned ntried = 0;
+    struct pol_bctx bc;
     struct busyobj bo;
     enum fetch_result r;
 
@@ -274,14 +248,15 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
             /* A hook routed a fetch to static files: they are served, not fetched. */
             if (oc != NULL)
                 hsh_abandon(&oc, 0);
-            if (!req->bg)
-                dlv_local(req, be);
+            dlv_local(req, be);
             return;
         }
         if (be == NULL) {
             TRACE(req->trace, FETCH_ERROR, "no healthy backend to fetch from");
             /* No healthy backend.  backend_error may retry: bounded by max_retries. */
-            if (fail(req, stale, 503)) {
+            pol_bctx_init(&bc, req);
+            bc.trace = trace_backend(req->trace);
+            if (fail(req, &bc, stale, 503)) {
                 req->retries++;
                 STAT_INC(policy_retry);
                 continue;
@@ -292,11 +267,12 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
         }
         OBJ_CHECK(be, BE_MAGIC);
         req->be_name = be->name;
-        req__busyobj(req, &bo, be, oc, stale);
+        req__busyobj(req, &bo, &bc, be, oc, stale);
+        bo.trace = bc.trace = trace_fetch(req->trace, req->ws, oc == NULL ? "pass" : "fetch");
         bo.tried = tried;
         bo.ntried = ntried;
-        bo.bg = req->bg;
-        r = fetch_head(&bo, &req->dir);
+        r = fetch_head(&bo);
+        bctx_back(req, &bc);
         req->bereq = bo.bereq;
         switch (r) {
         case FETCH_OK:
@@ -307,13 +283,10 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
             return;
         case FETCH_REVALIDATED:
             fetch_done(&bo);
-            if (!req->bg) {
-                dlv_obj(req, bo.renewed, tim_real(),
-                        bo.stored ? "fwd=stale; fwd-status=304; stored"
-                                  : "fwd=stale; fwd-status=304");
-                if (bo.stored)
-                    req->outcome = REQ_O_REVALIDATED;
-            }
+            dlv_obj(req, bo.renewed, tim_real(),
+                    bo.stored ? "fwd=stale; fwd-status=304; stored" : "fwd=stale; fwd-status=304");
+            if (bo.stored)
+                req->outcome = REQ_O_REVALIDATED;
             hsh_deref(&bo.renewed);
             return;
         case FETCH_FAILOVER:
@@ -329,7 +302,7 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
             oc = bo.oc; /* kept for the fetch again */
             bo.oc = NULL;
             fetch_done(&bo);
-            if (!retry_allowed(req)) {
+            if (!fetch_retry_allowed(req->body, req->retries)) {
                 if (oc != NULL)
                     hsh_abandon(&oc, 0);
                 fail_plain(req, stale, 503);
@@ -375,7 +348,7 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
             oc = bo.oc; /* kept, should backend_error say "retry" */
             bo.oc = NULL;
             fetch_done(&bo);
-            if (fail(req, stale, fetch_result_status(r))) {
+            if (fail(req, &bc, stale, fetch_result_status(r))) {
                 req->retries++;
                 STAT_INC(policy_retry);
                 continue;

@@ -103,7 +103,7 @@ req__waiter(struct req *req)
 
     if (req->esi_up != NULL)
         return (req__esi_waiter(req)); /* an include: its page hears the wake-up */
-    if (req->tp == NULL || req->tp->park == NULL || req->bg)
+    if (req->tp == NULL || req->tp->park == NULL)
         return (NULL);
     if (st->waiter.magic == 0) {
         st->waiter.magic = HSH_WAITER_MAGIC;

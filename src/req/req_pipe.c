@@ -35,6 +35,7 @@
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
+#include "surogat/trace.h"
 #include "surogat/ws.h"
 
 #include "req_priv.h"
@@ -45,6 +46,7 @@ req_pipe(struct req *req, struct be *be)
     struct tp_tunnel t = { .idle = par.pipe_timeout };
     struct pol_synth syn;
     struct bcp_conn *conn;
+    struct pol_bctx bc;
     struct busyobj bo;
     struct http *bq;
     struct sb sb;
@@ -53,7 +55,8 @@ req_pipe(struct req *req, struct be *be)
 
     AN(req->st);
     req->outcome = REQ_O_PIPE;
-    req__busyobj(req, &bo, be, NULL, NULL);
+    req__busyobj(req, &bo, &bc, be, NULL, NULL);
+    bo.trace = bc.trace = trace_fetch(req->trace, req->ws, "pass");
     if ((bq = fetch_pipe_bereq(&bo)) == NULL) {
         STAT_INC(ws_overflow);
         req->close = true;

@@ -37,9 +37,13 @@ void req_fetch_pass(struct req *req, struct be *be);
 void req_fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
 /* The fetch of either (oc NULL: a pass), its attempts, failovers and retries. */
 void req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale);
-/* A busy object for req: what the fetch needs of the request, copied or borrowed. */
-void req__busyobj(struct req *req, struct busyobj *bo, struct be *be, struct cobj *oc,
-                  const struct hsh_stale *stale);
+/*
+ * A busy object for req, and the policy context of its backend hooks
+ * (bc, which bo points to): what the fetch needs of the request, copied
+ * or borrowed.
+ */
+void req__busyobj(struct req *req, struct busyobj *bo, struct pol_bctx *bc, struct be *be,
+                  struct cobj *oc, const struct hsh_stale *stale);
 /*
  * req_bg.c.  Grace with nobody refreshing (HSH_GRACE): refresh the busy
  * *ocp from the stale copy stale->oc in a pool task (POOL_PRIO_BG,

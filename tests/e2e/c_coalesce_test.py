@@ -62,7 +62,8 @@ def test_hit_for_miss_does_not_queue(origin, surogat):
     assert origin.hits("/priv") == 6
     reqs = origin.reqs("/priv")[1:]
     spread = max(q.t for q in reqs) - min(q.t for q in reqs)
-    assert spread < 0.5, "the origin got the 5 requests over %.2fs: they queued" % spread
+    # queued behind each other they would come a second (the origin's delay) apart
+    assert spread < 0.9, "the origin got the 5 requests over %.2fs: they queued" % spread
     assert took < 1.9, "5 uncacheable requests with a 1s origin took %.2fs" % took
     after = sg.stats()
     assert after["cache_hitmiss"] - before["cache_hitmiss"] == 5

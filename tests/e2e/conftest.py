@@ -486,6 +486,26 @@ class Apache:
             self.stop()
             raise
 
+    def requests(self, path, method="GET"):
+        """Requests for path in the access log.  Apache logs a request after
+        its response went out, so the count is read until it holds still
+        (compare with a count taken first: a module's tests share one Apache)."""
+        log = self.root / "logs" / "access.log"
+        want = '"%s %s ' % (method, path)
+
+        def count():
+            if not log.exists():
+                return 0
+            return sum(1 for ln in log.read_text(errors="replace").splitlines() if want in ln)
+        n = count()
+        for _ in range(50):
+            time.sleep(0.05)
+            m = count()
+            if m == n:
+                return n
+            n = m
+        return n
+
     def error_log(self):
         p = self.root / "logs" / "error.log"
         return p.read_text(errors="replace") if p.exists() else ""

@@ -48,6 +48,12 @@ CLU_PATH = "/.well-known/surogat-cluster"
 LOCAL_HOT = 3  # a node keeps a copy of a key it asked its owner for this often lately
 
 
+def seconds(duration):
+    """A policy duration ("1s", "500ms") in seconds."""
+    m = re.fullmatch(r"([\d.]+)(ms|s)", duration)
+    return float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+
+
 def cluster_policy(origin_port, ports, local_ttl="60s", rampup="1s", secret=SECRET,
                    names=None, extra=""):
     names = names or ["node%d" % (i + 1) for i in range(len(ports))]
@@ -110,6 +116,10 @@ class Fleet:
         for i in range(len(self.names)):
             self.start(i)
         self.wait_healthy()
+        # Each node ramps each member's share up over `rampup` from when it saw
+        # it healthy: until then two nodes may name different owners for a key
+        # (and both fetch it from the origin).
+        time.sleep(seconds(self.kw.get("rampup", "1s")) + 0.2)
         return self.nodes
 
     def wait_healthy(self, timeout=10):

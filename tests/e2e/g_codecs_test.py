@@ -10,6 +10,7 @@ is being made; a file store does not bring copies back after a restart.
 Every body is decoded with Python's zlib, brotli and zstandard and
 compared with the origin's byte for byte."""
 
+import os
 import socket
 import time
 
@@ -81,6 +82,32 @@ def test_stored_br_each_client_its_coding(origin, surogat):
     st = sg.stats()
     assert st["transcode_delivered"] + st["copy_hit"] == 9, st
     assert st["copy_made"] == 2 and st["n_copy"] == 2 and st["gunzip_delivered"] == 0, st
+
+
+def test_apache_page_stored_once_each_client_its_coding(apache, surogat):
+    """The real Apache (no mod_deflate: identity) behind the defaults: one
+    backend request, the page stored br, every client its coding, byte for
+    byte, and the identity clients served from a copy once they keep coming."""
+    page_ = page(60000, seed=11)
+    p = apache.root / "htdocs" / "codings.html"
+    p.write_bytes(page_)
+    os.chmod(p, 0o644)
+    old = time.time() - 7 * 86400  # heuristic freshness: 10% of a week
+    os.utime(p, (old, old))
+    base = apache.requests("/codings.html")
+    sg = surogat(backend=apache.addr)
+    r = get(sg, "/codings.html", "gzip, deflate, br, zstd")
+    check(r, "br", page_)
+    assert forwarded(r.header("Cache-Status"), stored=True), r
+    assert len(r.body) < len(page_) // 3, "compressible HTML barely compressed"
+    for ae, coding in [("br", "br"), ("gzip", "gzip"), ("zstd;q=1, gzip;q=0.5", "gzip"),
+                       (None, None), ("identity", None), (None, None)]:
+        r = get(sg, "/codings.html", ae)
+        check(r, coding, page_, ae)
+        assert is_hit(r), r
+    assert apache.requests("/codings.html") == base + 1
+    st = sg.stats()
+    assert st["br_compressed"] == 1 and st["copy_made"] >= 1 and st["copy_hit"] >= 1, st
 
 
 def test_zstd_first_in_compress_formats(origin, surogat):

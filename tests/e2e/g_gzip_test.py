@@ -77,26 +77,8 @@ def site(apache):
     return files
 
 
-def _apache_count(apache, path, method):
-    log = apache.root / "logs" / "access.log"
-    if not log.exists():
-        return 0
-    return sum(1 for ln in log.read_text(errors="replace").splitlines()
-               if ('"%s %s ' % (method, path)) in ln)
-
-
 def apache_hits(apache, path, method="GET"):
-    """Requests for path in Apache's access log (shared by the module's tests:
-    compare with a count taken first).  Apache logs a request after its
-    response went out, so the count is read until it holds still."""
-    n = _apache_count(apache, path, method)
-    for _ in range(50):
-        time.sleep(0.05)
-        m = _apache_count(apache, path, method)
-        if m == n:
-            return n
-        n = m
-    return n
+    return apache.requests(path, method)
 
 
 def test_apache_stored_once_served_both_ways(apache, site, surogat):

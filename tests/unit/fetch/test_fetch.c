@@ -22,7 +22,8 @@
  * a body short (502); kept connections found dead, retried once on a
  * fresh one (not for a POST); interim responses before the final one, and
  * 103s handed up as they come; an upgrade the backend switched
- * (FETCH_UPGRADE) or refused (an ordinary response, its connection closed).
+ * (FETCH_UPGRADE) or refused (an ordinary response, its connection closed);
+ * a background refresh, a fetch with no request behind it (fetch_refresh()).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -474,7 +475,7 @@ static const struct fetch_sink sink = { coll_piece, coll_flush, &got };
 static void
 fetch_all(struct busyobj *bo)
 {
-    ck_assert_int_eq(fetch_head(bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(bo), FETCH_OK);
     ck_assert_int_eq(fetch_body(bo, &sink), 0);
     fetch_done(bo);
 }
@@ -662,7 +663,7 @@ START_TEST(body_content_length)
     answer("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello", ", ", "world", NULL);
     peer_run();
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_int_eq(bo.rbody, H1_BODY_LENGTH);
     ck_assert_uint_eq(bo.rclen, 12);
     ck_assert(bo.be_keepalive);
@@ -687,7 +688,7 @@ START_TEST(body_chunked)
            "2\r\n, \r\n5\r\nwor", "ld\r\n0\r\n\r\n", NULL);
     peer_run();
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_int_eq(bo.rbody, H1_BODY_CHUNKED);
     ck_assert_int_eq(fetch_body(&bo, &sink), 0);
     ck_assert_str_eq(got.b, "hello, world");
@@ -708,7 +709,7 @@ START_TEST(body_close_delimited)
         true;
     peer_run();
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_int_eq(bo.rbody, H1_BODY_EOF);
     ck_assert_int_eq(fetch_body(&bo, &sink), 0);
     ck_assert_str_eq(got.b, "hello, world");
@@ -762,7 +763,7 @@ START_TEST(store_into_busy_object)
     peer_run();
     oc = miss();
     mkbo(&bo, oc);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert(bo.miss);
     ck_assert(bo.stored);
     ck_assert_ptr_eq(bo.oc, oc);
@@ -825,7 +826,7 @@ START_TEST(revalidate_stale_object)
     ck_assert_str_eq(stale.fwd, "stale");
     mkbo(&bo, oc);
     bo.stale = stale;
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_REVALIDATED);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_REVALIDATED);
     ck_assert_ptr_nonnull(bo.renewed);
     ck_assert_ptr_ne(bo.renewed, stale.oc);
     snprintf(want, sizeof want,
@@ -968,7 +969,7 @@ START_TEST(streams_into_busy_object)
     oc = miss();
     mkbo(&bo, oc);
     stream_bo = &bo;
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert(bo.stored);
     ck_assert_int_eq(lookup_at(tim_real(), &rd.oc, &stale), HSH_STREAM);
     ck_assert_ptr_eq(rd.oc, oc);
@@ -1023,7 +1024,7 @@ START_TEST(failed_client_stops_only_a_pass)
     peer_run();
     oc = miss();
     mkbo(&bo, oc);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_int_eq(fetch_body(&bo, &fails), 0);
     ck_assert(bo.client_failed);
     ck_assert(bo.complete);
@@ -1036,7 +1037,7 @@ START_TEST(failed_client_stops_only_a_pass)
     ck_assert_uint_eq(bcp_idle_count(be->pool), 1);
     asked = 0;
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_int_eq(fetch_body(&bo, &fails), -2);
     ck_assert(bo.client_failed);
     ck_assert(!bo.complete);
@@ -1111,7 +1112,7 @@ START_TEST(gzip_checked)
     peer_run();
     oc = miss();
     mkbo(&bo, oc);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_int_eq(bo.gz_want, FGZ_CHECK);
     ck_assert(bo.gz_client);
     ck_assert_int_eq(fetch_body(&bo, &sink), 0);
@@ -1154,7 +1155,7 @@ START_TEST(gzip_bad_refused)
         memset(&got, 0, sizeof got);
         oc = miss();
         mkbo(&bo, oc);
-        ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+        ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
         ck_assert_int_eq(bo.gz_want, FGZ_CHECK);
         ck_assert(!bo.gz_client); /* the client takes the backend's bytes */
         ck_assert_msg(fetch_body(&bo, &sink) == -1, "%s: not refused", what[i]);
@@ -1196,7 +1197,7 @@ START_TEST(backend_refused_502)
     for (unsigned i = 0; i < ARRAY_LEN(v); i++) {
         bad = stat_get(STAT_backend_bad_resp);
         mkbo(&bo, NULL);
-        ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_E_BAD);
+        ck_assert_int_eq(fetch_head(&bo), FETCH_E_BAD);
         ck_assert_int_eq(bo.why, v[i].why);
         ck_assert_uint_eq(stat_get(STAT_backend_bad_resp) - bad, 1);
         fetch_done(&bo);
@@ -1218,7 +1219,7 @@ START_TEST(backend_first_byte_timeout)
     peer_run();
     mkbo(&bo, NULL);
     t0 = tim_mono();
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_E_TIMEOUT);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_E_TIMEOUT);
     ck_assert_double_ge(tim_mono() - t0, 0.2);
     ck_assert_double_lt(tim_mono() - t0, 1.5);
     ck_assert_uint_eq(fetch_result_status(FETCH_E_TIMEOUT), 504);
@@ -1246,7 +1247,7 @@ START_TEST(backend_body_short)
     peer_run();
     oc = miss();
     mkbo(&bo, oc);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert(bo.stored);
     ck_assert_int_eq(fetch_body(&bo, &sink), -1);
     ck_assert_str_eq(got.b, "01234");
@@ -1272,7 +1273,7 @@ START_TEST(backend_body_stalls)
     answer("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n01234", NULL)->hold = true;
     peer_run();
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     t0 = tim_mono();
     ck_assert_int_eq(fetch_body(&bo, &sink), -1);
     ck_assert_double_ge(tim_mono() - t0, 0.2);
@@ -1280,6 +1281,105 @@ START_TEST(backend_body_stalls)
     ck_assert_str_eq(got.b, "01234");
     ck_assert_uint_eq(stat_get(STAT_backend_body_cut) - cut, 1);
     fetch_done(&bo);
+}
+END_TEST
+
+/*
+ * A stale copy of the key, with an ETag, stored from the backend's first
+ * answer; then bo, the refresh of it with no request behind it (bo->bg,
+ * no policy context), which the backend answers with `then`.
+ */
+static void
+mkrefresh(struct busyobj *bo, struct hsh_stale *stale, const char *then)
+{
+    struct cobj *oc;
+
+    answer("HTTP/1.1 200 OK\r\n"
+           "Cache-Control: max-age=60\r\n"
+           "ETag: \"v1\"\r\n"
+           "Content-Length: 5\r\n"
+           "\r\n"
+           "stale",
+           NULL);
+    answer(then, NULL);
+    peer_run();
+    oc = miss();
+    mkbo(bo, oc);
+    fetch_all(bo);
+    ck_assert_int_eq(lookup_at(tim_real() + 120, &oc, stale), HSH_MISS);
+    ck_assert_ptr_nonnull(stale->oc);
+    mkbo(bo, oc);
+    bo->stale = *stale;
+    bo->stale_ok = true;
+    bo->bg = true;
+    ck_assert_ptr_null(bo->pol);
+}
+
+/*
+ * A background refresh: a busy object with no request behind it at all
+ * (fetch_refresh()), its client only the facts copied into it.  It asks
+ * the backend as the request's miss would -- conditional on the stale
+ * copy's validators, X-Forwarded-Proto from the client's TLS -- and a
+ * new 200 replaces the stale copy in the cache, with nothing delivered.
+ */
+START_TEST(refresh_without_a_request)
+{
+    struct busyobj bo;
+    struct hsh_stale stale;
+    struct cobj *hit;
+    char body[64], want[512];
+
+    mkrefresh(&bo, &stale,
+              "HTTP/1.1 200 OK\r\n"
+              "Cache-Control: max-age=300\r\n"
+              "ETag: \"v2\"\r\n"
+              "Content-Length: 5\r\n"
+              "\r\n"
+              "fresh");
+    bo.client_tls = true;
+    fetch_refresh(&bo);
+    ck_assert_ptr_null(bo.oc); /* published */
+    ck_assert_ptr_null(bo.conn);
+    snprintf(want, sizeof want,
+             "GET /x HTTP/1.1\r\n"
+             "Accept-Encoding: br, gzip\r\n"
+             "If-None-Match: \"v1\"\r\n"
+             "X-Forwarded-For: 192.0.2.7\r\n"
+             "X-Forwarded-Proto: https\r\n"
+             "Via: 1.1 surogat\r\n"
+             "Host: 127.0.0.1:%s\r\n"
+             "\r\n",
+             portstr);
+    ck_assert_str_eq(peer.got[1], want);
+    hsh_deref(&stale.oc);
+    ck_assert_int_eq(lookup_at(tim_real() + 120, &hit, &stale), HSH_HIT);
+    ck_assert_uint_eq(obj_body(hit, body, sizeof body), 5);
+    ck_assert_str_eq(body, "fresh");
+    hsh_deref(&hit);
+}
+END_TEST
+
+/*
+ * A refresh the backend fails (a 503 the stale copy may stand in for):
+ * counted, its busy object given up, and the stale copy stays what the
+ * next lookup finds.
+ */
+START_TEST(refresh_failure_keeps_the_stale_copy)
+{
+    struct busyobj bo;
+    struct hsh_stale stale;
+    struct cobj *oc;
+    uint64_t failed = stat_get(STAT_cache_bgfetch_failed);
+
+    mkrefresh(&bo, &stale, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+    fetch_refresh(&bo);
+    ck_assert_ptr_null(bo.oc); /* abandoned */
+    ck_assert_uint_eq(stat_get(STAT_cache_bgfetch_failed) - failed, 1);
+    hsh_deref(&stale.oc);
+    ck_assert_int_eq(lookup_at(tim_real() + 120, &oc, &stale), HSH_MISS);
+    ck_assert_ptr_nonnull(stale.oc); /* still there, for the next refresh */
+    hsh_abandon(&oc, 0);
+    hsh_deref(&stale.oc);
 }
 END_TEST
 
@@ -1298,7 +1398,7 @@ START_TEST(backend_refuses_connections)
     peer.lfd = -1;
     oc = miss();
     mkbo(&bo, oc);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_E_CONNECT);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_E_CONNECT);
     ck_assert_uint_eq(fetch_result_status(FETCH_E_CONNECT), 503);
     ck_assert_uint_eq(stat_get(STAT_backend_fail) - fail, 1);
     ck_assert_ptr_eq(bo.oc, oc);
@@ -1330,10 +1430,10 @@ START_TEST(backend_at_max_connections)
     answer("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond", NULL);
     peer_run();
     mkbo_in(&bo, NULL, &mem[0]);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     mkbo_in(&bo2, NULL, &mem[1]);
     t0 = tim_mono();
-    ck_assert_int_eq(fetch_head(&bo2, NULL), FETCH_E_BUSY);
+    ck_assert_int_eq(fetch_head(&bo2), FETCH_E_BUSY);
     ck_assert_double_lt(tim_mono() - t0, 0.5);
     ck_assert_uint_eq(fetch_result_status(FETCH_E_BUSY), 503);
     ck_assert_uint_eq(stat_get(STAT_backend_busy) - busy, 1);
@@ -1343,7 +1443,7 @@ START_TEST(backend_at_max_connections)
     fetch_done(&bo);
     memset(&got2, 0, sizeof got2);
     mkbo_in(&bo2, NULL, &mem[1]);
-    ck_assert_int_eq(fetch_head(&bo2, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo2), FETCH_OK);
     ck_assert(bo2.conn->reused);
     ck_assert_int_eq(fetch_body(&bo2, &sink2), 0);
     ck_assert_str_eq(got2.b, "second");
@@ -1374,9 +1474,9 @@ START_TEST(dead_kept_connections_retried_fresh)
     peer_run();
     memset(&got2, 0, sizeof got2);
     mkbo_in(&bo, NULL, &mem[0]);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     mkbo_in(&bo2, NULL, &mem[1]);
-    ck_assert_int_eq(fetch_head(&bo2, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo2), FETCH_OK);
     ck_assert_int_eq(fetch_body(&bo, &sink), 0);
     ck_assert_int_eq(fetch_body(&bo2, &sink2), 0);
     fetch_done(&bo);
@@ -1384,7 +1484,7 @@ START_TEST(dead_kept_connections_retried_fresh)
     ck_assert_uint_eq(bcp_idle_count(be->pool), 2);
     retry = stat_get(STAT_backend_retry);
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert(!bo.conn->reused);
     ck_assert_int_eq(fetch_body(&bo, &sink), 0);
     ck_assert_str_eq(got.b, "aagain");
@@ -1409,7 +1509,7 @@ START_TEST(dead_kept_connection_post_not_resent)
     bad = stat_get(STAT_backend_bad_resp);
     creq.method = TXT_LIT("POST");
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_E_BAD);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_E_BAD);
     ck_assert_uint_eq(fetch_result_status(FETCH_E_BAD), 502);
     fetch_done(&bo);
     ck_assert_uint_eq(stat_get(STAT_backend_retry) - retry, 0);
@@ -1434,7 +1534,7 @@ START_TEST(interim_before_final)
            NULL);
     peer_run();
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_uint_eq(bo.beresp->status, 200);
     ck_assert_ptr_nonnull(http_find(bo.beresp, "X-Final"));
     ck_assert_ptr_null(http_find(bo.beresp, "Link"));
@@ -1483,7 +1583,7 @@ START_TEST(interim_103_forwarded)
     mkbo(&bo, NULL);
     bo.interim = hint_in;
     bo.interim_priv = &hints;
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_uint_eq(hints.n, 2);
     ck_assert_str_eq(hints.fields[0], "Link: </a.css>; rel=preload\r\n");
     ck_assert_str_eq(hints.fields[1], "Link: </b.js>; rel=preload\r\n");
@@ -1521,7 +1621,7 @@ START_TEST(upgrade_switched)
     peer_run();
     mkbo(&bo, NULL);
     bo.upgrade = true;
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_UPGRADE);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_UPGRADE);
     ck_assert_ptr_nonnull(strstr(peer.got[0], "\r\nUpgrade: websocket\r\n"));
     ck_assert_ptr_nonnull(strstr(peer.got[0], "\r\nConnection: upgrade\r\n"));
     ck_assert_ptr_null(strstr(peer.got[0], "X-Other"));
@@ -1552,7 +1652,7 @@ START_TEST(upgrade_refused)
     peer_run();
     mkbo(&bo, NULL);
     bo.upgrade = true;
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_OK);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_OK);
     ck_assert_uint_eq(bo.beresp->status, 200);
     ck_assert_int_eq(fetch_body(&bo, &sink), 0);
     ck_assert_str_eq(got.b, "no");
@@ -1561,10 +1661,10 @@ START_TEST(upgrade_refused)
     ck_assert_uint_eq(stat_get(STAT_tunnel_refused) - refused, 1);
     mkbo(&bo, NULL);
     bo.upgrade = true;
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_E_BAD);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_E_BAD);
     fetch_done(&bo);
     mkbo(&bo, NULL);
-    ck_assert_int_eq(fetch_head(&bo, NULL), FETCH_E_BAD);
+    ck_assert_int_eq(fetch_head(&bo), FETCH_E_BAD);
     fetch_done(&bo);
     ck_assert_uint_eq(stat_get(STAT_tunnel_opened) - opened, 0);
 }
@@ -1604,5 +1704,7 @@ fetch_suite(void)
     tcase_add_test(tc, interim_103_forwarded);
     tcase_add_test(tc, upgrade_switched);
     tcase_add_test(tc, upgrade_refused);
+    tcase_add_test(tc, refresh_without_a_request);
+    tcase_add_test(tc, refresh_failure_keeps_the_stale_copy);
     return s;
 }

@@ -97,6 +97,7 @@ assert_refused(const struct http *h, const char *n)
 START_TEST(framing_fields_read_only)
 {
     static struct http_hdr hh[32];
+    struct pol_bctx bc;
     struct pol_synth syn;
     struct pol_beresp br;
     struct txt body = { "", 0 };
@@ -110,18 +111,19 @@ START_TEST(framing_fields_read_only)
                   "%s", val("X-Where"));
     ck_assert_str_eq(val("TE"), "trailers");
 
-    ck_assert_int_eq(pol_backend_fetch(&req, mkhead(&h, hh, 32, 0)), POL_FETCH);
+    pol_bctx_init(&bc, &req);
+    ck_assert_int_eq(pol_backend_fetch(&bc, mkhead(&h, hh, 32, 0)), POL_FETCH);
     assert_refused(&h, "42");
     ck_assert_ptr_null(http_find(&h, "TE"));
     memset(&br, 0, sizeof br);
     br.resp = mkhead(&h, hh, 32, 200);
-    ck_assert_int_eq(pol_backend_response(&req, &br), POL_DELIVER);
+    ck_assert_int_eq(pol_backend_response(&bc, &br), POL_DELIVER);
     assert_refused(&h, "30");
     ck_assert_int_eq(pol_deliver(&req, mkhead(&h, hh, 32, 200), 0, &syn), POL_DELIVER);
     assert_refused(&h, "30");
     ck_assert_int_eq(pol_synth(&req, mkhead(&h, hh, 32, 503), &body), POL_DELIVER);
     assert_refused(&h, "30");
-    ck_assert_int_eq(pol_backend_error(&req, mkhead(&h, hh, 32, 503), &body), POL_DELIVER);
+    ck_assert_int_eq(pol_backend_error(&bc, mkhead(&h, hh, 32, 503), &body), POL_DELIVER);
     assert_refused(&h, "30");
     ck_assert_int_eq(pol_pipe(&req, mkhead(&h, hh, 32, 0), &syn), POL_PIPE);
     assert_refused(&h, "42");
@@ -131,6 +133,7 @@ END_TEST
 START_TEST(status_keeps_the_body)
 {
     static struct http_hdr hh[16];
+    struct pol_bctx bc;
     struct pol_synth syn;
     struct pol_beresp br;
     struct txt body = { "page", 4 };
@@ -161,7 +164,8 @@ START_TEST(status_keeps_the_body)
     ck_assert_uint_eq(h.status, 404);
     memset(&br, 0, sizeof br);
     br.resp = mkhead(&h, hh, 16, 200);
-    ck_assert_int_eq(pol_backend_response(mkreq("GET", "/", NULL), &br), POL_ERROR);
+    pol_bctx_init(&bc, mkreq("GET", "/", NULL));
+    ck_assert_int_eq(pol_backend_response(&bc, &br), POL_ERROR);
     /* a synthetic body is framed after the hook: there 204 is fine (and sent without it) */
     ck_assert_int_eq(pol_synth(mkreq("GET", "/", NULL), mkhead(&h, hh, 16, 200), &body),
                      POL_DELIVER);
@@ -288,7 +292,8 @@ START_TEST(deadline)
         }
         t0 = tim_mono();
         ck_assert_msg(do_recv(mkreq("GET", u, NULL)) == POL_ERROR, "%s", slow[i]);
-        ck_assert_msg(tim_mono() - t0 < 1, "%s: %f s", slow[i], tim_mono() - t0);
+        /* the limit is CPU time: the wall-clock bound leaves room for a loaded machine */
+        ck_assert_msg(tim_mono() - t0 < 3, "%s: %f s", slow[i], tim_mono() - t0);
         ck_assert_int_eq(wrk.pol->lim.trip, POL_TRIP_TIME);
         ck_assert_msg(strstr(wrk.pol->lim.msg, path) != NULL &&
                           strstr(wrk.pol->lim.msg, ": policy_max_time exceeded") != NULL,
@@ -331,7 +336,7 @@ START_TEST(waiting_is_not_running)
     t0 = tim_mono();
     ck_assert_int_eq(do_recv(mkreq("GET", "/busy", NULL)), POL_ERROR);
     ck_assert_int_eq(wrk.pol->lim.trip, POL_TRIP_TIME);
-    ck_assert_msg(tim_mono() - t0 < 0.5, "%f", tim_mono() - t0);
+    ck_assert_msg(tim_mono() - t0 < 3, "%f", tim_mono() - t0); /* CPU-time limit, loaded machine */
 }
 END_TEST
 

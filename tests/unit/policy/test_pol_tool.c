@@ -510,16 +510,18 @@ START_TEST(bereq_uncacheable)
             "  bereq.http['X-Uncacheable'] = tostring(bereq.uncacheable)\n"
             "end\n");
     for (int pass = 0; pass < 2; pass++) {
+        struct pol_bctx bc;
         struct pol_synth syn;
 
         mkreq(pass ? "POST" : "GET", pass ? "/login" : "/page", NULL);
         req.bereq_uncacheable = pass;
+        pol_bctx_init(&bc, &req);
         http_init(&bereq, bh, ARRAY_LEN(bh));
         bereq.method = req.http->method;
         bereq.url = req.http->url;
-        ck_assert_int_eq(pol_backend_fetch(&req, &bereq), POL_FETCH);
+        ck_assert_int_eq(pol_backend_fetch(&bc, &bereq), POL_FETCH);
         ck_assert_str_eq(val(&bereq, "X-Uncacheable"), pass ? "true" : "false");
-        req.bereq = &bereq;
+        bc.bereq = &bereq;
         http_init(&beresp, rh, ARRAY_LEN(rh));
         beresp.status = 200;
         AZ(http_add(&beresp, (struct txt){ "Set-Cookie", 10 }, (struct txt){ "sid=1", 5 }));
@@ -527,14 +529,14 @@ START_TEST(bereq_uncacheable)
         br.resp = &beresp;
         br.ttl = 60;
         br.uncacheable = pass;
-        ck_assert_int_eq(pol_backend_response(&req, &br), POL_DELIVER);
+        ck_assert_int_eq(pol_backend_response(&bc, &br), POL_DELIVER);
         if (pass)
             ck_assert_str_eq(val(&beresp, "Set-Cookie"), "sid=1");
         else
             ck_assert_ptr_null(http_find(&beresp, "Set-Cookie"));
         http_init(&beresp, rh, ARRAY_LEN(rh));
         beresp.status = 503;
-        ck_assert_int_eq(pol_backend_error(&req, &beresp, &body), POL_DELIVER);
+        ck_assert_int_eq(pol_backend_error(&bc, &beresp, &body), POL_DELIVER);
         ck_assert_str_eq(val(&beresp, "X-Uncacheable"), pass ? "true" : "false");
         /* A pipe is never cached. */
         http_init(&bereq, bh, ARRAY_LEN(bh));

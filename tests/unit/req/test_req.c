@@ -22,7 +22,9 @@
  * while it was letting go, whether the fetch published, failed (the
  * woken request fetches itself) or never ended (coalesce_timeout: a
  * pass); many parked on one object cost no thread each; a request whose
- * policy state cannot be carried waits on its worker and is woken there.
+ * policy state cannot be carried waits on its worker and is woken there;
+ * a fetch detached from its request (a background refresh's) whose
+ * backend hooks run after the request is gone and its program replaced.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -35,6 +37,7 @@
 #include "unit.h"
 #include "cache_fixture.h"
 #include "surogat/cc.h"
+#include "surogat/fetch.h"
 #include "surogat/http.h"
 #include "surogat/pol.h"
 #include "surogat/pool.h"
@@ -1111,6 +1114,109 @@ START_TEST(uncarried_state_waits_on_thread)
 }
 END_TEST
 
+/* ---- a fetch detached from its request (a background refresh's) ---- */
+
+/* What the script's backend_fetch wrote into x-seen of a backend request made from hp. */
+static const char *
+backend_fetch_sees(struct pol_bctx *bc, const struct http *hp, char *buf, size_t size)
+{
+    static struct http_hdr hh[40];
+    const struct http_hdr *h;
+    struct http bq;
+
+    http_init(&bq, hh, ARRAY_LEN(hh));
+    bq.method = hp->method;
+    bq.url = hp->url;
+    bq.proto = 11;
+    for (unsigned i = 0; i < hp->nhdr; i++)
+        AZ(http_add(&bq, hp->hdr[i].name, hp->hdr[i].val));
+    ck_assert_int_eq(pol_backend_fetch(bc, &bq), POL_FETCH);
+    h = http_find(&bq, "X-Seen");
+    snprintf(buf, size, "%.*s", h != NULL ? (int)h->val.len : 0, h != NULL ? h->val.b : "");
+    return (buf);
+}
+
+/*
+ * A fetch started from a request and detached from it, as a background
+ * refresh's (req__busyobj(), then pol_bctx_detach()): its backend hooks
+ * run with no request at all -- the request's workspace reused by the
+ * next one, its connection's facts changed, its program no longer the
+ * current one and discarded -- and see what the request knew when the
+ * fetch began: its head as recv left it, its client, the program it ran
+ * under; and it is a transaction of its own (bereq.is_bgfetch, its xid).
+ */
+START_TEST(fetch_detached_from_its_request)
+{
+    static const char a[] = "function recv(req) req.http.x_recv = 'recv A' end\n"
+                            "function backend_fetch(bereq)\n"
+                            "  bereq.http.x_seen = table.concat({ tostring(client.ip),\n"
+                            "    tostring(client.tls), tostring(bereq.is_bgfetch),\n"
+                            "    tostring(bereq.http.x_recv), tostring(bereq.xid), 'A' }, ' ')\n"
+                            "end\n";
+    static const char b[] = "function backend_fetch(bereq)\n"
+                            "  bereq.http.x_seen = tostring(client.ip) .. ' B'\n"
+                            "end\n";
+    static struct http_hdr ch[32];
+    static char strings[1024];
+    struct pol_bctx bc, now;
+    struct busyobj bo;
+    struct pol_synth syn;
+    struct http copy;
+    struct req *req;
+    char buf[256], want[256];
+    size_t n = 0;
+
+    load_policy(a);
+    req = mkreq("GET", "/p", "Host", "example.com", NULL);
+    ck_assert_int_eq(pol_recv(req, &syn), POL_HASH);
+    req__busyobj(req, &bo, &bc, NULL, NULL, NULL);
+    ck_assert_ptr_eq(bo.pol, &bc);
+    ck_assert_ptr_eq(bc.creq, req->http);
+    ck_assert_uint_eq(bc.xid, req->pol_id);
+    /* The request's own fetch: the request's xid, no refresh. */
+    snprintf(want, sizeof want, "192.0.2.1 false false recv A %ju A", (uintmax_t)req->pol_id);
+    ck_assert_str_eq(backend_fetch_sees(&bc, req->http, buf, sizeof buf), want);
+    ck_assert_uint_ne(bc.hooks & (1u << 9), 0); /* POL_H_BACKEND_FETCH, for the request's log */
+    pol_bctx_detach(&bc, req);
+    ck_assert(bc.bg);
+    ck_assert_uint_ne(bc.xid, req->pol_id);
+    ck_assert_ptr_null(bc.wrk);
+    /* The head as the refresh keeps it: a copy, out of the request's workspace. */
+    http_init(&copy, ch, ARRAY_LEN(ch));
+    copy.method = TXT_LIT("GET");
+    copy.url = TXT_LIT("/p");
+    copy.proto = 11;
+    for (unsigned i = 0; i < req->http->nhdr; i++) {
+        const struct http_hdr *h = &req->http->hdr[i];
+        ck_assert_uint_lt(n + h->name.len + h->val.len, sizeof strings);
+        memcpy(strings + n, h->name.b, h->name.len);
+        memcpy(strings + n + h->name.len, h->val.b, h->val.len);
+        AZ(http_add(&copy, (struct txt){ strings + n, h->name.len },
+                    (struct txt){ strings + n + h->name.len, h->val.len }));
+        n += h->name.len + h->val.len;
+    }
+    bc.creq = &copy;
+    /* The request is gone: its workspace reused, its connection's client another. */
+    memset(w0.ws.s, 0x5a, w0.ws.e - w0.ws.s);
+    req = mkreq("GET", "/q", "Host", "example.com", NULL);
+    snprintf(sess.client_ip, sizeof sess.client_ip, "%s", "198.51.100.9");
+    /* Another program is current, and the refresh's is discarded. */
+    unlink(polpath);
+    load_policy(b);
+    pol_bctx_init(&now, req);
+    ck_assert_str_eq(backend_fetch_sees(&now, req->http, buf, sizeof buf), "198.51.100.9 B");
+    bc.wrk = &w0;
+    bc.ws = &w0.ws;
+    snprintf(want, sizeof want, "192.0.2.1 false true recv A %ju A", (uintmax_t)bc.xid);
+    ck_assert_str_eq(backend_fetch_sees(&bc, &copy, buf, sizeof buf), want);
+    pol_bctx_fini(&bc);
+    /* The worker's state goes back to the current program. */
+    req = mkreq("GET", "/q", "Host", "example.com", NULL);
+    pol_bctx_init(&now, req);
+    ck_assert_str_eq(backend_fetch_sees(&now, req->http, buf, sizeof buf), "198.51.100.9 B");
+}
+END_TEST
+
 Suite *
 req_suite(void)
 {
@@ -1135,5 +1241,7 @@ req_suite(void)
     tcase_add_test(tc, coalesce_timeout_passes);
     tcase_add_test(tc, crowd_parks_without_threads);
     tcase_add_test(tc, uncarried_state_waits_on_thread);
+    tc = unit_tcase(s, "detached", setup, teardown);
+    tcase_add_test(tc, fetch_detached_from_its_request);
     return s;
 }
