@@ -37,8 +37,8 @@ REPO = os.path.dirname(BENCH)
 CONF = os.path.join(BENCH, "conf")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-BODIES = [("100B", "/100b", 100), ("128KiB", "/128k", 128 * 1024)]
-PROXIES = ["surogat", "varnish", "nginx"]
+BODIES = [("100B", "/100b", 100), ("16KiB", "/16k", 16 * 1024), ("128KiB", "/128k", 128 * 1024)]
+PROXIES = ["surogat", "varnish", "nginx", "haproxy"]
 
 # Every process this script started, stopped on exit whatever happens.
 STARTED = []
@@ -392,6 +392,19 @@ def start_nginx(args, name, tmpl, cpu, workdir, **values):
     return srv
 
 
+def start_haproxy(args, workdir, port, origin_port):
+    d = os.path.join(workdir, "haproxy")
+    os.makedirs(d, exist_ok=True)
+    conf = render("pass-haproxy.cfg.in", os.path.join(d, "haproxy.cfg"), DIR=d, PORT=port,
+                  ORIGIN_PORT=origin_port)
+    srv = Server("haproxy", port)
+    srv.logfile = os.path.join(d, "stderr.log")
+    srv.argv = ["taskset", "-c", str(args.proxy_cpu), args.haproxy, "-db", "-f", conf]
+    srv.proc = spawn(srv.argv, srv.logfile)
+    srv.pid = srv.proc.pid  # -db: no fork, taskset execs
+    return srv
+
+
 def start_varnish(args, workdir, port, origin_port, template="varnish-pass.vcl.in"):
     d = os.path.join(workdir, "varnish")
     os.makedirs(d, exist_ok=True)
@@ -674,6 +687,24 @@ def report(args, meta, rss, results, present):
         add(f"Not measured in this run: {', '.join(absent)}.")
     add("")
 
+    # The figure: server CPU per request, the proxy's own and with the
+    # origin's added (as when both share a core), for every proxy measured.
+    add("### CPU per request (us)")
+    add("")
+    add("| scenario | " + " | ".join(f"{n} | {n} + origin" for n in present) + " |")
+    add("|---|" + "--:|--:|" * len(present))
+    for sc in scen:
+        cells = []
+        for n in present:
+            r = by.get((sc, n)) or {}
+            rps, cpu, ocpu = r.get("rps"), r.get("cpu_pct"), r.get("origin_cpu_pct")
+            own = 1e4 * cpu / rps if rps and cpu is not None else None
+            both = 1e4 * (cpu + ocpu) / rps if own is not None and ocpu is not None else None
+            cells += [f"{own:.2f}" if own is not None else "n/m",
+                      f"{both:.2f}" if both is not None else "n/m"]
+        add(f"| {sc} | " + " | ".join(cells) + " |")
+    add("")
+
     add("### Diagnostics per run")
     add("")
     add(f"proxy cpu: CPU time of the proxy process over the run (100% = the whole core "
@@ -794,7 +825,7 @@ def parse_args():
     ap.add_argument("--duration", type=int, default=10, help="seconds per measured wrk run")
     ap.add_argument("--warmup", type=int, default=3, help="seconds of warmup before each run")
     ap.add_argument("--conns", default="50,400", help="wrk connection counts")
-    ap.add_argument("--bodies", default="100B,128KiB", help="body sizes: 100B,128KiB")
+    ap.add_argument("--bodies", default="100B,16KiB,128KiB", help="body sizes: 100B,16KiB,128KiB")
     ap.add_argument("--modes", default="keep-alive,close",
                     help="keep-alive and/or close (wrk -H 'Connection: close')")
     ap.add_argument("--wrk-threads", type=int, default=2)
@@ -828,6 +859,7 @@ def parse_args():
     ap.add_argument("--wrk", default=shutil.which("wrk") or "/usr/bin/wrk")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--varnishd", default="/usr/sbin/varnishd")
+    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy")
     ap.add_argument("--json", help="also write every figure and raw wrk output here")
     ap.add_argument("--markdown", help="also write the tables here")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the work dir (logs, configs)")
@@ -839,7 +871,7 @@ def parse_args():
     args.modes = args.modes.split(",")
     if not set(args.bodies) <= {b[0] for b in BODIES} or not set(args.modes) <= {
             "keep-alive", "close"}:
-        sys.exit("--bodies: 100B,128KiB; --modes: keep-alive,close")
+        sys.exit("--bodies: 100B,16KiB,128KiB; --modes: keep-alive,close")
     return args
 
 
@@ -863,6 +895,8 @@ def main():
             sys.exit(f"missing tool: {tool}")
     if "varnish" in want and not os.access(args.varnishd, os.X_OK):
         sys.exit(f"missing {args.varnishd}")
+    if "haproxy" in want and not os.access(args.haproxy, os.X_OK):
+        sys.exit(f"missing {args.haproxy}")
     ncpu = os.cpu_count()
     if ncpu < 2:
         log("only one CPU: proxy, wrk and origin all on core 0; figures are not comparable")
@@ -882,6 +916,7 @@ def main():
     versions = {
         "nginx": tool_version([args.nginx, "-v"]),
         "varnish": tool_version([args.varnishd, "-V"]) if "varnish" in want else None,
+        "haproxy": tool_version([args.haproxy, "-v"]) if "haproxy" in want else None,
         "wrk": tool_version([args.wrk, "--version"]),
         "python": platform.python_version(),
     }
@@ -943,6 +978,8 @@ def main():
                 srv = start_surogat(args, workdir, port, origin_port)
             elif name == "varnish":
                 srv = start_varnish(args, workdir, port, origin_port)
+            elif name == "haproxy":
+                srv = start_haproxy(args, workdir, port, origin_port)
             else:
                 srv = start_nginx(args, "nginx", "proxy-nginx.conf.in", args.proxy_cpu, workdir,
                                   PORT=port, ORIGIN_PORT=origin_port,

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 struct sb {
     char *buf;
@@ -17,8 +18,13 @@ struct sb {
 };
 
 void sb_init(struct sb *sb, char *buf, size_t cap); /* cap >= 1 */
-void sb_cat(struct sb *sb, const char *s);
 void sb_bcat(struct sb *sb, const void *p, size_t len);
+/* Inline: the hot paths append literals, whose length the compiler knows. */
+static inline void
+sb_cat(struct sb *sb, const char *s)
+{
+    sb_bcat(sb, s, strlen(s));
+}
 void sb_printf(struct sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_uint(struct sb *sb, unsigned long long v); /* faster than printf on hot paths */
 static inline bool

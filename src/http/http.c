@@ -22,20 +22,21 @@ http_init(struct http *hp, struct http_hdr *hdrs, unsigned maxhdr)
     hp->maxhdr = maxhdr;
 }
 
-bool
-http_name_eq(const struct txt *name, const char *want)
+/* The name's length once, not once per field. */
+static bool
+name_is(const struct txt *name, const char *want, size_t wlen)
 {
-    size_t l = strlen(want);
-
-    return (name->len == l && strncasecmp(name->b, want, l) == 0);
+    return (name->len == wlen && strncasecmp(name->b, want, wlen) == 0);
 }
 
 const struct http_hdr *
 http_find(const struct http *hp, const char *name)
 {
+    size_t l = strlen(name);
+
     OBJ_CHECK(hp, HTTP_MAGIC);
     for (unsigned i = 0; i < hp->nhdr; i++)
-        if (http_name_eq(&hp->hdr[i].name, name))
+        if (name_is(&hp->hdr[i].name, name, l))
             return (&hp->hdr[i]);
     return (NULL);
 }
@@ -51,11 +52,12 @@ http_value(const struct http *hp, const char *name)
 unsigned
 http_count(const struct http *hp, const char *name)
 {
+    size_t l = strlen(name);
     unsigned n = 0;
 
     OBJ_CHECK(hp, HTTP_MAGIC);
     for (unsigned i = 0; i < hp->nhdr; i++)
-        if (http_name_eq(&hp->hdr[i].name, name))
+        if (name_is(&hp->hdr[i].name, name, l))
             n++;
     return (n);
 }
@@ -75,11 +77,12 @@ http_add(struct http *hp, struct txt name, struct txt val)
 unsigned
 http_unset(struct http *hp, const char *name)
 {
+    size_t l = strlen(name);
     unsigned i, j, n = 0;
 
     OBJ_CHECK(hp, HTTP_MAGIC);
     for (i = j = 0; i < hp->nhdr; i++) {
-        if (http_name_eq(&hp->hdr[i].name, name)) {
+        if (name_is(&hp->hdr[i].name, name, l)) {
             n++;
             continue;
         }
@@ -114,9 +117,11 @@ list_has(const struct txt *v, const char *token)
 bool
 http_has_token(const struct http *hp, const char *name, const char *token)
 {
+    size_t l = strlen(name);
+
     OBJ_CHECK(hp, HTTP_MAGIC);
     for (unsigned i = 0; i < hp->nhdr; i++)
-        if (http_name_eq(&hp->hdr[i].name, name) && list_has(&hp->hdr[i].val, token))
+        if (name_is(&hp->hdr[i].name, name, l) && list_has(&hp->hdr[i].val, token))
             return (true);
     return (false);
 }

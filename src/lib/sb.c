@@ -39,12 +39,6 @@ sb_bcat(struct sb *sb, const void *p, size_t len)
 }
 
 void
-sb_cat(struct sb *sb, const char *s)
-{
-    sb_bcat(sb, s, strlen(s));
-}
-
-void
 sb_printf(struct sb *sb, const char *fmt, ...)
 {
     va_list ap;

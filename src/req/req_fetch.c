@@ -60,7 +60,8 @@ req__busyobj(struct req *req, struct busyobj *bo, struct pol_bctx *bc, struct be
     bo->rxsize = req->wrk->be_size;
     bo->creq = req->http;
     bo->pol = bc;
-    snprintf(bo->client_ip, sizeof bo->client_ip, "%s", req->client_ip);
+    _Static_assert(sizeof bo->client_ip == sizeof req->client_ip, "one address form");
+    memcpy(bo->client_ip, req->client_ip, sizeof bo->client_ip); /* NUL-terminated in both */
     bo->client_tls = req->client_tls;
     bo->sp = req->sp;
     bo->head_only = req->head_only;

@@ -32,13 +32,6 @@ req_cache_key(struct req *req, size_t *len)
                      len));
 }
 
-bool
-req__is_method(const struct req *req, const char *m)
-{
-    return (req->http->method.len == strlen(m) &&
-            memcmp(req->http->method.b, m, req->http->method.len) == 0);
-}
-
 
 /*
  * A successful unsafe method invalidates the target URL and the URLs its

@@ -5,11 +5,13 @@
 #define SUROGAT_REQ_PRIV_H
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "surogat/cc.h"
 #include "surogat/hsh.h"
 #include "surogat/pool.h"
 #include "surogat/pol.h"
+#include "surogat/req.h"
 
 struct be;
 struct busyobj;
@@ -162,7 +164,16 @@ enum req_step req__run(struct req *req, unsigned stop);
 /* req_esi.c: an include's waiter (req__waiter()); its wake-up goes to its page's side. */
 struct hsh_waiter *req__esi_waiter(struct req *req);
 
-/* req_key.c: whether the request's method is exactly m (methods are case-sensitive). */
-bool req__is_method(const struct req *req, const char *m);
+/*
+ * Whether the request's method is exactly m (methods are case-sensitive).
+ * Inline: m is a literal, whose length the compiler knows.
+ */
+static inline bool
+req__is_method(const struct req *req, const char *m)
+{
+    size_t l = strlen(m);
+
+    return (req->http->method.len == l && memcmp(req->http->method.b, m, l) == 0);
+}
 
 #endif

@@ -85,6 +85,14 @@ struct sfb_file {
     /* Precompressed siblings (sfb_zcache.c): looked for at most every sfb_cache_check. */
     double t_sib;      /* tim_mono() of the last look, 0: never; under mtx */
     unsigned sib_mask; /* GZ_SET() of the codings found then; under mtx */
+    /*
+     * Whether type is in gzip_types (sfb__compressible()): the list's
+     * pointer it was judged against, with bit 0 set when it matched, 0:
+     * not judged yet.  Atomic, no lock: any worker may judge it again.  A
+     * replaced list is never freed while running (par.c), so the pointer
+     * says which list it was.
+     */
+    uintptr_t ztype;
     char lm[TIM_HTTP_DATE_LEN + 1];
     uint32_t hash;
     struct sfb_file *hnext;
@@ -150,7 +158,7 @@ unsigned sfb__siblings(struct sfb *sfb, struct sfb_file *f);
 /* The file name suffix of a sibling in coding c: ".br", ".zst", ".gz". */
 const char *sfb__sibling_ext(enum gz_coding c);
 /* Whether f's type and size make it worth compressing on the fly. */
-bool sfb__compressible(const struct sfb_file *f);
+bool sfb__compressible(struct sfb_file *f);
 
 /* Percent-encode a normalised path for a URL (Location, listing links); NUL-terminated. */
 void sfb__url_encode(struct sb *sb, const char *s);

@@ -58,13 +58,35 @@ sfb__sibling_ext(enum gz_coding c)
     SRG_WRONG("sibling coding");
 }
 
-bool
-sfb__compressible(const struct sfb_file *f)
+/*
+ * Matching the type against gzip_types is most of what a small file costs
+ * in user time (a type not on the list is compared with each entry), so
+ * the answer is kept with the file for as long as the list stays.
+ */
+static bool
+type_compressible(struct sfb_file *f)
 {
-    struct txt t = { f->type, strlen(f->type) };
+    const char *list = par.gzip_types;
+    uintptr_t v = __atomic_load_n(&f->ztype, __ATOMIC_RELAXED);
+    struct txt t;
+    bool ok;
 
+    if (list == NULL)
+        return (false);
+    if ((v & ~(uintptr_t)1) == (uintptr_t)list)
+        return ((v & 1) != 0);
+    t = (struct txt){ f->type, strlen(f->type) };
+    ok = gz_type_match(list, &t);
+    if (((uintptr_t)list & 1) == 0) /* always, for a malloc'd copy: else judged each time */
+        __atomic_store_n(&f->ztype, (uintptr_t)list | ok, __ATOMIC_RELAXED);
+    return (ok);
+}
+
+bool
+sfb__compressible(struct sfb_file *f)
+{
     return (f->size > 0 && f->size >= par.gzip_min_size && f->size <= par.sfb_compress_cache / 4 &&
-            gz_type_match(par.gzip_types, &t));
+            type_compressible(f));
 }
 
 /* ---- siblings ---- */

@@ -117,6 +117,27 @@ def test_not_compressed(surogat, tmp_path):
     check(get(sg, "/page.html", "zstd, gzip"), "gzip", (www / "page.html").read_bytes())
 
 
+def test_gzip_types_changed_live(surogat, tmp_path):
+    """Whether a file's type is compressible is kept with the open file; a new
+    gzip_types list is obeyed from the next request on, both ways."""
+    www = site(tmp_path)
+    data = css(20 * 1024, seed=4)
+    (www / "data.bin").write_bytes(data)
+    sg = surogat(backend=str(www))
+    for _ in range(2):  # the second answer comes from what was kept
+        r = get(sg, "/data.bin", "gzip")
+        assert r.body == data and not r.has("Content-Encoding") and not r.has("Vary"), r.headers
+    ctype = r.header("Content-Type")
+    p = sg.ctl("param.set", "gzip_types", "text/html " + ctype)
+    assert p.returncode == 0, p.stderr
+    check(get(sg, "/data.bin", "gzip"), "gzip", data)
+    check(get(sg, "/data.bin", "gzip"), "gzip", data)
+    p = sg.ctl("param.set", "gzip_types", "text/html")
+    assert p.returncode == 0, p.stderr
+    r = get(sg, "/data.bin", "gzip")
+    assert r.body == data and not r.has("Content-Encoding") and not r.has("Vary"), r.headers
+
+
 def test_precompressed_siblings(surogat, tmp_path):
     www = site(tmp_path)
     sg = surogat(backend=str(www), params={"compress_formats": "br,zstd,gzip"})
