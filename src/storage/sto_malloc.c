@@ -186,6 +186,19 @@ mfile_of(struct sto_body *b)
 }
 
 /*
+ * The memory file back to mf->size.  A failure is left alone: the file
+ * stays longer than what the store maps, nothing reads past mf->size, and
+ * the next growth sets its length again.
+ */
+static void
+mf_shrink(struct sm_priv *mf)
+{
+    int rv = ftruncate(mf->fd, (off_t)mf->size);
+
+    (void)rv;
+}
+
+/*
  * A segment of about cap bytes at the end of the body's memory file,
  * charged; NULL when there is none (no file, no room left in its
  * reservation, the kernel refused): the caller takes a heap segment.
@@ -212,7 +225,7 @@ mseg_new(struct stv *stv, struct sto_body *b)
     if (ftruncate(mf->fd, (off_t)(mf->size + cap)) != 0 ||
         (p = mmap(mf->base + mf->size, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mf->fd,
                   (off_t)mf->size)) == MAP_FAILED) {
-        (void)ftruncate(mf->fd, (off_t)mf->size);
+        mf_shrink(mf);
         sto__credit(stv, sizeof *s + cap);
         return (NULL);
     }
@@ -333,7 +346,7 @@ mfile_trim(struct stv *stv, struct sto_body *b, struct sto_seg *s)
     SRG_ASSERT(mmap(s->data + keep, spare, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED);
     mf->size -= spare;
-    (void)ftruncate(mf->fd, (off_t)mf->size);
+    mf_shrink(mf);
     s->cap = keep;
     b->bytes -= spare;
     sto__credit(stv, spare);
