@@ -1,0 +1,38 @@
+#!/bin/bash
+# ab.sh BEFORE AFTER PATH [CONNS] [-- surogatd args...]: two surogatd builds side by side,
+# pinned to core 0, wrk -t2 on core 1 against each in turn for three rounds; prints req/s
+# and each daemon's CPU (utime+stime) per request.  The backend is a Python http.server
+# over $DOCROOT (default: a fresh directory with a 1,024-byte file "1k"), or the built-in
+# static backend over it when STATIC=1.
+set -eu
+BEFORE=$1 AFTER=$2 PATH_=$3 C=${4:-50}
+shift $(( $# < 4 ? $# : 4 )); [ "${1:-}" = "--" ] && shift
+work=$(mktemp -d /dev/shm/surogat-ab.XXXXXX)
+DOCROOT=${DOCROOT:-$work/www}
+mkdir -p "$DOCROOT"; [ -e "$DOCROOT/1k" ] || { head -c 1024 /dev/zero | tr '\0' x >"$DOCROOT/1k"
+    touch -d "1 week ago" "$DOCROOT/1k"; } # old: heuristically fresh
+python3 -m http.server 18080 --bind 127.0.0.1 -d "$DOCROOT" >/dev/null 2>&1 & OP=$!
+backend=127.0.0.1:18080; [ "${STATIC:-0}" = 1 ] && backend=$DOCROOT
+declare -A PID PORT
+port=18081
+for tag in before after; do
+    bin=$BEFORE; [ $tag = after ] && bin=$AFTER
+    mkdir -p "$work/n-$tag"
+    taskset -c 0 "$bin" -F -j none -a 127.0.0.1:$port -b "$backend" -s malloc,256m \
+        -n "$work/n-$tag" -p default_ttl=3600 -p thread_pool_min=50 "$@" >"$work/log-$tag" 2>&1 &
+    PID[$tag]=$!; PORT[$tag]=$port; port=$((port + 1))
+done
+trap 'kill ${PID[before]} ${PID[after]} $OP 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+sleep 1.5
+for r in 1 2 3; do
+    for tag in before after; do
+        p=${PORT[$tag]} pid=${PID[$tag]}
+        curl -s -o /dev/null "http://127.0.0.1:$p$PATH_"
+        t0=$(awk '{print $14+$15}' /proc/$pid/stat)
+        out=$(taskset -c 1 wrk -t2 -c"$C" -d6 "http://127.0.0.1:$p$PATH_" | grep -E "Requests/sec|requests in")
+        t1=$(awk '{print $14+$15}' /proc/$pid/stat)
+        n=$(echo "$out" | awk '/requests in/ {print $1}')
+        echo "$tag r$r c$C $(echo "$out" | awk '/Requests/ {print $2}') req/s" \
+             "cpu-us/req $(echo "scale=2; ($t1-$t0)*10000/$n" | bc)"
+    done
+done
