@@ -9,8 +9,12 @@ gets the old bytes, whole; the held space comes back once the client has
 read or gone; a store full of held space still answers; and a restart holds
 what a client of the previous run may still have to read."""
 
+import atexit
 import hashlib
+import os
+import shutil
 import socket
+import tempfile
 import time
 
 import pytest
@@ -36,10 +40,32 @@ def is_hit(r):
     return (r.header("Cache-Status") or "").startswith("surogat; hit")
 
 
+def _on_tmpfs(path):
+    """Whether path is on tmpfs (the longest mount point that holds it)."""
+    best, fstype = "", ""
+    with open("/proc/mounts") as f:
+        for line in f:
+            mnt, typ = line.split()[1:3]
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
+                best, fstype = mnt, typ
+    return fstype == "tmpfs"
+
+
+def store_dir(tmp_path):
+    """Where a file store goes: tmp_path, unless it is on tmpfs, where the
+    store sends by copy -- then a directory of /var/tmp, removed at exit."""
+    if not _on_tmpfs(str(tmp_path)):
+        return tmp_path
+    d = tempfile.mkdtemp(prefix="surogat-e2e-store-", dir="/var/tmp")
+    atexit.register(shutil.rmtree, d, True)
+    os.chmod(d, 0o755)
+    return d
+
+
 def start(surogat, tmp_path, kind, size, **params):
     """surogatd with a store of `kind` (file or malloc) and the access log."""
-    spec = ("file,%s,%s" % (tmp_path / "store.bin", size) if kind == "file"
-            else "malloc,%s" % size)
+    spec = ("file,%s,%s" % (os.path.join(store_dir(tmp_path), "store.bin"), size)
+            if kind == "file" else "malloc,%s" % size)
     p = {"sendfile_min_size": "64k", "access_log": "access.log"}
     p.update(params)
     return surogat(args=["-s", spec], params=p), spec
@@ -267,7 +293,8 @@ def test_tls_and_http2_clients_get_a_copy(origin, tls, tmp_path, kind):
     whole, and not counted as sent by reference."""
     big = body_of(MIB + 777, 11)
     origin.route("/big", body=big, headers=CACHED)
-    spec = ("file,%s,32m" % (tmp_path / "store.bin") if kind == "file" else "malloc,32m")
+    spec = ("file,%s,32m" % os.path.join(store_dir(tmp_path), "store.bin") if kind == "file"
+            else "malloc,32m")
     t = tls(params={"sendfile_min_size": "64k"}, args=["-s", spec])
     url = "https://a.test:%d/big" % t.port
     for http in ("--http1.1", "--http2"):
