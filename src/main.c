@@ -562,7 +562,7 @@ drain_and_stop(const struct opts *o)
         shutdown_delay(par.shutdown_delay);
     log_msg(LOG_INFO, "stopping: draining in-flight requests");
     acc_stop();
-    while ((busy = pool_busy()) > 0 && tim_mono() < deadline)
+    while ((busy = pool_busy() + wtr_watched()) > 0 && tim_mono() < deadline)
         usleep(10000);
     if (busy > 0) {
         log_msg(LOG_WARNING, "shutdown_timeout: %u requests still running, exiting anyway", busy);

@@ -88,6 +88,13 @@ enum fetch_result {
      * fetch_done()).  No backend_response hook ran.
      */
     FETCH_UPGRADE,
+    /*
+     * bo->may_wait, and the request is sent: the answer is to be awaited
+     * without blocking -- fetch_wait_fd(bo) turning readable, or
+     * bo->first_deadline passing -- and then fetch_head_resume() called,
+     * on any thread.  Nothing of the answer was read yet.
+     */
+    FETCH_WAIT,
 };
 
 /* The status a failure answers, as the comments above say; 0 for the others. */
@@ -172,6 +179,7 @@ struct busyobj {
     fetch_interim_f *interim;   /* 103s as they come; NULL: nobody takes them */
     void *interim_priv;
     struct trace_tx *trace;     /* its backend transaction while traced (trace.h), or NULL */
+    bool may_wait;              /* fetch_head() may answer FETCH_WAIT rather than block */
     /* -- the fetch's own -- */
     bool miss;                  /* it fetches the whole object for the cache (GET, no conditions) */
     struct http *bereq;         /* the backend request, as sent (for the backend hooks) */
@@ -212,6 +220,9 @@ struct busyobj {
      */
     enum fresh_store store_why;
     double t_req;               /* tim_real() when the request went out */
+    double first_deadline;      /* tim_mono(): the response head must have begun by then */
+    struct txt xhead;           /* the backend request's head, for a retried exchange */
+    unsigned xretries;          /* dead reused connections retried in this exchange */
     double t_resp;              /* tim_real() when the response head arrived */
 };
 
@@ -236,6 +247,19 @@ struct http *fetch_pipe_bereq(struct busyobj *bo);
  * validators makes it a revalidation.
  */
 enum fetch_result fetch_head(struct busyobj *bo);
+/*
+ * After FETCH_WAIT: the socket to watch for the answer (plain TCP; a TLS
+ * backend's connection never answers FETCH_WAIT).
+ */
+int fetch_wait_fd(const struct busyobj *bo);
+/*
+ * After FETCH_WAIT, on any worker: bo->rxbuf, bo->rxsize and bo->ws set
+ * again for it, the socket readable, or `expired` when first_deadline came
+ * first (FETCH_E_TIMEOUT, as a blocking fetch would have answered).  Goes
+ * on as fetch_head() does; may answer FETCH_WAIT again (a dead reused
+ * connection, retried on another).
+ */
+enum fetch_result fetch_head_resume(struct busyobj *bo, bool expired);
 /*
  * The body, through its filters, into the object (when stored) and to
  * sink (NULL: nobody takes it).  0 complete; -1 the backend failed (the

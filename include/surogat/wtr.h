@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 
+struct pool_task;
 struct sess;
 
 int wtr_init(void);
@@ -53,5 +54,38 @@ void wtr_rest(struct sess *sp);
  * `wait` seconds (0: do not block).  The pools' idle source.
  */
 struct pool_task *wtr_take(double wait);
+
+/*
+ * A socket a request waits on without a worker: the answer of the
+ * backend it sent a request to.  The owner fills the fields above the
+ * line and hands it to wtr_watch(); from then on the waiter owns it
+ * until `task` runs or `drop` is called, exactly one of them, once.
+ */
+struct wtr_watch {
+    unsigned magic;
+#define WTR_WATCH_MAGIC 0x6a2f93c1
+    int fd;                 /* watched for readable (data, EOF, error) */
+    double deadline;        /* tim_mono(): by then the task runs, expired */
+    struct pool_task *task; /* run on a worker (POOL_PRIO_RESUME when queued) */
+    void (*drop)(struct wtr_watch *w); /* the waiter stops: task will never run; no lock held */
+    /* -- the waiter's -- */
+    bool expired;            /* the deadline came first: the task reads it */
+    bool linked;             /* on the deadline list */
+    double t_ready;
+    struct wtr_watch *next, *prev;
+};
+/*
+ * Watch w->fd, armed once (a socket watched before is simply re-armed).
+ * When it turns readable w->task runs on a worker: one taking from the
+ * set runs it itself, with no wake-up, or the waiter queues it.  If the
+ * deadline comes first (kept to the millisecond by a timer in the set),
+ * w->expired is set, the read side of w->fd is shut and the task runs
+ * the same way: the socket is not to be read or reused after that.
+ * Any thread; never blocks.  0, or -1 with errno when the waiter is
+ * stopping or cannot watch the socket: then w is still the caller's.
+ */
+int wtr_watch(struct wtr_watch *w);
+/* Watches whose task has not been handed on yet: SIGTERM drains them with the pools' tasks. */
+unsigned wtr_watched(void);
 
 #endif

@@ -63,6 +63,7 @@ fetch_result_status(enum fetch_result r)
     case FETCH_RETRY:
     case FETCH_FAILOVER:
     case FETCH_UPGRADE:
+    case FETCH_WAIT:
         break;
     }
     return (0);
@@ -172,17 +173,19 @@ enum be_head {
  * The first byte deadline covers the whole interim sequence: every
  * interim response must be complete, and the final one must have begun,
  * within backend_first_byte_timeout of the request; a head once begun may
- * pause up to backend_between_bytes_timeout.
+ * pause up to backend_between_bytes_timeout.  `ready`: the socket is
+ * known readable (the fetch waited for it without its worker), so the
+ * first read does not ask first.
  */
 static enum be_head
-read_beresp_head(struct busyobj *bo)
+read_beresp_head(struct busyobj *bo, bool ready)
 {
     struct h1_limits lim = {
         .max_head = par.http_resp_size,
         .max_line = par.http_resp_size,
         .max_hdr = par.http_max_hdr,
     };
-    double first = tim_mono() + be_first_byte_timeout(bo->be), deadline = first;
+    double first = bo->first_deadline, deadline = first;
     size_t used, room = par.http_resp_size + 1;
     unsigned ninterim = 0;
     enum h1_status st;
@@ -248,7 +251,11 @@ read_beresp_head(struct busyobj *bo)
             bo->why = BCP_R_HEAD_TOO_BIG;
             return (BEH_BAD);
         }
-        n = bcp_read_wait(bo->conn, bo->rxbuf + bo->be_len, room - bo->be_len, deadline);
+        if (ready)
+            n = bcp_read(bo->conn, bo->rxbuf + bo->be_len, room - bo->be_len, deadline);
+        else
+            n = bcp_read_wait(bo->conn, bo->rxbuf + bo->be_len, room - bo->be_len, deadline);
+        ready = false;
         if (n > 0) {
             if (bo->be_len == 0)
                 deadline = tim_mono() + be_between_bytes_timeout(bo->be);
@@ -352,15 +359,31 @@ failover(struct busyobj *bo)
     return (bo->next_be != NULL);
 }
 
-/* Connect, send, and read the response head, retrying dead reused connections. */
+/*
+ * Where an exchange starts: with a connection, or -- resumed after
+ * FETCH_WAIT -- at the answer, readable or past its first byte deadline.
+ */
+enum exchange_from {
+    X_CONNECT,
+    X_READABLE,
+    X_EXPIRED,
+};
+
+/*
+ * Connect, send, and read the response head, retrying dead reused
+ * connections (bo->xretries).  With bo->may_wait it stops once the
+ * request is sent (FETCH_WAIT) and goes on from `from` when resumed.
+ */
 static enum fetch_result
-exchange(struct busyobj *bo, struct txt head)
+exchange(struct busyobj *bo, enum exchange_from from)
 {
-    unsigned retries = 0;
+    enum be_head h;
     int rv;
 
-    for (;;) {
-        switch (be_conn_get(bo->be, bo->sp, retries > 0, &bo->conn)) {
+    for (;; from = X_CONNECT) {
+        if (from != X_CONNECT)
+            goto answer;
+        switch (be_conn_get(bo->be, bo->sp, bo->xretries > 0, &bo->conn)) {
         case BCP_OK:
             break;
         case BCP_E_BUSY:
@@ -379,13 +402,13 @@ exchange(struct busyobj *bo, struct txt head)
                   bo->be->hostport != NULL ? bo->be->hostport : "-", " ",
                   bo->conn->reused ? "reused" : "new");
         bo->t_req = tim_real();
-        rv = send_bereq(bo, head);
+        rv = send_bereq(bo, bo->xhead);
         if (rv == -2)
             return (FETCH_E_CLIENT);
         if (rv == -1) {
-            if (bo->conn->reused && can_retry(bo, retries)) {
+            if (bo->conn->reused && can_retry(bo, bo->xretries)) {
                 bcp_close(&bo->conn);
-                retries++;
+                bo->xretries++;
                 STAT_INC(backend_retry);
                 continue;
             }
@@ -398,13 +421,25 @@ exchange(struct busyobj *bo, struct txt head)
                   par.http_max_hdr);
         if (bo->beresp->hdr == NULL)
             return (FETCH_E_OVERFLOW);
-        switch (read_beresp_head(bo)) {
+        bo->first_deadline = tim_mono() + be_first_byte_timeout(bo->be);
+        /* OpenSSL may hold decrypted bytes the socket will not signal: TLS waits here. */
+        if (bo->may_wait && bo->conn->ssl == NULL)
+            return (FETCH_WAIT);
+    answer:
+        if (from == X_EXPIRED) {
+            /* No read timed out here, so the pool did not count it. */
+            be_count(bo->be, STAT_BE_fail_first_byte_timeout);
+            h = BEH_TIMEOUT;
+        } else {
+            h = read_beresp_head(bo, from == X_READABLE);
+        }
+        switch (h) {
         case BEH_OK:
             return (FETCH_OK);
         case BEH_RETRY:
-            if (can_retry(bo, retries)) {
+            if (can_retry(bo, bo->xretries)) {
                 bcp_close(&bo->conn);
-                retries++;
+                bo->xretries++;
                 STAT_INC(backend_retry);
                 continue;
             }
@@ -444,18 +479,19 @@ policy_pass(struct busyobj *bo)
     }
 }
 
+static enum fetch_result head_in(struct busyobj *bo, enum fetch_result r);
+
 enum fetch_result
 fetch_head(struct busyobj *bo)
 {
     struct dir *dir = bo->pol != NULL ? bo->pol->dir : NULL;
     enum fetch_result r;
-    struct txt head;
-    int rv;
 
     OBJ_CHECK(bo, BUSYOBJ_MAGIC);
     AN(bo->be);
     bo->miss = bo->oc != NULL;
-    if ((r = fetch__bereq(bo, &head)) != FETCH_OK)
+    bo->xretries = 0;
+    if ((r = fetch__bereq(bo, &bo->xhead)) != FETCH_OK)
         return (r);
     if (bo->pol != NULL && bo->pol->dir != dir) {
         /* backend_fetch set bereq.backend: go there instead. */
@@ -467,7 +503,32 @@ fetch_head(struct busyobj *bo)
         bo->pol->be_name = bo->be->name; /* bereq.backend in the hooks that follow */
     }
     TRACE_HTTP(bo->trace, BEREQ, bo->bereq);
-    if ((r = exchange(bo, head)) != FETCH_OK)
+    return (head_in(bo, exchange(bo, X_CONNECT)));
+}
+
+int
+fetch_wait_fd(const struct busyobj *bo)
+{
+    OBJ_CHECK(bo, BUSYOBJ_MAGIC);
+    AN(bo->conn);
+    return (bo->conn->fd);
+}
+
+enum fetch_result
+fetch_head_resume(struct busyobj *bo, bool expired)
+{
+    OBJ_CHECK(bo, BUSYOBJ_MAGIC);
+    AN(bo->conn);
+    return (head_in(bo, exchange(bo, expired ? X_EXPIRED : X_READABLE)));
+}
+
+/* The exchange ended: with a response head, what it means; else as it ended. */
+static enum fetch_result
+head_in(struct busyobj *bo, enum fetch_result r)
+{
+    int rv;
+
+    if (r != FETCH_OK)
         return (r);
     bo->t_resp = tim_real();
     TRACE_HTTP(bo->trace, BERESP, bo->beresp);

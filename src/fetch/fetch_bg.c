@@ -136,7 +136,8 @@ fetch_refresh(struct busyobj *bo)
             STAT_INC(cache_bgfetch_failed);
             return;
         case FETCH_UPGRADE:
-            break; /* a refresh asks for no upgrade */
+        case FETCH_WAIT:
+            break; /* a refresh asks for no upgrade, and blocks (bo->may_wait is off) */
         }
         SRG_WRONG("fetch_result of a refresh");
     }

@@ -8,9 +8,14 @@
  * allows, the policy's backend_error hook, a retry or a failover, an
  * error page.  Runs on the request's worker.
  *
- * The busy object lives on this stack frame, its allocations in the
- * request's workspace; the cache object it fills (a miss) is handed from
- * one attempt to the next, so that waiters keep waiting on one fetch.
+ * The busy object lives in the request's workspace, with its
+ * allocations, so that between sending its request and the backend's
+ * answer the request can wait without its worker (FETCH_WAIT: the steps
+ * stop at REQ_S_AWAIT, the waiter watches the backend socket, and
+ * req__fetch_resume() goes on wherever a worker takes it); on the
+ * worker's stack when it cannot.  The cache object it fills (a miss) is
+ * handed from one attempt to the next, so that waiters keep waiting on
+ * one fetch.
  */
 #include "config.h"
 
@@ -27,8 +32,10 @@
 #include "surogat/req.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
+#include "surogat/tp.h"
 #include "surogat/trace.h"
 #include "surogat/wrk.h"
+#include "surogat/wtr.h"
 #include "surogat/ws.h"
 
 #include "req_priv.h"
@@ -231,112 +238,136 @@ deliver(struct req *req, struct busyobj *bo)
     dlv_fetch_end(&df, rv);
 }
 
-void
-req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale)
-{
-    struct be *tried[FETCH_TRIED_MAX];
-    unsigned ntried = 0;
-    struct pol_bctx bc;
+/*
+ * A fetch of the request's: what its attempts carry from one to the next,
+ * in the request's workspace when it may wait for its backend without
+ * its worker (on the worker's stack otherwise).
+ */
+struct req_fetch {
     struct busyobj bo;
-    enum fetch_result r;
+    struct pol_bctx bc;
+    struct be *tried[FETCH_TRIED_MAX];
+    unsigned ntried;
+    struct be *be;           /* the backend of the attempt */
+    struct hsh_stale *stale; /* a miss's stale copy (the caller's reference), or NULL */
+    bool may_wait;
+};
 
-    OBJ_CHECK(req, REQ_MAGIC);
-    for (;;) {
+/*
+ * Run attempts until the request is answered (false) or the fetch waits
+ * for its backend (true).  `resumed`: the attempt in rf->bo ended with
+ * r, after it waited; else a new one begins for oc.
+ */
+static bool
+attempts(struct req *req, struct req_fetch *rf, struct cobj *oc, bool resumed,
+         enum fetch_result r)
+{
+    struct busyobj *bo = &rf->bo;
+    struct pol_bctx *bc = &rf->bc;
+    struct hsh_stale *stale = rf->stale;
+
+    for (;; resumed = false) {
+        if (resumed)
+            goto ended;
         req->outcome = oc != NULL ? REQ_O_MISS : REQ_O_PASS;
         req->bereq_uncacheable = oc == NULL;
-        if (be != NULL && be_local(be)) {
+        if (rf->be != NULL && be_local(rf->be)) {
             /* A hook routed a fetch to static files: they are served, not fetched. */
             if (oc != NULL)
                 hsh_abandon(&oc, 0);
-            dlv_local(req, be);
-            return;
+            dlv_local(req, rf->be);
+            return (false);
         }
-        if (be == NULL) {
+        if (rf->be == NULL) {
             TRACE(req->trace, FETCH_ERROR, "no healthy backend to fetch from");
             /* No healthy backend.  backend_error may retry: bounded by max_retries. */
-            pol_bctx_init(&bc, req);
-            bc.trace = trace_backend(req->trace);
-            if (fail(req, &bc, stale, 503)) {
+            pol_bctx_init(bc, req);
+            bc->trace = trace_backend(req->trace);
+            if (fail(req, bc, stale, 503)) {
                 req->retries++;
                 STAT_INC(policy_retry);
                 continue;
             }
             if (oc != NULL)
                 hsh_abandon(&oc, 0);
-            return;
+            return (false);
         }
-        OBJ_CHECK(be, BE_MAGIC);
-        req->be_name = be->name;
-        req__busyobj(req, &bo, &bc, be, oc, stale);
-        bo.trace = bc.trace = trace_fetch(req->trace, req->ws, oc == NULL ? "pass" : "fetch");
-        bo.tried = tried;
-        bo.ntried = ntried;
-        r = fetch_head(&bo);
-        bctx_back(req, &bc);
-        req->bereq = bo.bereq;
+        OBJ_CHECK(rf->be, BE_MAGIC);
+        req->be_name = rf->be->name;
+        req__busyobj(req, bo, bc, rf->be, oc, stale);
+        bo->trace = bc->trace = trace_fetch(req->trace, req->ws, oc == NULL ? "pass" : "fetch");
+        bo->tried = rf->tried;
+        bo->ntried = rf->ntried;
+        bo->may_wait = rf->may_wait;
+        r = fetch_head(bo);
+    ended:
+        bctx_back(req, bc);
+        req->bereq = bo->bereq;
         switch (r) {
+        case FETCH_WAIT:
+            return (true);
         case FETCH_OK:
-            deliver(req, &bo);
-            return;
+            deliver(req, bo);
+            return (false);
         case FETCH_UPGRADE:
-            req__upgraded(req, &bo);
-            return;
+            req__upgraded(req, bo);
+            return (false);
         case FETCH_REVALIDATED:
-            fetch_done(&bo);
-            dlv_obj(req, bo.renewed, tim_real(),
-                    bo.stored ? "fwd=stale; fwd-status=304; stored" : "fwd=stale; fwd-status=304");
-            if (bo.stored)
+            fetch_done(bo);
+            dlv_obj(req, bo->renewed, tim_real(),
+                    bo->stored ? "fwd=stale; fwd-status=304; stored" : "fwd=stale; fwd-status=304");
+            if (bo->stored)
                 req->outcome = REQ_O_REVALIDATED;
-            hsh_deref(&bo.renewed);
-            return;
+            hsh_deref(&bo->renewed);
+            return (false);
         case FETCH_FAILOVER:
-            oc = bo.oc; /* still busy, for the next backend */
-            bo.oc = NULL;
-            fetch_done(&bo);
-            tried[ntried++] = be;
-            be = bo.next_be;
+            oc = bo->oc; /* still busy, for the next backend */
+            bo->oc = NULL;
+            fetch_done(bo);
+            rf->tried[rf->ntried++] = rf->be;
+            rf->be = bo->next_be;
             STAT_INC(backend_failover);
-            TRACE(bo.trace, RETRY, "failover to %s", be->name);
+            TRACE(bo->trace, RETRY, "failover to %s", rf->be->name);
             continue;
         case FETCH_RETRY:
-            oc = bo.oc; /* kept for the fetch again */
-            bo.oc = NULL;
-            fetch_done(&bo);
+            oc = bo->oc; /* kept for the fetch again */
+            bo->oc = NULL;
+            fetch_done(bo);
             if (!fetch_retry_allowed(req->body, req->retries)) {
                 if (oc != NULL)
                     hsh_abandon(&oc, 0);
                 fail_plain(req, stale, 503);
-                return;
+                return (false);
             }
             req->retries++;
             STAT_INC(policy_retry);
-            TRACE(bo.trace, RETRY, "the policy said retry (%u)", req->retries);
+            TRACE(bo->trace, RETRY, "the policy said retry (%u)", req->retries);
             continue;
         case FETCH_E_CLIENT:
-            fetch_done(&bo);
+            fetch_done(bo);
             req->close = true;
             if (req->body_bad) {
                 STAT_INC(client_req_400);
                 (void)dlv_error(req, 400, NULL, NULL);
             }
-            return; /* otherwise the client is gone: nobody to answer */
+            return (false); /* otherwise the client is gone: nobody to answer */
         case FETCH_E_OVERFLOW:
             /* The workspace ran out: a 500, and the connection closes (what was cut is unknown). */
-            fetch_done(&bo);
+            fetch_done(bo);
             STAT_INC(ws_overflow);
             STAT_INC(client_resp_500);
             req->close = true;
             fail_plain(req, stale, 500);
-            return;
+            return (false);
         case FETCH_E_5XX:
-            fetch_done(&bo);
-            fail_plain(req, stale, bo.beresp->status);
-            return;
+            fetch_done(bo);
+            fail_plain(req, stale, bo->beresp->status);
+            return (false);
         case FETCH_E_POLICY:
             /* backend_fetch or backend_response said "abandon", or failed. */
-            fetch_done(&bo);
+            fetch_done(bo);
             fail_plain(req, stale, 503);
-            return;
+            return (false);
         case FETCH_E_SEND:
             if (req->body != H1_BODY_NONE)
                 req->close = true;
@@ -345,36 +376,121 @@ req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *st
         case FETCH_E_CONNECT:
         case FETCH_E_TIMEOUT:
         case FETCH_E_BAD:
-            oc = bo.oc; /* kept, should backend_error say "retry" */
-            bo.oc = NULL;
-            fetch_done(&bo);
-            if (fail(req, &bc, stale, fetch_result_status(r))) {
+            oc = bo->oc; /* kept, should backend_error say "retry" */
+            bo->oc = NULL;
+            fetch_done(bo);
+            if (fail(req, bc, stale, fetch_result_status(r))) {
                 req->retries++;
                 STAT_INC(policy_retry);
                 continue;
             }
             if (oc != NULL)
                 hsh_abandon(&oc, 0); /* waiters retry: one of them fetches again */
-            return;
+            return (false);
         }
         SRG_WRONG("fetch_result");
     }
 }
 
-void
-req_fetch_pass(struct req *req, struct be *be)
+/*
+ * Whether the request can wait for its backend without its worker: its
+ * transport lets go of requests, it is no ESI include (its page holds
+ * that worker), no script is loaded (its hooks' state stays on the
+ * worker's Lua state), and backend_wait_worker is off.
+ */
+static bool
+can_wait(const struct req *req)
 {
-    STAT_INC(cache_pass);
-    req__fetch(req, be, NULL, NULL);
+    return (!par.backend_wait_worker && req->esi_up == NULL && req->tp != NULL &&
+            req->tp->park != NULL && !pol_active());
+}
+
+/* The fetch is over: a miss lets its stale copy go. */
+static void
+finished(struct req_fetch *rf)
+{
+    if (rf->stale != NULL && rf->stale->oc != NULL)
+        hsh_deref(&rf->stale->oc);
+}
+
+/* The fetch waits: the watch its steps park it with (req_park.c). */
+static bool
+waits(struct req *req, struct req_fetch *rf)
+{
+    req->st->fetch = rf;
+    req->st->watch.fd = fetch_wait_fd(&rf->bo);
+    req->st->watch.deadline = rf->bo.first_deadline;
+    STAT_INC(fetch_waited);
+    return (true);
+}
+
+bool
+req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale,
+           bool may_wait)
+{
+    struct req_fetch local, *rf = NULL;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    if (may_wait && req->st != NULL && can_wait(req))
+        rf = ws_alloc(req->ws, sizeof *rf);
+    if (rf == NULL) {
+        rf = &local;
+        may_wait = false;
+    }
+    rf->ntried = 0;
+    rf->be = be;
+    rf->stale = stale;
+    rf->may_wait = may_wait;
+    if (attempts(req, rf, oc, false, FETCH_OK))
+        return (waits(req, rf));
+    finished(rf);
+    return (false);
+}
+
+bool
+req__fetch_resume(struct req *req)
+{
+    struct req_fetch *rf = req->st->fetch;
+    enum fetch_result r;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    AN(rf);
+    req->st->fetch = NULL;
+    /* Another worker, perhaps: its buffers, and the request's memory where it is now. */
+    rf->bo.ws = rf->bc.ws = req->ws;
+    rf->bc.wrk = req->wrk;
+    rf->bo.rxbuf = req->wrk->be;
+    rf->bo.rxsize = req->wrk->be_size;
+    r = fetch_head_resume(&rf->bo, req->st->watch.expired);
+    if (attempts(req, rf, NULL, true, r))
+        return (waits(req, rf));
+    finished(rf);
+    return (false);
 }
 
 void
+req__fetch_drop(struct req *req)
+{
+    struct req_fetch *rf = req->st->fetch;
+
+    AN(rf);
+    req->st->fetch = NULL;
+    fetch_done(&rf->bo);
+    finished(rf);
+}
+
+bool
+req_fetch_pass(struct req *req, struct be *be)
+{
+    STAT_INC(cache_pass);
+    return (req__fetch(req, be, NULL, NULL, true));
+}
+
+bool
 req_fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale)
 {
     struct cobj *oc;
 
     OBJ_TAKE(oc, ocp, COBJ_MAGIC);
-    req__fetch(req, be, oc, stale);
-    if (stale->oc != NULL)
-        hsh_deref(&stale->oc);
+    return (req__fetch(req, be, oc, stale, true));
 }

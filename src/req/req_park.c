@@ -21,6 +21,15 @@
  * who runs the request next (req_priv.h, enum req_park).  A policy state
  * that cannot be carried (pol_park() refuses) makes the request wait on
  * its worker instead, woken the same way, as every request did before.
+ *
+ * A pass or miss waits for its backend's answer the same way
+ * (req__await()): its fetch sent the request, the transport takes its
+ * memory off the worker, and the waiter watches the backend socket
+ * (wtr_watch()) until it is readable or the first byte timeout passes.
+ * The same task then resumes it, run by the worker that takes the event
+ * from the waiter's set (no wake-up) or queued at POOL_PRIO_RESUME.
+ * Nothing wakes it from elsewhere, so no state settles a race: from the
+ * moment the watch is armed the request is the waiter's.
  */
 #include "config.h"
 
@@ -34,6 +43,7 @@
 #include "surogat/req.h"
 #include "surogat/stat.h"
 #include "surogat/tp.h"
+#include "surogat/wtr.h"
 
 #include "req_priv.h"
 
@@ -145,4 +155,34 @@ req__park(struct req *req)
         schedule(req);
     }
     return (true);
+}
+
+/* wtr_watch.drop: the waiter stops before the backend answered. */
+static void
+await_drop(struct wtr_watch *w)
+{
+    struct req *req = w->task->priv;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    req__fetch_drop(req);
+    req->tp->drop(req);
+}
+
+void
+req__await(struct req *req)
+{
+    struct req_state *st = req->st;
+
+    SRG_ASSERT(st->step == REQ_S_BACKEND);
+    st->task = (struct pool_task){ .func = resume_task, .priv = req };
+    st->watch.magic = WTR_WATCH_MAGIC;
+    st->watch.task = &st->task;
+    st->watch.drop = await_drop;
+    req->tp->park(req);
+    if (wtr_watch(&st->watch) == 0)
+        return;
+    /* Not watched (the waiter stops, or refused the socket): a worker reads it, blocking. */
+    st->watch.expired = false;
+    if (pool_submit(pool_pick(), &st->task, POOL_PRIO_RESUME) != 0)
+        await_drop(&st->watch);
 }

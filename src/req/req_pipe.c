@@ -85,7 +85,7 @@ req_pipe(struct req *req, struct be *be)
         /* Cache-Status of the response, if the backend refuses the switch: the policy's pipe. */
         req->cs_fwd = "bypass", req->cs_detail = "policy";
         req->st->pipe_bereq = bq;
-        req__fetch(req, be, NULL, NULL);
+        req__fetch(req, be, NULL, NULL, false); /* a pipe's hook state stays */
         return;
     }
     req->close = true;

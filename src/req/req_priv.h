@@ -12,6 +12,7 @@
 #include "surogat/pool.h"
 #include "surogat/pol.h"
 #include "surogat/req.h"
+#include "surogat/wtr.h"
 
 struct be;
 struct busyobj;
@@ -22,9 +23,10 @@ struct req;
 
 /*
  * req_fetch.c.  A pass to be, answered through the deliverer.  Never
- * fails: errors are answered.
+ * fails: errors are answered.  true: it waits for its backend without
+ * the worker (the steps stop at REQ_S_AWAIT).
  */
-void req_fetch_pass(struct req *req, struct be *be);
+bool req_fetch_pass(struct req *req, struct be *be);
 /*
  * A cache miss: fetch the full object for the busy *ocp (GET even for a
  * HEAD, without the client's conditional fields), deliver it while it is
@@ -32,11 +34,23 @@ void req_fetch_pass(struct req *req, struct be *be);
  * stored or the fetch fails.  With a stale object that has validators the
  * request is conditional, and a 304 renews the stale object instead; if
  * the backend fails and the stale object's stale-if-error window allows,
- * the stale object is served.  Takes the caller's references.
+ * the stale object is served.  Takes the caller's references.  true: as
+ * req_fetch_pass().
  */
-void req_fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
-/* The fetch of either (oc NULL: a pass), its attempts, failovers and retries. */
-void req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale);
+bool req_fetch_miss(struct req *req, struct be *be, struct cobj **ocp, struct hsh_stale *stale);
+/*
+ * The fetch of either (oc NULL: a pass), its attempts, failovers and
+ * retries.  may_wait: it may wait for its backend's answer without the
+ * worker, when the request can (true returned: req->st->fetch and
+ * req->st->watch say what it waits for; the steps stop at REQ_S_AWAIT and
+ * req__fetch_resume() goes on, on a worker, once it is readable or late).
+ */
+bool req__fetch(struct req *req, struct be *be, struct cobj *oc, struct hsh_stale *stale,
+                bool may_wait);
+/* After REQ_S_AWAIT: the fetch goes on.  true: it waits again (a retried connection). */
+bool req__fetch_resume(struct req *req);
+/* After REQ_S_AWAIT: the request will never run again; its fetch lets go of what it holds. */
+void req__fetch_drop(struct req *req);
 /*
  * A busy object for req, and the policy context of its backend hooks
  * (bc, which bo points to): what the fetch needs of the request, copied
@@ -70,7 +84,8 @@ void req_fetch_bg(struct req *req, struct be *be, struct cobj **ocp, struct hsh_
     REQ_STEP(SYNTH, synth)                        \
     REQ_STEP(STATIC, static)                      \
     REQ_STEP(DELIVER, deliver)                    \
-    REQ_STEP(GATEWAY_TIMEOUT, gateway_timeout)
+    REQ_STEP(GATEWAY_TIMEOUT, gateway_timeout)    \
+    REQ_STEP(BACKEND, backend)
 
 enum req_step {
 #define REQ_STEP(U, l) REQ_S_##U,
@@ -80,6 +95,7 @@ enum req_step {
     REQ_S_RESTART = REQ_S__N, /* a hook said "restart": req_dispatch() goes back to recv */
     REQ_S_DONE,               /* answered */
     REQ_S_PARK,               /* on a waiting list: the lookup runs again when woken */
+    REQ_S_AWAIT,              /* the fetch waits for its backend: REQ_S_BACKEND goes on */
 };
 
 /*
@@ -106,7 +122,13 @@ void req__unwaited(struct req *req);
  * the steps on).
  */
 bool req__park(struct req *req);
-/* req_step.c: run the steps on from the lookup a parked request waited for. */
+/*
+ * The steps stopped at REQ_S_AWAIT: the request lets go of its worker
+ * and the waiter watches req->st->watch (its fd and deadline set); its
+ * task runs REQ_S_BACKEND on whichever worker takes it.  Never blocks.
+ */
+void req__await(struct req *req);
+/* req_step.c: run the steps on from the lookup (or the fetch) a parked request waited for. */
 enum req_run req__dispatch_resume(struct req *req);
 const char *req__step_name(enum req_step s);
 
@@ -128,6 +150,9 @@ struct req_state {
     enum req_park park;      /* atomic */
     struct pool_task task;   /* resumes it */
     struct http *pipe_bereq; /* a pipe fetched rather than tunneled: its request (req_pipe.c) */
+    /* A fetch waiting for its backend (REQ_S_AWAIT, req_fetch.c), and what watches it. */
+    struct req_fetch *fetch;
+    struct wtr_watch watch;
 };
 
 /*

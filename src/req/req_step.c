@@ -415,7 +415,8 @@ step_miss(struct req *req)
             hsh_deref(&req->st->stale.oc);
         return (other(req, act, &req->st->syn));
     }
-    req_fetch_miss(req, pick_backend(req), &req->st->oc, &req->st->stale);
+    if (req_fetch_miss(req, pick_backend(req), &req->st->oc, &req->st->stale))
+        return (REQ_S_AWAIT);
     return (REQ_S_DONE);
 }
 
@@ -430,8 +431,16 @@ step_pass(struct req *req)
     /* pass never answers "pass": no loop */
     if (pol_active() && (act = pol_pass(req, &req->st->syn)) != POL_FETCH)
         return (other(req, act, &req->st->syn));
-    req_fetch_pass(req, pol_active() ? pick_backend(req) : be_default());
+    if (req_fetch_pass(req, pol_active() ? pick_backend(req) : be_default()))
+        return (REQ_S_AWAIT);
     return (REQ_S_DONE);
+}
+
+/* A pass or miss whose fetch waited for its backend without a worker: it goes on. */
+static enum req_step
+step_backend(struct req *req)
+{
+    return (req__fetch_resume(req) ? REQ_S_AWAIT : REQ_S_DONE);
 }
 
 static enum req_step
@@ -571,6 +580,12 @@ run_steps(struct req *req, unsigned stop)
                 return (REQ_RUN_PARKED);
             continue;
         }
+        if (req->st->step == REQ_S_AWAIT) {
+            /* Another worker may run it from here on: touch nothing after. */
+            req->st->step = REQ_S_BACKEND;
+            req__await(req);
+            return (REQ_RUN_PARKED);
+        }
         /* The deliverer and the synth hook say "restart" through the request. */
         if (req->restart || req->st->step == REQ_S_RESTART)
             req->st->step = restart(req) ? REQ_S_RECV : REQ_S_DONE;
@@ -608,6 +623,6 @@ enum req_run
 req__dispatch_resume(struct req *req)
 {
     OBJ_CHECK(req, REQ_MAGIC);
-    SRG_ASSERT(req->st->step == REQ_S_LOOKUP);
+    SRG_ASSERT(req->st->step == REQ_S_LOOKUP || req->st->step == REQ_S_BACKEND);
     return (run_steps(req, 0));
 }

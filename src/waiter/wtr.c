@@ -52,6 +52,19 @@
  * parked list when the last one ends.  Its transport calls both with its
  * own lock held, so that lock ranks above park_mtx, and nothing here calls
  * the transport (sess_close()) with park_mtx held.
+ *
+ * Watches (wtr_watch()).  A request that sent its backend a request
+ * waits for the answer without a worker: the backend socket goes into
+ * the set like a session, its event's data a struct wtr_watch (told
+ * apart from a session by its magic).  A ready watch joins a queue of
+ * its own, served before the sessions' (its client has waited already):
+ * a taking worker runs its task itself, the waiter queues it at
+ * POOL_PRIO_RESUME.  Its deadline is the backend's first byte timeout,
+ * which a second late would break, so watches sit on a list in deadline
+ * order (a shared timeout appends at the tail) and a timerfd in the set
+ * fires at the earliest; whoever receives it expires the watches due as
+ * the sweep expires sessions (marked, read side shut: their own event
+ * still comes, once, to one receiver).
  */
 #include "config.h"
 
@@ -63,6 +76,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -70,6 +84,7 @@
 #include "surogat/defs.h"
 #include "surogat/log.h"
 #include "surogat/par.h"
+#include "surogat/pool.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
@@ -85,6 +100,8 @@ static struct event *set_ev, *sweep_ev, *stop_ev, *defer_ev;
 static int set_fd = -1;
 static int ready_fd = -1; /* in the set: readable while the ready queue holds sessions */
 static int stop_fd = -1;
+static int timer_fd = -1; /* in the set: fires at the earliest watch's deadline */
+static const unsigned timer_tag = 0x7e3a11d5; /* its event's data */
 static pthread_t wtr_thread;
 
 /* The parked list, oldest first, so that a sweep stops at the first live one. */
@@ -103,6 +120,11 @@ static struct sess *busy_tail; /* under park_mtx */
 static struct sess **heap; /* under park_mtx */
 static unsigned heap_len;  /* under park_mtx */
 static unsigned heap_cap;  /* under park_mtx */
+/* Watches: waiting, in deadline order; ready, in event order. */
+static struct wtr_watch *watch_head, *watch_tail;   /* under park_mtx */
+static struct wtr_watch *wready_head, *wready_tail; /* under park_mtx */
+static double timer_at; /* under park_mtx: what timer_fd is set to, 0 when disarmed */
+static unsigned nwatched; /* under park_mtx: watches linked or ready */
 
 /* Append sp to the list of *headp .. *tailp (the parked list or the ready queue). */
 static void
@@ -252,7 +274,7 @@ ready_pop_locked(void)
 static void
 ready_sync_locked(void)
 {
-    bool want = ready_head != NULL;
+    bool want = ready_head != NULL || wready_head != NULL;
     uint64_t v = 1;
 
     if (want == ready_signaled)
@@ -264,10 +286,95 @@ ready_sync_locked(void)
     ready_signaled = want;
 }
 
+/* Under park_mtx: set timer_fd to fire at `at` (tim_mono()), or disarm it (0). */
+static void
+timer_set_locked(double at)
+{
+    struct itimerspec its;
+    double ns;
+
+    memset(&its, 0, sizeof its);
+    if (at > 0) {
+        /* Rounded up: fired early, it would find nothing due and fire again at once. */
+        its.it_value.tv_sec = (time_t)at;
+        ns = ceil((at - (double)its.it_value.tv_sec) * 1e9);
+        its.it_value.tv_nsec = ns > 999999999 ? 999999999 : (long)ns;
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1;
+    }
+    AZ(timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &its, NULL));
+    timer_at = at;
+}
+
+static void
+watch_unlink_locked(struct wtr_watch *w)
+{
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        watch_head = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    else
+        watch_tail = w->prev;
+    w->next = w->prev = NULL;
+    w->linked = false;
+}
+
+/* Under park_mtx: timer_fd fired.  Expire the watches due; set it for the next. */
+static void
+watch_timer_locked(double now)
+{
+    struct wtr_watch *w;
+    uint64_t v;
+
+    (void)!read(timer_fd, &v, sizeof v); /* EAGAIN when another receiver read it first */
+    timer_at = 0;
+    while ((w = watch_head) != NULL && w->deadline <= now) {
+        watch_unlink_locked(w);
+        w->expired = true;
+        (void)shutdown(w->fd, SHUT_RD); /* its event comes now, to one receiver */
+    }
+    if (watch_head != NULL)
+        timer_set_locked(watch_head->deadline);
+}
+
+/* Under park_mtx: w's event came, to us.  It joins the ready watches. */
+static void
+watch_claim_locked(struct wtr_watch *w, double now)
+{
+    OBJ_CHECK(w, WTR_WATCH_MAGIC);
+    if (w->linked)
+        watch_unlink_locked(w);
+    w->t_ready = now;
+    w->next = NULL;
+    w->prev = wready_tail;
+    if (wready_tail != NULL)
+        wready_tail->next = w;
+    else
+        wready_head = w;
+    wready_tail = w;
+}
+
+static struct wtr_watch *
+watch_pop_locked(void)
+{
+    struct wtr_watch *w = wready_head;
+
+    if (w == NULL)
+        return (NULL);
+    wready_head = w->next;
+    if (wready_head == NULL)
+        wready_tail = NULL;
+    w->next = w->prev = NULL;
+    nwatched--;
+    return (w);
+}
+
 /*
  * Under park_mtx: claim the sessions of one scan of the set.  Live ones
  * join the ready queue in event order; expired ones go on *closep for the
- * caller to close outside the lock.
+ * caller to close outside the lock.  Watches join theirs.
  */
 static void
 collect_locked(const struct epoll_event *evs, int n, struct sess **closep)
@@ -279,6 +386,14 @@ collect_locked(const struct epoll_event *evs, int n, struct sess **closep)
         sp = evs[i].data.ptr;
         if (sp == NULL)
             continue; /* ready_fd: the queue itself */
+        if (evs[i].data.ptr == &timer_tag) {
+            watch_timer_locked(now);
+            continue;
+        }
+        if (*(const unsigned *)evs[i].data.ptr == WTR_WATCH_MAGIC) {
+            watch_claim_locked(evs[i].data.ptr, now);
+            continue;
+        }
         OBJ_CHECK(sp, SESS_MAGIC);
         if (claim_locked(sp)) {
             sp->wnext = *closep;
@@ -365,7 +480,8 @@ dispatch(double before)
 {
     struct epoll_event evs[WTR_BATCH];
     struct sess *sp, *list = NULL, **tail = &list, *expired, *back = NULL, *blast = NULL;
-    bool takers = takers_active();
+    struct wtr_watch *w, *wlist = NULL;
+    bool takers = takers_active(), wstay;
     double now = tim_mono();
     int n;
 
@@ -379,10 +495,31 @@ dispatch(double before)
             *tail = sp;
             tail = &sp->wnext;
         }
+        while (wready_head != NULL && wready_head->t_ready <= before) {
+            w = watch_pop_locked();
+            w->next = wlist;
+            wlist = w;
+        }
+        wstay = wready_head != NULL;
         ready_sync_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
         close_expired(expired);
     } while (n == WTR_BATCH);
+    /* Newest first on wlist: the pool's queue is FIFO, so submit in reverse. */
+    for (struct wtr_watch *rev = NULL; wlist != NULL || rev != NULL;) {
+        if (wlist != NULL) {
+            w = wlist;
+            wlist = w->next;
+            w->next = rev;
+            rev = w;
+            continue;
+        }
+        w = rev;
+        rev = w->next;
+        w->next = NULL;
+        if (pool_submit(pool_pick(), w->task, POOL_PRIO_RESUME) != 0)
+            w->drop(w); /* the pool shuts down */
+    }
     while ((sp = list) != NULL) {
         list = sp->wnext;
         sp->wnext = NULL;
@@ -401,7 +538,7 @@ dispatch(double before)
         blast = sp;
     }
     if (back == NULL)
-        return (false);
+        return (wstay);
     AZ(pthread_mutex_lock(&park_mtx));
     blast->wnext = ready_head;
     if (ready_head == NULL)
@@ -555,6 +692,13 @@ wtr_init(void)
         if (ready_fd < 0 || epoll_ctl(set_fd, EPOLL_CTL_ADD, ready_fd, &e) != 0)
             return (-1);
     }
+    if (timer_fd < 0) {
+        struct epoll_event e = { .events = EPOLLIN, .data.ptr = (void *)(uintptr_t)&timer_tag };
+
+        timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (timer_fd < 0 || epoll_ctl(set_fd, EPOLL_CTL_ADD, timer_fd, &e) != 0)
+            return (-1);
+    }
     stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (stop_fd < 0)
         return (-1);
@@ -579,6 +723,7 @@ wtr_fini(void)
 {
     uint64_t one = 1;
     struct sess *sp, *closing = NULL;
+    struct wtr_watch *w, *dropping = NULL;
 
     AZ(pthread_mutex_lock(&park_mtx));
     stopping = true;
@@ -604,8 +749,23 @@ wtr_fini(void)
         sp->wnext = closing;
         closing = sp;
     }
+    while ((w = watch_head) != NULL || (w = watch_pop_locked()) != NULL) {
+        if (w->linked) {
+            watch_unlink_locked(w);
+            nwatched--;
+        }
+        w->next = dropping;
+        dropping = w;
+    }
+    if (timer_at > 0)
+        timer_set_locked(0);
     ready_sync_locked();
     AZ(pthread_mutex_unlock(&park_mtx));
+    while ((w = dropping) != NULL) {
+        dropping = w->next;
+        w->next = NULL;
+        w->drop(w);
+    }
     while ((sp = closing) != NULL) {
         closing = sp->wnext;
         sp->wnext = NULL;
@@ -628,19 +788,19 @@ wtr_fini(void)
 }
 
 /*
- * Arm sp's one-shot event with `op`; false if the set refused it.  From
- * the epoll_ctl(2) on the event may fire and another thread own sp, so
- * sp is not read after it.
+ * Arm fd's one-shot event, its data `ptr` (a session or a watch), with
+ * `op`; false if the set refused it.  From the epoll_ctl(2) on the event
+ * may fire and another thread own what ptr points to, so nothing reads
+ * it after.
  */
 static bool
-arm(struct sess *sp, int op)
+arm(int fd, void *ptr, int op)
 {
     struct epoll_event e;
-    int fd = sp->fd;
 
     memset(&e, 0, sizeof e);
     e.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-    e.data.ptr = sp;
+    e.data.ptr = ptr;
     if (epoll_ctl(set_fd, op, fd, &e) == 0)
         return (true);
     /* A registration we did not expect either way: try the other verb. */
@@ -677,7 +837,7 @@ park(struct sess *sp, double deadline)
     sp->wregistered = true;
     AZ(pthread_mutex_unlock(&park_mtx));
     STAT_INC(sess_idle);
-    if (arm(sp, op))
+    if (arm(sp->fd, sp, op))
         return;
     /* No event will ever come for it, so it is still ours. */
     err = errno;
@@ -750,7 +910,7 @@ wtr_park(struct sess *sp, bool busy)
     sp->wregistered = true;
     AZ(pthread_mutex_unlock(&park_mtx));
     STAT_INC(sess_waited);
-    if (arm(sp, op))
+    if (arm(sp->fd, sp, op))
         return (0);
     err = errno;
     AZ(pthread_mutex_lock(&park_mtx));
@@ -783,13 +943,17 @@ wtr_take(double wait)
     struct epoll_event evs[WTR_BATCH];
     int n, ms = wait > 0 ? (int)(wait * 1e3 + 0.5) : 0;
     struct sess *sp, *expired;
+    struct wtr_watch *w;
 
     for (;;) {
         AZ(pthread_mutex_lock(&park_mtx));
         /* Stopping: wtr_fini() closes what is parked or queued. */
-        sp = stopping ? NULL : ready_pop_locked();
+        w = stopping ? NULL : watch_pop_locked();
+        sp = stopping || w != NULL ? NULL : ready_pop_locked();
         ready_sync_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
+        if (w != NULL)
+            return (w->task);
         if (sp != NULL)
             break;
         n = epoll_wait(set_fd, evs, WTR_BATCH, ms);
@@ -802,10 +966,13 @@ wtr_take(double wait)
             return (NULL);
         }
         collect_locked(evs, n, &expired);
-        sp = ready_pop_locked();
+        w = watch_pop_locked();
+        sp = w != NULL ? NULL : ready_pop_locked();
         ready_sync_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
         close_expired(expired);
+        if (w != NULL)
+            return (w->task);
         if (sp != NULL)
             break;
         /* Only expired sessions, or another worker emptied the queue first. */
@@ -814,4 +981,62 @@ wtr_take(double wait)
     if (ms > 0)
         STAT_INC(sess_linger_hit);
     return (&sp->task);
+}
+
+int
+wtr_watch(struct wtr_watch *w)
+{
+    struct wtr_watch *at;
+    int err;
+
+    OBJ_CHECK(w, WTR_WATCH_MAGIC);
+    AN(w->task);
+    AN(w->drop);
+    w->expired = false;
+    AZ(pthread_mutex_lock(&park_mtx));
+    if (stopping) {
+        AZ(pthread_mutex_unlock(&park_mtx));
+        errno = ESHUTDOWN;
+        return (-1);
+    }
+    /* In deadline order, from the tail: where a timeout shared by all puts it. */
+    for (at = watch_tail; at != NULL && at->deadline > w->deadline; at = at->prev)
+        continue;
+    w->prev = at;
+    w->next = at != NULL ? at->next : watch_head;
+    if (w->next != NULL)
+        w->next->prev = w;
+    else
+        watch_tail = w;
+    if (at != NULL)
+        at->next = w;
+    else
+        watch_head = w;
+    w->linked = true;
+    nwatched++;
+    if (timer_at == 0 || w->deadline < timer_at)
+        timer_set_locked(w->deadline);
+    AZ(pthread_mutex_unlock(&park_mtx));
+    /* A socket watched before is still in the set, disarmed: re-arm it. */
+    if (arm(w->fd, w, EPOLL_CTL_MOD))
+        return (0);
+    err = errno;
+    AZ(pthread_mutex_lock(&park_mtx));
+    if (w->linked)
+        watch_unlink_locked(w);
+    nwatched--; /* linked, or expired meanwhile: no event will come either way */
+    AZ(pthread_mutex_unlock(&park_mtx));
+    errno = err;
+    return (-1);
+}
+
+unsigned
+wtr_watched(void)
+{
+    unsigned n;
+
+    AZ(pthread_mutex_lock(&park_mtx));
+    n = nwatched;
+    AZ(pthread_mutex_unlock(&park_mtx));
+    return (n);
 }

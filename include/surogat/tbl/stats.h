@@ -109,6 +109,8 @@ STAT(coalesce_rushed, COUNTER, "Parked requests woken to look their object up ag
 STAT(coalesce_on_thread, COUNTER, "Requests that waited for another request's fetch on a worker "
      "thread, because they could not be parked (a background fetch, a subrequest, a policy "
      "whose per-request state cannot be carried).")
+STAT(fetch_waited, COUNTER, "Passes and misses that waited for their backend's answer without "
+     "a worker: the waiter watched the backend connection (see backend_wait_worker).")
 STAT(cache_stored, COUNTER, "Responses stored in the cache.")
 STAT(cache_uncacheable, COUNTER, "Fetched responses that could not be stored.")
 STAT(cache_set_cookie_stripped, COUNTER, "Set-Cookie fields left out of a stored object "

@@ -6,7 +6,10 @@
  * with its kept bytes and is never expired afterwards; wtr_fini() closes
  * what is still parked.  Also the kept-input contract the transports rely
  * on: kept bytes are read before the socket's, and a session holding some
- * is not parked by wtr_enter() but run at once.
+ * is not parked by wtr_enter() but run at once.  Watches (wtr_watch()):
+ * a socket turning readable runs its task, not expired; one that does not
+ * runs it at its deadline, expired, to the millisecond and in deadline
+ * order; wtr_fini() drops what is still watched.
  *
  * The waiter thread and a real pool run; each session is one end of a
  * socketpair, the test holds the other (the client).
@@ -334,6 +337,138 @@ START_TEST(fini_closes_what_waits)
 }
 END_TEST
 
+/* Watches: what each task saw, by index. */
+#define WMAX 8
+static struct wtr_watch watches[WMAX];
+static struct pool_task wtasks[WMAX];
+static double w_ran_at[WMAX];    /* under mtx */
+static bool w_expired[WMAX];     /* under mtx */
+static unsigned w_order[WMAX];   /* under mtx: indexes in the order the tasks ran */
+static unsigned w_runs, w_drops; /* under mtx */
+
+static void
+watch_task(struct wrk *wrk, void *priv)
+{
+    struct wtr_watch *w = priv;
+    unsigned i = (unsigned)(w - watches);
+
+    (void)wrk;
+    OBJ_CHECK(w, WTR_WATCH_MAGIC);
+    AZ(pthread_mutex_lock(&mtx));
+    w_ran_at[i] = tim_mono();
+    w_expired[i] = w->expired;
+    w_order[w_runs++] = i;
+    AZ(pthread_mutex_unlock(&mtx));
+}
+
+static void
+watch_drop(struct wtr_watch *w)
+{
+    OBJ_CHECK(w, WTR_WATCH_MAGIC);
+    AZ(pthread_mutex_lock(&mtx));
+    w_drops++;
+    AZ(pthread_mutex_unlock(&mtx));
+}
+
+/* Watch fd as watches[i], due `in` seconds from now. */
+static void
+watch(unsigned i, int fd, double in)
+{
+    struct wtr_watch *w = &watches[i];
+
+    memset(w, 0, sizeof *w);
+    w->magic = WTR_WATCH_MAGIC;
+    w->fd = fd;
+    w->deadline = tim_mono() + in;
+    wtasks[i] = (struct pool_task){ .func = watch_task, .priv = w };
+    w->task = &wtasks[i];
+    w->drop = watch_drop;
+    ck_assert_int_eq(wtr_watch(w), 0);
+}
+
+static unsigned
+watch_runs(double tmo)
+{
+    double end = tim_mono() + tmo;
+    unsigned n;
+
+    for (;;) {
+        AZ(pthread_mutex_lock(&mtx));
+        n = w_runs;
+        AZ(pthread_mutex_unlock(&mtx));
+        if (tim_mono() > end)
+            return (n);
+        usleep(2000);
+    }
+}
+
+START_TEST(watch_readable_runs_task)
+{
+    int sv[2];
+    double t0;
+
+    w_runs = w_drops = 0;
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    watch(0, sv[0], 10);
+    ck_assert_uint_eq(watch_runs(0.1), 0);
+    t0 = tim_mono();
+    ck_assert_int_eq(write(sv[1], "x", 1), 1);
+    ck_assert_uint_eq(watch_runs(0.2), 1);
+    ck_assert(!w_expired[0]);
+    ck_assert_double_lt(w_ran_at[0] - t0, 0.1);
+    /* Watched again, the same socket: re-armed, and runs again (its byte is still there). */
+    watch(0, sv[0], 10);
+    ck_assert_uint_eq(watch_runs(0.2), 2);
+    ck_assert(!w_expired[0]);
+    ck_assert_uint_eq(w_drops, 0);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(watch_deadline_exact_and_in_order)
+{
+    static const double in[3] = { 0.3, 0.1, 0.2 };
+    double due[3];
+    int sv[3][2];
+
+    w_runs = w_drops = 0;
+    for (unsigned i = 0; i < 3; i++) {
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv[i]), 0);
+        watch(i, sv[i][0], in[i]);
+        due[i] = watches[i].deadline;
+    }
+    ck_assert_uint_eq(watch_runs(0.6), 3);
+    ck_assert_uint_eq(w_order[0], 1);
+    ck_assert_uint_eq(w_order[1], 2);
+    ck_assert_uint_eq(w_order[2], 0);
+    for (unsigned i = 0; i < 3; i++) {
+        ck_assert(w_expired[i]);
+        ck_assert_double_ge(w_ran_at[i], due[i]);
+        /* The timer, not a sweep of once a second. */
+        ck_assert_double_lt(w_ran_at[i], due[i] + 0.05);
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+    ck_assert_uint_eq(w_drops, 0);
+}
+END_TEST
+
+START_TEST(watch_fini_drops)
+{
+    int sv[2];
+
+    w_runs = w_drops = 0;
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    watch(0, sv[0], 60);
+    stop();
+    ck_assert_uint_eq(w_drops, 1);
+    ck_assert_uint_eq(w_runs, 0);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
 Suite *
 wtr_suite(void)
 {
@@ -348,6 +483,9 @@ wtr_suite(void)
     tcase_add_test(tc, heap_under_churn);
     tcase_add_test(tc, kept_input_is_ready_at_once);
     tcase_add_test(tc, fini_closes_what_waits);
+    tcase_add_test(tc, watch_readable_runs_task);
+    tcase_add_test(tc, watch_deadline_exact_and_in_order);
+    tcase_add_test(tc, watch_fini_drops);
     suite_add_tcase(s, tc);
     return (s);
 }
