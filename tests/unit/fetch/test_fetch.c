@@ -1230,6 +1230,54 @@ START_TEST(backend_first_byte_timeout)
 END_TEST
 
 /*
+ * bo->may_wait: the fetch stops once the request is sent (FETCH_WAIT),
+ * nothing of the answer read; resumed once the socket is readable it goes
+ * on as a blocking fetch, the connection reused after.
+ */
+START_TEST(wait_then_resume)
+{
+    struct busyobj bo;
+    struct pollfd pfd;
+
+    answer("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", NULL);
+    peer_run();
+    mkbo(&bo, NULL);
+    bo.may_wait = true;
+    ck_assert_int_eq(fetch_head(&bo), FETCH_WAIT);
+    ck_assert_uint_eq(bo.be_len, 0);
+    ck_assert_double_gt(bo.first_deadline, tim_mono());
+    pfd = (struct pollfd){ .fd = fetch_wait_fd(&bo), .events = POLLIN };
+    ck_assert_int_eq(poll(&pfd, 1, 5000), 1);
+    ck_assert_int_eq(fetch_head_resume(&bo, false), FETCH_OK);
+    ck_assert_uint_eq(bo.beresp->status, 200);
+    ck_assert_int_eq(fetch_body(&bo, &sink), 0);
+    ck_assert_str_eq(got.b, "ok");
+    fetch_done(&bo);
+    ck_assert_uint_eq(bcp_idle_count(be->pool), 1);
+}
+END_TEST
+
+/* Resumed past its first byte deadline: 504 and counted as a blocking fetch's, never reused. */
+START_TEST(wait_expired_504)
+{
+    struct busyobj bo;
+    uint64_t tmo = stat_get(STAT_backend_timeout);
+
+    be_release(&be);
+    mkbe(0.2, 2);
+    answer(NULL)->hold = true;
+    peer_run();
+    mkbo(&bo, NULL);
+    bo.may_wait = true;
+    ck_assert_int_eq(fetch_head(&bo), FETCH_WAIT);
+    ck_assert_int_eq(fetch_head_resume(&bo, true), FETCH_E_TIMEOUT);
+    ck_assert_uint_eq(stat_get(STAT_backend_timeout) - tmo, 1);
+    fetch_done(&bo);
+    ck_assert_uint_eq(bcp_conn_count(be->pool), 0);
+}
+END_TEST
+
+/*
  * Fewer bytes than its Content-Length, then the end: the body fails (the
  * client's response is cut by its caller), the object is not published,
  * the connection is not reused.
@@ -1694,6 +1742,8 @@ fetch_suite(void)
     tc = unit_tcase(s, "broken_backend", setup, teardown);
     tcase_add_test(tc, backend_refused_502);
     tcase_add_test(tc, backend_first_byte_timeout);
+    tcase_add_test(tc, wait_then_resume);
+    tcase_add_test(tc, wait_expired_504);
     tcase_add_test(tc, backend_body_short);
     tcase_add_test(tc, backend_body_stalls);
     tcase_add_test(tc, backend_refuses_connections);
