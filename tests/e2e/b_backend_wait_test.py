@@ -54,17 +54,19 @@ def test_backend_closes_while_waited_on(origin, surogat, mode):
 def test_backend_closes_reused_connection_retried(origin, surogat):
     """A pooled connection the backend closes while the request waits on it:
     nothing came back, so the request is retried on a new one, waiting again."""
-    state = {"n": 0}
+    per_conn = {}
 
     def script(sock, req, stop_ev):
-        state["n"] += 1
-        if state["n"] == 2:
-            return False  # the second request on the pooled connection: closed unanswered
+        per_conn[req.conn_id] = per_conn.get(req.conn_id, 0) + 1
+        if per_conn[req.conn_id] == 2:
+            return False  # the second request on a pooled connection: closed unanswered
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         return True
     origin.route("/r", script=script)
     sg = surogat()
     assert sg.get("/r", headers=PASS).status == 200
+    # the client has its answer before the connection is back in the pool
+    time.sleep(0.3)
     r = sg.get("/r", headers=PASS)
     assert r.status == 200 and r.body == b"ok", r
     st = sg.stats()
