@@ -29,8 +29,9 @@ def _fire(port, path, out, i):
 
 def test_queue_overflow_503_then_recovery(origin, surogat):
     origin.route("/slow", body=b"slow", delay=1.5)
+    # A slow backend keeps its worker busy only when fetches wait on their worker.
     sg = surogat(params={"thread_pools": "1", "thread_pool_min": "1", "thread_pool_max": "1",
-                         "thread_queue_limit": "1"})
+                         "thread_queue_limit": "1", "backend_wait_worker": "on"})
     results = []
     first = threading.Thread(target=_fire, args=(sg.port, "/slow", results, 0))
     first.start()
@@ -84,8 +85,10 @@ def test_pool_grows_under_load_and_shrinks_when_idle(origin, surogat):
     """Waiting requests start new workers up to thread_pool_max; workers
     idle for thread_pool_timeout retire down to thread_pool_min."""
     origin.route("/slow", body=b"slow", delay=1.0)
+    # Busy workers: fetches wait on them (without, six slow fetches need no new worker).
     sg = surogat(params={"thread_pools": "1", "thread_pool_min": "2", "thread_pool_max": "6",
-                         "thread_pool_timeout": "500ms", "thread_queue_limit": "100"})
+                         "thread_pool_timeout": "500ms", "thread_queue_limit": "100",
+                         "backend_wait_worker": "on"})
     assert sg.stat("threads") == 2
     results = []
     # Six different URLs: requests for one would wait for one fetch, parked without a worker.
