@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "unit.h"
+#include "tbuf.h"
 #include "surogat/defs.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
@@ -59,11 +60,11 @@ START_TEST(blocks_never_overlap)
     struct slab_stats st0, st;
     uint32_t x = 12345;
 
-    AN(v);
+    ck_assert_ptr_nonnull(v);
     slab_stats(&st0);
     for (unsigned round = 0; round < 4; round++) {
         for (unsigned i = 0; i < N; i++) {
-            x = x * 1103515245u + 12345u;
+            (void)xrnd(&x);
             if (v[i].p != NULL && (x >> 8) % 3 != 0)
                 continue;
             if (v[i].p != NULL) {
@@ -132,15 +133,14 @@ teardown(void)
 
 static char want[64 * 1024];
 
+/* len bytes, different for every seed (tbuf.h's generator). */
 static void
 fill(char *buf, size_t len, unsigned seed)
 {
-    uint32_t x = seed * 2654435761u + 1;
+    uint32_t x = seed + 1;
 
-    for (size_t i = 0; i < len; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (char)(x >> 16);
-    }
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)xrnd(&x);
 }
 
 static void
