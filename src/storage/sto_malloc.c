@@ -19,7 +19,7 @@
  * bounds the process, not just the bytes asked for.
  *
  * Segments of up to SLAB_MAX bytes, descriptor and lead included, are
- * slab blocks sized in 8-byte steps (slab.h) wherever that costs less
+ * slab blocks sized in 64-byte steps (slab.h) wherever that costs less
  * than the heap's size class: a small object's head and body in one
  * block cost what they are, not the next size class.  A
  * segment's block size is always sizeof(struct sto_seg) + its lead (the

@@ -21,16 +21,17 @@ START_TEST(cost_is_the_share_of_a_slab)
 {
     size_t prev = 0;
 
-    /* 1,336 bytes: 49 regions fit 64 KiB less the header, 65,536 / 49 each. */
-    ck_assert_uint_eq(slab_cost(1333), (SLAB_SIZE + 48) / 49);
+    /* 1,344 bytes: 48 regions fit 64 KiB less the header, 65,536 / 48 each. */
+    ck_assert_uint_eq(slab_cost(1333), (SLAB_SIZE + 47) / 48);
     ck_assert_uint_lt(slab_cost(1333), sto_heap_cost(1333));
     for (size_t n = 1; n <= SLAB_MAX; n++) {
         size_t c = slab_cost(n);
 
         ck_assert_uint_ge(c, n);
         ck_assert_uint_ge(c, prev); /* never less for more */
-        /* At most the 8-byte step and one region of slack shared out, plus the header's share. */
-        ck_assert_uint_le(c, ((n + 7) & ~(size_t)7) * SLAB_SIZE / (SLAB_SIZE - 64 - n) + 1);
+        /* At most the step and one region of slack shared out, plus the header's share. */
+        ck_assert_uint_le(c, ((n + SLAB_STEP - 1) & ~(size_t)(SLAB_STEP - 1)) * SLAB_SIZE /
+                                     (SLAB_SIZE - 64 - n - SLAB_STEP) + 1);
         prev = c;
     }
 }
