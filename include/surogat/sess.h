@@ -212,10 +212,12 @@ void sess_set_task(pool_task_f *h1, pool_task_f *h2);
  */
 void sess_after_proxy(struct wrk *wrk, struct sess *sp);
 /*
- * A new session's first owner after the acceptor: a pool (sess_schedule()),
- * or for a TLS one the waiter, until the client's first flight is there.
+ * Ready a session just accepted for the waiter's ready queue, where it
+ * waits its turn as a ready parked session does: its first bytes are
+ * normally in (TCP_DEFER_ACCEPT).  Returns the deadline of a TLS
+ * session's handshake (tim_mono()), 0 for any other.
  */
-void sess_start(struct sess **spp);
+double sess_start(struct sess *sp);
 /* Takes ownership of fd, which is already non-blocking. */
 struct sess *sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa);
 /* Close the connection and free the session. */
