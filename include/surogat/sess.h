@@ -40,7 +40,7 @@ struct sess {
     double wdeadline;       /* wtr_enter_until()'s deadline (tim_mono()); 0 for wtr_enter() */
     unsigned wheap;         /* 1 + its index in the waiter's deadline heap; 0 when not in it */
     struct ssl_st *ssl; /* from the TLS handshake's first step on a tls listen socket, else NULL */
-    bool tls_new;       /* parked from accept, its handshake not begun: shed like a request */
+    bool tls_new;       /* new from accept, its handshake not begun: shed like a request */
     /*
      * The client: the peer's address, or on a PROXY listen socket the one
      * its header carries ("0.0.0.0" and "0" for a Unix-socket peer without

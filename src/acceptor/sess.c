@@ -248,7 +248,7 @@ sess_schedule(struct sess **spp)
         /*
          * No canned 503 under TLS: before the handshake there is no
          * channel to write it on, and after it the write could block the
-         * acceptor or the waiter.  The client sees the connection close.
+         * waiter thread.  The client sees the connection close.
          */
         sess_close(&sp);
         return;

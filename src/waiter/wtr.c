@@ -321,6 +321,19 @@ collect_locked(const struct epoll_event *evs, int n, struct sess **closep, struc
     }
 }
 
+/* Close the sessions of a list (wnext) built outside the lock. */
+static void
+close_list(struct sess *list)
+{
+    struct sess *sp;
+
+    while ((sp = list) != NULL) {
+        list = sp->wnext;
+        sp->wnext = NULL;
+        sess_close(&sp);
+    }
+}
+
 static void
 close_expired(struct sess *list)
 {
@@ -402,11 +415,7 @@ accept_from(struct wtr_lsn **lv, int nl, bool take)
     sp = take && !stopping ? ready_pop_locked() : NULL;
     ready_sync_locked();
     AZ(pthread_mutex_unlock(&park_mtx));
-    while ((list = closing) != NULL) {
-        closing = list->wnext;
-        list->wnext = NULL;
-        sess_close(&list);
-    }
+    close_list(closing);
     return (sp);
 }
 
@@ -721,11 +730,7 @@ wtr_fini(void)
     }
     ready_sync_locked();
     AZ(pthread_mutex_unlock(&park_mtx));
-    while ((sp = closing) != NULL) {
-        closing = sp->wnext;
-        sp->wnext = NULL;
-        sess_close(&sp);
-    }
+    close_list(closing);
     event_free(set_ev);
     event_free(stop_ev);
     event_free(sweep_ev);

@@ -189,12 +189,7 @@ def _hammer(ports, stop, out, path="/x"):
                     s = socket.create_connection(("127.0.0.1", port), timeout=5)
                 with s:
                     s.sendall(httpc.build_request("GET", path, {"Connection": "close"}))
-                    data = b""
-                    while True:
-                        chunk = s.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
+                    data = b"".join(iter(lambda: s.recv(65536), b""))  # until EOF
                 if data:
                     rs = httpc.parse_responses(data)
                     res["status"] = rs[0].status
