@@ -37,8 +37,9 @@ def _busy_pool(origin, surogat, params=None, args=()):
     """A daemon whose two workers are both held by slow fetches (2.5 s)."""
     origin.route("/slow", body=b"slow", delay=2.5, headers={"Cache-Control": "no-store"})
     origin.route("/fast", body=b"fast", headers={"Cache-Control": "no-store"})
+    # Fetches hold their worker only when they wait for the backend on it.
     p = {"thread_pools": "1", "thread_pool_min": "2", "thread_pool_max": "2",
-         "thread_queue_limit": "4"}
+         "thread_queue_limit": "4", "backend_wait_worker": "on"}
     p.update(params or {})
     sg = surogat(params=p, args=args)
     slow = []
@@ -84,7 +85,8 @@ def test_tls_connections_while_workers_busy_closed_not_hung(origin, tls):
     origin.route("/slow", body=b"slow", delay=2.5, headers={"Cache-Control": "no-store"})
     origin.route("/fast", body=b"fast", headers={"Cache-Control": "no-store"})
     t = tls(params={"thread_pools": "1", "thread_pool_min": "2", "thread_pool_max": "2",
-                    "thread_queue_limit": "4", "tls_handshake_timeout": "20s"})
+                    "thread_queue_limit": "4", "tls_handshake_timeout": "20s",
+                    "backend_wait_worker": "on"})
     slow = []
 
     def get(path, out):
