@@ -146,6 +146,7 @@ static struct h2c *
 conn_new(struct sess *sp)
 {
     nghttp2_settings_entry iv[5];
+    nghttp2_mem mem;
     struct h2c *c;
     int32_t win;
 
@@ -155,8 +156,8 @@ conn_new(struct sess *sp)
     c->refcnt = 1;
     c->epoch = sess_epoch();
     c->local_window = (uint32_t)SRG_MIN(par.h2_initial_window_size, (uint64_t)INT32_MAX);
-    h2t__mem_init(c);
-    AZ(nghttp2_session_server_new3(&c->ngh, h2t__cb, c, h2t_opt, &c->mem));
+    h2t__mem_init(c, &mem);
+    AZ(nghttp2_session_server_new3(&c->ngh, h2t__cb, c, h2t_opt, &mem));
     h2t__mem_started(c);
     iv[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
                                       par.h2_max_concurrent_streams };

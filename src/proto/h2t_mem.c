@@ -126,10 +126,10 @@ mem_realloc(void *ptr, size_t size, void *priv)
 }
 
 void
-h2t__mem_init(struct h2c *c)
+h2t__mem_init(struct h2c *c, nghttp2_mem *mem)
 {
-    c->mem = (nghttp2_mem){ .mem_user_data = c, .malloc = mem_malloc, .free = mem_free,
-                            .calloc = mem_calloc, .realloc = mem_realloc };
+    *mem = (nghttp2_mem){ .mem_user_data = c, .malloc = mem_malloc, .free = mem_free,
+                          .calloc = mem_calloc, .realloc = mem_realloc };
 }
 
 void

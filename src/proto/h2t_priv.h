@@ -184,8 +184,7 @@ struct h2c {
     struct sess *sp;
     pthread_mutex_t mtx; /* everything below, every nghttp2 call and all socket I/O */
     nghttp2_session *ngh;
-    nghttp2_mem mem;     /* nghttp2's allocator for this session (h2t_mem.c) */
-    struct h2_map *maps; /* its blocks mapped on their own */
+    struct h2_map *maps; /* nghttp2's blocks mapped on their own (h2t_mem.c) */
     void *fb;            /* of those, the session's frame buffer */
     unsigned refcnt;   /* the connection's own (reader or waiter), one per runner */
     unsigned epoch;    /* sess_epoch() when it started */
@@ -279,7 +278,8 @@ ssize_t h2t__data_read_cb(nghttp2_session *ngh, int32_t stream_id, uint8_t *buf,
 void h2t__wake_waiters(struct h2c *c);
 
 /* h2t_mem.c */
-void h2t__mem_init(struct h2c *c);    /* c->mem, before the session is made with it */
+/* nghttp2's allocator for c's session (the session keeps a copy of *mem). */
+void h2t__mem_init(struct h2c *c, nghttp2_mem *mem);
 void h2t__mem_started(struct h2c *c); /* after: which block is the frame buffer */
 /* Under c->mtx: the connection idles -- give the frame buffer's pages back if it is empty. */
 void h2t__mem_idle(struct h2c *c);
