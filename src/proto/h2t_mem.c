@@ -31,12 +31,6 @@
 
 #define H2_MEM_MAP (16 * 1024)
 
-struct h2_map {
-    void *p;
-    size_t len;
-    struct h2_map *next;
-};
-
 static void *
 mem_map(struct h2c *c, size_t size)
 {

@@ -176,7 +176,12 @@ enum h2_kill {
     H2K_IO,           /* the socket failed */
 };
 
-struct h2_map;
+/* A block of nghttp2's mapped on its own (h2t_mem.c). */
+struct h2_map {
+    void *p;
+    size_t len;
+    struct h2_map *next;
+};
 
 struct h2c {
     unsigned magic;
