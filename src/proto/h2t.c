@@ -60,7 +60,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -129,113 +128,15 @@ h2t__kill(struct h2c *c, enum h2_kill why, uint32_t code)
 void
 h2t__rested(struct h2c *c)
 {
-    if (c->ob_len == 0 && !c->reader)
+    if (c->ob_len == 0 && !c->reader) {
         h2t__ob_free(c);
+        h2t__mem_idle(c);
+    }
     if (c->parked_busy) {
         c->parked_busy = false;
         wtr_rest(c->sp);
     }
 }
-
-/* ---- nghttp2's memory ---- */
-
-/*
- * nghttp2 keeps a 16 KiB frame buffer for each session's whole life, of
- * which an idle connection touches the first page.  From the heap it
- * would take a recycled block, resident whole (OpenSSL frees as many
- * record buffers of that size); mapped on its own only the pages written
- * are.  Every block carries its size in front, for free() and realloc().
- */
-#define H2_MEM_HDR 16
-#define H2_MEM_MAP (16 * 1024)
-
-static void *
-mem_alloc(size_t size)
-{
-    size_t n = size + H2_MEM_HDR;
-    char *p;
-
-    if (n >= H2_MEM_MAP) {
-        p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
-            return (NULL);
-    } else {
-        p = malloc(n);
-        if (p == NULL)
-            return (NULL);
-    }
-    memcpy(p, &n, sizeof n);
-    return (p + H2_MEM_HDR);
-}
-
-static size_t
-mem_size(void *ptr)
-{
-    size_t n;
-
-    memcpy(&n, (char *)ptr - H2_MEM_HDR, sizeof n);
-    return (n);
-}
-
-static void
-mem_free(void *ptr, void *priv)
-{
-    size_t n;
-
-    (void)priv;
-    if (ptr == NULL)
-        return;
-    n = mem_size(ptr);
-    if (n >= H2_MEM_MAP)
-        AZ(munmap((char *)ptr - H2_MEM_HDR, n));
-    else
-        free((char *)ptr - H2_MEM_HDR);
-}
-
-static void *
-mem_malloc(size_t size, void *priv)
-{
-    (void)priv;
-    return (mem_alloc(size));
-}
-
-static void *
-mem_calloc(size_t nmemb, size_t size, void *priv)
-{
-    void *p;
-
-    (void)priv;
-    if (size != 0 && nmemb > SIZE_MAX / 2 / size)
-        return (NULL);
-    p = mem_alloc(nmemb * size);
-    if (p != NULL && nmemb * size + H2_MEM_HDR < H2_MEM_MAP)
-        memset(p, 0, nmemb * size); /* a fresh mapping is zero already */
-    return (p);
-}
-
-static void *
-mem_realloc(void *ptr, size_t size, void *priv)
-{
-    size_t old;
-    void *p;
-
-    if (ptr == NULL)
-        return (mem_alloc(size));
-    old = mem_size(ptr) - H2_MEM_HDR;
-    p = mem_alloc(size);
-    if (p == NULL)
-        return (NULL);
-    memcpy(p, ptr, SRG_MIN(old, size));
-    mem_free(ptr, priv);
-    return (p);
-}
-
-static nghttp2_mem h2t_mem = {
-    .malloc = mem_malloc,
-    .free = mem_free,
-    .calloc = mem_calloc,
-    .realloc = mem_realloc,
-};
 
 /* ---- connections ---- */
 
@@ -245,6 +146,7 @@ static struct h2c *
 conn_new(struct sess *sp)
 {
     nghttp2_settings_entry iv[5];
+    nghttp2_mem mem;
     struct h2c *c;
     int32_t win;
 
@@ -254,7 +156,9 @@ conn_new(struct sess *sp)
     c->refcnt = 1;
     c->epoch = sess_epoch();
     c->local_window = (uint32_t)SRG_MIN(par.h2_initial_window_size, (uint64_t)INT32_MAX);
-    AZ(nghttp2_session_server_new3(&c->ngh, h2t__cb, c, h2t_opt, &h2t_mem));
+    h2t__mem_init(c, &mem);
+    AZ(nghttp2_session_server_new3(&c->ngh, h2t__cb, c, h2t_opt, &mem));
+    h2t__mem_started(c);
     iv[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
                                       par.h2_max_concurrent_streams };
     iv[1] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, c->local_window };
@@ -299,6 +203,7 @@ h2t__unref(struct h2c *c)
         h2t__stream_release(s);
     }
     nghttp2_session_del(c->ngh);
+    h2t__mem_fini(c);
     h2t__ob_free(c);
     AZ(pthread_mutex_destroy(&c->mtx));
     sp = c->sp;
@@ -496,8 +401,11 @@ h2t_sess_task(struct wrk *wrk, void *priv)
         c->parked_busy = busy;
         if (c->ob_len == 0)
             h2t__ob_free(c); /* an idle connection holds no output buffer */
-        if (!busy)
+        if (!busy) {
             sp->t_idle = tim_mono();
+            if (c->ob_len == 0)
+                h2t__mem_idle(c); /* nor nghttp2's frame buffer's pages */
+        }
         if (wtr_park(sp, busy) != 0) {
             c->reader = true;
             c->parked_busy = false;

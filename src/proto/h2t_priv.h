@@ -8,6 +8,7 @@
  *   h2t_recv.c    nghttp2's receive callbacks, and the limits they enforce
  *   h2t_stream.c  streams as requests: their lifetime, the runners
  *   h2t_ops.c     tp_ops: a stream's response and request body
+ *   h2t_mem.c     nghttp2's memory, per connection
  */
 #ifndef SUROGAT_H2T_PRIV_H
 #define SUROGAT_H2T_PRIV_H
@@ -33,6 +34,8 @@ struct wrk;
 #define H2_OB_SIZE  (64 * 1024)
 #define H2_DATA_MAX (16384 - 9)
 #define H2_HOLD_MAX 16384
+/* A write of more than this is more than one TLS record: corked (h2t_io.c). */
+#define H2_CORK_MIN 16384
 /*
  * A connection's streams keep at most H2_SPILL_MAX of promised writes the
  * windows did not take; writable() says yes only with room for one of
@@ -173,12 +176,21 @@ enum h2_kill {
     H2K_IO,           /* the socket failed */
 };
 
+/* A block of nghttp2's mapped on its own (h2t_mem.c). */
+struct h2_map {
+    void *p;
+    size_t len;
+    struct h2_map *next;
+};
+
 struct h2c {
     unsigned magic;
 #define H2C_MAGIC 0x71d4b2e8
     struct sess *sp;
     pthread_mutex_t mtx; /* everything below, every nghttp2 call and all socket I/O */
     nghttp2_session *ngh;
+    struct h2_map *maps; /* nghttp2's blocks mapped on their own (h2t_mem.c) */
+    void *fb;            /* of those, the session's frame buffer */
     unsigned refcnt;   /* the connection's own (reader or waiter), one per runner */
     unsigned epoch;    /* sess_epoch() when it started */
     bool reader;       /* a worker reads it now */
@@ -269,6 +281,14 @@ ssize_t h2t__data_read_cb(nghttp2_session *ngh, int32_t stream_id, uint8_t *buf,
                           uint32_t *flags, nghttp2_data_source *source, void *priv);
 /* Wake the runners waiting for output so that one takes the flusher's place. */
 void h2t__wake_waiters(struct h2c *c);
+
+/* h2t_mem.c */
+/* nghttp2's allocator for c's session (the session keeps a copy of *mem). */
+void h2t__mem_init(struct h2c *c, nghttp2_mem *mem);
+void h2t__mem_started(struct h2c *c); /* after: which block is the frame buffer */
+/* Under c->mtx: the connection idles -- give the frame buffer's pages back if it is empty. */
+void h2t__mem_idle(struct h2c *c);
+void h2t__mem_fini(struct h2c *c);    /* after nghttp2_session_del() */
 
 /* h2t_stream.c */
 struct h2s *h2t__stream_new(struct h2c *c, int32_t id);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -608,6 +609,50 @@ START_TEST(settings_sent)
 }
 END_TEST
 
+/* Whether the first page at p is resident. */
+static bool
+resident(const void *p)
+{
+    unsigned char v = 0;
+
+    AZ(mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 1, &v));
+    return ((v & 1) != 0);
+}
+
+/*
+ * A connection that rests gives its frame buffer's pages back, and the
+ * next frames are built in zeroed ones as before; its mapped blocks are
+ * its own (the frame buffer alone while it rests).
+ */
+START_TEST(idle_frame_buffer)
+{
+    int32_t a, b, c;
+    void *fb;
+
+    for (size_t i = 0; i < sizeof bigbuf; i++)
+        bigbuf[i] = (char)(i * 7 + 1);
+    start(NULL, 0);
+    fb = T.c->fb;
+    ck_assert_ptr_nonnull(fb);
+    ck_assert(T.c->maps != NULL && T.c->maps->p == fb && T.c->maps->next == NULL);
+    T.c->fb = NULL; /* kept while it rests: frames are built there */
+    a = get("GET", "/hello", NULL, 0, NULL);
+    exchange();
+    ck_assert(T.r[a].status == 200 && T.r[a].end);
+    ck_assert(resident(fb));
+    T.c->fb = fb; /* given back when it rests */
+    b = get("GET", "/hello", NULL, 0, NULL);
+    exchange();
+    ck_assert(T.r[b].status == 200 && T.r[b].end);
+    ck_assert(!resident(fb));
+    c = get("GET", "/big", NULL, 0, NULL);
+    exchange();
+    ck_assert(T.r[c].status == 200 && T.r[c].end && T.r[c].len == sizeof bigbuf);
+    ck_assert(memcmp(T.r[c].body, bigbuf, sizeof T.r[c].body) == 0);
+    ck_assert(T.c->maps != NULL && T.c->maps->p == fb && T.c->maps->next == NULL);
+}
+END_TEST
+
 Suite *
 h2t_suite(void)
 {
@@ -628,6 +673,7 @@ h2t_suite(void)
     tcase_add_test(tc, promised_write_spills);
     tcase_add_test(tc, goaway_on_reload);
     tcase_add_test(tc, settings_sent);
+    tcase_add_test(tc, idle_frame_buffer);
     suite_add_tcase(s, tc);
     return (s);
 }
