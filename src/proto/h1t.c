@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,15 +46,20 @@
 struct h1t_resp {
     unsigned magic;
 #define H1T_RESP_MAGIC 0x6a2b95c1
-    struct iovec head[TP_HEAD_BLOCKS + 4]; /* held back: status line, blocks, our fields */
     int nhead;
     size_t head_len;
     bool chunked; /* body pieces go as chunks, then the last chunk */
     bool body;    /* the head said a body follows */
     bool failed;  /* a write failed: every later one fails at once */
+    struct h1t_in in; /* the request side's, kept across heads */
+    /*
+     * Not zeroed when the request is made (h1t_req_init()), as each is
+     * written before it is read: head[0 .. nhead), and the text head()
+     * builds.  New fields go above.
+     */
+    struct iovec head[TP_HEAD_BLOCKS + 4]; /* held back: status line, blocks, our fields */
     char line[64];
     char tail[96];
-    struct h1t_in in; /* the request side's, kept across heads */
 };
 
 static double
@@ -86,6 +92,7 @@ static int
 send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n, bool more)
 {
     struct iovec all[H1T_IOV + TP_HEAD_BLOCKS + 4];
+    double dl;
     int k = 0;
 
     if (r->failed)
@@ -100,7 +107,12 @@ send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n, bool mor
     k += n;
     if (k == 0)
         return (0);
-    if ((more ? sess_writev_more : sess_writev)(req->sp, all, k, deadline()) != 0) {
+    /*
+     * With the head, the clock head() read just now serves: a hit's one
+     * write reads it once.
+     */
+    dl = r->nhead > 0 && req->t_first != 0 ? req->t_first + par.send_timeout : deadline();
+    if ((more ? sess_writev_more : sess_writev)(req->sp, all, k, dl) != 0) {
         r->failed = true;
         req->close = true;
         return (-1);
@@ -124,7 +136,9 @@ h1t_req_init(struct req *req)
 
     if (r == NULL)
         return (-1);
-    OBJ_INIT(r, H1T_RESP_MAGIC);
+    /* Once per request: the buffers below are a third of it and need no zeroing. */
+    memset(r, 0, offsetof(struct h1t_resp, head));
+    r->magic = H1T_RESP_MAGIC;
     req->tp = &h1t_ops;
     req->tp_priv = r;
     return (0);
