@@ -41,6 +41,8 @@
 
 /* Body iovecs gathered into one writev(2) with a held-back head and chunk framing. */
 #define H1T_IOV 64
+/* A head up to this long is copied into one piece of the writev(2) (see h1t_head()). */
+#define H1T_HEAD_JOIN 2048
 
 /* The per-response state, in the request's workspace from head() on. */
 struct h1t_resp {
@@ -150,12 +152,15 @@ h1t_head(struct req *req, const struct tp_head *h)
     struct h1t_resp *r = resp_of(req);
     const char *reason = h->reason.len > 0 ? h->reason.b : http_reason(h->status);
     size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason);
-    struct h1t_in in = r->in;
     struct sb sb;
+    char *joined;
 
-    /* A second head: the first was dropped by abort() before anything went out. */
-    OBJ_INIT(r, H1T_RESP_MAGIC);
-    r->in = in;
+    /*
+     * A second head: the first was dropped by abort() before anything
+     * went out.  The request side's state (in) and the buffers stay.
+     */
+    memset(r, 0, offsetof(struct h1t_resp, in));
+    r->magic = H1T_RESP_MAGIC;
     req->status = h->status;
     r->body = h->body && !req->head_only;
     /* The reason as given, never copied or cut: a policy's may be long. */
@@ -198,6 +203,21 @@ h1t_head(struct req *req, const struct tp_head *h)
     r->head[r->nhead++].iov_len = sb.len;
     for (int i = 0; i < r->nhead; i++)
         r->head_len += r->head[i].iov_len;
+    /*
+     * Each piece of an iovec costs the kernel a copy round of its own:
+     * a head of a few hundred bytes goes as one piece, copied here (as
+     * cheap as one of those rounds), so that a hit's writev(2) is two.
+     */
+    if (r->head_len <= H1T_HEAD_JOIN && (joined = ws_alloc(req->ws, r->head_len)) != NULL) {
+        size_t off = 0;
+
+        for (int i = 0; i < r->nhead; i++) {
+            memcpy(joined + off, r->head[i].iov_base, r->head[i].iov_len);
+            off += r->head[i].iov_len;
+        }
+        r->head[0] = (struct iovec){ joined, off };
+        r->nhead = 1;
+    }
     req->t_first = tim_mono();
     return (0);
 }
