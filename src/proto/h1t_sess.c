@@ -521,7 +521,9 @@ sess_loop(struct wrk *wrk, struct sess *sp, size_t carry, unsigned served)
             hr = read_body(req);
         switch (hr) {
         case HEAD_IDLE:
-            sp->t_idle = tim_mono();
+            /* After a request served_next() set it from the clock its log entry read. */
+            if (served == 0)
+                sp->t_idle = tim_mono();
             if (sess_draining()) {
                 sess_close(&sp);
                 return;
