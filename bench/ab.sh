@@ -2,9 +2,10 @@
 # ab.sh BEFORE AFTER PATH [CONNS] [-- surogatd args...]: two surogatd builds side by side,
 # pinned to core 0, wrk -t2 on core 1 against each in turn for three rounds; prints req/s
 # and each daemon's CPU (utime+stime) per request.  The backend is a Python http.server
-# over $DOCROOT (default: a fresh directory with a 1,024-byte file "1k" and a 100-byte "100"), or the built-in
-# static backend over it when STATIC=1.  WRK_HEADER: a request header for wrk ("Cookie: a=b"
-# makes every request a pass); the origin speaks HTTP/1.1 (keep-alive) when ORIGIN_PROTO=HTTP/1.1.
+# over $DOCROOT (default: a fresh directory with a 1,024-byte file "1k" and a 100-byte
+# "100"), or the built-in static backend over it when STATIC=1.  HEADER: a request header
+# for wrk to send (e.g. "Connection: close": a new connection per request; "Cookie: a=b":
+# every request a pass).  ORIGIN_PROTO=HTTP/1.1: the origin keeps connections alive.
 set -eu
 BEFORE=$1 AFTER=$2 PATH_=$3 C=${4:-50}
 shift $(( $# < 4 ? $# : 4 )); [ "${1:-}" = "--" ] && shift
@@ -32,7 +33,7 @@ for r in 1 2 3; do
         p=${PORT[$tag]} pid=${PID[$tag]}
         curl -s -o /dev/null "http://127.0.0.1:$p$PATH_"
         t0=$(awk '{print $14+$15}' /proc/$pid/stat)
-        out=$(taskset -c 1 wrk -t2 -c"$C" -d6 ${WRK_HEADER:+-H "$WRK_HEADER"} "http://127.0.0.1:$p$PATH_" | grep -E "Requests/sec|requests in")
+        out=$(taskset -c 1 wrk -t2 -c"$C" -d6 ${HEADER:+-H "$HEADER"} "http://127.0.0.1:$p$PATH_" | grep -E "Requests/sec|requests in")
         t1=$(awk '{print $14+$15}' /proc/$pid/stat)
         n=$(echo "$out" | awk '/requests in/ {print $1}')
         echo "$tag r$r c$C $(echo "$out" | awk '/Requests/ {print $2}') req/s" \

@@ -572,6 +572,7 @@ drain_and_stop(const struct opts *o)
     }
     wtr_fini();
     pool_fini();
+    acc_fini(); /* no thread left that could hold a listener's event */
     clu_stop();
     pol_fini();
     mon_fini();
@@ -754,7 +755,8 @@ main(int argc, char **argv)
         die("-T %s: %s", o.admin, ebuf);
     if (*par.admin_http != '\0' && mon_init(par.admin_http, &err) != 0)
         die("%s", ebuf);
-    AZ(acc_start());
+    if (acc_start() != 0)
+        die("cannot serve the listen addresses: %s", strerror(errno));
     jail_say(&o);
     if (!o.foreground)
         daemon_ready();

@@ -1,11 +1,11 @@
 /*
- * acc -- listen sockets and the acceptor thread.
+ * acc -- listen sockets.
  *
  * Listen addresses are opened at startup (so an unusable -a fails the
- * start with exit code 2) and served by one acceptor thread, which hands
- * each new connection straight to a pool: TCP_DEFER_ACCEPT means the
- * first request is normally already readable, so a trip through the
- * waiter would only add latency.
+ * start with exit code 2) and served from the waiter's set: the worker
+ * taking ready sessions accepts a new connection and serves it in the
+ * same stretch (TCP_DEFER_ACCEPT means its first bytes are normally
+ * there), the waiter thread when no worker takes.
  */
 #ifndef SUROGAT_ACC_H
 #define SUROGAT_ACC_H
@@ -15,6 +15,7 @@
 #include <sys/un.h>
 
 #include "surogat/tls.h"
+#include "surogat/wtr.h"
 
 struct sb;
 
@@ -32,6 +33,7 @@ struct lsock {
     dev_t dev;           /* ... identified by its inode */
     ino_t ino;
     bool h2c;            /* cleartext: HTTP/2 with prior knowledge too (",h2c") */
+    struct wtr_lsn wl;   /* its entry in the waiter's set, from acc_start() */
 };
 
 /* One -a argument, parsed. */
@@ -72,8 +74,16 @@ void acc_spec_clear(struct acc_spec *as);
  * else there (a live socket, a symbolic link, a file) is an error.
  */
 int acc_listen(const char *spec, const char *base, struct sb *err);
-int acc_start(void); /* start the acceptor thread */
-void acc_stop(void); /* close the listen sockets (unlinking our Unix ones), join the thread */
+/* Serve the listen sockets from the waiter's set (after wtr_init()); 0, or -1 logged. */
+int acc_start(void);
+/*
+ * Take the listen sockets out of the set, wait for accepts in progress,
+ * close them (unlinking our Unix ones): from now on the kernel refuses
+ * new connections.  Sessions keep their struct lsock until acc_fini().
+ */
+void acc_stop(void);
+/* Free the listen sockets: after acc_stop(), once no worker or waiter runs. */
+void acc_fini(void);
 /*
  * One line per listen socket: "127.0.0.1:6081", "[::1]:6081", a Unix
  * socket's path; " (tls)" and " (PROXY)" after such listeners.

@@ -40,7 +40,7 @@ struct sess {
     double wdeadline;       /* wtr_enter_until()'s deadline (tim_mono()); 0 for wtr_enter() */
     unsigned wheap;         /* 1 + its index in the waiter's deadline heap; 0 when not in it */
     struct ssl_st *ssl; /* from the TLS handshake's first step on a tls listen socket, else NULL */
-    bool tls_new;       /* parked from accept, its handshake not begun: shed like a request */
+    bool tls_new;       /* new from accept, its handshake not begun: shed like a request */
     /*
      * The client: the peer's address, or on a PROXY listen socket the one
      * its header carries ("0.0.0.0" and "0" for a Unix-socket peer without
@@ -212,10 +212,12 @@ void sess_set_task(pool_task_f *h1, pool_task_f *h2);
  */
 void sess_after_proxy(struct wrk *wrk, struct sess *sp);
 /*
- * A new session's first owner after the acceptor: a pool (sess_schedule()),
- * or for a TLS one the waiter, until the client's first flight is there.
+ * Ready a session just accepted for the waiter's ready queue, where it
+ * waits its turn as a ready parked session does: its first bytes are
+ * normally in (TCP_DEFER_ACCEPT).  Returns the deadline of a TLS
+ * session's handshake (tim_mono()), 0 for any other.
  */
-void sess_start(struct sess **spp);
+double sess_start(struct sess *sp);
 /* Takes ownership of fd, which is already non-blocking. */
 struct sess *sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa);
 /* Close the connection and free the session. */

@@ -12,6 +12,37 @@
 
 struct sess;
 
+/*
+ * A listen socket in the set, accepted from by whoever scans the set and
+ * receives its event: a worker taking ready sessions (wtr_take()), or the
+ * waiter thread when none takes.  Watched edge-triggered: one event per
+ * burst of arrivals, never one per waiting thread.  The receiver calls
+ * accept() up to a batch per event; each new session joins the ready
+ * queue (the taker runs the first at once) and from there is served or
+ * shed as a ready parked session is.  accept() is called by any thread,
+ * by several at once, never after wtr_unlisten() returned.
+ */
+enum wtr_acc {
+    WTR_ACC_SESS,  /* *spp is a new session; *deadline its handshake's (tim_mono()) or 0 */
+    WTR_ACC_RETRY, /* none this time (aborted, interrupted): ask again */
+    WTR_ACC_EMPTY, /* the backlog is empty */
+    WTR_ACC_FAIL,  /* cannot accept now (EMFILE ...): asked again at the next arrival or sweep */
+};
+typedef enum wtr_acc wtr_accept_f(void *priv, struct sess **spp, double *deadline);
+
+struct wtr_lsn {
+    unsigned magic;
+#define WTR_LSN_MAGIC 0x5e1f20b3
+    int fd; /* non-blocking, listening */
+    wtr_accept_f *accept;
+    void *priv;
+    /* Private to the waiter. */
+    unsigned users;       /* receivers inside accept() (atomic) */
+    bool closing;         /* wtr_unlisten() began: its events are ignored */
+    bool stalled;         /* accept() failed: re-armed by the sweep */
+    struct wtr_lsn *next; /* the listeners in the set */
+};
+
 int wtr_init(void);
 /* Close every parked session and stop the thread. */
 void wtr_fini(void);
@@ -53,5 +84,18 @@ void wtr_rest(struct sess *sp);
  * `wait` seconds (0: do not block).  The pools' idle source.
  */
 struct pool_task *wtr_take(double wait);
+/*
+ * Add a listen socket to the set (after wtr_init()); 0, or -1 with errno.
+ * wl, filled in by the caller, stays its until wtr_unlisten() and must
+ * stay allocated until the workers and the waiter are stopped: a thread
+ * may hold its event a moment longer (and then ignores it).
+ */
+int wtr_listen(struct wtr_lsn *wl);
+/*
+ * Take a listen socket out of the set and wait until no thread is inside
+ * its accept() (which never blocks): the caller may then close wl->fd.
+ * Connections still in its backlog are the caller's to refuse (close).
+ */
+void wtr_unlisten(struct wtr_lsn *wl);
 
 #endif

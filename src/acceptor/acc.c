@@ -1,11 +1,17 @@
 /*
- * Listen sockets and the acceptor thread.
+ * Listen sockets.
  *
  * Sockets are bound in acc_listen() on the main thread at startup, so a
- * bad -a stops the daemon before it forks anything.  One acceptor thread
- * polls them all plus a wake-up pipe, accepts, and schedules each new
- * session on a pool; acc_stop() closes the sockets first (new connections
- * are then refused by the kernel) and joins the thread.
+ * bad -a stops the daemon before it forks anything.  acc_start() puts
+ * them in the waiter's set (wtr_listen()): no thread of their own, the
+ * worker taking ready sessions accepts and serves a new connection in a
+ * row with everything else it takes (the waiter thread when no worker
+ * takes), as nginx's event loop accepts in its own epoll set.  Each new
+ * session joins the waiter's ready queue, and overload is shed from
+ * there as for a ready keep-alive session.  acc_stop() takes the sockets
+ * out of the set, waits for any accept in progress, and closes them (new
+ * connections are then refused by the kernel); their memory stays until
+ * acc_fini(), for the sessions that point at it.
  *
  * A tls address loads its certificates here too, so a bad file also
  * stops the start; the handshake itself is left to a worker.
@@ -25,7 +31,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -46,14 +51,14 @@
 #include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/stat.h"
+#include "surogat/tim.h"
+#include "surogat/wtr.h"
 
 #define ACC_MAX_LISTEN 32
 
 static struct lsock *lsocks[ACC_MAX_LISTEN];
 static unsigned nlsocks;
-static pthread_t acc_thread;
-static int wake_pipe[2] = { -1, -1 };
-static bool acc_running;
+static bool acc_running; /* the sockets are in the waiter's set: acc_fini() frees them */
 
 /*
  * Split "host:port", "[v6]:port" or ":port" into host (NULL for every
@@ -516,109 +521,110 @@ acc_listen(const char *spec, const char *base, struct sb *err)
     return (rv);
 }
 
-/* false when the backlog is empty (or unusable for now): stop asking. */
-static bool
-accept_one(const struct lsock *ls)
+/*
+ * The waiter's accept(): one connection from ls's backlog, made a session.
+ * Any thread, several at once; never blocks.
+ */
+static enum wtr_acc
+lsock_accept(void *priv, struct sess **spp, double *deadline)
 {
+    struct lsock *ls = priv;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
+    static long last_warn; /* atomic: tim_mono() seconds of the last warning */
+    long now, last;
     struct sess *sp;
-    static double last_warn;
-    struct timespec ts;
     int fd;
 
+    OBJ_CHECK(ls, LSOCK_MAGIC);
     fd = accept4(ls->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED)
-            return (true);
+            return (WTR_ACC_RETRY);
         if (errno == EAGAIN)
-            return (false);
+            return (WTR_ACC_EMPTY);
         STAT_INC(sess_fail);
-        AZ(clock_gettime(CLOCK_MONOTONIC, &ts));
-        if (ts.tv_sec - last_warn >= 10) {
-            last_warn = (double)ts.tv_sec;
+        now = (long)tim_mono();
+        last = __atomic_load_n(&last_warn, __ATOMIC_RELAXED);
+        if (now - last >= 10 &&
+            __atomic_compare_exchange_n(&last_warn, &last, now, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
             log_msg(LOG_WARNING, "accept on %s: %s", ls->spec, strerror(errno));
-        }
-        /* EMFILE and friends leave the socket readable: do not spin on it. */
-        usleep(10000);
-        return (false);
+        /*
+         * EMFILE and friends leave the socket readable: not asked again
+         * until another connection arrives or the waiter's next sweep.
+         */
+        return (WTR_ACC_FAIL);
     }
     sp = sess_new(fd, ls, (struct sockaddr *)&ss);
-    sess_start(&sp);
-    return (true);
-}
-
-static void *
-acceptor_thread(void *priv)
-{
-    struct pollfd pfd[ACC_MAX_LISTEN + 1];
-    unsigned i;
-
-    stat_thread_enter();
-    for (i = 0; i < nlsocks; i++) {
-        pfd[i].fd = lsocks[i]->fd;
-        pfd[i].events = POLLIN;
-    }
-    pfd[nlsocks].fd = wake_pipe[0];
-    pfd[nlsocks].events = POLLIN;
-    for (;;) {
-        if (poll(pfd, nlsocks + 1, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            log_msg(LOG_ERR, "acceptor poll: %s", strerror(errno));
-            break;
-        }
-        if (pfd[nlsocks].revents != 0)
-            break;
-        for (i = 0; i < nlsocks; i++) {
-            if (pfd[i].revents == 0)
-                continue;
-            /*
-             * A few per wake-up: fair to the other sockets under a flood.
-             * Not past an empty backlog: at one connection per wake-up
-             * (a handshake each) fifteen accept4(2)s for nothing added up.
-             */
-            for (int k = 0; k < 16 && accept_one(lsocks[i]); k++)
-                continue;
-        }
-    }
-    stat_thread_leave();
-    return (NULL);
+    *deadline = sess_start(sp);
+    *spp = sp;
+    return (WTR_ACC_SESS);
 }
 
 int
 acc_start(void)
 {
-    AZ(pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK));
-    AZ(pthread_create(&acc_thread, NULL, acceptor_thread, NULL));
+    for (unsigned i = 0; i < nlsocks; i++) {
+        struct lsock *ls = lsocks[i];
+
+        ls->wl.magic = WTR_LSN_MAGIC;
+        ls->wl.fd = ls->fd;
+        ls->wl.accept = lsock_accept;
+        ls->wl.priv = ls;
+        if (wtr_listen(&ls->wl) != 0) {
+            log_msg(LOG_ERR, "cannot watch %s: %s", ls->spec, strerror(errno));
+            return (-1);
+        }
+    }
     acc_running = true;
     return (0);
+}
+
+static void
+lsock_free(struct lsock **lsp)
+{
+    struct lsock *ls = *lsp;
+
+    if (ls->tls != NULL)
+        tls_lsn_free(&ls->tls);
+    free(ls->spec);
+    free(ls->addr);
+    OBJ_FREE(lsp);
 }
 
 void
 acc_stop(void)
 {
-    if (acc_running) {
-        (void)!write(wake_pipe[1], "x", 1);
-        AZ(pthread_join(acc_thread, NULL));
-        acc_running = false;
-        close(wake_pipe[0]);
-        close(wake_pipe[1]);
-    }
     for (unsigned i = 0; i < nlsocks; i++) {
+        struct lsock *ls = lsocks[i];
         struct stat st;
-        close(lsocks[i]->fd);
+
+        if (ls->fd < 0)
+            continue;
+        if (acc_running)
+            wtr_unlisten(&ls->wl);
+        close(ls->fd);
+        ls->fd = -1;
         /* Only the file we made: another daemon may have replaced it since. */
-        if (lsocks[i]->unix_path && lstat(lsocks[i]->addr, &st) == 0 && S_ISSOCK(st.st_mode) &&
-            st.st_dev == lsocks[i]->dev && st.st_ino == lsocks[i]->ino)
-            (void)unlink(lsocks[i]->addr);
-        if (lsocks[i]->tls != NULL)
-            tls_lsn_free(&lsocks[i]->tls);
-        free(lsocks[i]->spec);
-        free(lsocks[i]->addr);
-        OBJ_FREE(&lsocks[i]);
+        if (ls->unix_path && lstat(ls->addr, &st) == 0 && S_ISSOCK(st.st_mode) &&
+            st.st_dev == ls->dev && st.st_ino == ls->ino)
+            (void)unlink(ls->addr);
+    }
+    if (!acc_running)
+        /* Never in the set: no thread or session can know them. */
+        acc_fini();
+}
+
+void
+acc_fini(void)
+{
+    for (unsigned i = 0; i < nlsocks; i++) {
+        SRG_ASSERT(lsocks[i]->fd < 0);
+        lsock_free(&lsocks[i]);
     }
     nlsocks = 0;
+    acc_running = false;
 }
 
 void

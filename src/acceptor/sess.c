@@ -6,9 +6,9 @@
  * we just wrote before the client reads it.  So error paths close by
  * shutting down our side and discarding what the client still sends.
  *
- * A session from a tls listen socket starts in the waiter (sess_start()),
- * then runs sess_tls_task() on a worker each time the client's bytes
- * come: the handshake in steps, bounded by tls_handshake_timeout, then
+ * A new session waits in the waiter's ready queue (sess_start()).  One
+ * from a tls listen socket then runs sess_tls_task() on a worker each
+ * time the client's bytes come: the handshake in steps, bounded by tls_handshake_timeout, then
  * the request loop of the protocol ALPN agreed on, on the same worker.  One
  * from an h2c listen socket starts in the HTTP/2 task, which looks for
  * the connection preface (prior knowledge) and hands anything else to
@@ -145,23 +145,18 @@ sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
     return (sp);
 }
 
-void
-sess_start(struct sess **spp)
+double
+sess_start(struct sess *sp)
 {
-    struct sess *sp;
-
-    OBJ_TAKE(sp, spp, SESS_MAGIC);
-    if (sp->task.func != sess_tls_task) {
-        sess_schedule(&sp);
-        return;
-    }
+    OBJ_CHECK(sp, SESS_MAGIC);
+    if (sp->task.func != sess_tls_task)
+        return (0);
     /*
-     * A TLS client's first flight: most often there already
-     * (TCP_DEFER_ACCEPT), taken from the waiter's set by a worker that
-     * takes ready sessions, with no hand-off to a sleeping one.
+     * A TLS client's first flight: shed like a request when the pool is
+     * full, and closed at the handshake's deadline if it never comes.
      */
     sp->tls_new = true;
-    wtr_enter_until(&sp, sp->t_idle + par.tls_handshake_timeout);
+    return (sp->t_idle + par.tls_handshake_timeout);
 }
 
 void
@@ -253,7 +248,7 @@ sess_schedule(struct sess **spp)
         /*
          * No canned 503 under TLS: before the handshake there is no
          * channel to write it on, and after it the write could block the
-         * acceptor or the waiter.  The client sees the connection close.
+         * waiter thread.  The client sees the connection close.
          */
         sess_close(&sp);
         return;

@@ -558,6 +558,6 @@ tls_init(void)
 void
 tls_fini(void)
 {
-    SRG_ASSERT(nlsns == 0); /* acc_stop() freed them */
+    SRG_ASSERT(nlsns == 0); /* acc_stop() or acc_fini() freed them */
     tls__ticket_fini();
 }

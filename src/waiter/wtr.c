@@ -44,6 +44,16 @@
  * it with sess_close_timeout() (a canned 408, never blocking) rather than
  * a silent close.
  *
+ * Listen sockets are in the set too (wtr_listen()), edge-triggered, their
+ * events tagged (bit 0 of the pointer) apart from sessions'.  Whoever
+ * receives one accepts a batch and queues the new sessions on the ready
+ * queue: a worker taking ready sessions then runs the first new
+ * connection itself, with no acceptor thread woken to accept it and no
+ * sleeping worker woken to serve it, and the waiter thread accepts when
+ * no worker takes.  A listener's memory outlives its last event: a thread
+ * may hold the event a moment after wtr_unlisten(), which is why the
+ * receiver claims it (users) under park_mtx and ignores it once closing.
+ *
  * A connection that serves several requests at once (HTTP/2) is parked
  * while its requests run on other workers, so that what it reads next
  * (a new request, a window update they wait for) finds a worker.  Parked
@@ -79,6 +89,13 @@
 #define WTR_SWEEP_MAX 1.0   /* seconds between sweeps at most: timeout_idle may change */
 #define WTR_DEFER     0.001 /* how long the waiter leaves ready sessions to the workers */
 #define WTR_DEFER_PARTIAL 0.05 /* the same for a partial request's next bytes (see schedule()) */
+/*
+ * New connections accepted per listener event: a flood is shared with the
+ * sessions already ready and the other listeners; the listener is re-armed
+ * when the batch ends before its backlog does.
+ */
+#define WTR_ACCEPT_BATCH 16
+#define WTR_LSN_TAG      ((uintptr_t)1)
 
 static struct event_base *wtr_base;
 static struct event *set_ev, *sweep_ev, *stop_ev, *defer_ev;
@@ -103,6 +120,7 @@ static struct sess *busy_tail; /* under park_mtx */
 static struct sess **heap; /* under park_mtx */
 static unsigned heap_len;  /* under park_mtx */
 static unsigned heap_cap;  /* under park_mtx */
+static struct wtr_lsn *lsns; /* under park_mtx: the listeners in the set */
 
 /* Append sp to the list of *headp .. *tailp (the parked list or the ready queue). */
 static void
@@ -267,15 +285,28 @@ ready_sync_locked(void)
 /*
  * Under park_mtx: claim the sessions of one scan of the set.  Live ones
  * join the ready queue in event order; expired ones go on *closep for the
- * caller to close outside the lock.
+ * caller to close outside the lock.  Listeners with an event go in lv
+ * (*nlp of them), claimed: the caller accepts (accept_from()).
  */
 static void
-collect_locked(const struct epoll_event *evs, int n, struct sess **closep)
+collect_locked(const struct epoll_event *evs, int n, struct sess **closep, struct wtr_lsn **lv,
+               int *nlp)
 {
     double now = tim_mono();
+    struct wtr_lsn *wl;
     struct sess *sp;
 
+    *nlp = 0;
     for (int i = 0; i < n; i++) {
+        if ((evs[i].data.u64 & WTR_LSN_TAG) != 0) {
+            wl = (struct wtr_lsn *)(uintptr_t)(evs[i].data.u64 & ~(uint64_t)WTR_LSN_TAG);
+            OBJ_CHECK(wl, WTR_LSN_MAGIC);
+            if (wl->closing)
+                continue; /* taken out of the set since this scan */
+            __atomic_add_fetch(&wl->users, 1, __ATOMIC_ACQ_REL);
+            lv[(*nlp)++] = wl;
+            continue;
+        }
         sp = evs[i].data.ptr;
         if (sp == NULL)
             continue; /* ready_fd: the queue itself */
@@ -287,6 +318,19 @@ collect_locked(const struct epoll_event *evs, int n, struct sess **closep)
             sp->t_ready = now;
             append(&ready_head, &ready_tail, sp);
         }
+    }
+}
+
+/* Close the sessions of a list (wnext) built outside the lock. */
+static void
+close_list(struct sess *list)
+{
+    struct sess *sp;
+
+    while ((sp = list) != NULL) {
+        list = sp->wnext;
+        sp->wnext = NULL;
+        sess_close(&sp);
     }
 }
 
@@ -305,6 +349,74 @@ close_expired(struct sess *list)
         STAT_INC(sess_timeout_idle);
         sess_close(&sp);
     }
+}
+
+/* Queue an event for wl if it is (still) readable: an edge-triggered MOD looks again. */
+static void
+lsn_rearm(struct wtr_lsn *wl)
+{
+    struct epoll_event e = { .events = EPOLLIN | EPOLLET };
+
+    e.data.u64 = (uint64_t)(uintptr_t)wl | WTR_LSN_TAG;
+    (void)epoll_ctl(set_fd, EPOLL_CTL_MOD, wl->fd, &e);
+}
+
+/*
+ * Accept from the listeners claimed by one scan (collect_locked()), up to
+ * a batch each, and release them.  The new sessions join the ready queue
+ * in order; with `take`, the head of that queue is popped for the caller
+ * in the same locked section (NULL when empty).  While stopping, the new
+ * sessions are closed instead.
+ */
+static struct sess *
+accept_from(struct wtr_lsn **lv, int nl, bool take)
+{
+    struct sess *list = NULL, **tail = &list, *sp, *closing = NULL;
+    enum wtr_acc r = WTR_ACC_EMPTY;
+    double now, deadline;
+    int k;
+
+    for (int i = 0; i < nl; i++) {
+        for (k = 0; k < WTR_ACCEPT_BATCH; k++) {
+            sp = NULL;
+            deadline = 0;
+            r = lv[i]->accept(lv[i]->priv, &sp, &deadline);
+            if (r == WTR_ACC_RETRY)
+                continue;
+            if (r != WTR_ACC_SESS)
+                break;
+            OBJ_CHECK(sp, SESS_MAGIC);
+            sp->wdeadline = deadline;
+            *tail = sp;
+            tail = &sp->wnext;
+        }
+        /* Its fd stays open while we are a user: wtr_unlisten() waits for us. */
+        if (k == WTR_ACCEPT_BATCH)
+            lsn_rearm(lv[i]);
+        else if (r == WTR_ACC_FAIL)
+            __atomic_store_n(&lv[i]->stalled, true, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&lv[i]->users, 1, __ATOMIC_ACQ_REL);
+    }
+    if (list == NULL && !take)
+        return (NULL);
+    now = tim_mono();
+    AZ(pthread_mutex_lock(&park_mtx));
+    while ((sp = list) != NULL) {
+        list = sp->wnext;
+        sp->wnext = NULL;
+        if (stopping) {
+            sp->wnext = closing;
+            closing = sp;
+            continue;
+        }
+        sp->t_ready = now;
+        append(&ready_head, &ready_tail, sp);
+    }
+    sp = take && !stopping ? ready_pop_locked() : NULL;
+    ready_sync_locked();
+    AZ(pthread_mutex_unlock(&park_mtx));
+    close_list(closing);
+    return (sp);
 }
 
 /*
@@ -365,15 +477,23 @@ dispatch(double before)
 {
     struct epoll_event evs[WTR_BATCH];
     struct sess *sp, *list = NULL, **tail = &list, *expired, *back = NULL, *blast = NULL;
+    struct wtr_lsn *lv[WTR_BATCH];
     bool takers = takers_active();
     double now = tim_mono();
-    int n;
+    int n, nl;
 
     do {
         expired = NULL;
         n = epoll_wait(set_fd, evs, WTR_BATCH, 0);
         AZ(pthread_mutex_lock(&park_mtx));
-        collect_locked(evs, n, &expired);
+        collect_locked(evs, n, &expired, lv, &nl);
+        if (nl > 0) {
+            /* New connections first, so that they are dispatched with the rest. */
+            ready_sync_locked();
+            AZ(pthread_mutex_unlock(&park_mtx));
+            (void)accept_from(lv, nl, false);
+            AZ(pthread_mutex_lock(&park_mtx));
+        }
         while (ready_head != NULL && ready_head->t_ready <= before) {
             sp = ready_pop_locked();
             *tail = sp;
@@ -513,6 +633,10 @@ on_sweep(evutil_socket_t fd, short what, void *priv)
         }
         expire_locked(sp);
     }
+    /* A listener accept() failed on (EMFILE ...): look at its backlog again. */
+    for (struct wtr_lsn *wl = lsns; wl != NULL; wl = wl->next)
+        if (__atomic_exchange_n(&wl->stalled, false, __ATOMIC_ACQ_REL))
+            lsn_rearm(wl);
     AZ(pthread_mutex_unlock(&park_mtx));
     arm_sweep(next);
 }
@@ -606,11 +730,7 @@ wtr_fini(void)
     }
     ready_sync_locked();
     AZ(pthread_mutex_unlock(&park_mtx));
-    while ((sp = closing) != NULL) {
-        closing = sp->wnext;
-        sp->wnext = NULL;
-        sess_close(&sp);
-    }
+    close_list(closing);
     event_free(set_ev);
     event_free(stop_ev);
     event_free(sweep_ev);
@@ -781,7 +901,8 @@ struct pool_task *
 wtr_take(double wait)
 {
     struct epoll_event evs[WTR_BATCH];
-    int n, ms = wait > 0 ? (int)(wait * 1e3 + 0.5) : 0;
+    int n, nl, ms = wait > 0 ? (int)(wait * 1e3 + 0.5) : 0;
+    struct wtr_lsn *lv[WTR_BATCH];
     struct sess *sp, *expired;
 
     for (;;) {
@@ -801,11 +922,14 @@ wtr_take(double wait)
             AZ(pthread_mutex_unlock(&park_mtx));
             return (NULL);
         }
-        collect_locked(evs, n, &expired);
-        sp = ready_pop_locked();
+        collect_locked(evs, n, &expired, lv, &nl);
+        sp = nl > 0 ? NULL : ready_pop_locked();
         ready_sync_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
         close_expired(expired);
+        /* A new connection: accepted and served here, with no thread woken for it. */
+        if (nl > 0)
+            sp = accept_from(lv, nl, true);
         if (sp != NULL)
             break;
         /* Only expired sessions, or another worker emptied the queue first. */
@@ -814,4 +938,50 @@ wtr_take(double wait)
     if (ms > 0)
         STAT_INC(sess_linger_hit);
     return (&sp->task);
+}
+
+int
+wtr_listen(struct wtr_lsn *wl)
+{
+    struct epoll_event e = { .events = EPOLLIN | EPOLLET };
+
+    OBJ_CHECK(wl, WTR_LSN_MAGIC);
+    AN(wl->accept);
+    SRG_ASSERT(((uintptr_t)wl & WTR_LSN_TAG) == 0);
+    wl->users = 0;
+    wl->closing = false;
+    wl->stalled = false;
+    e.data.u64 = (uint64_t)(uintptr_t)wl | WTR_LSN_TAG;
+    AZ(pthread_mutex_lock(&park_mtx));
+    if (epoll_ctl(set_fd, EPOLL_CTL_ADD, wl->fd, &e) != 0) {
+        AZ(pthread_mutex_unlock(&park_mtx));
+        return (-1);
+    }
+    wl->next = lsns;
+    lsns = wl;
+    AZ(pthread_mutex_unlock(&park_mtx));
+    return (0);
+}
+
+void
+wtr_unlisten(struct wtr_lsn *wl)
+{
+    struct wtr_lsn **wp;
+
+    OBJ_CHECK(wl, WTR_LSN_MAGIC);
+    AZ(pthread_mutex_lock(&park_mtx));
+    for (wp = &lsns; *wp != NULL && *wp != wl; wp = &(*wp)->next)
+        continue;
+    if (*wp == NULL) {
+        AZ(pthread_mutex_unlock(&park_mtx));
+        return; /* never listened, or already out */
+    }
+    *wp = wl->next;
+    wl->next = NULL;
+    wl->closing = true;
+    (void)epoll_ctl(set_fd, EPOLL_CTL_DEL, wl->fd, NULL);
+    AZ(pthread_mutex_unlock(&park_mtx));
+    /* Receivers claimed it before closing was set; accept() never blocks. */
+    while (__atomic_load_n(&wl->users, __ATOMIC_ACQUIRE) > 0)
+        (void)usleep(1000);
 }

@@ -338,8 +338,11 @@ def test_shared_declaration_errors_name_the_line(origin, surogat, tmp_path):
 
 def test_ratelimit_example(origin, surogat, tmp_path):
     """The shipped script as a module, each worker stamping its answers: 10
-    a second with bursts of 5, shared by the workers of two pools."""
-    origin.route("/r", body=b"r")
+    a second with bursts of 5, shared by the workers of two pools.  Each
+    request let through holds its worker on the backend for a moment, so
+    that the others are served by other workers: a worker taking ready
+    connections would otherwise serve all four clients in a row."""
+    origin.route("/r", body=b"r", delay=0.2, headers={"Cache-Control": "no-store"})
     sg, _ = with_policy(surogat, tmp_path, """
         require("ratelimit")
         local STATE = tostring(surogat.random())
