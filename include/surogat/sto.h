@@ -151,6 +151,13 @@ void sto_recover(sto_recover_f *cb);
  * class.  Pure arithmetic, any n (0 costs the smallest class).
  */
 size_t sto_heap_cost(size_t n);
+/*
+ * What the malloc store charges for one of its blocks of n bytes (a
+ * segment with its descriptor, and a small object's head in front): a
+ * slab block's share of its slab (slab.h) where that is less than
+ * sto_heap_cost(n), else sto_heap_cost(n).
+ */
+size_t sto_block_cost(size_t n);
 
 uint64_t sto_size(void); /* all stores */
 uint64_t sto_used(void);

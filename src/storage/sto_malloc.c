@@ -15,8 +15,15 @@
  * to connections, and past that -- or when the kernel says no -- bodies
  * stay on the heap and go by copy (sto_mfile_fail).
  * A body's tail (sto_set_tail) is one more heap block.  Every heap block
- * is charged at what the heap really spends on it (sto_heap_cost), so SIZE
+ * is charged at what the heap really spends on it (blk_cost), so SIZE
  * bounds the process, not just the bytes asked for.
+ *
+ * Segments of up to SLAB_MAX bytes, descriptor and lead included, are
+ * slab blocks sized in 64-byte steps (slab.h) wherever that costs less
+ * than the heap's size class: a small object's head and body in one
+ * block cost what they are, not the next size class.  A
+ * segment's block size is always sizeof(struct sto_seg) + its lead (the
+ * bytes between the descriptor and data) + cap, so freeing needs no mark.
  */
 #include "config.h"
 
@@ -32,6 +39,7 @@
 #include "surogat/num.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
+#include "surogat/slab.h"
 #include "surogat/stat.h"
 
 #include "sto_priv.h"
@@ -90,16 +98,68 @@ seg_link(struct sto_body *b, struct sto_seg *s)
     b->last = s;
 }
 
+/* ---- heap blocks: slab blocks when small, the general heap otherwise ---- */
+
+/*
+ * Whether a block of n bytes is a slab block: when that costs less than
+ * the general heap's class (not when the class fits n exactly, as 3,072
+ * bytes do).  A function of n alone, so freeing finds the same answer.
+ */
+static bool
+blk_slab(size_t n)
+{
+    return (n <= SLAB_MAX && slab_cost(n) < sto_heap_cost(n));
+}
+
+size_t
+sto_block_cost(size_t n)
+{
+    return (blk_slab(n) ? slab_cost(n) : sto_heap_cost(n));
+}
+
+static size_t
+blk_cost(size_t n)
+{
+    return (sto_block_cost(n));
+}
+
+static void *
+blk_alloc(size_t n)
+{
+    void *p;
+
+    if (blk_slab(n))
+        return (slab_alloc(n));
+    p = malloc(n);
+    AN(p);
+    return (p);
+}
+
+static void
+blk_free(void *p, size_t n)
+{
+    if (blk_slab(n))
+        slab_free(p);
+    else
+        free(p);
+}
+
+/* The block a heap segment is (not one in a memory file). */
+static size_t
+seg_size(const struct sto_seg *s)
+{
+    return (sizeof *s + (size_t)(s->data - (const char *)(s + 1)) + s->cap);
+}
+
 static struct sto_seg *
 seg_new(struct sto_body *b, size_t lead, size_t cap)
 {
-    struct sto_seg *s = malloc(sizeof *s + lead + cap);
+    struct sto_seg *s = blk_alloc(sizeof *s + lead + cap);
 
-    AN(s);
     s->data = (char *)(s + 1) + lead;
     s->cap = cap;
     seg_link(b, s);
-    b->bytes += sto_heap_cost(sizeof *s + lead + cap);
+    b->bytes += blk_cost(sizeof *s + lead + cap);
     return (s);
 }
 
@@ -269,7 +329,7 @@ sm_open(struct stv *stv, struct sto_body *b, struct sto_meta *m)
         b->bytes += n;
         return (0);
     }
-    if (sto__charge(stv, m->mem + sto_heap_cost(sizeof *s + lead + b->size_hint)) != 0)
+    if (sto__charge(stv, m->mem + blk_cost(sizeof *s + lead + b->size_hint)) != 0)
         return (-1);
     s = seg_new(b, lead, (size_t)b->size_hint);
     b->bytes += m->mem;
@@ -312,7 +372,7 @@ sm_append(struct stv *stv, struct sto_body *b, const void *p, size_t len)
             if (mfile_wanted(b->size_hint, b->len))
                 s = mseg_new(stv, b);
             if (s == NULL) {
-                if (sto__charge(stv, sto_heap_cost(sizeof *s + cap)) != 0)
+                if (sto__charge(stv, blk_cost(sizeof *s + cap)) != 0)
                     return (-1);
                 s = seg_new(b, 0, cap);
             }
@@ -366,11 +426,20 @@ sm_trim(struct stv *stv, struct sto_body *b)
     if (s == NULL || s->len == s->cap || s->data != (char *)(s + 1))
         return;
     keep = s->len > 0 ? s->len : 1;
-    spare = sto_heap_cost(sizeof *s + s->cap) - sto_heap_cost(sizeof *s + keep);
+    spare = blk_cost(sizeof *s + s->cap) - blk_cost(sizeof *s + keep);
     for (pp = &b->first; *pp != s; pp = &(*pp)->next)
         AN(*pp);
-    t = realloc(s, sizeof *t + keep);
-    AN(t);
+    if (spare == 0)
+        return; /* the same block size either way: nothing to give back */
+    if (!blk_slab(sizeof *s + s->cap) && !blk_slab(sizeof *s + keep)) {
+        t = realloc(s, sizeof *t + keep);
+        AN(t);
+    } else {
+        /* A slab block on either side: a new block and a copy, as realloc would. */
+        t = blk_alloc(sizeof *t + keep);
+        memcpy(t, s, sizeof *t + keep);
+        blk_free(s, seg_size(s));
+    }
     t->data = (char *)(t + 1);
     t->cap = keep;
     *pp = t;
@@ -428,7 +497,10 @@ sm_free(struct stv *stv, struct sto_body *b)
 
     while ((s = b->first) != NULL) {
         b->first = s->next;
-        free(s);
+        if (in_mfile(sp, s))
+            free(s);
+        else
+            blk_free(s, seg_size(s));
     }
     if (sp != NULL) {
         if (sp->fd >= 0) {
