@@ -2,17 +2,20 @@
 # ab.sh BEFORE AFTER PATH [CONNS] [-- surogatd args...]: two surogatd builds side by side,
 # pinned to core 0, wrk -t2 on core 1 against each in turn for three rounds; prints req/s
 # and each daemon's CPU (utime+stime) per request.  The backend is a Python http.server
-# over $DOCROOT (default: a fresh directory with a 1,024-byte file "1k"), or the built-in
-# static backend over it when STATIC=1.  HEADER: a request header for wrk to send (e.g.
-# "Connection: close": a new connection per request).
+# over $DOCROOT (default: a fresh directory with a 1,024-byte file "1k" and a 100-byte
+# "100"), or the built-in static backend over it when STATIC=1.  HEADER: a request header
+# for wrk to send (e.g. "Connection: close": a new connection per request; "Cookie: a=b":
+# every request a pass).  ORIGIN_PROTO=HTTP/1.1: the origin keeps connections alive.
 set -eu
 BEFORE=$1 AFTER=$2 PATH_=$3 C=${4:-50}
 shift $(( $# < 4 ? $# : 4 )); [ "${1:-}" = "--" ] && shift
 work=$(mktemp -d /dev/shm/surogat-ab.XXXXXX)
 DOCROOT=${DOCROOT:-$work/www}
 mkdir -p "$DOCROOT"; [ -e "$DOCROOT/1k" ] || { head -c 1024 /dev/zero | tr '\0' x >"$DOCROOT/1k"
-    touch -d "1 week ago" "$DOCROOT/1k"; } # old: heuristically fresh
-python3 -m http.server 18080 --bind 127.0.0.1 -d "$DOCROOT" >/dev/null 2>&1 & OP=$!
+    head -c 100 /dev/zero | tr '\0' y >"$DOCROOT/100"
+    touch -d "1 week ago" "$DOCROOT/1k" "$DOCROOT/100"; } # old: heuristically fresh
+python3 -m http.server 18080 --bind 127.0.0.1 -d "$DOCROOT" ${ORIGIN_PROTO:+--protocol $ORIGIN_PROTO} \
+    >/dev/null 2>&1 & OP=$!
 backend=127.0.0.1:18080; [ "${STATIC:-0}" = 1 ] && backend=$DOCROOT
 declare -A PID PORT
 port=18081

@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -270,7 +271,10 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
     size_t flen, rlen;
     struct sb sb;
 
-    memset(d, 0, sizeof *d);
+    /* Up to its text buffers only, which are written before they are read. */
+    memset(d, 0, offsetof(struct dlv_plan, tail));
+    d->syn.status = 0;
+    d->syn.reason[0] = '\0';
     d->pk = pk;
     d->xcode = pk.send != pk.from;
     /* The stored head: a status line, field lines, the empty line. */

@@ -36,6 +36,7 @@ struct dlv_plan {
     uint64_t first;        /* the body bytes to send: [first, last] */
     uint64_t last;
     unsigned hits;         /* the deliver hook's obj.hits: the object's count, 0 for a miss */
+    /* dlv__plan_obj() zeroes the fields above only: new ones go above. */
     char tail[320];        /* this delivery's own fields: Age, Cache-Status, Content-Range */
     struct pol_synth syn;  /* the plan was refused: answer this (status 0: restart) */
 };

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,20 +41,27 @@
 
 /* Body iovecs gathered into one writev(2) with a held-back head and chunk framing. */
 #define H1T_IOV 64
+/* A head up to this long is copied into one piece of the writev(2) (see h1t_head()). */
+#define H1T_HEAD_JOIN 2048
 
 /* The per-response state, in the request's workspace from head() on. */
 struct h1t_resp {
     unsigned magic;
 #define H1T_RESP_MAGIC 0x6a2b95c1
-    struct iovec head[TP_HEAD_BLOCKS + 4]; /* held back: status line, blocks, our fields */
     int nhead;
     size_t head_len;
     bool chunked; /* body pieces go as chunks, then the last chunk */
     bool body;    /* the head said a body follows */
     bool failed;  /* a write failed: every later one fails at once */
+    struct h1t_in in; /* the request side's, kept across heads */
+    /*
+     * Not zeroed when the request is made (h1t_req_init()), as each is
+     * written before it is read: head[0 .. nhead), and the text head()
+     * builds.  New fields go above.
+     */
+    struct iovec head[TP_HEAD_BLOCKS + 4]; /* held back: status line, blocks, our fields */
     char line[64];
     char tail[96];
-    struct h1t_in in; /* the request side's, kept across heads */
 };
 
 static double
@@ -86,6 +94,7 @@ static int
 send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n, bool more)
 {
     struct iovec all[H1T_IOV + TP_HEAD_BLOCKS + 4];
+    double dl;
     int k = 0;
 
     if (r->failed)
@@ -100,7 +109,12 @@ send_iov(struct req *req, struct h1t_resp *r, struct iovec *iov, int n, bool mor
     k += n;
     if (k == 0)
         return (0);
-    if ((more ? sess_writev_more : sess_writev)(req->sp, all, k, deadline()) != 0) {
+    /*
+     * With the head, the clock head() read just now serves: a hit's one
+     * write reads it once.
+     */
+    dl = r->nhead > 0 && req->t_first != 0 ? req->t_first + par.send_timeout : deadline();
+    if ((more ? sess_writev_more : sess_writev)(req->sp, all, k, dl) != 0) {
         r->failed = true;
         req->close = true;
         return (-1);
@@ -124,7 +138,9 @@ h1t_req_init(struct req *req)
 
     if (r == NULL)
         return (-1);
-    OBJ_INIT(r, H1T_RESP_MAGIC);
+    /* Once per request: the buffers below are a third of it and need no zeroing. */
+    memset(r, 0, offsetof(struct h1t_resp, head));
+    r->magic = H1T_RESP_MAGIC;
     req->tp = &h1t_ops;
     req->tp_priv = r;
     return (0);
@@ -136,12 +152,15 @@ h1t_head(struct req *req, const struct tp_head *h)
     struct h1t_resp *r = resp_of(req);
     const char *reason = h->reason.len > 0 ? h->reason.b : http_reason(h->status);
     size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason);
-    struct h1t_in in = r->in;
     struct sb sb;
+    char *joined;
 
-    /* A second head: the first was dropped by abort() before anything went out. */
-    OBJ_INIT(r, H1T_RESP_MAGIC);
-    r->in = in;
+    /*
+     * A second head: the first was dropped by abort() before anything
+     * went out.  The request side's state (in) and the buffers stay.
+     */
+    memset(r, 0, offsetof(struct h1t_resp, in));
+    r->magic = H1T_RESP_MAGIC;
     req->status = h->status;
     r->body = h->body && !req->head_only;
     /* The reason as given, never copied or cut: a policy's may be long. */
@@ -184,6 +203,21 @@ h1t_head(struct req *req, const struct tp_head *h)
     r->head[r->nhead++].iov_len = sb.len;
     for (int i = 0; i < r->nhead; i++)
         r->head_len += r->head[i].iov_len;
+    /*
+     * Each piece of an iovec costs the kernel a copy round of its own:
+     * a head of a few hundred bytes goes as one piece, copied here (as
+     * cheap as one of those rounds), so that a hit's writev(2) is two.
+     */
+    if (r->head_len <= H1T_HEAD_JOIN && (joined = ws_alloc(req->ws, r->head_len)) != NULL) {
+        size_t off = 0;
+
+        for (int i = 0; i < r->nhead; i++) {
+            memcpy(joined + off, r->head[i].iov_base, r->head[i].iov_len);
+            off += r->head[i].iov_len;
+        }
+        r->head[0] = (struct iovec){ joined, off };
+        r->nhead = 1;
+    }
     req->t_first = tim_mono();
     return (0);
 }

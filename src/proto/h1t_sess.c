@@ -176,13 +176,18 @@ read_head(struct req *req, bool expect_wait)
         return (HEAD_IDLE);
     for (;;) {
         if (req->rx_len > 0) {
-            if (sp->t_req == 0)
-                sp->t_req = tim_mono(); /* timeout_req counts from here */
             st = h1_parse_request(wrk->rx, req->rx_len, &lim, req->http, &req->rx_head);
             if (st == H1_DONE)
                 return (HEAD_OK);
             if (st != H1_MORE)
                 return (reject(req, h1_error_status(st)));
+            /*
+             * timeout_req counts from here, the first bytes' arrival: read
+             * only for a head that is not all in, as a whole one is timed
+             * by head_done().
+             */
+            if (sp->t_req == 0)
+                sp->t_req = tim_mono();
         }
         room = par.http_req_size + 1 > wrk->rx_size ? wrk->rx_size : par.http_req_size + 1;
         SRG_ASSERT(req->rx_len < room);
@@ -516,7 +521,9 @@ sess_loop(struct wrk *wrk, struct sess *sp, size_t carry, unsigned served)
             hr = read_body(req);
         switch (hr) {
         case HEAD_IDLE:
-            sp->t_idle = tim_mono();
+            /* After a request served_next() set it from the clock its log entry read. */
+            if (served == 0)
+                sp->t_idle = tim_mono();
             if (sess_draining()) {
                 sess_close(&sp);
                 return;
