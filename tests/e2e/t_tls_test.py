@@ -466,8 +466,10 @@ def test_client_gone_mid_response(origin, tls):
 def test_overload_closes_tls_without_plaintext(origin, tls):
     """A full queue cannot answer a canned 503 in plaintext on a TLS port: it closes."""
     origin.route("/slow", body=b"s", delay=2.0)
+    # The slow request holds the one worker while its backend answers, so the
+    # queue is full when the handshake arrives.
     t = tls(params={"thread_pools": "1", "thread_pool_min": "1", "thread_pool_max": "1",
-                    "thread_queue_limit": "0"})
+                    "thread_queue_limit": "0", "backend_wait_worker": "on"})
     busy = t.conn()
     busy.request("GET", "/slow")
     time.sleep(0.3)
