@@ -52,7 +52,7 @@ REPO = pt.REPO
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 log = pt.log
 
-CONTENDERS = ["surogat", "nginx", "varnish-hitch"]
+CONTENDERS = ["surogat", "surogat-before", "nginx", "varnish-hitch"]
 # name, path, size
 OBJECTS = [("1KiB", "/1k", 1024), ("128KiB", "/128k", 128 * 1024)]
 # surogat's defaults (tls_ciphers, tls_ciphersuites), given to both servers.
@@ -109,11 +109,19 @@ def warm(srv, path, size, timeout=30.0):
     raise RuntimeError(f"{srv.name} {path}: no cache hit ({last})")
 
 
-def start_surogat(args, workdir, origin_port, crt, key):
-    args.surogat_param = [f"tls_ciphers={CIPHERS}", f"tls_ciphersuites={SUITES}",
-                          *args.surogat_param]
-    return ch.start_surogat(args, "surogat", workdir, pt.free_port(), origin_port,
-                            "malloc,256m", listen_opts=f",tls,cert={crt},key={key}")
+def start_surogat(args, workdir, origin_port, crt, key, name="surogat"):
+    params = [f"tls_ciphers={CIPHERS}", f"tls_ciphersuites={SUITES}", *args.surogat_param]
+    saved, args.surogat_param = args.surogat_param, params
+    try:
+        return ch.start_surogat(args, name, workdir, pt.free_port(), origin_port,
+                                "malloc,256m", listen_opts=f",tls,cert={crt},key={key}",
+                                binary=args.before if name == "surogat-before" else None)
+    finally:
+        args.surogat_param = saved
+
+
+def start_surogat_before(args, workdir, origin_port, crt, key):
+    return start_surogat(args, workdir, origin_port, crt, key, "surogat-before")
 
 
 def start_nginx(args, workdir, origin_port, crt, key):
@@ -281,6 +289,9 @@ def report(rows, names):
     head += [f"{n} cpu/req" for n in names]
     if "surogat" in names:
         head += [f"surogat/{n} cpu" for n in others]
+    before_nginx = "surogat-before" in names and "nginx" in names
+    if before_nginx:
+        head += ["surogat-before/nginx cpu"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:
@@ -294,6 +305,8 @@ def report(rows, names):
         cells += [fmt_us(r[n].get("cpu_us")) for n in names]
         if "surogat" in names:
             cells += [pt.ratio(r["surogat"].get("cpu_us"), r[n].get("cpu_us")) for n in others]
+        if before_nginx:
+            cells += [pt.ratio(r["surogat-before"].get("cpu_us"), r["nginx"].get("cpu_us"))]
         print("| " + " | ".join(cells) + " |")
 
 
@@ -301,6 +314,9 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--surogatd", default=os.path.join(REPO, "build-bench", "surogatd"),
                     help="surogatd binary (default: the release build in build-bench/)")
+    ap.add_argument("--before", default=None, metavar="SUROGATD",
+                    help="an older surogatd, run as the contender surogat-before with the same "
+                    "parameters, interleaved with the others in every round")
     ap.add_argument("--quick", action="store_true", help="smoke mode: 2 s runs, 1 s warmup")
     ap.add_argument("--duration", type=int, default=10, help="seconds per measured wrk run")
     ap.add_argument("--warmup", type=int, default=3, help="seconds of warmup before each run")
@@ -321,8 +337,10 @@ def parse_args():
     ap.add_argument("--hitch", default=shutil.which("hitch") or "/usr/sbin/hitch")
     ap.add_argument("-V", "--varnish-param", action="append", default=[],
                     help="extra varnishd -p name=value (repeatable)")
-    ap.add_argument("--only", default=",".join(CONTENDERS),
-                    help=f"comma-separated contenders to run (default: {','.join(CONTENDERS)})")
+    peers = [n for n in CONTENDERS if n != "surogat-before"]
+    ap.add_argument("--only", default=",".join(peers),
+                    help=f"comma-separated contenders to run (default: {','.join(peers)}; "
+                    "--before adds surogat-before)")
     ap.add_argument("--cases", default="handshakes,hit",
                     help="comma-separated: handshakes, hit (both objects), hit1KiB, hit128KiB")
     ap.add_argument("--rounds", type=int, default=1,
@@ -334,6 +352,10 @@ def parse_args():
         args.duration, args.warmup = 2, 1
     args.cases = {c.strip() for c in args.cases.split(",") if c.strip()}
     args.only = [n.strip() for n in args.only.split(",") if n.strip()]
+    if args.before and "surogat-before" not in args.only:
+        args.only.insert(1, "surogat-before")
+    if not args.before and "surogat-before" in args.only:
+        ap.error("surogat-before needs --before SUROGATD")
     bad = [n for n in args.only if n not in CONTENDERS]
     if bad or not args.only:
         ap.error(f"--only: unknown {bad}; choose from {','.join(CONTENDERS)}")
@@ -347,6 +369,7 @@ def main():
         signal.signal(sig, pt.on_signal)
     tools = [args.wrk, args.nginx, shutil.which("taskset"), shutil.which("openssl")]
     tools += [args.surogatd] if "surogat" in args.only else []
+    tools += [args.before] if "surogat-before" in args.only else []
     tools += [args.varnishd, args.hitch] if "varnish-hitch" in args.only else []
     for tool in tools:
         if not tool or not os.access(tool, os.X_OK):
@@ -367,7 +390,8 @@ def main():
     origin = pt.start_nginx(args, "origin", "cache-origin-nginx.conf.in", args.client_cpu,
                             workdir, PORT=origin_port, DOCROOT=docroot)
     pt.wait_ready(origin.proc, origin_port, "/1k", 1024, "origin nginx")
-    start = {"surogat": start_surogat, "nginx": start_nginx,
+    start = {"surogat": start_surogat, "surogat-before": start_surogat_before,
+             "nginx": start_nginx,
              "varnish-hitch": start_varnish_hitch}
     servers = [start[n](args, workdir, origin_port, crt, key) for n in args.only]
     for srv in servers:

@@ -277,6 +277,11 @@ new_ctx(bool h2, struct sb *err)
     /* A ticket opens for up to two periods (current and previous key): so long it may live. */
     SSL_CTX_set_timeout(ctx, (long)(2 * par.tls_ticket_rotate));
     AN(SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, tls__ticket_cb));
+    /*
+     * Every TLS 1.3 ticket is a session encrypted and a record sent in the
+     * handshake's last flight: about a tenth of a full handshake each.
+     */
+    AN(SSL_CTX_set_num_tickets(ctx, par.tls_tickets));
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
     /* Any non-NULL argument says h2: the callback only tests it. */
     SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, h2 ? (void *)(uintptr_t)alpn_h2 : NULL);
@@ -289,6 +294,8 @@ gen_free(struct tls_gen **genp)
     struct tls_gen *gen = *genp;
 
     OBJ_CHECK(gen, TLS_GEN_MAGIC);
+    tls__ssl_drain(gen); /* before their SSL_CTXs */
+    AZ(pthread_mutex_destroy(&gen->reuse_mtx));
     for (unsigned i = 0; i < gen->ncert; i++) {
         struct tls_cert *tc = &gen->cert[i];
         SSL_CTX_free(tc->ctx);
@@ -310,6 +317,7 @@ gen_load(const struct tls_conf *conf, struct sb *err)
 
     OBJ_NEW(gen, TLS_GEN_MAGIC);
     gen->refcnt = 1;
+    AZ(pthread_mutex_init(&gen->reuse_mtx, NULL));
     for (unsigned i = 0; i < conf->ncert; i++) {
         tc = &gen->cert[i];
         tc->ctx = new_ctx(conf->h2, err);

@@ -94,8 +94,7 @@ tls_accept_step(struct tls_lsn *ln, int fd, SSL **sslp, const char *peer, double
 
     if (ssl == NULL) {
         gen = tls__gen_get(ln);
-        ssl = SSL_new(gen->cert[0].ctx);
-        AN(ssl);
+        ssl = tls__ssl_new(gen);
         AN(SSL_set_app_data(ssl, gen)); /* the reference now belongs to the SSL */
         AN(SSL_set_fd(ssl, fd));
         SSL_set_accept_state(ssl);
@@ -176,7 +175,7 @@ tls_close(SSL **sslp)
     AN(ssl);
     tls_notify_close(ssl);
     gen = SSL_get_app_data(ssl);
-    SSL_free(ssl);
+    tls__ssl_done(gen, &ssl);
     tls__gen_unref(&gen);
 }
 

@@ -4,6 +4,8 @@
 #ifndef SUROGAT_TLS_PRIV_H
 #define SUROGAT_TLS_PRIV_H
 
+#include <pthread.h>
+
 #include <openssl/ssl.h>
 
 #include "surogat/tls.h"
@@ -27,11 +29,31 @@ struct tls_gen {
     unsigned refcnt; /* atomic */
     unsigned ncert;
     struct tls_cert cert[TLS_MAX_CERTS]; /* [0] is the default */
+    /*
+     * SSLs of finished connections, reset for the next (tls_reuse.c).
+     * 64 covers the handshakes a burst has under way at once on two
+     * cores; more would only hold memory (about 6 KiB each).
+     */
+#define TLS_REUSE_MAX 64
+    pthread_mutex_t reuse_mtx;
+    unsigned nreuse; /* under reuse_mtx */
+    SSL *reuse[TLS_REUSE_MAX];
 };
 
 /* The current generation with a reference taken. */
 struct tls_gen *tls__gen_get(struct tls_lsn *ln);
 void tls__gen_unref(struct tls_gen **genp);
+
+/* A new SSL on gen's default certificate: a kept one if there is, else SSL_new(). */
+SSL *tls__ssl_new(struct tls_gen *gen);
+/*
+ * A connection's SSL, its close_notify sent, no longer used: kept for
+ * the next handshake on gen when it ended well, else freed.  *sslp = NULL.
+ * gen is the SSL's generation, still referenced by the caller.
+ */
+void tls__ssl_done(struct tls_gen *gen, SSL **sslp);
+/* Free the kept SSLs: gen is being freed. */
+void tls__ssl_drain(struct tls_gen *gen);
 
 /* Session ticket keys (tls_ticket.c): current and previous, rotated every tls_ticket_rotate. */
 void tls__ticket_init(void);

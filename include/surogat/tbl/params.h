@@ -172,6 +172,11 @@ PARAM(tls_ticket_rotate, DURATION, "1h", "1s", "7d", PAR_LIVE,
       "previous key is still accepted (and replaced by a new one), so a client resumes its "
       "session for one to two periods. The keys live in memory only: a restart ends every "
       "ticket.")
+PARAM(tls_tickets, UINT, "1", "0", "8", PAR_RESTART | PAR_LOAD,
+      "TLS 1.3 session tickets sent after each handshake. Each costs the server a session "
+      "encrypted, a key derived and a record written; one lets a client resume its next "
+      "connection, which brings it a new one. OpenSSL's default is 2; 0 sends none (TLS 1.3 "
+      "clients then never resume). Read when certificates are loaded.")
 PARAM(access_log, STRING, "", NULL, NULL, PAR_RESTART,
       "Access log file, relative to the working directory, in access_log_format. Empty: no "
       "access log file. Reopened on SIGUSR1 (log.reopen).")

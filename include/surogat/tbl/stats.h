@@ -328,6 +328,8 @@ STAT(esi_cycles, COUNTER, "Includes refused because they would include a page th
      "them (a cycle).")
 STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
 STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
+STAT(tls_ssl_reused, COUNTER, "TLS handshakes that began on the reset SSL object of a connection "
+     "that ended well, instead of a new one.")
 STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "
      "garbage, timeout (tls_handshake_timeout), or the client leaving mid-handshake.")
 STAT(proxy_hdr, COUNTER, "PROXY protocol headers accepted on PROXY listen addresses.")
