@@ -1,0 +1,68 @@
+#!/bin/bash
+# tls_ab.sh SECONDS ROUNDS TAG=BIN[,name=value...] ... [nginx]: TLS handshakes (wrk -t2 -c$C,
+# "Connection: close": a full handshake per request on a 1 KiB cache hit) against surogatd
+# builds (or one build with other -p parameters) and, with the word "nginx", nginx 1.22
+# (bench/conf/tls-nginx.conf.in: one worker, the same certificate, ciphers and suites,
+# tickets on), side by side on core 0 behind one nginx origin on core 1; wrk on core 1
+# against each in turn, ROUNDS times.  Prints each server's CPU (utime+stime, and utime
+# alone) and context switches (perf stat, all its threads) per handshake.  C: connections
+# (default 50).  For a figure that does not move with the machine's load, see
+# bench/tls_count.sh (instructions under callgrind).
+set -eu
+DUR=$1 R=$2; shift 2
+C=${C:-50}
+B=$(dirname "$(readlink -f "$0")")
+CIPHERS="ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+SUITES="TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+work=$(mktemp -d /dev/shm/tls-ab.XXXXXX)
+chmod 755 $work
+mkdir -p $work/www $work/o/tmp
+head -c 1024 /dev/urandom > $work/www/1k
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout $work/k.pem \
+    -out $work/c.pem -subj /CN=127.0.0.1 -days 2 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+sed -e "s|@NOFILE@|65536|;s|@DIR@|$work/o|g;s|@PORT@|18390|;s|@DOCROOT@|$work/www|" \
+    $B/conf/origin-nginx.conf.in > $work/o/nginx.conf
+taskset -c 1 nginx -c $work/o/nginx.conf -p $work/o >/dev/null 2>&1 & OP=$!
+declare -A PID PORT; tags=(); kids=($OP); port=18391
+for spec in "$@"; do
+    if [ "$spec" = nginx ]; then
+        d=$work/nginx; mkdir -p $d/tmp
+        sed -e "s|@NOFILE@|65536|;s|@DIR@|$d|g;s|@PORT@|$port|;s|@ORIGIN_PORT@|18390|" \
+            -e "s|@KEEPALIVE@|64|;s|@KEYS_ZONE@|16m|;s|@MAX_SIZE@|1g|;s|@CERT@|$work/c.pem|" \
+            -e "s|@KEY@|$work/k.pem|;s|@CIPHERS@|$CIPHERS|;s|@SUITES@|$SUITES|" \
+            $B/conf/tls-nginx.conf.in > $d/nginx.conf
+        taskset -c 0 nginx -c $d/nginx.conf -p $d -e $d/error.log >/dev/null 2>&1 &
+        kids+=($!); sleep 1
+        PID[nginx]=$(cat /proc/$!/task/$!/children | awk '{print $1}') # the one worker
+        PORT[nginx]=$port; port=$((port+1)); tags+=(nginx)
+        continue
+    fi
+    tag=${spec%%=*}; rest=${spec#*=}; bin=${rest%%,*}; extra=()
+    IFS=, read -ra ps <<< "${rest#$bin}"; for p in "${ps[@]}"; do [ -n "$p" ] && extra+=(-p "$p"); done
+    mkdir -p $work/n-$tag
+    taskset -c 0 $bin -F -j none -a 127.0.0.1:$port,tls,cert=$work/c.pem,key=$work/k.pem \
+        -b 127.0.0.1:18390 -n $work/n-$tag -s malloc,256m -p thread_pools=2 \
+        -p thread_pool_min=250 -p timeout_idle=60s -p tls_ciphers=$CIPHERS \
+        -p tls_ciphersuites=$SUITES "${extra[@]}" >$work/log-$tag 2>&1 &
+    PID[$tag]=$!; kids+=($!); PORT[$tag]=$port; port=$((port+1)); tags+=($tag)
+done
+trap 'kill ${kids[@]} 2>/dev/null; wait 2>/dev/null; rm -rf $work' EXIT
+sleep 2
+for tag in ${tags[@]}; do
+    curl -sk -o /dev/null https://127.0.0.1:${PORT[$tag]}/1k; curl -sk -o /dev/null https://127.0.0.1:${PORT[$tag]}/1k
+done
+for r in $(seq $R); do for tag in ${tags[@]}; do
+    p=${PORT[$tag]} pid=${PID[$tag]}
+    taskset -c 1 wrk -t2 -c$C -d1 -H "Connection: close" https://127.0.0.1:$p/1k >/dev/null
+    t0=$(awk '{print $14+$15}' /proc/$pid/stat); u0=$(awk '{print $14}' /proc/$pid/stat)
+    perf stat -x, -e context-switches -p $pid -o $work/perf.txt -- sleep $DUR &
+    PP=$!
+    out=$(taskset -c 1 wrk -t2 -c$C -d$DUR -H "Connection: close" https://127.0.0.1:$p/1k | grep -E "requests in")
+    wait $PP
+    t1=$(awk '{print $14+$15}' /proc/$pid/stat); u1=$(awk '{print $14}' /proc/$pid/stat)
+    n=$(echo "$out" | awk '{print $1}')
+    cs=$(grep context-switches $work/perf.txt | cut -d, -f1)
+    echo "$tag r$r n=$n cpu-us/hs $(echo "scale=1; ($t1-$t0)*10000/$n" | bc)" \
+         "user $(echo "scale=1; ($u1-$u0)*10000/$n" | bc)" \
+         "cs/hs $(echo "scale=2; $cs/$n" | bc)"
+done; done
