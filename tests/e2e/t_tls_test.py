@@ -212,6 +212,61 @@ def test_alpn_without_http11_still_serves(tls):
     assert "ALPN protocol: http/1.1" in out
 
 
+def test_reused_ssl_serves_each_client_afresh(origin, tls, tmp_path):
+    """The OpenSSL object of a connection that ended well serves the next client
+    (tls_ssl_reused): each client sees the certificate its own SNI picks (the default
+    without SNI), the ALPN protocol it offered, and a ticket of the last client resumes
+    on a reset object without carrying that client's ALPN to the next."""
+    origin.route("/r", body=b"r", headers={"Cache-Control": "max-age=60"})
+    t = tls()
+    sess = tmp_path / "sess.pem"
+    req = b"GET /r HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+
+    def py(sni, alpn):
+        ctx = t.ctx()
+        ctx.check_hostname = False  # the certificate's name is what is checked
+        if alpn:
+            ctx.set_alpn_protocols(alpn)
+        with socket.create_connection(("127.0.0.1", t.port), timeout=10) as s:
+            with ctx.wrap_socket(s, server_hostname=sni) as c:
+                cn = dict(x[0] for x in c.getpeercert()["subject"])["commonName"]
+                proto = c.selected_alpn_protocol()
+                if proto == "h2":
+                    return cn, proto  # curl speaks HTTP/2 below
+                c.sendall(req)
+                data = b""
+                while True:  # to the server's close_notify: the connection ends well
+                    b = c.recv(65536)
+                    if not b:
+                        break
+                    data += b
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"\r\n\r\nr"), data
+        return cn, proto
+
+    for _ in range(3):
+        p = t.curl("-v", "--http2", "https://www.b.test:%d/r" % t.port, host="www.b.test",
+                   http="--http2")
+        err = p.stderr.decode(errors="replace")
+        assert p.stdout == b"r" and "ALPN: server accepted h2" in err, err
+        assert "CN=b.test" in err, err
+        assert py(None, None) == ("a.test", None)
+        assert py("a.test", ["http/1.1"]) == ("a.test", "http/1.1")
+        assert py("x.b.test", ["h2", "http/1.1"]) == ("b.test", "h2")
+        assert py("other.test", None) == ("a.test", None)
+        out = t.s_client("-servername", "www.b.test", "-alpn", "h2,http/1.1")
+        assert subject_cn(out) == "b.test" and "ALPN protocol: h2" in out, out
+        assert subject_cn(t.s_client("-noservername")) == "a.test"
+        out = t.s_client("-servername", "a.test", "-sess_out", str(sess), "-ign_eof",
+                         "-alpn", "h2,http/1.1", stdin=b"")
+        assert "ALPN protocol: h2" in out, out
+        out = t.s_client("-servername", "a.test", "-sess_in", str(sess), "-ign_eof",
+                         stdin=req)
+        assert "Reused, TLSv1.3" in out and "No ALPN negotiated" in out, out
+        assert "HTTP/1.1 200" in out, out
+    assert t.sg.stat("tls_handshake_fail") == 0
+    assert t.sg.stat("tls_ssl_reused") > 0
+
+
 @pytest.mark.parametrize("version", ["-tls1_2", "-tls1_3"])
 def test_resumption(tls, tmp_path, version):
     t = tls()
