@@ -21,7 +21,7 @@ head -c 1024 /dev/urandom > $work/www/1k
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout $work/k.pem \
     -out $work/c.pem -subj /CN=127.0.0.1 -days 2 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 sed -e "s|@NOFILE@|65536|;s|@DIR@|$work/o|g;s|@PORT@|18390|;s|@DOCROOT@|$work/www|" \
-    $B/conf/origin-nginx.conf.in > $work/o/nginx.conf
+    $B/conf/cache-origin-nginx.conf.in > $work/o/nginx.conf
 taskset -c 1 nginx -c $work/o/nginx.conf -p $work/o >/dev/null 2>&1 & OP=$!
 declare -A PID PORT; tags=(); kids=($OP); port=18391
 for spec in "$@"; do

@@ -19,7 +19,7 @@ head -c 1024 /dev/urandom > $work/www/1k
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout $work/k.pem \
     -out $work/c.pem -subj /CN=127.0.0.1 -days 2 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 sed -e "s|@NOFILE@|65536|;s|@DIR@|$work/o|g;s|@PORT@|18490|;s|@DOCROOT@|$work/www|" \
-    $B/conf/origin-nginx.conf.in > $work/o/nginx.conf
+    $B/conf/cache-origin-nginx.conf.in > $work/o/nginx.conf
 nginx -c $work/o/nginx.conf -p $work/o >/dev/null 2>&1 & OP=$!
 SP=
 trap 'kill $OP $SP 2>/dev/null; wait 2>/dev/null; rm -rf $work' EXIT
@@ -49,6 +49,9 @@ for i in range(n + 1):  # one more first: the cache fill
                     break
                 body += b
             assert body.startswith(b"HTTP/1.1 200"), body[:40]
+            # From the cache (surogat's Cache-Status, nginx's X-Cache-Status), the first aside.
+            head = body.split(b"\r\n\r\n", 1)[0].lower()
+            assert i == 0 or b"x-cache-status: hit" in head or b"surogat; hit" in head, head
 EOF
 # count TAG SPEC CONNS: total instructions of all threads
 count() {

@@ -23,7 +23,8 @@
  *    record layer's reset);
  *  - what surogat itself set on the SSL: the transport's modes
  *    (tls_mux_mode()), the quiet shutdown of a failed session, its app
- *    data (the generation): reset to the SSL_CTX's, or NULL.
+ *    data (the generation), the OCSP response stapled (ocsp_cb()): reset
+ *    to the SSL_CTX's, or NULL.
  * Only an SSL whose handshake finished and which never failed is kept;
  * anything else is freed, as is every kept one when its generation goes
  * (a reload: connections on the old certificates keep theirs, new ones
@@ -87,6 +88,8 @@ reset(struct tls_gen *gen, SSL *ssl)
         return (-1);
     if (SSL_get_SSL_CTX(ssl) != ctx && SSL_set_SSL_CTX(ssl, ctx) != ctx)
         return (-1);
+    /* The staple the last client asked for: a new one is set each time one is asked for. */
+    (void)SSL_set_tlsext_status_ocsp_resp(ssl, NULL, 0);
     (void)SSL_clear_mode(ssl, ~0L);
     (void)SSL_set_mode(ssl, SSL_CTX_get_mode(ctx));
     SSL_set_quiet_shutdown(ssl, SSL_CTX_get_quiet_shutdown(ctx));
