@@ -11,26 +11,12 @@
 set -eu
 DUR=$1 R=$2; shift 2
 C=${C:-50}
-B=$(dirname "$(readlink -f "$0")")
-CIPHERS="ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-SUITES="TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
-work=$(mktemp -d /dev/shm/tls-ab.XXXXXX)
-chmod 755 $work
-mkdir -p $work/www $work/o/tmp
-head -c 1024 /dev/urandom > $work/www/1k
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout $work/k.pem \
-    -out $work/c.pem -subj /CN=127.0.0.1 -days 2 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
-sed -e "s|@NOFILE@|65536|;s|@DIR@|$work/o|g;s|@PORT@|18390|;s|@DOCROOT@|$work/www|" \
-    $B/conf/cache-origin-nginx.conf.in > $work/o/nginx.conf
-taskset -c 1 nginx -c $work/o/nginx.conf -p $work/o >/dev/null 2>&1 & OP=$!
+. "$(dirname "$(readlink -f "$0")")/tls_common.sh"
+tls_setup tls-ab 18390 1
 declare -A PID PORT; tags=(); kids=($OP); port=18391
 for spec in "$@"; do
     if [ "$spec" = nginx ]; then
-        d=$work/nginx; mkdir -p $d/tmp
-        sed -e "s|@NOFILE@|65536|;s|@DIR@|$d|g;s|@PORT@|$port|;s|@ORIGIN_PORT@|18390|" \
-            -e "s|@KEEPALIVE@|64|;s|@KEYS_ZONE@|16m|;s|@MAX_SIZE@|1g|;s|@CERT@|$work/c.pem|" \
-            -e "s|@KEY@|$work/k.pem|;s|@CIPHERS@|$CIPHERS|;s|@SUITES@|$SUITES|" \
-            $B/conf/tls-nginx.conf.in > $d/nginx.conf
+        d=$work/nginx; tls_nginx_conf $d $port 18390
         taskset -c 0 nginx -c $d/nginx.conf -p $d -e $d/error.log >/dev/null 2>&1 &
         kids+=($!); sleep 1
         PID[nginx]=$(cat /proc/$!/task/$!/children | awk '{print $1}') # the one worker

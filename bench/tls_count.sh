@@ -9,18 +9,8 @@
 # with bench/conf/tls-nginx.conf.in, master_process off.
 set -eu
 N=$1; shift
-B=$(dirname "$(readlink -f "$0")")
-CIPHERS="ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-SUITES="TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
-work=$(mktemp -d /dev/shm/tls-count.XXXXXX)
-chmod 755 $work
-mkdir -p $work/www $work/o/tmp
-head -c 1024 /dev/urandom > $work/www/1k
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout $work/k.pem \
-    -out $work/c.pem -subj /CN=127.0.0.1 -days 2 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
-sed -e "s|@NOFILE@|65536|;s|@DIR@|$work/o|g;s|@PORT@|18490|;s|@DOCROOT@|$work/www|" \
-    $B/conf/cache-origin-nginx.conf.in > $work/o/nginx.conf
-nginx -c $work/o/nginx.conf -p $work/o >/dev/null 2>&1 & OP=$!
+. "$(dirname "$(readlink -f "$0")")/tls_common.sh"
+tls_setup tls-count 18490
 SP=
 trap 'kill $OP $SP 2>/dev/null; wait 2>/dev/null; rm -rf $work' EXIT
 cat > $work/client.py <<'EOF'
@@ -58,11 +48,7 @@ count() {
     local tag=$1 spec=$2 n=$3 d=$work/$1-$3 port=18491
     mkdir -p $d/tmp
     if [ "$spec" = nginx ]; then
-        sed -e "s|@NOFILE@|65536|;s|@DIR@|$d|g;s|@PORT@|$port|;s|@ORIGIN_PORT@|18490|" \
-            -e "s|@KEEPALIVE@|64|;s|@KEYS_ZONE@|16m|;s|@MAX_SIZE@|1g|;s|@CERT@|$work/c.pem|" \
-            -e "s|@KEY@|$work/k.pem|;s|@CIPHERS@|$CIPHERS|;s|@SUITES@|$SUITES|" \
-            -e "s|^master_process on;|master_process off;|" \
-            $B/conf/tls-nginx.conf.in > $d/nginx.conf
+        tls_nginx_conf $d $port 18490 "s|^master_process on;|master_process off;|"
         valgrind --tool=callgrind --callgrind-out-file=$d/cg.out nginx -c $d/nginx.conf -p $d \
             -e $d/error.log >/dev/null 2>&1 &
     else
