@@ -143,10 +143,10 @@ teardown(void)
 struct conn {
     int sv[2]; /* [0] server (non-blocking), [1] client */
     SSL *srv, *cli;
-    const char *sni;      /* or NULL */
-    bool alpn_h2;         /* offer h2 and http/1.1, else no ALPN */
-    SSL_SESSION *resume;  /* a ticket to offer, or NULL */
-    bool garbage;         /* send no ClientHello, only junk */
+    const char *sni;     /* or NULL */
+    bool alpn_h2;        /* offer h2 and http/1.1, else no ALPN */
+    SSL_SESSION *resume; /* a ticket to offer, or NULL */
+    bool garbage;        /* send no ClientHello, only junk */
 };
 
 static void *
@@ -220,9 +220,8 @@ peer_cn(SSL *cli, char *buf, size_t len)
     X509 *x = SSL_get0_peer_certificate(cli);
 
     ck_assert_ptr_nonnull(x);
-    ck_assert_int_gt(X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, buf,
-                                               (int)len),
-                     0);
+    ck_assert_int_gt(
+        X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, buf, (int)len), 0);
 }
 
 START_TEST(reused_ssl_forgets_the_last_client)
