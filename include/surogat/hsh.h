@@ -28,6 +28,7 @@ struct http;
 struct txt;
 struct objhead;
 struct sb;
+struct ws;
 
 enum cobj_flag {
     COBJ_BUSY = 1u << 0,   /* being fetched: not yet visible to lookups */
@@ -91,7 +92,11 @@ struct cobj {
      * What a hit reads comes first: the fields above and fresh, head and
      * body then span three cache lines of the four an object covers.
      */
-    char *head; /* status line and fields, each ending in CRLF, no empty line */
+    /*
+     * The response head as stored: encoded (shd.h), head_len bytes; read it
+     * through hsh_head_text() or hsh_head_field().
+     */
+    char *head;
     struct fresh_obj fresh;
     char *vary;         /* the request's values of the Vary fields: "name\0value\0"... */
     struct objhead *oh; /* immutable */
@@ -325,6 +330,19 @@ int hsh_oa_copy(struct cobj *dst, const struct cobj *src);
 bool hsh_oa_get(const struct cobj *oc, enum hsh_oa a, struct txt *v);
 /* The first field `name` of a published object's stored head (read-only, no lock needed). */
 bool hsh_head_field(const struct cobj *oc, const char *name, struct txt *val);
+/*
+ * An object's stored head is kept encoded (shd.h): these are its only
+ * readers and writer.  hsh_head_set() gives a busy object the head
+ * `text` (status line, field lines, the empty line), replacing any.
+ * hsh_head_text() writes the text into ws and returns it (*len its
+ * length), or NULL when ws has no room; hsh_head_size() is that length,
+ * and hsh_head_copy() writes the text at out and returns its length.
+ * Read-only once published: no lock needed.
+ */
+void hsh_head_set(struct cobj *oc, const char *text, size_t len);
+const char *hsh_head_text(const struct cobj *oc, struct ws *ws, size_t *len);
+size_t hsh_head_size(const struct cobj *oc);
+size_t hsh_head_copy(const struct cobj *oc, char *out); /* out: hsh_head_size() bytes */
 unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */
 /*
  * Whether a published object's body is intact: objects recovered from a
