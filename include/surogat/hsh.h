@@ -328,7 +328,11 @@ int hsh_oa_copy(struct cobj *dst, const struct cobj *src);
  * none of that kind.  *v is valid as long as the caller's reference.
  */
 bool hsh_oa_get(const struct cobj *oc, enum hsh_oa a, struct txt *v);
-/* The first field `name` of a published object's stored head (read-only, no lock needed). */
+/*
+ * The first field `name` of a published object's stored head (read-only,
+ * no lock needed).  *val is valid as long as the caller's reference,
+ * except a Date or Expires value: until the thread's next call.
+ */
 bool hsh_head_field(const struct cobj *oc, const char *name, struct txt *val);
 /*
  * An object's stored head is kept encoded (shd.h): these are its only

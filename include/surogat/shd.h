@@ -6,7 +6,8 @@
  * two bytes and a common field name as one, each value as its length and
  * its bytes; any line of another shape is kept as it is.  Decoding gives
  * the text back byte for byte, so every reader of a stored head sees what
- * it was given: encode(text) decodes to text for any bytes at all.
+ * it was given: encode(text) decodes to text for any bytes at all.  The
+ * Date and Expires fields' dates are kept as numbers, printed back.
  *
  * The encoding is also what a persistent store keeps on disk: the name
  * table below (shd.c) is part of that format and only ever grows at its
@@ -58,9 +59,13 @@ struct shd_iter {
     const unsigned char *p;
     const unsigned char *e;
     bool past_status;
+    char date[29]; /* a date kept as a number, printed: valid until the next shd_next() */
 };
 void shd_iter_init(struct shd_iter *it, const unsigned char *enc, size_t len);
-/* The next field: its name and value as stored (no CRLF).  False at the end. */
+/*
+ * The next field: its name and value (no CRLF), pointing into the
+ * encoding, the name table or it->date.  False at the end.
+ */
 bool shd_next(struct shd_iter *it, struct txt *name, struct txt *val);
 
 #endif

@@ -208,6 +208,7 @@ hsh__unlink_obj(struct shard *sh, struct cobj *oc)
 bool
 hsh_head_field(const struct cobj *oc, const char *name, struct txt *val)
 {
+    static __thread char date_text[sizeof((struct shd_iter *)0)->date];
     size_t nl = strlen(name);
     struct shd_iter it;
     struct txt n, v;
@@ -221,6 +222,11 @@ hsh_head_field(const struct cobj *oc, const char *name, struct txt *val)
         while (v.len > 0 && (*v.b == ' ' || *v.b == '\t')) {
             v.b++;
             v.len--;
+        }
+        if (v.b == it.date) {
+            /* A Date or Expires kept as a number (shd.h): printed into the thread's buffer. */
+            memcpy(date_text, it.date, sizeof date_text);
+            v.b = date_text;
         }
         *val = v;
         return (true);

@@ -4,20 +4,28 @@
  *   SHD_MAGIC, the text's length (LEB128), then ops, then OP_END:
  *   OP_STATUS   minor digit, status (2 bytes, LE), reason: len, bytes
  *               -> "HTTP/1.<minor> <status> <reason>" CRLF
- *   OP_FIELD    name: len, bytes; value: len, bytes -> name ": " value CRLF
- *   OP_NAME + i value: len, bytes -> names[i] ": " value CRLF
+ *   OP_FIELD    name: len, bytes; a value -> name ": " value CRLF
+ *   OP_NAME + i a value -> names[i] ": " value CRLF
  *   OP_LINE     len, bytes -> bytes CRLF (a line of no other shape)
  *   OP_EMPTY    -> CRLF (the empty line that ends a head)
  *   OP_TAIL     len, bytes -> bytes (text after the last CRLF), last
  *
- * Lengths are LEB128, at most five bytes.  A 1 KiB object's head as nginx
- * sends it (nine fields, 277 bytes) takes about 160.  Decoding is copies
- * only, so a hit pays a few hundred bytes of memcpy for it.
+ * Lengths are LEB128, at most five bytes.  A field's value is one LEB128
+ * number v and what its kind (v & 3) says follows:
+ *   VAL_BYTES   v >> 2 bytes, the value as it is
+ *   VAL_DATE    4 bytes (LE): seconds since 1970 of an IMF-fixdate (RFC
+ *               9110 section 5.6.7) that prints back exactly so
+ *   VAL_TABLE   none: vals[v >> 2], a value origins send often
+ * Dates are kept as numbers in Date and Expires only (date_field()).
+ * A 1 KiB object's head as nginx sends it (nine fields, 277 bytes, three
+ * of them dates) takes 80.  Decoding is copies and, for a date, a
+ * few integer divisions: no table lookup by name, no calendar library.
  */
 #include "config.h"
 
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "surogat/defs.h"
 #include "surogat/shd.h"
@@ -107,7 +115,151 @@ static const struct txt names[] = {
     TXT_LIT("accept-ranges"),
 };
 #define NNAMES (sizeof names / sizeof names[0])
+
+enum { VAL_BYTES, VAL_DATE, VAL_TABLE };
+
+/* Whole values stored as their index (VAL_TABLE).  On disk: append only, never reorder. */
+static const struct txt vals[] = {
+    TXT_LIT("bytes"),
+    TXT_LIT("application/octet-stream"),
+    TXT_LIT("text/html"),
+    TXT_LIT("text/html; charset=utf-8"),
+    TXT_LIT("text/html; charset=UTF-8"),
+    TXT_LIT("text/plain"),
+    TXT_LIT("text/plain; charset=utf-8"),
+    TXT_LIT("text/css"),
+    TXT_LIT("text/javascript"),
+    TXT_LIT("application/javascript"),
+    TXT_LIT("application/json"),
+    TXT_LIT("image/png"),
+    TXT_LIT("image/jpeg"),
+    TXT_LIT("image/gif"),
+    TXT_LIT("image/webp"),
+    TXT_LIT("image/svg+xml"),
+    TXT_LIT("gzip"),
+    TXT_LIT("br"),
+    TXT_LIT("Accept-Encoding"),
+    TXT_LIT("keep-alive"),
+    TXT_LIT("close"),
+    TXT_LIT("nosniff"),
+    TXT_LIT("SAMEORIGIN"),
+    TXT_LIT("DENY"),
+    TXT_LIT("*"),
+    TXT_LIT("no-cache"),
+    TXT_LIT("no-store"),
+    TXT_LIT("public"),
+    TXT_LIT("private"),
+    TXT_LIT("nginx"),
+    TXT_LIT("Apache"),
+    TXT_LIT("cloudflare"),
+    TXT_LIT("chunked"),
+    TXT_LIT("Origin"),
+    TXT_LIT("max-age=0"),
+    TXT_LIT("max-age=3600"),
+    TXT_LIT("max-age=31536000"),
+    TXT_LIT("public, max-age=31536000, immutable"),
+    TXT_LIT("0"),
+    TXT_LIT("-1"),
+};
+#define NVALS (sizeof vals / sizeof vals[0])
+
+#define DATE_LEN 29 /* "Sun, 06 Nov 1994 08:49:37 GMT" */
+
+static const char wdays[] = "ThuFriSatSunMonTueWed"; /* from 1970-01-01, a Thursday */
+static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+
+static void
+two(char *o, unsigned v)
+{
+    o[0] = (char)('0' + v / 10);
+    o[1] = (char)('0' + v % 10);
+}
+
+/*
+ * t (seconds since 1970) as an IMF-fixdate, DATE_LEN bytes at o.  The
+ * civil date from a day count as in Howard Hinnant's "chrono-compatible
+ * low-level date algorithms" (public domain arithmetic), for days >= 0.
+ */
+static void
+date_format(char *o, uint32_t t)
+{
+    uint32_t days = t / 86400, sod = t % 86400;
+    uint32_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
+    uint32_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    uint32_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+    uint32_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+    uint32_t y = yoe + era * 400 + (m <= 2);
+
+    memcpy(o, wdays + 3 * (days % 7), 3);
+    memcpy(o + 3, ", ", 2);
+    two(o + 5, d);
+    o[7] = ' ';
+    memcpy(o + 8, months + 3 * (m - 1), 3);
+    o[11] = ' ';
+    two(o + 12, y / 100);
+    two(o + 14, y % 100);
+    o[16] = ' ';
+    two(o + 17, sod / 3600);
+    o[19] = ':';
+    two(o + 20, sod / 60 % 60);
+    o[22] = ':';
+    two(o + 23, sod % 60);
+    memcpy(o + 25, " GMT", 4);
+}
+
+static bool
+digits(const char *p, unsigned n, uint32_t *v)
+{
+    *v = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return (false);
+        *v = *v * 10 + (uint32_t)(p[i] - '0');
+    }
+    return (true);
+}
+
+/* Whether p[0..n) is an IMF-fixdate that date_format() prints back exactly, and its time. */
+static bool
+date_parse(const char *p, size_t n, uint32_t *t)
+{
+    uint32_t d, y, hh, mm, ss, m, yy, doy, era, yoe;
+    uint64_t days, v;
+    char back[DATE_LEN];
+    const char *mp;
+
+    if (n != DATE_LEN || !digits(p + 5, 2, &d) || !digits(p + 12, 4, &y) ||
+        !digits(p + 17, 2, &hh) || !digits(p + 20, 2, &mm) || !digits(p + 23, 2, &ss))
+        return (false);
+    mp = memmem(months, sizeof months - 1, p + 8, 3);
+    if (mp == NULL || (mp - months) % 3 != 0 || y < 1970 || d < 1 || d > 31 || hh > 23 ||
+        mm > 59 || ss > 59)
+        return (false);
+    m = (uint32_t)(mp - months) / 3 + 1;
+    /* Days since 1970 (Hinnant's days_from_civil), then seconds: must fit 32 bits. */
+    yy = y - (m <= 2);
+    era = yy / 400;
+    yoe = yy - era * 400;
+    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    days = (uint64_t)era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+    v = days * 86400 + hh * 3600 + mm * 60 + ss;
+    if (v > UINT32_MAX)
+        return (false);
+    *t = (uint32_t)v;
+    date_format(back, *t);
+    return (memcmp(back, p, DATE_LEN) == 0);
+}
+
+static int
+val_index(const char *p, size_t n)
+{
+    for (size_t i = 0; i < NVALS; i++)
+        if (vals[i].len == n && memcmp(vals[i].b, p, n) == 0)
+            return ((int)i);
+    return (-1);
+}
 _Static_assert(OP_NAME + NNAMES <= 0x100, "the name table outgrew its ops");
+_Static_assert(sizeof(((struct shd_iter *)0)->date) == 29, "an IMF-fixdate is 29 bytes");
 
 #define LEN_MAX ((size_t)UINT32_MAX) /* a stored head is far smaller; more is refused */
 
@@ -130,6 +282,40 @@ put_bytes(unsigned char *o, const char *p, size_t n)
     o = put_len(o, n);
     memcpy(o, p, n);
     return (o + n);
+}
+
+/*
+ * Only these fields' dates are kept as numbers: their values are passed
+ * on, never read by the cache itself, which reads Last-Modified in place
+ * (conditional requests, revalidation).
+ */
+static bool
+date_field(int name)
+{
+    const struct txt *n = name >= 0 ? &names[name] : NULL;
+
+    return (n != NULL && ((n->len == 4 && strncasecmp(n->b, "Date", 4) == 0) ||
+                          (n->len == 7 && strncasecmp(n->b, "Expires", 7) == 0)));
+}
+
+static unsigned char *
+put_value(unsigned char *o, const char *p, size_t n, int name)
+{
+    uint32_t t;
+    int k;
+
+    if (date_field(name) && date_parse(p, n, &t)) {
+        o = put_len(o, VAL_DATE);
+        for (int i = 0; i < 4; i++)
+            *o++ = (unsigned char)(t >> (8 * i));
+    } else if ((k = val_index(p, n)) >= 0) {
+        o = put_len(o, (size_t)k << 2 | VAL_TABLE);
+    } else {
+        o = put_len(o, n << 2 | VAL_BYTES);
+        memcpy(o, p, n);
+        o += n;
+    }
+    return (o);
 }
 
 static int
@@ -185,7 +371,7 @@ encode_line(unsigned char *o, const char *p, size_t n)
             *o++ = OP_FIELD;
             o = put_bytes(o, p, nl);
         }
-        o = put_bytes(o, p + nl + 2, n - nl - 2);
+        o = put_value(o, p + nl + 2, n - nl - 2, k);
     } else {
         *o++ = OP_LINE;
         o = put_bytes(o, p, n);
@@ -266,8 +452,47 @@ struct op {
     struct txt t[3];
     unsigned nt;
     bool crlf;
-    char sl[13]; /* a status line's "HTTP/1.M SSS " */
+    char sl[13];          /* a status line's "HTTP/1.M SSS " */
+    char date[DATE_LEN]; /* a VAL_DATE value, printed */
 };
+
+/* A field's value at *pp into op->t[2]; false when it is not sound. */
+static bool
+get_value(const unsigned char **pp, const unsigned char *e, struct op *op)
+{
+    const unsigned char *p = *pp;
+    uint32_t t = 0;
+    size_t v;
+
+    if (!get_len(&p, e, &v))
+        return (false);
+    switch (v & 3) {
+    case VAL_BYTES:
+        if (v >> 2 > (size_t)(e - p))
+            return (false);
+        op->t[2] = (struct txt){ (const char *)p, v >> 2 };
+        p += v >> 2;
+        break;
+    case VAL_DATE:
+        if (v != VAL_DATE || e - p < 4)
+            return (false);
+        for (int i = 0; i < 4; i++)
+            t |= (uint32_t)p[i] << (8 * i);
+        p += 4;
+        date_format(op->date, t);
+        op->t[2] = (struct txt){ op->date, DATE_LEN };
+        break;
+    case VAL_TABLE:
+        if (v >> 2 >= NVALS)
+            return (false);
+        op->t[2] = vals[v >> 2];
+        break;
+    default:
+        return (false);
+    }
+    *pp = p;
+    return (true);
+}
 
 /* Read the op at *pp.  False when it is not sound. */
 static bool
@@ -301,7 +526,7 @@ get_op(const unsigned char **pp, const unsigned char *e, struct op *op)
             return (false);
         break;
     case OP_FIELD:
-        if (!get_bytes(&p, e, &op->t[0]) || !get_bytes(&p, e, &op->t[2]))
+        if (!get_bytes(&p, e, &op->t[0]) || !get_value(&p, e, op))
             return (false);
         op->t[1] = TXT_LIT(": ");
         op->nt = 3;
@@ -319,7 +544,7 @@ get_op(const unsigned char **pp, const unsigned char *e, struct op *op)
             return (false);
         op->t[0] = names[op->code - OP_NAME];
         op->t[1] = TXT_LIT(": ");
-        if (!get_bytes(&p, e, &op->t[2]))
+        if (!get_value(&p, e, op))
             return (false);
         op->nt = 3;
         break;
@@ -439,6 +664,10 @@ shd_next(struct shd_iter *it, struct txt *name, struct txt *val)
         if (op.code == OP_FIELD || op.code >= OP_NAME) {
             *name = op.t[0];
             *val = op.t[2];
+            if (val->b == op.date) {
+                memcpy(it->date, op.date, DATE_LEN);
+                val->b = it->date;
+            }
             return (true);
         }
         /* "name:value" without the space: a field all the same, as a parser reads it. */
