@@ -80,7 +80,7 @@ struct cobj {
     struct ban *ban; /* the newest ban tested against (or current at creation); shard lock */
     /*
      * A marker never holds a body, so never copies of one: the two share
-     * the room (an object stays 224 bytes).
+     * the room.
      */
     union {
         double t_hfm_end;          /* COBJ_HFM: tim_real() until which the marker stands */
@@ -89,8 +89,10 @@ struct cobj {
     };
     /*
      * Written by the fetch before hsh_unbusy(), read-only afterwards.
-     * What a hit reads comes first: the fields above and fresh, head and
-     * body then span three cache lines of the four an object covers.
+     * What a hit reads comes first: an object is 192 bytes, so always
+     * starts a cache line (the allocator's class), and a hit reads the
+     * first two -- the fields above and head, then fresh and the body's
+     * first 32 bytes -- of its three.
      */
     /*
      * The response head as stored: encoded (shd.h), head_len bytes; read it
@@ -98,22 +100,35 @@ struct cobj {
      */
     char *head;
     struct fresh_obj fresh;
+    struct sto_body body;
     char *vary;         /* the request's values of the Vary fields: "name\0value\0"... */
     struct objhead *oh; /* immutable */
-    struct sto_body body;
-    struct cobj *sv_newer; /* the shard's SIEVE queue, under the shard lock */
-    struct cobj *sv_older;
     void *xkey; /* its entries in the tag index, NULL if untagged; xkey.c's locks */
     /*
-     * Streaming from a busy object.  stream_len is the count of body
-     * bytes readers may read: stored with release semantics by
-     * hsh_append() after the bytes are in place, loaded with acquire by
-     * readers, so a reader never sees a byte before it is written.
+     * A busy object streams; a published one or a marker is in its
+     * shard's SIEVE queue: never both, so they share the room.  Whoever
+     * clears COBJ_BUSY (under the shard lock) inserts it in the queue in
+     * the same hold, and a reader of a stream that finds it cleared reads
+     * body.len instead.
      */
-    uint64_t stream_len;
-    uint64_t stream_clen; /* the announced length (Content-Length), UINT64_MAX if none */
+    union {
+        struct {
+            /*
+             * The count of body bytes readers may read: stored with release
+             * semantics by hsh_append() after the bytes are in place, loaded
+             * with acquire by readers, so a reader never sees a byte before
+             * it is written.
+             */
+            uint64_t stream_len;
+            uint64_t stream_clen; /* the announced length, UINT64_MAX if none */
+        };
+        struct {
+            struct cobj *sv_newer; /* under the shard lock */
+            struct cobj *sv_older;
+        };
+    };
 };
-/* Fields are ordered to pack: an object is 224 bytes, one allocator size class. */
+/* Fields are ordered to pack: an object is 192 bytes, one allocator size class. */
 #define HSH_FORM_UNKNOWN 0xff
 
 /*
@@ -281,6 +296,12 @@ bool hsh_stream_close(struct cobj *oc);
  */
 enum hsh_stream hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint64_t *avail);
 void hsh_stream_leave(struct cobj **ocp); /* the reader is done; drops its reference */
+/*
+ * The length a reader of oc (a stream it was given) announces: the
+ * fetch's Content-Length while it is busy, the stored length once it is
+ * published, UINT64_MAX when unknown.  Takes the shard lock.
+ */
+uint64_t hsh_stream_clen(struct cobj *oc);
 /*
  * The fetch completed: the object replaces older variants that match the
  * same request and becomes visible; waiters are woken.  An overtaken one

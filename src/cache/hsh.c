@@ -43,7 +43,7 @@ bucket_of(const struct shard *sh, uint64_t hash)
 }
 
 /* Every cached object costs this: keep it in its allocator size class. */
-_Static_assert(sizeof(struct cobj) <= 224, "struct cobj grew past 224 bytes");
+_Static_assert(sizeof(struct cobj) <= 192, "struct cobj grew past 192 bytes");
 _Static_assert(offsetof(struct objhead, key) == 64, "struct objhead grew past 64 bytes");
 
 int

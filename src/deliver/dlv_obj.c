@@ -506,7 +506,7 @@ void
 dlv_stream(struct req *req, struct cobj *oc, double tmo)
 {
     const struct tp_ops *tp = req->tp;
-    uint64_t len = oc->stream_clen, avail;
+    uint64_t len = hsh_stream_clen(oc), avail;
     struct gz_pick pk = { GZ_C_IDENTITY, GZ_C_IDENTITY };
     int stored = dlv__coding(oc);
     struct dlv_reader r;
