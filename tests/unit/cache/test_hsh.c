@@ -814,8 +814,12 @@ START_TEST(recovery_refuses_heads_of_an_older_format)
     attr.status = 200;
     attr.fresh.t_origin = tim_real();
     attr.fresh.ttl = 60;
-    m = (struct sto_meta){ .key = "old", .key_len = 3, .head = head, .head_len = sizeof head - 1,
-                           .attr = &attr, .attr_len = sizeof attr };
+    m = (struct sto_meta){ .key = "old",
+                           .key_len = 3,
+                           .head = head,
+                           .head_len = sizeof head - 1,
+                           .attr = &attr,
+                           .attr_len = sizeof attr };
     memset(&b, 0, sizeof b);
     ck_assert_int_eq(sto_open(&b, &m), 0);
     ck_assert_int_eq(sto_append(&b, "old body", 8), 0);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "unit.h"
 #include "surogat/shd.h"
@@ -49,15 +50,15 @@ START_TEST(shapes)
         "\r\n",
         "HTTP/1.1 200 OK\r\n\r\n",
         "HTTP/1.0 404 Not Found\r\nServer: x\r\n\r\n",
-        "HTTP/1.1 200 \r\n\r\n",                     /* empty reason */
-        "HTTP/1.1 200\r\n\r\n",                      /* no space: a line as it is */
-        "HTTP/1.1 099 Low\r\n\r\n",                  /* not a status */
+        "HTTP/1.1 200 \r\n\r\n",    /* empty reason */
+        "HTTP/1.1 200\r\n\r\n",     /* no space: a line as it is */
+        "HTTP/1.1 099 Low\r\n\r\n", /* not a status */
         "HTTP/2.0 200 OK\r\n\r\n",
         "HTTP/1.1 999 Nine: nine\r\n\r\n",
         "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\ncontent-type: a\r\nCONTENT-TYPE: b\r\n",
         "HTTP/1.1 200 OK\r\nX-Empty: \r\nX-Bare:\r\nX-Tab:\tv\r\n:no-name\r\n no colon\r\n\r\n",
         "HTTP/1.1 200 OK\r\nX-A:  two spaces\r\nX B: space in name\r\n\r\n",
-        "HTTP/1.1 200 OK\r\nX-Cr: a\rb\nc\r\n\r\n",   /* bare CR and LF inside a value */
+        "HTTP/1.1 200 OK\r\nX-Cr: a\rb\nc\r\n\r\n",        /* bare CR and LF inside a value */
         "HTTP/1.1 200 OK\r\n\r\n\r\nafter the empty line", /* a tail without CRLF */
         "no status line at all",
         "\r",
@@ -109,8 +110,10 @@ END_TEST
 /* Pseudo-random texts of CR, LF, ':', ' ', a name of the table and other bytes. */
 START_TEST(random_texts)
 {
-    static const char *const atoms[] = { "\r\n", "\r", "\n", ":", ": ", " ", "Date", "ETag",
-                                         "HTTP/1.1 200 OK", "HTTP/1.1 ", "x", "\0" };
+    static const char *const atoms[] = { "\r\n",      "\r",   "\n",
+                                         ":",         ": ",   " ",
+                                         "Date",      "ETag", "HTTP/1.1 200 OK",
+                                         "HTTP/1.1 ", "x",    "\0" };
     char text[512];
     uint32_t r = 12345;
 
@@ -180,8 +183,8 @@ START_TEST(dates)
 
     for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-            int n = snprintf(text, sizeof text, "HTTP/1.1 200 OK\r\n%s: %s\r\n\r\n", fields[f],
-                             v[i]);
+            int n =
+                snprintf(text, sizeof text, "HTTP/1.1 200 OK\r\n%s: %s\r\n\r\n", fields[f], v[i]);
             size_t e = round_trip(text, (size_t)n);
             struct shd_iter it;
             struct txt name, val;
@@ -200,6 +203,36 @@ START_TEST(dates)
 }
 END_TEST
 
+/*
+ * Many dates decoded on one thread, in an order that keeps reusing the
+ * printed ones it remembers and replacing them: each comes back as sent.
+ */
+START_TEST(many_dates)
+{
+    static const char *const wd[] = { "Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed" };
+    static const char *const mon[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    uint32_t r = 7;
+
+    for (unsigned i = 0; i < 20000; i++) {
+        char text[128];
+        time_t t;
+        struct tm tm;
+        int n;
+
+        r = r * 1103515245u + 12345u;
+        /* A few hundred distinct seconds, hit again and again. */
+        t = (time_t)1700000000 + (time_t)((r >> 16) % 300) * 3600 + (time_t)(i % 7);
+        gmtime_r(&t, &tm);
+        n = snprintf(text, sizeof text,
+                     "HTTP/1.1 200 OK\r\nDate: %s, %02d %s %04d %02d:%02d:%02d GMT\r\n\r\n",
+                     wd[(t / 86400) % 7], tm.tm_mday, mon[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec);
+        ck_assert_uint_le(round_trip(text, (size_t)n), (size_t)n - 24);
+    }
+}
+END_TEST
+
 START_TEST(fields)
 {
     static const char head[] = "HTTP/1.1 200 OK: x\r\n"
@@ -212,8 +245,9 @@ START_TEST(fields)
                                "\r\n";
     static const struct {
         const char *name, *val;
-    } want[] = { { "Content-Type", "text/html" }, { "X-Mine", "a: b" }, { "x-bare", "c" },
-                 { "X-Empty", "" } };
+    } want[] = {
+        { "Content-Type", "text/html" }, { "X-Mine", "a: b" }, { "x-bare", "c" }, { "X-Empty", "" }
+    };
     unsigned char enc[512];
     size_t n = shd_encode(head, sizeof head - 1, enc);
     struct shd_iter it;
@@ -277,6 +311,7 @@ UNIT_SUITE(void)
     tcase_add_test(tc, random_texts);
     tcase_add_test(tc, smaller);
     tcase_add_test(tc, dates);
+    tcase_add_test(tc, many_dates);
     tcase_add_test(tc, fields);
     tcase_add_test(tc, damaged);
     suite_add_tcase(s, tc);
