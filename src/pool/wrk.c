@@ -30,6 +30,16 @@ fit(char **buf, size_t *have, size_t want)
     *have = want;
 }
 
+/* The spare buffers go: the worker sleeps or ends. */
+static void
+spare_free(struct wrk *wrk)
+{
+    free(wrk->spare_ws);
+    free(wrk->spare_rx);
+    wrk->spare_ws = wrk->spare_rx = NULL;
+    wrk->spare_ws_size = wrk->spare_rx_size = 0;
+}
+
 static const struct wrk_slot *slots[WRK_SLOTS_MAX];
 static unsigned nslots;
 
@@ -65,6 +75,9 @@ wrk_slots_fini(struct wrk *wrk)
 void
 wrk_slots_idle(struct wrk *wrk, enum wrk_moment when)
 {
+    /* A sleeping worker needs no spare buffers: the next park allocates again. */
+    if (when == WRK_BEFORE_SLEEP && wrk->spare_ws != NULL)
+        spare_free(wrk);
     for (unsigned i = 0; i < nslots; i++)
         if (slots[i]->idle != NULL)
             slots[i]->idle(wrk, when);
@@ -86,6 +99,7 @@ void
 wrk_buffers_free(struct wrk *wrk)
 {
     OBJ_CHECK(wrk, WRK_MAGIC);
+    spare_free(wrk);
     free(wrk->ws_block);
     free(wrk->rx);
     free(wrk->be);
@@ -113,7 +127,7 @@ release_tail(char *p, size_t from, size_t len)
 }
 
 void
-wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used)
+wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used, bool brief)
 {
     OBJ_CHECK(wrk, WRK_MAGIC);
     AN(m);
@@ -122,9 +136,18 @@ wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used)
     m->ws = wrk->ws;
     m->rx = wrk->rx;
     m->rx_size = wrk->rx_size;
-    wrk->ws_block = wrk->rx = NULL;
-    wrk->ws_size = wrk->rx_size = 0;
+    /* The spare ones, as they are: wrk_buffers_fit() refits any a parameter changed. */
+    wrk->ws_block = wrk->spare_ws;
+    wrk->ws_size = wrk->spare_ws_size;
+    if (wrk->ws_block != NULL)
+        ws_init(&wrk->ws, wrk->ws_block, wrk->ws_size);
+    wrk->rx = wrk->spare_rx;
+    wrk->rx_size = wrk->spare_rx_size;
+    wrk->spare_ws = wrk->spare_rx = NULL;
+    wrk->spare_ws_size = wrk->spare_rx_size = 0;
     wrk_buffers_fit(wrk);
+    if (brief)
+        return;
     /* m may be in the block: read m->ws before its pages go. */
     release_tail(m->ws_block, (size_t)(m->ws.f - m->ws_block), m->ws_size);
     release_tail(m->rx, rx_used, m->rx_size);
@@ -135,8 +158,15 @@ wrk_mem_give(struct wrk *wrk, struct wrk_mem *m)
 {
     OBJ_CHECK(wrk, WRK_MAGIC);
     AN(m);
-    free(wrk->ws_block);
-    free(wrk->rx);
+    if (wrk->spare_ws == NULL && wrk->spare_rx == NULL) {
+        wrk->spare_ws = wrk->ws_block;
+        wrk->spare_ws_size = wrk->ws_size;
+        wrk->spare_rx = wrk->rx;
+        wrk->spare_rx_size = wrk->rx_size;
+    } else {
+        free(wrk->ws_block);
+        free(wrk->rx);
+    }
     wrk->ws_block = m->ws_block;
     wrk->ws_size = m->ws_size;
     wrk->ws = m->ws;

@@ -301,7 +301,7 @@ void h2t__stream_data(struct h2s *s, const uint8_t *data, size_t len);
 /* Under c->mtx, holding a reference: run queued streams until there are none (unlocks meanwhile). */
 void h2t__run(struct wrk *wrk, struct h2c *c);
 /* tp_ops park, resume and drop: a stream's request waiting without a worker (tp.h). */
-void h2t__park(struct req *req);
+void h2t__park(struct req *req, bool brief);
 void h2t__resume(struct wrk *wrk, struct req *req);
 void h2t__drop(struct req *req);
 /* Under c->mtx: reset s with code (counted). */

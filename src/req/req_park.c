@@ -148,7 +148,7 @@ req__park(struct req *req)
         __atomic_store_n(&st->park, REQ_P_NONE, __ATOMIC_RELEASE);
         return (false);
     }
-    req->tp->park(req);
+    req->tp->park(req, false);
     if (!cas(st, REQ_P_PARKING, REQ_P_PARKED, &found)) {
         /* Woken while letting go: it runs again as any woken request does. */
         SRG_ASSERT(found == REQ_P_WOKEN);
@@ -178,7 +178,7 @@ req__await(struct req *req)
     st->watch.magic = WTR_WATCH_MAGIC;
     st->watch.task = &st->task;
     st->watch.drop = await_drop;
-    req->tp->park(req);
+    req->tp->park(req, true); /* a backend's answer comes soon */
     if (wtr_watch(&st->watch) == 0)
         return;
     /* Not watched (the waiter stops, or refused the socket): a worker reads it, blocking. */

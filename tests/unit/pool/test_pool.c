@@ -644,7 +644,7 @@ START_TEST(mem_moves_between_workers)
     before = w1.ws;
     used = (size_t)(before.f - block);
 
-    wrk_mem_take(&w1, m, rx_used);
+    wrk_mem_take(&w1, m, rx_used, false);
     ck_assert_ptr_eq(m->ws_block, block);
     ck_assert_ptr_eq(m->rx, rx);
     ck_assert_ptr_eq(m->ws.s, before.s);
@@ -697,13 +697,96 @@ START_TEST(mem_moves_between_workers)
     m2 = ws_alloc(&w2.ws, sizeof *m2);
     AN(m2);
     f = w2.ws.f;
-    wrk_mem_take(&w2, m2, 0);
+    wrk_mem_take(&w2, m2, 0, false);
     ck_assert_ptr_eq(m2->ws.f, f);
     ck_assert_ptr_eq(m2->ws_block, block);
     wrk_mem_free(m2);
     wrk_buffers_free(&w1);
     wrk_buffers_free(&w2);
     ck_assert_ptr_null(w2.ws_block);
+}
+END_TEST
+
+/*
+ * A brief wait (a pass waiting for its backend's answer): wrk_mem_take()
+ * leaves every page as it was, and the buffers a worker lets go when it
+ * takes a request on (wrk_mem_give()) are its spare ones, which its next
+ * wrk_mem_take() uses instead of new ones: parking and resuming in turn
+ * allocates nothing.  A worker about to sleep lets its spare ones go.
+ */
+START_TEST(brief_park_keeps_pages_and_reuses_buffers)
+{
+    struct wrk w1 = { .magic = WRK_MAGIC }, w2 = { .magic = WRK_MAGIC };
+    struct wrk_mem *m, *m2;
+    char *block, *rx, *w2block, *w2rx;
+    size_t rx_used = 100;
+
+    par.workspace_client = 64 * 1024;
+    wrk_buffers_fit(&w1);
+    wrk_buffers_fit(&w2);
+    m = ws_alloc(&w1.ws, sizeof *m);
+    AN(m);
+    memset(w1.ws.f, 0x5a, (size_t)(w1.ws.e - w1.ws.f));
+    memset(w1.rx, 0x5a, w1.rx_size);
+    block = w1.ws_block;
+    rx = w1.rx;
+
+    wrk_mem_take(&w1, m, rx_used, true);
+    ck_assert_ptr_eq(m->ws_block, block);
+    ck_assert_ptr_eq(m->rx, rx);
+    /* Nothing went back to the kernel: what was there is there. */
+    for (char *p = m->ws.f; p < m->ws.e; p++)
+        ck_assert_int_eq(*p, 0x5a);
+    for (size_t i = rx_used; i < m->rx_size; i++)
+        ck_assert_int_eq(rx[i], 0x5a);
+    ck_assert_ptr_null(w1.spare_ws);
+
+    /* w2 takes the request on: its own buffers become its spare ones. */
+    w2block = w2.ws_block;
+    w2rx = w2.rx;
+    wrk_mem_give(&w2, m);
+    ck_assert_ptr_eq(w2.ws_block, block);
+    ck_assert_ptr_eq(w2.spare_ws, w2block);
+    ck_assert_ptr_eq(w2.spare_rx, w2rx);
+
+    /* Its next park hands it those, whole and empty, and keeps no spare. */
+    m2 = ws_alloc(&w2.ws, sizeof *m2);
+    AN(m2);
+    wrk_mem_take(&w2, m2, 0, true);
+    ck_assert_ptr_eq(w2.ws_block, w2block);
+    ck_assert_ptr_eq(w2.rx, w2rx);
+    ck_assert_ptr_eq(w2.ws.f, w2.ws.s);
+    ck_assert_uint_eq(ws_free_bytes(&w2.ws), par.workspace_client);
+    ck_assert_ptr_null(w2.spare_ws);
+    ck_assert_ptr_null(w2.spare_rx);
+
+    /* Given back to w1, whose own go spare, then freed when it would sleep. */
+    wrk_mem_give(&w1, m2);
+    ck_assert_ptr_nonnull(w1.spare_ws);
+    ck_assert_ptr_nonnull(w1.spare_rx);
+    wrk_slots_idle(&w1, WRK_BETWEEN_TASKS);
+    ck_assert_ptr_nonnull(w1.spare_ws);
+    wrk_slots_idle(&w1, WRK_BEFORE_SLEEP);
+    ck_assert_ptr_null(w1.spare_ws);
+    ck_assert_ptr_null(w1.spare_rx);
+
+    /* Spare buffers of a size the parameters no longer ask for: refitted when taken. */
+    m = ws_alloc(&w1.ws, sizeof *m);
+    AN(m);
+    wrk_mem_take(&w1, m, 0, true);
+    wrk_mem_give(&w1, m);
+    ck_assert_ptr_nonnull(w1.spare_ws);
+    par.workspace_client = 128 * 1024;
+    m = ws_alloc(&w1.ws, sizeof *m);
+    AN(m);
+    wrk_mem_take(&w1, m, 0, true);
+    ck_assert_uint_eq(w1.ws_size, par.workspace_client);
+    ck_assert_uint_eq(ws_free_bytes(&w1.ws), par.workspace_client);
+    wrk_mem_free(m);
+    wrk_buffers_free(&w1);
+    wrk_buffers_free(&w2);
+    ck_assert_ptr_null(w1.spare_ws);
+    par.workspace_client = 64 * 1024;
 }
 END_TEST
 
@@ -722,5 +805,6 @@ pool_suite(void)
     tcase_add_test(tc, slots_run_on_workers);
     tc = unit_tcase(s, "wrk", setup, teardown);
     tcase_add_test(tc, mem_moves_between_workers);
+    tcase_add_test(tc, brief_park_keeps_pages_and_reuses_buffers);
     return s;
 }
