@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -30,14 +31,55 @@ fit(char **buf, size_t *have, size_t want)
     *have = want;
 }
 
-/* The spare buffers go: the worker sleeps or ends. */
+/*
+ * The spare sets (wrk.h): a stack linked through the workspace blocks
+ * themselves, so that it needs no memory of its own.  `lent`: sets held
+ * by parked requests (taken, not yet given back or freed).
+ */
+struct spare {
+    struct spare *next;
+    char *rx;
+    size_t ws_size, rx_size;
+};
+static pthread_mutex_t spare_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct spare *spares;
+static unsigned nspare, lent;
+
 static void
-spare_free(struct wrk *wrk)
+spare_free_list(struct spare *sp)
 {
-    free(wrk->spare_ws);
-    free(wrk->spare_rx);
-    wrk->spare_ws = wrk->spare_rx = NULL;
-    wrk->spare_ws_size = wrk->spare_rx_size = 0;
+    while (sp != NULL) {
+        struct spare *next = sp->next;
+        free(sp->rx);
+        free(sp); /* the workspace block */
+        sp = next;
+    }
+}
+
+unsigned
+wrk_spare_count(void)
+{
+    unsigned n;
+
+    AZ(pthread_mutex_lock(&spare_mtx));
+    n = nspare;
+    AZ(pthread_mutex_unlock(&spare_mtx));
+    return (n);
+}
+
+void
+wrk_spare_trim(void)
+{
+    struct spare *list = NULL;
+
+    AZ(pthread_mutex_lock(&spare_mtx));
+    if (lent == 0) {
+        list = spares;
+        spares = NULL;
+        nspare = 0;
+    }
+    AZ(pthread_mutex_unlock(&spare_mtx));
+    spare_free_list(list);
 }
 
 static const struct wrk_slot *slots[WRK_SLOTS_MAX];
@@ -75,9 +117,6 @@ wrk_slots_fini(struct wrk *wrk)
 void
 wrk_slots_idle(struct wrk *wrk, enum wrk_moment when)
 {
-    /* A sleeping worker needs no spare buffers: the next park allocates again. */
-    if (when == WRK_BEFORE_SLEEP && wrk->spare_ws != NULL)
-        spare_free(wrk);
     for (unsigned i = 0; i < nslots; i++)
         if (slots[i]->idle != NULL)
             slots[i]->idle(wrk, when);
@@ -99,7 +138,6 @@ void
 wrk_buffers_free(struct wrk *wrk)
 {
     OBJ_CHECK(wrk, WRK_MAGIC);
-    spare_free(wrk);
     free(wrk->ws_block);
     free(wrk->rx);
     free(wrk->be);
@@ -129,6 +167,8 @@ release_tail(char *p, size_t from, size_t len)
 void
 wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used, bool brief)
 {
+    struct spare *sp;
+
     OBJ_CHECK(wrk, WRK_MAGIC);
     AN(m);
     m->ws_block = wrk->ws_block;
@@ -136,15 +176,23 @@ wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used, bool brief)
     m->ws = wrk->ws;
     m->rx = wrk->rx;
     m->rx_size = wrk->rx_size;
-    /* The spare ones, as they are: wrk_buffers_fit() refits any a parameter changed. */
-    wrk->ws_block = wrk->spare_ws;
-    wrk->ws_size = wrk->spare_ws_size;
-    if (wrk->ws_block != NULL)
+    wrk->ws_block = wrk->rx = NULL;
+    wrk->ws_size = wrk->rx_size = 0;
+    AZ(pthread_mutex_lock(&spare_mtx));
+    lent++;
+    if ((sp = spares) != NULL) {
+        spares = sp->next;
+        nspare--;
+    }
+    AZ(pthread_mutex_unlock(&spare_mtx));
+    /* As they are: wrk_buffers_fit() refits one a parameter changed since. */
+    if (sp != NULL) {
+        wrk->rx = sp->rx;
+        wrk->rx_size = sp->rx_size;
+        wrk->ws_size = sp->ws_size;
+        wrk->ws_block = (char *)sp;
         ws_init(&wrk->ws, wrk->ws_block, wrk->ws_size);
-    wrk->rx = wrk->spare_rx;
-    wrk->rx_size = wrk->spare_rx_size;
-    wrk->spare_ws = wrk->spare_rx = NULL;
-    wrk->spare_ws_size = wrk->spare_rx_size = 0;
+    }
     wrk_buffers_fit(wrk);
     if (brief)
         return;
@@ -156,16 +204,28 @@ wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used, bool brief)
 void
 wrk_mem_give(struct wrk *wrk, struct wrk_mem *m)
 {
+    struct spare *sp;
+
     OBJ_CHECK(wrk, WRK_MAGIC);
     AN(m);
-    if (wrk->spare_ws == NULL && wrk->spare_rx == NULL) {
-        wrk->spare_ws = wrk->ws_block;
-        wrk->spare_ws_size = wrk->ws_size;
-        wrk->spare_rx = wrk->rx;
-        wrk->spare_rx_size = wrk->rx_size;
-    } else {
-        free(wrk->ws_block);
-        free(wrk->rx);
+    AN(wrk->ws_block);
+    sp = (struct spare *)(void *)wrk->ws_block;
+    sp->rx = wrk->rx;
+    sp->ws_size = wrk->ws_size;
+    sp->rx_size = wrk->rx_size;
+    AZ(pthread_mutex_lock(&spare_mtx));
+    SRG_ASSERT(lent > 0);
+    lent--;
+    if (nspare < WRK_SPARE_MAX) {
+        sp->next = spares;
+        spares = sp;
+        nspare++;
+        sp = NULL;
+    }
+    AZ(pthread_mutex_unlock(&spare_mtx));
+    if (sp != NULL) {
+        sp->next = NULL;
+        spare_free_list(sp);
     }
     wrk->ws_block = m->ws_block;
     wrk->ws_size = m->ws_size;
@@ -179,6 +239,10 @@ wrk_mem_free(struct wrk_mem *m)
 {
     char *ws_block = m->ws_block, *rx = m->rx;
 
+    AZ(pthread_mutex_lock(&spare_mtx));
+    SRG_ASSERT(lent > 0);
+    lent--;
+    AZ(pthread_mutex_unlock(&spare_mtx));
     free(rx);
     free(ws_block); /* m may be in it */
 }

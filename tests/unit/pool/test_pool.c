@@ -709,15 +709,16 @@ END_TEST
 
 /*
  * A brief wait (a pass waiting for its backend's answer): wrk_mem_take()
- * leaves every page as it was, and the buffers a worker lets go when it
- * takes a request on (wrk_mem_give()) are its spare ones, which its next
- * wrk_mem_take() uses instead of new ones: parking and resuming in turn
- * allocates nothing.  A worker about to sleep lets its spare ones go.
+ * leaves every page as it was.  The buffers a worker lets go when it takes
+ * a request on (wrk_mem_give()) are spare, and the next wrk_mem_take() on
+ * any worker uses them instead of new ones, so that parking and resuming
+ * in turn allocates nothing; at most WRK_SPARE_MAX are kept, and none once
+ * a worker goes to sleep with no request parked.
  */
 START_TEST(brief_park_keeps_pages_and_reuses_buffers)
 {
     struct wrk w1 = { .magic = WRK_MAGIC }, w2 = { .magic = WRK_MAGIC };
-    struct wrk_mem *m, *m2;
+    struct wrk_mem *m, *m2, *many[WRK_SPARE_MAX + 2];
     char *block, *rx, *w2block, *w2rx;
     size_t rx_used = 100;
 
@@ -739,43 +740,52 @@ START_TEST(brief_park_keeps_pages_and_reuses_buffers)
         ck_assert_int_eq(*p, 0x5a);
     for (size_t i = rx_used; i < m->rx_size; i++)
         ck_assert_int_eq(rx[i], 0x5a);
-    ck_assert_ptr_null(w1.spare_ws);
+    ck_assert_uint_eq(wrk_spare_count(), 0);
 
-    /* w2 takes the request on: its own buffers become its spare ones. */
+    /* w2 takes the request on: its own buffers become spare. */
     w2block = w2.ws_block;
     w2rx = w2.rx;
     wrk_mem_give(&w2, m);
     ck_assert_ptr_eq(w2.ws_block, block);
-    ck_assert_ptr_eq(w2.spare_ws, w2block);
-    ck_assert_ptr_eq(w2.spare_rx, w2rx);
+    ck_assert_ptr_eq(w2.rx, rx);
+    ck_assert_uint_eq(wrk_spare_count(), 1);
 
-    /* Its next park hands it those, whole and empty, and keeps no spare. */
-    m2 = ws_alloc(&w2.ws, sizeof *m2);
+    /* The next park, on w1, hands w1 those, whole and empty. */
+    m2 = ws_alloc(&w1.ws, sizeof *m2);
     AN(m2);
-    wrk_mem_take(&w2, m2, 0, true);
-    ck_assert_ptr_eq(w2.ws_block, w2block);
-    ck_assert_ptr_eq(w2.rx, w2rx);
-    ck_assert_ptr_eq(w2.ws.f, w2.ws.s);
-    ck_assert_uint_eq(ws_free_bytes(&w2.ws), par.workspace_client);
-    ck_assert_ptr_null(w2.spare_ws);
-    ck_assert_ptr_null(w2.spare_rx);
+    wrk_mem_take(&w1, m2, 0, true);
+    ck_assert_ptr_eq(w1.ws_block, w2block);
+    ck_assert_ptr_eq(w1.rx, w2rx);
+    ck_assert_ptr_eq(w1.ws.f, w1.ws.s);
+    ck_assert_uint_eq(ws_free_bytes(&w1.ws), par.workspace_client);
+    ck_assert_uint_eq(wrk_spare_count(), 0);
 
-    /* Given back to w1, whose own go spare, then freed when it would sleep. */
-    wrk_mem_give(&w1, m2);
-    ck_assert_ptr_nonnull(w1.spare_ws);
-    ck_assert_ptr_nonnull(w1.spare_rx);
-    wrk_slots_idle(&w1, WRK_BETWEEN_TASKS);
-    ck_assert_ptr_nonnull(w1.spare_ws);
-    wrk_slots_idle(&w1, WRK_BEFORE_SLEEP);
-    ck_assert_ptr_null(w1.spare_ws);
-    ck_assert_ptr_null(w1.spare_rx);
+    /* A request is parked: a worker going to sleep keeps the spare ones. */
+    wrk_mem_give(&w2, m2);
+    ck_assert_uint_eq(wrk_spare_count(), 1);
+    for (unsigned i = 0; i < WRK_SPARE_MAX + 2; i++) {
+        many[i] = ws_alloc(&w1.ws, sizeof *many[i]);
+        AN(many[i]);
+        wrk_mem_take(&w1, many[i], 0, true);
+    }
+    ck_assert_uint_eq(wrk_spare_count(), 0);
+    /* Resumed in a row: no more than WRK_SPARE_MAX are kept. */
+    for (unsigned i = 0; i < WRK_SPARE_MAX + 1; i++)
+        wrk_mem_give(&w2, many[i]);
+    ck_assert_uint_eq(wrk_spare_count(), WRK_SPARE_MAX);
+    wrk_spare_trim();
+    ck_assert_uint_eq(wrk_spare_count(), WRK_SPARE_MAX);
+    /* The last one parked goes (a pool shutting down): none parked, so trimmed. */
+    wrk_mem_free(many[WRK_SPARE_MAX + 1]);
+    wrk_spare_trim();
+    ck_assert_uint_eq(wrk_spare_count(), 0);
 
     /* Spare buffers of a size the parameters no longer ask for: refitted when taken. */
     m = ws_alloc(&w1.ws, sizeof *m);
     AN(m);
     wrk_mem_take(&w1, m, 0, true);
     wrk_mem_give(&w1, m);
-    ck_assert_ptr_nonnull(w1.spare_ws);
+    ck_assert_uint_eq(wrk_spare_count(), 1);
     par.workspace_client = 128 * 1024;
     m = ws_alloc(&w1.ws, sizeof *m);
     AN(m);
@@ -785,7 +795,6 @@ START_TEST(brief_park_keeps_pages_and_reuses_buffers)
     wrk_mem_free(m);
     wrk_buffers_free(&w1);
     wrk_buffers_free(&w2);
-    ck_assert_ptr_null(w1.spare_ws);
     par.workspace_client = 64 * 1024;
 }
 END_TEST
