@@ -264,6 +264,12 @@ void pol_bctx_init(struct pol_bctx *bc, struct req *req);
  * they point to are the caller's to copy.  Undone by pol_bctx_fini().
  */
 void pol_bctx_detach(struct pol_bctx *bc, struct req *req);
+/*
+ * req's fetch goes on after waiting for its backend without a worker
+ * (pol_park()), perhaps on another: bc follows the request's worker and
+ * workspace, and what its hooks kept comes back before backend_response.
+ */
+void pol_bctx_resume(struct pol_bctx *bc, struct req *req);
 void pol_bctx_fini(struct pol_bctx *bc);
 
 /* backend_response(bereq, beresp): POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY or POL_ERROR. */
@@ -367,8 +373,8 @@ bool pol_routes_static(struct req *req);
 /* Whether the current program has somewhere to send requests (a default director). */
 bool pol_has_backend(void);
 /*
- * The request is about to wait without its worker (a waiting list) and
- * resume on any: what its hooks kept on this worker's Lua state -- req.ctx
+ * The request is about to wait without its worker (a waiting list, or its
+ * backend's answer) and resume on any: what its hooks kept on this worker's Lua state -- req.ctx
  * and the globals they set -- goes into its workspace, and the next hook
  * for it, wherever it runs, finds them again.  0, or -1 when they cannot
  * be carried (a function, a userdata, a cycle, more than 4 KiB: see

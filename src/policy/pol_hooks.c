@@ -358,6 +358,21 @@ pol_bctx_init(struct pol_bctx *bc, struct req *req)
 }
 
 void
+pol_bctx_resume(struct pol_bctx *bc, struct req *req)
+{
+    struct pol_wrk *pw;
+
+    OBJ_CHECK(bc, POL_BCTX_MAGIC);
+    OBJ_CHECK(req, REQ_MAGIC);
+    bc->wrk = req->wrk;
+    bc->ws = req->ws;
+    if (req->pol_carry != NULL && pol_active() && (pw = begin(req)) != NULL) {
+        enter(pw, req, NULL);
+        pw->req = NULL;
+    }
+}
+
+void
 pol_bctx_detach(struct pol_bctx *bc, struct req *req)
 {
     struct pol_wrk *pw;

@@ -178,6 +178,7 @@ req__await(struct req *req)
     st->watch.magic = WTR_WATCH_MAGIC;
     st->watch.task = &st->task;
     st->watch.drop = await_drop;
+    STAT_INC(fetch_waited);
     req->tp->park(req, true); /* a backend's answer comes soon */
     if (wtr_watch(&st->watch) == 0)
         return;
