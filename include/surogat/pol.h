@@ -238,6 +238,8 @@ struct pol_bctx {
     bool uncacheable;         /* bereq.uncacheable: a pass, hit-for-miss */
     bool bg;                  /* a background refresh: no client waits (bereq.is_bgfetch) */
     bool in_request;          /* a hook of its request ran: the hooks keep that program */
+    struct pol_prog *req_prog; /* that program when the request moved workers (req->pol_prog,
+                                * borrowed), or NULL */
     uint32_t hooks;           /* out: bit (1 << hook) per hook taken, for the request's log */
     struct trace_tx *trace;   /* the backend transaction's trace, or NULL */
     const struct sess *sp;    /* the client's connection while the request lives; NULL */
@@ -381,6 +383,8 @@ bool pol_has_backend(void);
  * pol_park.c); the request must then wait on its worker.
  */
 int pol_park(struct req *req);
+/* The request ends (served, or dropped while it waited): the program it held goes. */
+void pol_req_done(struct req *req);
 
 /* Header slots a response head built for pol_deliver() keeps free for the hook. */
 #define POL_HDR_ROOM 32

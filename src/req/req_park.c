@@ -79,8 +79,10 @@ schedule(struct req *req)
 
     __atomic_store_n(&st->park, REQ_P_NONE, __ATOMIC_RELEASE);
     st->task = (struct pool_task){ .func = resume_task, .priv = req };
-    if (pool_submit(pool_pick(), &st->task, POOL_PRIO_RESUME) != 0)
+    if (pool_submit(pool_pick(), &st->task, POOL_PRIO_RESUME) != 0) {
+        pol_req_done(req);
         req->tp->drop(req);
+    }
 }
 
 /* hsh_waiter.wake: from the fetch's thread or the sweeper, no index lock held. */
@@ -165,6 +167,7 @@ await_drop(struct wtr_watch *w)
 
     OBJ_CHECK(req, REQ_MAGIC);
     req__fetch_drop(req);
+    pol_req_done(req);
     req->tp->drop(req);
 }
 
