@@ -8,6 +8,7 @@ counted, and is answered the same."""
 import threading
 
 import httpc
+from r12_waitlist_test import POLICY_UNCARRIABLE  # a function in req.ctx
 
 PASS = {"Cookie": "sid=1"}  # credentials: the built-in recv passes
 
@@ -33,15 +34,6 @@ function deliver(req, resp)
 end
 """
 
-POLICY_UNCARRIABLE = """
-function recv(req)
-  req.ctx.f = function() return "kept" end
-end
-
-function deliver(req, resp)
-  resp.http["x-ctx"] = req.ctx.f()
-end
-"""
 
 
 def _get(port, path, headers, out, key):
