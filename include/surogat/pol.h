@@ -376,11 +376,13 @@ bool pol_routes_static(struct req *req);
 bool pol_has_backend(void);
 /*
  * The request is about to wait without its worker (a waiting list, or its
- * backend's answer) and resume on any: what its hooks kept on this worker's Lua state -- req.ctx
- * and the globals they set -- goes into its workspace, and the next hook
- * for it, wherever it runs, finds them again.  0, or -1 when they cannot
- * be carried (a function, a userdata, a cycle, more than 4 KiB: see
- * pol_park.c); the request must then wait on its worker.
+ * backend's answer) and resume on any: what its hooks kept on this
+ * worker's Lua state -- req.ctx and the globals they set -- goes into its
+ * workspace, and the next hook for it, wherever it runs, finds them
+ * again, on the program they ran under (req->pol_prog, referenced).  0,
+ * or -1 when they cannot be carried (a function, a userdata, a cycle,
+ * more than 4 KiB: see pol_park.c); the request must then wait on its
+ * worker.
  */
 int pol_park(struct req *req);
 /* The request ends (served, or dropped while it waited): the program it held goes. */
