@@ -14,7 +14,11 @@
  * (nghttp2 1.52 allocates 256 buckets of 16 bytes with the session and
  * never shrinks it) takes a page of its own: with no stream it is all
  * zeros, and a page of zeros can go back to the kernel and come back
- * zeroed at its next stream.
+ * zeroed at its next stream.  And the HPACK deflater's table of entries
+ * (1 KiB, allocated with the session, the first block of that size) is
+ * never written: our dynamic table is 0 (h2t_init()).  It takes a slot of
+ * a reserved mapping that nothing touches, so it costs no memory; free
+ * slots are listed apart, not in the slots.
  *
  * Resting connections.  A connection with no request and no output rests
  * (h2t__mem_rest()); one that has rested H2_REST_RELEASE gives back its
@@ -54,7 +58,15 @@
 #define H2_SMAP_BUCKET 16
 #define H2_SMAP_SIZE   4096
 
+/* The deflater's table: 128 entries, nghttp2 1.52's for a 4,096-byte table, made before 0 applies. */
+#define H2_UNUSED_SLOT  1024
+#define H2_UNUSED_SLOTS 65536 /* 64 MiB of address space: as many connections, then the heap */
+
 double h2t__rest_release = H2_REST_RELEASE;
+static pthread_mutex_t unused_mtx = PTHREAD_MUTEX_INITIALIZER;
+static char *unused_base;
+static uint32_t *unused_free; /* H2_UNUSED_SLOTS, nunused_free of them free slots' numbers */
+static uint32_t nunused_free, unused_next;
 static pthread_mutex_t rest_mtx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rest_cond;
 static struct h2c *rest_head, *rest_tail; /* by t_listed, oldest first */
@@ -89,6 +101,36 @@ mapped(struct h2c *c, const void *ptr)
     return (NULL);
 }
 
+static bool
+is_unused(const void *p)
+{
+    return (unused_base != NULL && (const char *)p >= unused_base &&
+            (const char *)p < unused_base + (size_t)H2_UNUSED_SLOTS * H2_UNUSED_SLOT);
+}
+
+/* A slot of the untouched mapping, or NULL when none is left. */
+static void *
+unused_get(void)
+{
+    void *p = NULL;
+
+    AZ(pthread_mutex_lock(&unused_mtx));
+    if (unused_base != NULL && nunused_free > 0)
+        p = unused_base + (size_t)unused_free[--nunused_free] * H2_UNUSED_SLOT;
+    else if (unused_base != NULL && unused_next < H2_UNUSED_SLOTS)
+        p = unused_base + (size_t)unused_next++ * H2_UNUSED_SLOT;
+    AZ(pthread_mutex_unlock(&unused_mtx));
+    return (p);
+}
+
+static void
+unused_put(void *p)
+{
+    AZ(pthread_mutex_lock(&unused_mtx));
+    unused_free[nunused_free++] = (uint32_t)(((char *)p - unused_base) / H2_UNUSED_SLOT);
+    AZ(pthread_mutex_unlock(&unused_mtx));
+}
+
 static void
 mem_free(void *ptr, void *priv)
 {
@@ -99,6 +141,11 @@ mem_free(void *ptr, void *priv)
         return;
     if (ptr == c->smap)
         c->smap = NULL;
+    if (is_unused(ptr)) {
+        c->unused = NULL;
+        unused_put(ptr);
+        return;
+    }
     mp = mapped(c, ptr);
     if (mp == NULL) {
         free(ptr);
@@ -115,6 +162,17 @@ mem_free(void *ptr, void *priv)
 static void *
 mem_malloc(size_t size, void *priv)
 {
+    struct h2c *c = priv;
+    void *p;
+
+    if (c->creating && !c->had_unused && size == H2_UNUSED_SLOT) {
+        c->had_unused = true;
+        p = unused_get();
+        if (p != NULL) {
+            c->unused = p;
+            return (p);
+        }
+    }
     return (size >= H2_MEM_MAP ? mem_map(priv, size) : malloc(size));
 }
 
@@ -152,6 +210,16 @@ mem_realloc(void *ptr, size_t size, void *priv)
         return (mem_malloc(size, priv));
     if (ptr == c->smap)
         c->smap = NULL; /* not nghttp2 1.52's way: no longer known for the map */
+    if (is_unused(ptr)) {
+        /* Resized after all (not nghttp2 1.52's way): to the heap. */
+        p = mem_malloc(size, priv);
+        if (p != NULL) {
+            memcpy(p, ptr, SRG_MIN((size_t)H2_UNUSED_SLOT, size));
+            c->unused = NULL;
+            unused_put(ptr);
+        }
+        return (p);
+    }
     mp = mapped(c, ptr);
     if (mp == NULL && size < H2_MEM_MAP)
         return (realloc(ptr, size));
@@ -346,6 +414,17 @@ int
 h2t__rest_start(void)
 {
     pthread_condattr_t ca;
+    void *p;
+
+    /* Address space only: MAP_NORESERVE, and its pages are never touched. */
+    p = mmap(NULL, (size_t)H2_UNUSED_SLOTS * H2_UNUSED_SLOT, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) {
+        unused_free = malloc(H2_UNUSED_SLOTS * sizeof *unused_free);
+        AN(unused_free);
+        nunused_free = unused_next = 0;
+        unused_base = p;
+    }
 
     AZ(pthread_condattr_init(&ca));
     AZ(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC)); /* tim_mono()'s clock */
@@ -372,6 +451,13 @@ h2t__rest_stop(void)
     AZ(pthread_join(rest_thread, NULL));
     rest_running = false;
     AZ(pthread_cond_destroy(&rest_cond));
+    if (unused_base != NULL && nunused_free == unused_next) {
+        /* Every session is gone, and with it every slot (else the mapping stays). */
+        AZ(munmap(unused_base, (size_t)H2_UNUSED_SLOTS * H2_UNUSED_SLOT));
+        unused_base = NULL;
+        free(unused_free);
+        unused_free = NULL;
+    }
 }
 
 void
@@ -387,5 +473,5 @@ void
 h2t__mem_fini(struct h2c *c)
 {
     SRG_ASSERT(c->maps == NULL); /* nghttp2_session_del() freed every block */
-    SRG_ASSERT(c->smap == NULL);
+    SRG_ASSERT(c->smap == NULL && c->unused == NULL);
 }

@@ -193,6 +193,8 @@ struct h2c {
     void *fb;            /* of those, the session's frame buffer */
     void *smap;          /* nghttp2's stream map: a page of its own (h2t_mem.c) */
     bool creating;       /* nghttp2's session is being made: which block is which */
+    bool had_unused;     /* its deflater's table was asked for (h2t_mem.c) */
+    void *unused;        /* that table: a slot nothing touches (h2t_mem.c) */
     /*
      * Resting: no request and no output.  t_rest is tim_mono() when it
      * last began to rest, 0 while in use; rnext, rprev, t_listed and
@@ -317,7 +319,10 @@ void h2t__mem_sweep(double now);
 /* The last reference went: off the resting list (the sweeper may touch c no more). */
 void h2t__mem_leave(struct h2c *c);
 void h2t__mem_fini(struct h2c *c); /* after nghttp2_session_del() */
-/* The thread that sweeps resting connections: started by h2t_init(), stopped by h2t_fini(). */
+/*
+ * The thread that sweeps resting connections, and the mapping of blocks
+ * never written: made by h2t_init(), undone by h2t_fini().
+ */
 int h2t__rest_start(void);
 void h2t__rest_stop(void);
 

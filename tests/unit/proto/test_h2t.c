@@ -624,7 +624,8 @@ resident(const void *p)
  * frame buffer and stream map while a next burst may come; once it has
  * rested h2t__rest_release it gives them back, and the next frames are
  * built in zeroed pages as before.  Its mapped blocks are its own (the
- * frame buffer alone); the stream map is a page of its own.
+ * frame buffer alone); the stream map is a page of its own; the HPACK
+ * deflater's table sits in memory nothing touches.
  */
 START_TEST(idle_frame_buffer)
 {
@@ -664,6 +665,9 @@ START_TEST(idle_frame_buffer)
     ck_assert(memcmp(T.r[c].body, bigbuf, sizeof T.r[c].body) == 0);
     ck_assert(T.c->maps != NULL && T.c->maps->p == fb && T.c->maps->next == NULL);
     ck_assert(T.c->smap == smap && T.c->listed);
+    /* The deflater's table (our dynamic table is 0) is never written. */
+    ck_assert_ptr_nonnull(T.c->unused);
+    ck_assert(!resident(T.c->unused));
     h2t__rest_release = H2_REST_RELEASE;
 }
 END_TEST
