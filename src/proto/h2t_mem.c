@@ -310,7 +310,6 @@ rest_append(struct h2c *c, double t)
     else
         rest_head = c;
     rest_tail = c;
-    c->listed = true;
 }
 
 /* Under rest_mtx. */
@@ -326,7 +325,6 @@ rest_unlink(struct h2c *c)
     else
         rest_tail = c->rprev;
     c->rnext = c->rprev = NULL;
-    c->listed = false;
 }
 
 void
@@ -340,6 +338,7 @@ h2t__mem_rest(struct h2c *c)
     AZ(pthread_mutex_lock(&rest_mtx));
     first = rest_head == NULL;
     rest_append(c, c->t_rest);
+    c->listed = true;
     if (first)
         AZ(pthread_cond_signal(&rest_cond));
     AZ(pthread_mutex_unlock(&rest_mtx));
@@ -351,7 +350,10 @@ h2t__mem_busy(struct h2c *c)
     c->t_rest = 0;
 }
 
-/* Under rest_mtx: c's turn came.  It leaves the list, or goes to its end. */
+/*
+ * Under rest_mtx: c's turn came.  It goes to the end of the list, or
+ * leaves it (c->listed, read under c->mtx, changes only with both locks).
+ */
 static void
 sweep_one(struct h2c *c, double now)
 {
@@ -360,13 +362,14 @@ sweep_one(struct h2c *c, double now)
         rest_append(c, now); /* a thread works on it: looked at again later */
         return;
     }
-    if (c->t_rest != 0 && !c->dead) {
-        if (now < c->t_rest + h2t__rest_release)
-            rest_append(c, c->t_rest); /* it rested again since it was listed */
-        else if (!c->reader && c->nactive == 0 && c->ob_len == 0)
+    if (c->t_rest != 0 && !c->dead && now < c->t_rest + h2t__rest_release) {
+        rest_append(c, c->t_rest); /* it rested again since it was listed */
+    } else if (c->t_rest != 0 && !c->dead && (c->reader || c->nactive > 0 || c->ob_len > 0)) {
+        rest_append(c, now); /* its last bytes still on their way out */
+    } else {
+        if (c->t_rest != 0 && !c->dead)
             give_back(c);
-        else
-            rest_append(c, now); /* its last bytes still on their way out */
+        c->listed = false; /* in use (it rests again later), dead, or given back */
     }
     AZ(pthread_mutex_unlock(&c->mtx));
 }
@@ -465,7 +468,8 @@ h2t__mem_leave(struct h2c *c)
 {
     AZ(pthread_mutex_lock(&rest_mtx));
     if (c->listed)
-        rest_unlink(c);
+        rest_unlink(c); /* nobody else holds c: the sweeper only tries it under rest_mtx */
+    c->listed = false;
     AZ(pthread_mutex_unlock(&rest_mtx));
 }
 

@@ -197,9 +197,10 @@ struct h2c {
     void *unused;        /* that table: a slot nothing touches (h2t_mem.c) */
     /*
      * Resting: no request and no output.  t_rest is tim_mono() when it
-     * last began to rest, 0 while in use; rnext, rprev, t_listed and
-     * listed place it on the list of resting connections (h2t_mem.c),
-     * changed under that list's lock and c->mtx both.
+     * last began to rest, 0 while in use.  listed: on the list of
+     * resting connections (h2t_mem.c), changed under that list's lock
+     * and c->mtx both; rnext, rprev and t_listed place it there, under
+     * the list's lock alone.
      */
     double t_rest;
     double t_listed;
