@@ -17,15 +17,18 @@
  * response waits for, goes to whichever worker the waiter finds next.
  * Each stream runs req_serve() on its runner's worker, so many streams of
  * one connection are served at once by as many workers, and a slow one
- * holds up only its own worker.
+ * holds up only its own worker.  One thread of the transport's own, the
+ * sweeper (h2t_mem.c), gives back what connections that have rested a
+ * second hold for their traffic; it never reads or writes a socket.
  *
  * Locks.  nghttp2 is not thread-safe: every call on a connection's
  * session, every read and write of its socket (OpenSSL's SSL is not
  * either), and all the state in struct h2c and its streams are under the
  * connection's one mutex, c->mtx.  It ranks above the waiter's lock
  * (wtr_park() and wtr_rest() are called holding it) and the pools' (a
- * helper runner is submitted holding it), and below nothing: no lock is
- * held when it is taken.  Nobody blocks holding it: reads and writes are
+ * helper runner is submitted holding it) and the resting list's
+ * (h2t_mem.c), and below nothing: no lock is held when it is taken, but
+ * by the sweeper, which only tries it.  Nobody blocks holding it: reads and writes are
  * non-blocking, and a thread that must wait -- for the socket to drain,
  * a window to open, body bytes to come -- waits unlocked (poll(2), or its
  * stream's condition variable).

@@ -58,7 +58,7 @@
 #define H2_SMAP_BUCKET 16
 #define H2_SMAP_SIZE   4096
 
-/* The deflater's table: 128 entries, nghttp2 1.52's for a 4,096-byte table, made before 0 applies. */
+/* The deflater's table: 128 entries, nghttp2 1.52's for a 4 KiB table, made before 0 applies. */
 #define H2_UNUSED_SLOT  1024
 #define H2_UNUSED_SLOTS 65536 /* 64 MiB of address space: as many connections, then the heap */
 
@@ -184,8 +184,7 @@ mem_calloc(size_t nmemb, size_t size, void *priv)
 
     if (size != 0 && nmemb > SIZE_MAX / size)
         return (NULL);
-    if (c->creating && c->smap == NULL && size == H2_SMAP_BUCKET &&
-        nmemb * size == H2_SMAP_SIZE) {
+    if (c->creating && c->smap == NULL && size == H2_SMAP_BUCKET && nmemb * size == H2_SMAP_SIZE) {
         /* The stream map: a page to itself, to be given back while it is empty. */
         p = aligned_alloc(H2_SMAP_SIZE, H2_SMAP_SIZE);
         if (p != NULL)

@@ -8,7 +8,7 @@
  *   h2t_recv.c    nghttp2's receive callbacks, and the limits they enforce
  *   h2t_stream.c  streams as requests: their lifetime, the runners
  *   h2t_ops.c     tp_ops: a stream's response and request body
- *   h2t_mem.c     nghttp2's memory, per connection
+ *   h2t_mem.c     nghttp2's memory, per connection; resting connections give it back
  */
 #ifndef SUROGAT_H2T_PRIV_H
 #define SUROGAT_H2T_PRIV_H
