@@ -87,19 +87,31 @@ runs(void)
     return (n);
 }
 
+/*
+ * The waiter and a pool of `workers` running fn for each ready session;
+ * timeout_linger `linger` seconds, or its default when negative.
+ */
 static void
-setup(void)
+start(unsigned workers, double linger, pool_task_f *fn)
 {
     par_init();
     ck_assert_int_eq(stat_init(), 0); /* counts for this thread too */
     par.thread_pools = 1;
-    par.thread_pool_min = 2;
+    par.thread_pool_min = workers;
     par.timeout_idle = 60;
+    if (linger >= 0)
+        par.timeout_linger = linger;
     ck_assert_int_eq(wtr_init(), 0);
     pool_set_idle_source(wtr_take);
-    sess_set_task(task, task);
+    sess_set_task(fn, fn);
     ck_assert_int_eq(pool_init(), 0);
     started = true;
+}
+
+static void
+setup(void)
+{
+    start(2, -1, task);
 }
 
 static void
@@ -520,18 +532,8 @@ setup_one_cpu(void)
     CPU_ZERO(&one);
     CPU_SET(cpu < 0 ? 0 : cpu, &one);
     ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0); /* the workers inherit it */
-    par_init();
-    ck_assert_int_eq(stat_init(), 0);
-    par.thread_pools = 1;
-    par.thread_pool_min = 8;
-    par.timeout_idle = 60;
-    par.timeout_linger = 2; /* the taker stays one for the whole test */
     ran = inflight = inflight_max = 0;
-    ck_assert_int_eq(wtr_init(), 0);
-    pool_set_idle_source(wtr_take);
-    sess_set_task(spin_task, spin_task);
-    ck_assert_int_eq(pool_init(), 0);
-    started = true;
+    start(8, 2, spin_task); /* a 2 s linger: the taker stays one for the whole test */
 }
 
 static void
