@@ -79,8 +79,10 @@ schedule(struct req *req)
 
     __atomic_store_n(&st->park, REQ_P_NONE, __ATOMIC_RELEASE);
     st->task = (struct pool_task){ .func = resume_task, .priv = req };
-    if (pool_submit(pool_pick(), &st->task, POOL_PRIO_RESUME) != 0)
+    if (pool_submit(pool_pick(), &st->task, POOL_PRIO_RESUME) != 0) {
+        pol_req_done(req);
         req->tp->drop(req);
+    }
 }
 
 /* hsh_waiter.wake: from the fetch's thread or the sweeper, no index lock held. */
@@ -148,7 +150,7 @@ req__park(struct req *req)
         __atomic_store_n(&st->park, REQ_P_NONE, __ATOMIC_RELEASE);
         return (false);
     }
-    req->tp->park(req);
+    req->tp->park(req, false);
     if (!cas(st, REQ_P_PARKING, REQ_P_PARKED, &found)) {
         /* Woken while letting go: it runs again as any woken request does. */
         SRG_ASSERT(found == REQ_P_WOKEN);
@@ -165,6 +167,7 @@ await_drop(struct wtr_watch *w)
 
     OBJ_CHECK(req, REQ_MAGIC);
     req__fetch_drop(req);
+    pol_req_done(req);
     req->tp->drop(req);
 }
 
@@ -178,7 +181,8 @@ req__await(struct req *req)
     st->watch.magic = WTR_WATCH_MAGIC;
     st->watch.task = &st->task;
     st->watch.drop = await_drop;
-    req->tp->park(req);
+    STAT_INC(fetch_waited);
+    req->tp->park(req, true); /* a backend's answer comes soon */
     if (wtr_watch(&st->watch) == 0)
         return;
     /* Not watched (the waiter stops, or refused the socket): a worker reads it, blocking. */

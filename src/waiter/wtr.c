@@ -79,14 +79,17 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -104,6 +107,8 @@
 #define WTR_SWEEP_MAX 1.0   /* seconds between sweeps at most: timeout_idle may change */
 #define WTR_DEFER     0.001 /* how long the waiter leaves ready sessions to the workers */
 #define WTR_DEFER_PARTIAL 0.05 /* the same for a partial request's next bytes (see schedule()) */
+#define WTR_DEFER_BUSY    0.05 /* the longest a session waits for takers that keep up (on_defer()) */
+#define WTR_STUCK_CPU     0.002 /* CPU seconds a taker runs without taking before it is stuck */
 /*
  * New connections accepted per listener event: a flood is shared with the
  * sessions already ready and the other listeners; the listener is re-armed
@@ -143,6 +148,27 @@ static struct wtr_watch *watch_head, *watch_tail;   /* under park_mtx */
 static struct wtr_watch *wready_head, *wready_tail; /* under park_mtx */
 static double timer_at; /* under park_mtx: what timer_fd is set to, 0 when disarmed */
 static unsigned nwatched; /* under park_mtx: watches linked or ready */
+/*
+ * What the takers did, for the waiter thread to tell takers that keep up
+ * from takers that are stuck (takers_look()): sessions and watches taken
+ * (wtr_take()), and the thread that took last, its tid and its CPU clock,
+ * each set by that thread (atomics; the three may be read a take apart,
+ * which costs one look a wrong answer, never more).
+ */
+static unsigned long taken_seq;
+static pid_t taker_tid;
+static clockid_t taker_clock;
+static __thread pid_t self_tid; /* this thread's tid, once it took */
+static __thread clockid_t self_clock;
+/* The waiter thread's: what it saw at its last look. */
+static struct {
+    unsigned long taken;
+    pid_t tid;
+    double cpu;  /* that thread's CPU time, seconds */
+    double idle_cpu; /* of it, spent since the takers last took */
+    double t;    /* tim_mono() */
+    int stat_fd; /* /proc/self/task/<tid>/stat, -1 until opened */
+} seen = { .stat_fd = -1 };
 
 /* Append sp to the list of *headp .. *tailp (the parked list or the ready queue). */
 static void
@@ -680,18 +706,113 @@ defer(void)
     AZ(evtimer_add(defer_ev, &tv));
 }
 
+/* The scheduler state of thread `tid` of ours ('R' runnable, 'S' asleep ...), '?' if unknown. */
+static char
+thread_state(pid_t tid)
+{
+    char path[64], buf[512], *p;
+    ssize_t n;
+
+    if (tid != seen.tid && seen.stat_fd >= 0) {
+        (void)close(seen.stat_fd);
+        seen.stat_fd = -1;
+    }
+    if (seen.stat_fd < 0) {
+        (void)snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+        seen.stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (seen.stat_fd < 0)
+            return ('?');
+    }
+    n = pread(seen.stat_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return ('?');
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* after the command name, which may hold anything */
+    return (p != NULL && p[1] == ' ' ? p[2] : '?');
+}
+
+enum takers {
+    TAKERS_NONE,      /* no worker holds a taker slot */
+    TAKERS_KEEP_UP,   /* they took since the last look */
+    TAKERS_PREEMPTED, /* they took nothing, and the last one waits for a CPU */
+    TAKERS_STUCK,     /* they took nothing, and the last one works or sleeps */
+};
+
 /*
- * The deferral ends: sessions the takers left waiting WTR_DEFER or longer
- * (they are stuck on slow requests, or there is more work than they can
- * do) go to other workers; younger ones stay theirs.
+ * Under the waiter thread: what the takers did since the last look.  A
+ * taker that took nothing is stuck if it ran WTR_STUCK_CPU since it last
+ * took (work that takes long and never blocks: a long policy script) or
+ * sleeps (blocked without vio_blocking(), which would have given its slot
+ * back: a page fault on a slow disk); one runnable without running is only
+ * preempted by other processes, and a session handed to another worker
+ * would wait for the same CPU beside it.
+ */
+static enum takers
+takers_look(void)
+{
+    unsigned long taken = __atomic_load_n(&taken_seq, __ATOMIC_RELAXED);
+    pid_t tid = __atomic_load_n(&taker_tid, __ATOMIC_RELAXED);
+    clockid_t clk = __atomic_load_n(&taker_clock, __ATOMIC_RELAXED);
+    double now = tim_mono(), cpu = -1;
+    struct timespec ts;
+    enum takers r;
+
+    if (tid != 0 && clock_gettime(clk, &ts) == 0)
+        cpu = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    if (!takers_active())
+        r = TAKERS_NONE;
+    else if (taken != seen.taken || tid != seen.tid)
+        r = TAKERS_KEEP_UP;
+    else if (cpu < 0 || (seen.idle_cpu += cpu - seen.cpu) >= WTR_STUCK_CPU ||
+             thread_state(tid) != 'R')
+        r = TAKERS_STUCK; /* also a taker thread gone: nothing to wait for */
+    else
+        r = TAKERS_PREEMPTED;
+    if (r != TAKERS_STUCK && r != TAKERS_PREEMPTED)
+        seen.idle_cpu = 0;
+    if (tid != seen.tid)
+        (void)thread_state(tid); /* reopened for the new one now, not at the next look */
+    seen.taken = taken;
+    seen.tid = tid;
+    seen.cpu = cpu;
+    seen.t = now;
+    return (r);
+}
+
+/*
+ * The deferral ends.  While the takers keep taking, or wait for a CPU,
+ * the ready queue stays theirs, however long it is: they serve it in
+ * order, one per CPU the process may use, and a session handed to another
+ * worker now would run on those same CPUs beside them.  The scheduler
+ * would then slice the CPU between request workers, and a request
+ * preempted half way waits out the others' slices: every request finishes
+ * later, none sooner (with the daemon on one core this was the tail of
+ * the latency distribution).  Only a session that waited WTR_DEFER_BUSY
+ * goes to the pool regardless, where a full queue sheds it (503) rather
+ * than let the ready queue grow without bound.  Takers that are stuck, or
+ * none at all (a taker that blocks gives its slot back): what waited
+ * WTR_DEFER or longer goes to other workers, younger ones stay.
  */
 static void
 on_defer(evutil_socket_t fd, short what, void *priv)
 {
+    double before = INFINITY;
+
     (void)fd;
     (void)what;
     (void)priv;
-    if (dispatch(takers_active() ? tim_mono() - WTR_DEFER : INFINITY)) {
+    switch (takers_look()) {
+    case TAKERS_NONE:
+        break;
+    case TAKERS_STUCK:
+        before = tim_mono() - WTR_DEFER;
+        break;
+    case TAKERS_KEEP_UP:
+    case TAKERS_PREEMPTED:
+        before = tim_mono() - WTR_DEFER_BUSY;
+        break;
+    }
+    if (dispatch(before)) {
         defer();
         return;
     }
@@ -709,6 +830,7 @@ on_ready(evutil_socket_t fd, short what, void *priv)
          * Look again in a moment: the set stays readable, so leaving the
          * event armed would spin.
          */
+        (void)takers_look(); /* what the next look compares with */
         defer();
         STAT_INC(wtr_deferred);
         return;
@@ -904,6 +1026,10 @@ wtr_fini(void)
      */
     close(stop_fd);
     stop_fd = -1;
+    if (seen.stat_fd >= 0)
+        (void)close(seen.stat_fd);
+    memset(&seen, 0, sizeof seen);
+    seen.stat_fd = -1;
     event_base_free(wtr_base);
     wtr_base = NULL;
 }
@@ -1074,9 +1200,7 @@ wtr_take(double wait)
         sp = stopping || w != NULL ? NULL : ready_pop_locked();
         ready_sync_locked();
         AZ(pthread_mutex_unlock(&park_mtx));
-        if (w != NULL)
-            return (w->task);
-        if (sp != NULL)
+        if (w != NULL || sp != NULL)
             break;
         n = epoll_wait(set_fd, evs, WTR_BATCH, ms);
         if (n <= 0)
@@ -1094,7 +1218,7 @@ wtr_take(double wait)
         AZ(pthread_mutex_unlock(&park_mtx));
         close_expired(expired);
         if (w != NULL)
-            return (w->task);
+            break;
         /* A new connection: accepted and served here, with no thread woken for it. */
         if (nl > 0)
             sp = accept_from(lv, nl, true);
@@ -1102,6 +1226,17 @@ wtr_take(double wait)
             break;
         /* Only expired sessions, or another worker emptied the queue first. */
     }
+    if (self_tid == 0) {
+        self_tid = gettid();
+        AZ(pthread_getcpuclockid(pthread_self(), &self_clock));
+    }
+    if (__atomic_load_n(&taker_tid, __ATOMIC_RELAXED) != self_tid) {
+        __atomic_store_n(&taker_clock, self_clock, __ATOMIC_RELAXED);
+        __atomic_store_n(&taker_tid, self_tid, __ATOMIC_RELAXED);
+    }
+    __atomic_add_fetch(&taken_seq, 1, __ATOMIC_RELAXED);
+    if (w != NULL)
+        return (w->task);
     STAT_INC(sess_taken);
     if (ms > 0)
         STAT_INC(sess_linger_hit);

@@ -9,7 +9,9 @@
  * is not parked by wtr_enter() but run at once.  Watches (wtr_watch()):
  * a socket turning readable runs its task, not expired; one that does not
  * runs it at its deadline, expired, to the millisecond and in deadline
- * order; wtr_fini() drops what is still watched.
+ * order; wtr_fini() drops what is still watched.  Takers (on one CPU): a
+ * taker that keeps taking keeps its queue, in order, with no other worker
+ * running beside it; one stuck in work that never blocks gives way.
  *
  * The waiter thread and a real pool run; each session is one end of a
  * socketpair, the test holds the other (the client).
@@ -18,6 +20,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -84,19 +87,31 @@ runs(void)
     return (n);
 }
 
+/*
+ * The waiter and a pool of `workers` running fn for each ready session;
+ * timeout_linger `linger` seconds, or its default when negative.
+ */
 static void
-setup(void)
+start(unsigned workers, double linger, pool_task_f *fn)
 {
     par_init();
     ck_assert_int_eq(stat_init(), 0); /* counts for this thread too */
     par.thread_pools = 1;
-    par.thread_pool_min = 2;
+    par.thread_pool_min = workers;
     par.timeout_idle = 60;
+    if (linger >= 0)
+        par.timeout_linger = linger;
     ck_assert_int_eq(wtr_init(), 0);
     pool_set_idle_source(wtr_take);
-    sess_set_task(task, task);
+    sess_set_task(fn, fn);
     ck_assert_int_eq(pool_init(), 0);
     started = true;
+}
+
+static void
+setup(void)
+{
+    start(2, -1, task);
 }
 
 static void
@@ -469,6 +484,142 @@ START_TEST(watch_fini_drops)
 }
 END_TEST
 
+/*
+ * Takers.  The pool and the waiter on one CPU (taker_cap 1): a worker that
+ * ran a task lingers in the set and takes what turns ready.  Each session's
+ * task spins for its client's spin_ms[] (CPU work that says nothing of
+ * blocking: a long policy script), notes which thread ran it, in what
+ * order, and how many tasks were running at once, then closes it.
+ */
+#define NT 12
+static double spin_ms[NT];
+static pthread_t ran_on[NT]; /* under mtx */
+static double ran_at[NT];    /* under mtx: when each task started */
+static unsigned order[NT];   /* under mtx: client indexes in the order they ran */
+static unsigned inflight, inflight_max; /* under mtx */
+
+static void
+spin_task(struct wrk *wrk, void *priv)
+{
+    struct sess *sp = priv;
+    int i = client_of[sp->fd];
+    double end;
+    char buf[8];
+
+    (void)wrk;
+    AZ(pthread_mutex_lock(&mtx));
+    ran_on[i] = pthread_self();
+    ran_at[i] = tim_mono();
+    order[ran++] = (unsigned)i;
+    if (++inflight > inflight_max)
+        inflight_max = inflight;
+    AZ(pthread_mutex_unlock(&mtx));
+    for (end = tim_mono() + spin_ms[i] * 1e-3; tim_mono() < end;)
+        ;
+    (void)sess_read_nb(sp, buf, sizeof buf);
+    AZ(pthread_mutex_lock(&mtx));
+    inflight--;
+    AZ(pthread_mutex_unlock(&mtx));
+    sess_close(&sp);
+}
+
+static void
+setup_one_cpu(void)
+{
+    cpu_set_t one;
+    int cpu = sched_getcpu();
+
+    CPU_ZERO(&one);
+    CPU_SET(cpu < 0 ? 0 : cpu, &one);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0); /* the workers inherit it */
+    ran = inflight = inflight_max = 0;
+    start(8, 2, spin_task); /* a 2 s linger: the taker stays one for the whole test */
+}
+
+static void
+wait_runs(unsigned n, double tmo)
+{
+    for (double end = tim_mono() + tmo; runs() < n && tim_mono() < end;)
+        usleep(1000);
+    ck_assert_uint_eq(runs(), n);
+}
+
+/*
+ * Session 0 makes a taker.  Then NT - 1 sessions turn ready at once,
+ * 0.25 ms of work each (a request, not a stuck one): 2.75 ms of queue,
+ * more than twice the waiter's deferral (and short of WTR_DEFER_BUSY with
+ * the CPU shared ten ways).  The taker keeps taking, so none may go to
+ * another worker (it would run beside the taker on the same CPU and slow
+ * both): one task at a time, all on the taker's thread, in the order they
+ * turned ready.
+ */
+START_TEST(taker_keeps_its_queue)
+{
+    struct sess *sp[NT];
+    int c[NT];
+
+    for (int i = 0; i < NT; i++) {
+        spin_ms[i] = i == 0 ? 0 : 0.25;
+        sp[i] = new_sess(&c[i], i);
+        wtr_enter(&sp[i]);
+    }
+    ck_assert_int_eq(write(c[0], "x", 1), 1);
+    wait_runs(1, 2);
+    usleep(20000); /* its worker is back in the set, lingering */
+    for (int i = 1; i < NT; i++)
+        ck_assert_int_eq(write(c[i], "x", 1), 1);
+    wait_runs(NT, 5);
+    AZ(pthread_mutex_lock(&mtx));
+    ck_assert_uint_eq(inflight_max, 1);
+    for (int i = 1; i < NT; i++) {
+        ck_assert_msg(pthread_equal(ran_on[i], ran_on[0]), "session %d ran on another worker",
+                      i);
+        ck_assert_uint_eq(order[i], (unsigned)i);
+    }
+    AZ(pthread_mutex_unlock(&mtx));
+    for (int i = 0; i < NT; i++)
+        close(c[i]);
+}
+END_TEST
+
+/*
+ * A taker stuck in 300 ms of work that never blocks takes nothing else:
+ * the session that turns ready meanwhile goes to another worker within
+ * a few deferrals, not after the 300 ms.
+ */
+START_TEST(stuck_taker_gives_way)
+{
+    struct sess *sp[3];
+    double t_ready;
+    int c[3];
+
+    spin_ms[0] = 0;
+    spin_ms[1] = 300;
+    spin_ms[2] = 0;
+    for (int i = 0; i < 3; i++) {
+        sp[i] = new_sess(&c[i], i);
+        wtr_enter(&sp[i]);
+    }
+    ck_assert_int_eq(write(c[0], "x", 1), 1);
+    wait_runs(1, 2);
+    usleep(20000);
+    ck_assert_int_eq(write(c[1], "x", 1), 1);
+    wait_runs(2, 2);
+    usleep(5000); /* the taker is in session 1's work */
+    t_ready = tim_mono();
+    ck_assert_int_eq(write(c[2], "x", 1), 1);
+    wait_runs(3, 2);
+    AZ(pthread_mutex_lock(&mtx));
+    ck_assert(pthread_equal(ran_on[1], ran_on[0]));
+    ck_assert(!pthread_equal(ran_on[2], ran_on[1]));
+    ck_assert_double_lt(ran_at[2] - t_ready, 0.1);
+    ck_assert_uint_eq(inflight_max, 2);
+    AZ(pthread_mutex_unlock(&mtx));
+    for (int i = 0; i < 3; i++)
+        close(c[i]);
+}
+END_TEST
+
 Suite *
 wtr_suite(void)
 {
@@ -486,6 +637,12 @@ wtr_suite(void)
     tcase_add_test(tc, watch_readable_runs_task);
     tcase_add_test(tc, watch_deadline_exact_and_in_order);
     tcase_add_test(tc, watch_fini_drops);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("takers");
+    tcase_add_checked_fixture(tc, setup_one_cpu, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, taker_keeps_its_queue);
+    tcase_add_test(tc, stuck_taker_gives_way);
     suite_add_tcase(s, tc);
     return (s);
 }
