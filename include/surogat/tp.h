@@ -161,10 +161,17 @@ struct tp_ops {
      *
      * drop: it will never run again (the pool is shutting down): free
      * what park() kept and close the connection.  No worker.
+     *
+     * rest: a parked request will wait long (a waiting list), or has
+     * (a backend's answer, after a second): the pages of what park() kept
+     * that hold nothing go back to the kernel.  park() itself keeps them,
+     * as most waits are short.  Never blocks; calls no module; may run
+     * under the waiter's lock.  NULL when park() keeps nothing to spare.
      */
     void (*park)(struct req *req);
     void (*resume)(struct wrk *wrk, struct req *req);
     void (*drop)(struct req *req);
+    void (*rest)(struct req *req);
 };
 
 /* The HTTP/1 transport: its operations, and the pool task of its sessions. */

@@ -78,7 +78,11 @@ void wrk_buffers_free(struct wrk *wrk);
  * receive buffer, the worker gets new ones at once; the pages of both
  * past what is in use (the workspace's top, rx_used bytes of the receive
  * buffer) go back to the kernel, so a parked request costs its pages in
- * use.  m may live inside the workspace it takes.  wrk_mem_give(): the
+ * use.  m may live inside the workspace it takes.  wrk_mem_lend(): the
+ * same, the pages left as they are: for a wait that is usually short (a
+ * backend's answer), whose owner calls wrk_mem_release() only if it turns
+ * out long, rather than pay for giving pages back and faulting them in
+ * again at every request.  wrk_mem_give(): the
  * worker's own are freed, m's become the worker's (m->ws is copied into
  * wrk->ws: point the request there again).  wrk_mem_free(): m's are
  * freed, m with them if it lives there.
@@ -91,6 +95,8 @@ struct wrk_mem {
     size_t rx_size;
 };
 void wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used);
+void wrk_mem_lend(struct wrk *wrk, struct wrk_mem *m);
+void wrk_mem_release(struct wrk_mem *m, size_t rx_used);
 void wrk_mem_give(struct wrk *wrk, struct wrk_mem *m);
 void wrk_mem_free(struct wrk_mem *m);
 

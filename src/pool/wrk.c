@@ -113,7 +113,7 @@ release_tail(char *p, size_t from, size_t len)
 }
 
 void
-wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used)
+wrk_mem_lend(struct wrk *wrk, struct wrk_mem *m)
 {
     OBJ_CHECK(wrk, WRK_MAGIC);
     AN(m);
@@ -125,9 +125,22 @@ wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used)
     wrk->ws_block = wrk->rx = NULL;
     wrk->ws_size = wrk->rx_size = 0;
     wrk_buffers_fit(wrk);
+}
+
+void
+wrk_mem_release(struct wrk_mem *m, size_t rx_used)
+{
+    AN(m);
     /* m may be in the block: read m->ws before its pages go. */
     release_tail(m->ws_block, (size_t)(m->ws.f - m->ws_block), m->ws_size);
     release_tail(m->rx, rx_used, m->rx_size);
+}
+
+void
+wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used)
+{
+    wrk_mem_lend(wrk, m);
+    wrk_mem_release(m, rx_used);
 }
 
 void

@@ -62,5 +62,6 @@ struct wrk;
 void h1t_park(struct req *req);
 void h1t_resume(struct wrk *wrk, struct req *req);
 void h1t_drop(struct req *req);
+void h1t_rest(struct req *req);
 
 #endif

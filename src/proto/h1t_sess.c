@@ -580,9 +580,20 @@ h1t_park(struct req *req)
     struct h1t_in *in = h1t_in_of(req);
 
     OBJ_CHECK(req->wrk, WRK_MAGIC);
-    wrk_mem_take(req->wrk, &in->mem, req->rx_len);
+    wrk_mem_lend(req->wrk, &in->mem);
     req->ws = &in->mem.ws;
     req->wrk = NULL;
+}
+
+/* A long wait (tp.h): the pages past the request's workspace top and bytes go back. */
+void
+h1t_rest(struct req *req)
+{
+    struct h1t_in *in = h1t_in_of(req);
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    AZ(req->wrk);
+    wrk_mem_release(&in->mem, req->rx_len);
 }
 
 void

@@ -149,12 +149,26 @@ req__park(struct req *req)
         return (false);
     }
     req->tp->park(req);
+    /* A waiting list's wait is a fetch's length: its spare pages go back now. */
+    if (req->tp->rest != NULL)
+        req->tp->rest(req);
     if (!cas(st, REQ_P_PARKING, REQ_P_PARKED, &found)) {
         /* Woken while letting go: it runs again as any woken request does. */
         SRG_ASSERT(found == REQ_P_WOKEN);
         schedule(req);
     }
     return (true);
+}
+
+/* wtr_watch.idle: the backend has been slow for a second, the request's spare pages go back. */
+static void
+await_idle(struct wtr_watch *w)
+{
+    struct req *req = w->task->priv;
+
+    OBJ_CHECK(req, REQ_MAGIC);
+    if (req->tp->rest != NULL)
+        req->tp->rest(req);
 }
 
 /* wtr_watch.drop: the waiter stops before the backend answered. */
@@ -178,6 +192,7 @@ req__await(struct req *req)
     st->watch.magic = WTR_WATCH_MAGIC;
     st->watch.task = &st->task;
     st->watch.drop = await_drop;
+    st->watch.idle = await_idle;
     req->tp->park(req);
     if (wtr_watch(&st->watch) == 0)
         return;
