@@ -628,16 +628,26 @@ let_go(void)
     AZ(pthread_mutex_unlock(&mtx));
 }
 
-START_TEST(event_while_owned_is_not_lost)
+/* A session parked, woken by the byte "a" and held by its task; the client end returned. */
+static int
+owned_sess(void)
 {
     struct sess *sp;
     int c;
 
-    hold_setup(0, true, false);
     sp = new_sess(&c, 0);
     wtr_enter(&sp);
     ck_assert_int_eq(write(c, "a", 1), 1);
     ck_assert(held(1, 3));
+    return (c);
+}
+
+START_TEST(event_while_owned_is_not_lost)
+{
+    int c;
+
+    hold_setup(0, true, false);
+    c = owned_sess();
     /*
      * The session is owned, its socket emptied (the read came back
      * short): this byte's event comes while nobody may claim it.  The
@@ -685,17 +695,13 @@ END_TEST
 
 START_TEST(owned_session_never_expires)
 {
-    struct sess *sp;
     char buf[64];
     double t_park, t_eof;
     int c;
 
     par.timeout_idle = 1;
     hold_setup(0, true, false);
-    sp = new_sess(&c, 0);
-    wtr_enter(&sp);
-    ck_assert_int_eq(write(c, "a", 1), 1);
-    ck_assert(held(1, 3));
+    c = owned_sess();
     /* Owned past timeout_idle, through two sweeps or more: the sweep leaves it alone. */
     ck_assert_double_eq(wait_eof(c, buf, sizeof buf, 2.5), 0);
     ck_assert_uint_eq(stat_get(STAT_sess_timeout_idle), 0);
@@ -742,10 +748,7 @@ START_TEST(closed_while_in_the_set)
      * pending from its predecessor, it waits for its own first byte.
      */
     hold_setup(0, true, true);
-    sp = new_sess(&c, 0);
-    wtr_enter(&sp);
-    ck_assert_int_eq(write(c, "a", 1), 1);
-    ck_assert(held(1, 3));
+    c = owned_sess();
     ck_assert_int_eq(write(c, "b", 1), 1); /* pending on the owned session */
     usleep(50000);
     let_go();                              /* which its owner closes */
@@ -765,14 +768,10 @@ END_TEST
 
 START_TEST(stream_while_owned_leaves_the_set)
 {
-    struct sess *sp;
     int c;
 
     hold_setup(0, true, false);
-    sp = new_sess(&c, 0);
-    wtr_enter(&sp);
-    ck_assert_int_eq(write(c, "a", 1), 1);
-    ck_assert(held(1, 3));
+    c = owned_sess();
     /* Input keeps coming while it is owned (a body, a tunnel): out of the set after a few. */
     for (int i = 0; i < 6; i++) {
         ck_assert_int_eq(write(c, "x", 1), 1);
