@@ -11,7 +11,10 @@ static files from tmpfs.  Same pinning as tls.py:
 
 1. Memory: 10,000 idle HTTP/2 connections over TLS (ALPN h2; one GET each,
    read whole, then held), on fresh processes: VmRSS and RssAnon before and
-   with them (idleconns_h2.py), and how many are still open.
+   with them (idleconns_h2.py), and how many are still open.  --idle-h2c:
+   the same over cleartext with prior knowledge (surogat's h2c listener,
+   nginx's "listen ... http2" without ssl; not HAProxy), on a second port
+   of the same processes.
 2. Cache hits: h2load, 50 connections, 10 and 100 concurrent streams each,
    on a 1 KiB and a 128 KiB object, every cache warmed first (over
    HTTP/1.1) and a hit checked in the response headers; a warm-up run,
@@ -66,16 +69,22 @@ def start_surogat(args, workdir, origin_port, crt, key):
     args.surogat_param = [f"tls_ciphers={tls.CIPHERS}", f"tls_ciphersuites={tls.SUITES}",
                           f"h2_max_concurrent_streams={STREAMS}", f"timeout_idle={IDLE_TIMEOUT}",
                           *args.surogat_param]
-    return ch.start_surogat(args, "surogat", workdir, pt.free_port(), origin_port,
-                            "malloc,256m", listen_opts=f",tls,cert={crt},key={key}")
+    h2c_port = pt.free_port()
+    srv = ch.start_surogat(args, "surogat", workdir, pt.free_port(), origin_port,
+                           "malloc,256m", listen_opts=f",tls,cert={crt},key={key}",
+                           extra=["-a", f"127.0.0.1:{h2c_port},h2c"])
+    srv.h2c_port = h2c_port
+    return srv
 
 
 def start_nginx(args, workdir, origin_port, crt, key):
-    port = pt.free_port()
-    return pt.start_nginx(args, "nginx", "h2-nginx.conf.in", args.proxy_cpu, workdir,
-                          PORT=port, ORIGIN_PORT=origin_port, KEEPALIVE=64, KEYS_ZONE="16m",
-                          MAX_SIZE="1g", CERT=crt, KEY=key, CIPHERS=tls.CIPHERS,
-                          SUITES=tls.SUITES)
+    port, h2c_port = pt.free_port(), pt.free_port()
+    srv = pt.start_nginx(args, "nginx", "h2-nginx.conf.in", args.proxy_cpu, workdir,
+                         PORT=port, H2C_PORT=h2c_port, ORIGIN_PORT=origin_port, KEEPALIVE=64,
+                         KEYS_ZONE="16m", MAX_SIZE="1g", CERT=crt, KEY=key,
+                         CIPHERS=tls.CIPHERS, SUITES=tls.SUITES)
+    srv.h2c_port = h2c_port
+    return srv
 
 
 def start_haproxy(args, workdir, origin_port, crt, key):
@@ -173,7 +182,18 @@ def negotiated(srv):
 
 
 def idle_phase(args, srv):
-    r = pt.idle_measure(args, srv, "idleconns_h2.py")
+    if args.idle_h2c:
+        if not hasattr(srv, "h2c_port"):
+            return {"error": "no h2c listener"}
+        tls_port, srv.port = srv.port, srv.h2c_port
+        os.environ["IDLECONNS_H2C"] = "1"
+        try:
+            r = pt.idle_measure(args, srv, "idleconns_h2.py")
+        finally:
+            srv.port = tls_port
+            del os.environ["IDLECONNS_H2C"]
+    else:
+        r = pt.idle_measure(args, srv, "idleconns_h2.py")
     o = r.get("open", {})
     log(f"idle: {srv.name}: {pt.fmt_mib(r.get('rss_kib'))} MiB VmRSS with {o.get('opened')} "
         f"open (before {pt.fmt_mib(r.get('rss_before_kib'))}; failed {o.get('failed')} "
@@ -243,9 +263,9 @@ def growth(r):
     return grow, f"{grow / opened:.1f} KiB" if opened else "-"
 
 
-def report(idle, rows, hs, names):
+def report(idle, rows, hs, names, h2c=False):
     others = [n for n in names if n != "surogat"]
-    print("\n### 10,000 idle HTTP/2 connections (TLS)\n")
+    print(f"\n### 10,000 idle HTTP/2 connections ({'h2c' if h2c else 'TLS'})\n")
     print("| proxy | VmRSS before | VmRSS with | RssAnon with | more with them | a connection "
           "| open / failed | still open |")
     print("|---|---|---|---|---|---|---|---|")
@@ -299,6 +319,8 @@ def parse_args():
     ap.add_argument("--handshakes", type=int, default=10000,
                     help="connections in the handshake run")
     ap.add_argument("--no-idle", action="store_true")
+    ap.add_argument("--idle-h2c", action="store_true",
+                    help="idle connections over cleartext, prior knowledge (not HAProxy)")
     ap.add_argument("--wait-idle", type=float, default=300.0,
                     help="wait up to this long for both cores to be nearly idle before "
                          "starting, and up to 60 s before each run (shared machines)")
@@ -389,7 +411,7 @@ def main():
             f"{args.proxy_cpu}): warm, answers over h2")
     rows = [] if args.no_load else load_phase(args, servers, workdir)
     hs = {} if args.no_handshakes else handshake_phase(args, servers)
-    report(idle, rows, hs, args.only)
+    report(idle, rows, hs, args.only, args.idle_h2c)
     if args.json:
         meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "host": platform.node(), "nproc": os.cpu_count(),

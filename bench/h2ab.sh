@@ -6,10 +6,12 @@
 # (utime+stime) per request in microseconds, and h2load's p99 (from its per-request log).
 # The backend is a Python http.server over a fresh directory with "1k" (1,024 bytes) and
 # "128k" (131,072 bytes).  The certificate, ciphers and suites are bench/h2.py's.
+# Ports BASE (the backend), BASE+1 and BASE+2 (BASE=18180 unless set).
 set -eu
 BEFORE=$1 AFTER=$2 PATH_=$3 M=$4 ROUNDS=${5:-3}
 shift $(( $# < 5 ? $# : 5 )); [ "${1:-}" = "--" ] && shift
 N=${N:-40000}
+BASE=${BASE:-18180}
 work=$(mktemp -d /dev/shm/surogat-h2ab.XXXXXX)
 mkdir -p "$work/www"
 head -c 1024 /dev/zero | tr '\0' x >"$work/www/1k"
@@ -19,14 +21,14 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w
     -out "$work/c.pem" -subj /CN=127.0.0.1 -days 2 >/dev/null 2>&1
 CIPHERS=$(python3 -c 'import sys; sys.path.insert(0, "'"$(dirname "$0")"'"); import tls; print(tls.CIPHERS)')
 SUITES=$(python3 -c 'import sys; sys.path.insert(0, "'"$(dirname "$0")"'"); import tls; print(tls.SUITES)')
-taskset -c 1 python3 -m http.server 18180 --bind 127.0.0.1 -d "$work/www" >/dev/null 2>&1 & OP=$!
+taskset -c 1 python3 -m http.server "$BASE" --bind 127.0.0.1 -d "$work/www" >/dev/null 2>&1 & OP=$!
 declare -A PID PORT
-port=18181
+port=$((BASE + 1))
 for tag in before after; do
     bin=$BEFORE; [ $tag = after ] && bin=$AFTER
     mkdir -p "$work/n-$tag"
     taskset -c 0 "$bin" -F -j none -a "127.0.0.1:$port,tls,cert=$work/c.pem,key=$work/k.pem" \
-        -b 127.0.0.1:18180 -s malloc,256m -n "$work/n-$tag" -p default_ttl=3600 \
+        -b "127.0.0.1:$BASE" -s malloc,256m -n "$work/n-$tag" -p default_ttl=3600 \
         -p thread_pools=2 -p thread_pool_min=250 -p h2_max_concurrent_streams=128 \
         -p "tls_ciphers=$CIPHERS" -p "tls_ciphersuites=$SUITES" "$@" >"$work/log-$tag" 2>&1 &
     PID[$tag]=$!; PORT[$tag]=$port; port=$((port + 1))

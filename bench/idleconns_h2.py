@@ -4,7 +4,9 @@ idleconns_h2 -- idleconns.py for HTTP/2: open many connections (TLS with
 ALPN h2, or cleartext with prior knowledge: --h2c), send the connection
 preface, SETTINGS and one GET on each, read its whole response, and keep
 them all open and idle.  --h1: the same over TLS with ALPN http/1.1 and an
-HTTP/1.1 GET, for what TLS alone keeps per connection.
+HTTP/1.1 GET, for what TLS alone keeps per connection.  IDLECONNS_H2C=1 in
+the environment does what --h2c does (bench/h2.py's --idle-h2c, through
+passthrough.py's idle_measure(), which passes no options).
 
 Protocol with the caller (bench/h2.py), one JSON object a line, as
 idleconns.py:
@@ -21,6 +23,7 @@ so that it needs nothing but the standard library.  Loopback only.
 
 import argparse
 import json
+import os
 import socket
 import ssl
 import struct
@@ -137,6 +140,7 @@ def main():
     ap.add_argument("--h1", action="store_true", help="HTTP/1.1 over TLS (ALPN http/1.1)")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per connection")
     args = ap.parse_args()
+    args.h2c = args.h2c or os.environ.get("IDLECONNS_H2C") == "1"
     if args.host != "127.0.0.1":
         sys.exit("idleconns_h2: loopback (127.0.0.1) only")
     limit = raise_nofile(args.count + 64)

@@ -238,6 +238,8 @@ struct pol_bctx {
     bool uncacheable;         /* bereq.uncacheable: a pass, hit-for-miss */
     bool bg;                  /* a background refresh: no client waits (bereq.is_bgfetch) */
     bool in_request;          /* a hook of its request ran: the hooks keep that program */
+    struct pol_prog *req_prog; /* that program when the request moved workers (req->pol_prog,
+                                * borrowed), or NULL */
     uint32_t hooks;           /* out: bit (1 << hook) per hook taken, for the request's log */
     struct trace_tx *trace;   /* the backend transaction's trace, or NULL */
     const struct sess *sp;    /* the client's connection while the request lives; NULL */
@@ -264,6 +266,12 @@ void pol_bctx_init(struct pol_bctx *bc, struct req *req);
  * they point to are the caller's to copy.  Undone by pol_bctx_fini().
  */
 void pol_bctx_detach(struct pol_bctx *bc, struct req *req);
+/*
+ * req's fetch goes on after waiting for its backend without a worker
+ * (pol_park()), perhaps on another: bc follows the request's worker and
+ * workspace, and what its hooks kept comes back before backend_response.
+ */
+void pol_bctx_resume(struct pol_bctx *bc, struct req *req);
 void pol_bctx_fini(struct pol_bctx *bc);
 
 /* backend_response(bereq, beresp): POL_DELIVER, POL_PASS, POL_ABANDON, POL_RETRY or POL_ERROR. */
@@ -367,14 +375,18 @@ bool pol_routes_static(struct req *req);
 /* Whether the current program has somewhere to send requests (a default director). */
 bool pol_has_backend(void);
 /*
- * The request is about to wait without its worker (a waiting list) and
- * resume on any: what its hooks kept on this worker's Lua state -- req.ctx
- * and the globals they set -- goes into its workspace, and the next hook
- * for it, wherever it runs, finds them again.  0, or -1 when they cannot
- * be carried (a function, a userdata, a cycle, more than 4 KiB: see
- * pol_park.c); the request must then wait on its worker.
+ * The request is about to wait without its worker (a waiting list, or its
+ * backend's answer) and resume on any: what its hooks kept on this
+ * worker's Lua state -- req.ctx and the globals they set -- goes into its
+ * workspace, and the next hook for it, wherever it runs, finds them
+ * again, on the program they ran under (req->pol_prog, referenced).  0,
+ * or -1 when they cannot be carried (a function, a userdata, a cycle,
+ * more than 4 KiB: see pol_park.c); the request must then wait on its
+ * worker.
  */
 int pol_park(struct req *req);
+/* The request ends (served, or dropped while it waited): the program it held goes. */
+void pol_req_done(struct req *req);
 
 /* Header slots a response head built for pol_deliver() keeps free for the hook. */
 #define POL_HDR_ROOM 32

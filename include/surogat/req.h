@@ -87,6 +87,12 @@ struct req {
     uint32_t hooks;      /* pol: bit (1 << hook) for each policy hook run, for the logs */
     const void *pol_carry;  /* pol_park(): its policy state while it waits, in ws; or NULL */
     size_t pol_carry_len;
+    /*
+     * pol_park(): the program its hooks began under, referenced, so that
+     * it finishes on it on any worker whatever a reload did meanwhile;
+     * let go by pol_req_done().  NULL: its worker's, which keeps it.
+     */
+    struct pol_prog *pol_prog;
     /* policy controls */
     struct http *bereq;  /* fetch: the backend request as sent; NULL before any */
     struct dir *dir;     /* pol: where the request goes (req.backend, routes); NULL: -b's */

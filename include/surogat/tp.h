@@ -151,7 +151,9 @@ struct tp_ops {
      *
      * park: let the request go from req->wrk -- its memory (workspace,
      * receive buffer) and its connection become the request's own, the
-     * worker gets fresh ones -- and set req->wrk NULL.  The worker
+     * worker gets fresh ones -- and set req->wrk NULL.  `brief`: the wait
+     * is short and common (a backend's answer), so the request's unused
+     * pages stay (wrk_mem_take()).  The worker
      * returns to the pool once req_serve() or req_resume() has said
      * REQ_RUN_PARKED up the stack.
      *
@@ -161,17 +163,10 @@ struct tp_ops {
      *
      * drop: it will never run again (the pool is shutting down): free
      * what park() kept and close the connection.  No worker.
-     *
-     * rest: a parked request will wait long (a waiting list), or has
-     * (a backend's answer, after a second): the pages of what park() kept
-     * that hold nothing go back to the kernel.  park() itself keeps them,
-     * as most waits are short.  Never blocks; calls no module; may run
-     * under the waiter's lock.  NULL when park() keeps nothing to spare.
      */
-    void (*park)(struct req *req);
+    void (*park)(struct req *req, bool brief);
     void (*resume)(struct wrk *wrk, struct req *req);
     void (*drop)(struct req *req);
-    void (*rest)(struct req *req);
 };
 
 /* The HTTP/1 transport: its operations, and the pool task of its sessions. */

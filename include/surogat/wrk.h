@@ -6,6 +6,7 @@
 #ifndef SUROGAT_WRK_H
 #define SUROGAT_WRK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "surogat/ws.h"
@@ -75,17 +76,20 @@ void wrk_buffers_free(struct wrk *wrk);
  * copied (everything points into them).
  *
  * wrk_mem_take(): m gets the worker's workspace (its block and state) and
- * receive buffer, the worker gets new ones at once; the pages of both
- * past what is in use (the workspace's top, rx_used bytes of the receive
- * buffer) go back to the kernel, so a parked request costs its pages in
- * use.  m may live inside the workspace it takes.  wrk_mem_lend(): the
- * same, the pages left as they are: for a wait that is usually short (a
- * backend's answer), whose owner calls wrk_mem_release() only if it turns
- * out long, rather than pay for giving pages back and faulting them in
- * again at every request.  wrk_mem_give(): the
- * worker's own are freed, m's become the worker's (m->ws is copied into
- * wrk->ws: point the request there again).  wrk_mem_free(): m's are
- * freed, m with them if it lives there.
+ * receive buffer, the worker gets others at once: spare ones if any, new
+ * ones otherwise.  Unless `brief`, the pages of both past what is in use (the
+ * workspace's top, rx_used bytes of the receive buffer) go back to the
+ * kernel, so a request parked for long costs its pages in use; a brief
+ * wait (a backend's answer, within first_byte_timeout) keeps them, which
+ * saves the madvise(2) and the page faults that would fill them again.
+ * m may live inside the workspace it takes.  wrk_mem_give(): the worker's
+ * own become spare ones (freed when WRK_SPARE_MAX are spare already), m's
+ * become the worker's (m->ws is copied into wrk->ws: point the request
+ * there again).  wrk_mem_free(): m's are freed, m with them if it lives
+ * there.  So parking and resuming in turn, on any workers, allocates
+ * nothing: the spare sets are shared by all workers, since one worker
+ * often parks several requests in a row (ready sessions come in bursts)
+ * and another resumes them.
  */
 struct wrk_mem {
     char *ws_block;
@@ -94,10 +98,17 @@ struct wrk_mem {
     char *rx;
     size_t rx_size;
 };
-void wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used);
-void wrk_mem_lend(struct wrk *wrk, struct wrk_mem *m);
-void wrk_mem_release(struct wrk_mem *m, size_t rx_used);
+void wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used, bool brief);
 void wrk_mem_give(struct wrk *wrk, struct wrk_mem *m);
 void wrk_mem_free(struct wrk_mem *m);
+/*
+ * A worker is about to sleep on its pool's queue (not while it lingers for
+ * ready work): when no request is parked, the spare sets go -- there is
+ * no load left for them to serve.  Under load there are at most
+ * WRK_SPARE_MAX, and no more than the most requests parked at once.
+ */
+#define WRK_SPARE_MAX 64
+void wrk_spare_trim(void);
+unsigned wrk_spare_count(void); /* spare sets now */
 
 #endif

@@ -120,16 +120,7 @@ struct wtr_watch {
     double deadline;        /* tim_mono(): by then the task runs, expired */
     struct pool_task *task; /* run on a worker (POOL_PRIO_RESUME when queued) */
     void (*drop)(struct wtr_watch *w); /* the waiter stops: task will never run; no lock held */
-    /*
-     * Optional: still waiting after WTR_WATCH_IDLE seconds (found by the
-     * sweep, within a second more), called once, before the task could
-     * run, under the waiter's lock: give back memory the wait holds.
-     * Never blocks, calls nothing of the waiter.
-     */
-    void (*idle)(struct wtr_watch *w);
     /* -- the waiter's -- */
-    bool idled;   /* idle was called */
-    double t_watched; /* tim_mono() at wtr_watch() */
     bool expired;            /* the deadline came first: the task reads it */
     bool linked;             /* on the deadline list */
     double t_ready;
@@ -145,7 +136,6 @@ struct wtr_watch {
  * Any thread; never blocks.  0, or -1 with errno when the waiter is
  * stopping or cannot watch the socket: then w is still the caller's.
  */
-#define WTR_WATCH_IDLE 1.0
 int wtr_watch(struct wtr_watch *w);
 /* Watches whose task has not been handed on yet: SIGTERM drains them with the pools' tasks. */
 unsigned wtr_watched(void);

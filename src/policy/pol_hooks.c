@@ -297,6 +297,8 @@ begin(struct req *req)
 {
     OBJ_CHECK(req, REQ_MAGIC);
     OBJ_CHECK(req->wrk, WRK_MAGIC);
+    if (req->pol_prog != NULL)
+        return (pol__state_prog(req->wrk, req->pol_prog));
     return (pol__state(req->wrk, req->pol_id != 0));
 }
 
@@ -312,6 +314,8 @@ begin_be(struct pol_bctx *bc)
     OBJ_CHECK(bc->wrk, WRK_MAGIC);
     if (bc->prog != NULL)
         return (pol__state_prog(bc->wrk, bc->prog));
+    if (bc->req_prog != NULL)
+        return (pol__state_prog(bc->wrk, bc->req_prog));
     return (pol__state(bc->wrk, bc->in_request));
 }
 
@@ -350,7 +354,24 @@ pol_bctx_init(struct pol_bctx *bc, struct req *req)
     bc->sp = req->sp;
     bc->client.filled = false;
     bc->prog = NULL;
+    bc->req_prog = req->pol_prog;
     /* It waited without its worker: its ctx and globals come back before a backend hook. */
+    if (req->pol_carry != NULL && pol_active() && (pw = begin(req)) != NULL) {
+        enter(pw, req, NULL);
+        pw->req = NULL;
+    }
+}
+
+void
+pol_bctx_resume(struct pol_bctx *bc, struct req *req)
+{
+    struct pol_wrk *pw;
+
+    OBJ_CHECK(bc, POL_BCTX_MAGIC);
+    OBJ_CHECK(req, REQ_MAGIC);
+    bc->wrk = req->wrk;
+    bc->ws = req->ws;
+    bc->req_prog = req->pol_prog;
     if (req->pol_carry != NULL && pol_active() && (pw = begin(req)) != NULL) {
         enter(pw, req, NULL);
         pw->req = NULL;
@@ -371,6 +392,7 @@ pol_bctx_detach(struct pol_bctx *bc, struct req *req)
     bc->trace = NULL;
     bc->bereq = NULL;
     bc->bg = true;
+    bc->req_prog = NULL; /* its own reference follows, the request's may go */
     bc->xid = xid_new();
     AZ(bc->prog);
     if (pol_active() && (pw = begin(req)) != NULL)

@@ -165,6 +165,9 @@ pol_park(struct req *req)
     OBJ_CHECK(req->wrk, WRK_MAGIC);
     pw = req->wrk->pol;
     req->pol_carry = NULL;
+    /* Its hooks ran here: wherever it resumes, they run on this program again. */
+    if (pw != NULL && pw->L != NULL && req->pol_id != 0 && req->pol_prog == NULL)
+        req->pol_prog = pol__prog_ref(pw->prog);
     /* No hook ran for it (or another request's since): nothing of it is here. */
     if (pw == NULL || req->pol_id == 0 || pw->ctx_id != req->pol_id)
         return (0);
@@ -186,6 +189,13 @@ pol_park(struct req *req)
     pw->ctx_id = 0;
     pol__env_reset(pw);
     return (0);
+}
+
+void
+pol_req_done(struct req *req)
+{
+    OBJ_CHECK(req, REQ_MAGIC);
+    pol__prog_unref(&req->pol_prog);
 }
 
 struct rd {

@@ -240,6 +240,7 @@ worker_thread(void *priv)
             /* About to sleep: the slots finish what they buffered first. */
             AZ(pthread_mutex_unlock(&pp->mtx));
             wrk_slots_idle(&w->wrk, WRK_BEFORE_SLEEP);
+            wrk_spare_trim();
             AZ(pthread_mutex_lock(&pp->mtx));
             queued = (t = dequeue(pp)) != NULL;
         }

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -28,6 +29,57 @@ fit(char **buf, size_t *have, size_t want)
     *buf = malloc(want);
     AN(*buf);
     *have = want;
+}
+
+/*
+ * The spare sets (wrk.h): a stack linked through the workspace blocks
+ * themselves, so that it needs no memory of its own.  `lent`: sets held
+ * by parked requests (taken, not yet given back or freed).
+ */
+struct spare {
+    struct spare *next;
+    char *rx;
+    size_t ws_size, rx_size;
+};
+static pthread_mutex_t spare_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct spare *spares;
+static unsigned nspare, lent;
+
+static void
+spare_free_list(struct spare *sp)
+{
+    while (sp != NULL) {
+        struct spare *next = sp->next;
+        free(sp->rx);
+        free(sp); /* the workspace block */
+        sp = next;
+    }
+}
+
+unsigned
+wrk_spare_count(void)
+{
+    unsigned n;
+
+    AZ(pthread_mutex_lock(&spare_mtx));
+    n = nspare;
+    AZ(pthread_mutex_unlock(&spare_mtx));
+    return (n);
+}
+
+void
+wrk_spare_trim(void)
+{
+    struct spare *list = NULL;
+
+    AZ(pthread_mutex_lock(&spare_mtx));
+    if (lent == 0) {
+        list = spares;
+        spares = NULL;
+        nspare = 0;
+    }
+    AZ(pthread_mutex_unlock(&spare_mtx));
+    spare_free_list(list);
 }
 
 static const struct wrk_slot *slots[WRK_SLOTS_MAX];
@@ -113,8 +165,10 @@ release_tail(char *p, size_t from, size_t len)
 }
 
 void
-wrk_mem_lend(struct wrk *wrk, struct wrk_mem *m)
+wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used, bool brief)
 {
+    struct spare *sp;
+
     OBJ_CHECK(wrk, WRK_MAGIC);
     AN(m);
     m->ws_block = wrk->ws_block;
@@ -124,32 +178,55 @@ wrk_mem_lend(struct wrk *wrk, struct wrk_mem *m)
     m->rx_size = wrk->rx_size;
     wrk->ws_block = wrk->rx = NULL;
     wrk->ws_size = wrk->rx_size = 0;
+    AZ(pthread_mutex_lock(&spare_mtx));
+    lent++;
+    if ((sp = spares) != NULL) {
+        spares = sp->next;
+        nspare--;
+    }
+    AZ(pthread_mutex_unlock(&spare_mtx));
+    /* As they are: wrk_buffers_fit() refits one a parameter changed since. */
+    if (sp != NULL) {
+        wrk->rx = sp->rx;
+        wrk->rx_size = sp->rx_size;
+        wrk->ws_size = sp->ws_size;
+        wrk->ws_block = (char *)sp;
+        ws_init(&wrk->ws, wrk->ws_block, wrk->ws_size);
+    }
     wrk_buffers_fit(wrk);
-}
-
-void
-wrk_mem_release(struct wrk_mem *m, size_t rx_used)
-{
-    AN(m);
+    if (brief)
+        return;
     /* m may be in the block: read m->ws before its pages go. */
     release_tail(m->ws_block, (size_t)(m->ws.f - m->ws_block), m->ws_size);
     release_tail(m->rx, rx_used, m->rx_size);
 }
 
 void
-wrk_mem_take(struct wrk *wrk, struct wrk_mem *m, size_t rx_used)
-{
-    wrk_mem_lend(wrk, m);
-    wrk_mem_release(m, rx_used);
-}
-
-void
 wrk_mem_give(struct wrk *wrk, struct wrk_mem *m)
 {
+    struct spare *sp;
+
     OBJ_CHECK(wrk, WRK_MAGIC);
     AN(m);
-    free(wrk->ws_block);
-    free(wrk->rx);
+    AN(wrk->ws_block);
+    sp = (struct spare *)(void *)wrk->ws_block;
+    sp->rx = wrk->rx;
+    sp->ws_size = wrk->ws_size;
+    sp->rx_size = wrk->rx_size;
+    AZ(pthread_mutex_lock(&spare_mtx));
+    SRG_ASSERT(lent > 0);
+    lent--;
+    if (nspare < WRK_SPARE_MAX) {
+        sp->next = spares;
+        spares = sp;
+        nspare++;
+        sp = NULL;
+    }
+    AZ(pthread_mutex_unlock(&spare_mtx));
+    if (sp != NULL) {
+        sp->next = NULL;
+        spare_free_list(sp);
+    }
     wrk->ws_block = m->ws_block;
     wrk->ws_size = m->ws_size;
     wrk->ws = m->ws;
@@ -162,6 +239,10 @@ wrk_mem_free(struct wrk_mem *m)
 {
     char *ws_block = m->ws_block, *rx = m->rx;
 
+    AZ(pthread_mutex_lock(&spare_mtx));
+    SRG_ASSERT(lent > 0);
+    lent--;
+    AZ(pthread_mutex_unlock(&spare_mtx));
     free(rx);
     free(ws_block); /* m may be in it */
 }

@@ -410,5 +410,4 @@ const struct tp_ops h1t_ops = {
     .park = h1t_park,
     .resume = h1t_resume,
     .drop = h1t_drop,
-    .rest = h1t_rest,
 };

@@ -59,9 +59,8 @@ int h1t_continue(struct req *req);
 double h1t_body_deadline(double t_body, uint64_t got);
 /* tp_ops.park, .resume and .drop for HTTP/1 (h1t_sess.c). */
 struct wrk;
-void h1t_park(struct req *req);
+void h1t_park(struct req *req, bool brief);
 void h1t_resume(struct wrk *wrk, struct req *req);
 void h1t_drop(struct req *req);
-void h1t_rest(struct req *req);
 
 #endif

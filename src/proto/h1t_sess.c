@@ -575,25 +575,14 @@ h1t_sess_task(struct wrk *wrk, void *priv)
  * are there -- and its session; the worker gets fresh buffers.
  */
 void
-h1t_park(struct req *req)
+h1t_park(struct req *req, bool brief)
 {
     struct h1t_in *in = h1t_in_of(req);
 
     OBJ_CHECK(req->wrk, WRK_MAGIC);
-    wrk_mem_lend(req->wrk, &in->mem);
+    wrk_mem_take(req->wrk, &in->mem, req->rx_len, brief);
     req->ws = &in->mem.ws;
     req->wrk = NULL;
-}
-
-/* A long wait (tp.h): the pages past the request's workspace top and bytes go back. */
-void
-h1t_rest(struct req *req)
-{
-    struct h1t_in *in = h1t_in_of(req);
-
-    OBJ_CHECK(req, REQ_MAGIC);
-    AZ(req->wrk);
-    wrk_mem_release(&in->mem, req->rx_len);
 }
 
 void

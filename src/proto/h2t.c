@@ -17,15 +17,18 @@
  * response waits for, goes to whichever worker the waiter finds next.
  * Each stream runs req_serve() on its runner's worker, so many streams of
  * one connection are served at once by as many workers, and a slow one
- * holds up only its own worker.
+ * holds up only its own worker.  One thread of the transport's own, the
+ * sweeper (h2t_mem.c), gives back what connections that have rested a
+ * second hold for their traffic; it never reads or writes a socket.
  *
  * Locks.  nghttp2 is not thread-safe: every call on a connection's
  * session, every read and write of its socket (OpenSSL's SSL is not
  * either), and all the state in struct h2c and its streams are under the
  * connection's one mutex, c->mtx.  It ranks above the waiter's lock
  * (wtr_park() and wtr_rest() are called holding it) and the pools' (a
- * helper runner is submitted holding it), and below nothing: no lock is
- * held when it is taken.  Nobody blocks holding it: reads and writes are
+ * helper runner is submitted holding it) and the resting list's
+ * (h2t_mem.c), and below nothing: no lock is held when it is taken, but
+ * by the sweeper, which only tries it.  Nobody blocks holding it: reads and writes are
  * non-blocking, and a thread that must wait -- for the socket to drain,
  * a window to open, body bytes to come -- waits unlocked (poll(2), or its
  * stream's condition variable).
@@ -128,10 +131,8 @@ h2t__kill(struct h2c *c, enum h2_kill why, uint32_t code)
 void
 h2t__rested(struct h2c *c)
 {
-    if (c->ob_len == 0 && !c->reader) {
-        h2t__ob_free(c);
-        h2t__mem_idle(c);
-    }
+    if (!c->reader)
+        h2t__mem_rest(c);
     if (c->parked_busy) {
         c->parked_busy = false;
         wtr_rest(c->sp);
@@ -196,6 +197,7 @@ h2t__unref(struct h2c *c)
     if (!last)
         return;
     SRG_ASSERT(c->dead && c->nrunners == 0 && c->qhead == NULL);
+    h2t__mem_leave(c);
     /* Streams nghttp2 still held: nobody else can reach them now. */
     while ((s = c->all) != NULL) {
         SRG_ASSERT(!s->task);
@@ -379,6 +381,7 @@ h2t_sess_task(struct wrk *wrk, void *priv)
     h2t__lock(c);
     c->reader = true;
     c->parked_busy = false;
+    h2t__mem_busy(c);
     for (;;) {
         read_all(c, wrk);
         maybe_goaway(c);
@@ -399,12 +402,9 @@ h2t_sess_task(struct wrk *wrk, void *priv)
         busy = c->nactive > 0;
         c->reader = false;
         c->parked_busy = busy;
-        if (c->ob_len == 0)
-            h2t__ob_free(c); /* an idle connection holds no output buffer */
         if (!busy) {
             sp->t_idle = tim_mono();
-            if (c->ob_len == 0)
-                h2t__mem_idle(c); /* nor nghttp2's frame buffer's pages */
+            h2t__mem_rest(c); /* its buffers go back if it rests a while */
         }
         if (wtr_park(sp, busy) != 0) {
             c->reader = true;
@@ -504,12 +504,13 @@ h2t_init(void)
      * with 10,000 of them) to save a few bytes a response.
      */
     nghttp2_option_set_max_deflate_dynamic_table_size(h2t_opt, 0);
-    return (0);
+    return (h2t__rest_start());
 }
 
 void
 h2t_fini(void)
 {
+    h2t__rest_stop();
     nghttp2_session_callbacks_del(h2t__cb);
     h2t__cb = NULL;
     nghttp2_option_del(h2t_opt);

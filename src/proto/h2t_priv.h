@@ -8,7 +8,7 @@
  *   h2t_recv.c    nghttp2's receive callbacks, and the limits they enforce
  *   h2t_stream.c  streams as requests: their lifetime, the runners
  *   h2t_ops.c     tp_ops: a stream's response and request body
- *   h2t_mem.c     nghttp2's memory, per connection
+ *   h2t_mem.c     nghttp2's memory, per connection; resting connections give it back
  */
 #ifndef SUROGAT_H2T_PRIV_H
 #define SUROGAT_H2T_PRIV_H
@@ -191,6 +191,21 @@ struct h2c {
     nghttp2_session *ngh;
     struct h2_map *maps; /* nghttp2's blocks mapped on their own (h2t_mem.c) */
     void *fb;            /* of those, the session's frame buffer */
+    void *smap;          /* nghttp2's stream map: a page of its own (h2t_mem.c) */
+    bool creating;       /* nghttp2's session is being made: which block is which */
+    bool had_unused;     /* its deflater's table was asked for (h2t_mem.c) */
+    void *unused;        /* that table: a slot nothing touches (h2t_mem.c) */
+    /*
+     * Resting: no request and no output.  t_rest is tim_mono() when it
+     * last began to rest, 0 while in use.  listed: on the list of
+     * resting connections (h2t_mem.c), changed under that list's lock
+     * and c->mtx both; rnext, rprev and t_listed place it there, under
+     * the list's lock alone.
+     */
+    double t_rest;
+    double t_listed;
+    struct h2c *rnext, *rprev;
+    bool listed;
     unsigned refcnt;   /* the connection's own (reader or waiter), one per runner */
     unsigned epoch;    /* sess_epoch() when it started */
     bool reader;       /* a worker reads it now */
@@ -283,12 +298,34 @@ ssize_t h2t__data_read_cb(nghttp2_session *ngh, int32_t stream_id, uint8_t *buf,
 void h2t__wake_waiters(struct h2c *c);
 
 /* h2t_mem.c */
+/*
+ * A connection resting this long (seconds) gives back its output buffer
+ * and the pages of nghttp2's frame buffer and empty stream map; a test
+ * may change it.
+ */
+#define H2_REST_RELEASE 1.0
+extern double h2t__rest_release;
 /* nghttp2's allocator for c's session (the session keeps a copy of *mem). */
 void h2t__mem_init(struct h2c *c, nghttp2_mem *mem);
 void h2t__mem_started(struct h2c *c); /* after: which block is the frame buffer */
-/* Under c->mtx: the connection idles -- give the frame buffer's pages back if it is empty. */
-void h2t__mem_idle(struct h2c *c);
-void h2t__mem_fini(struct h2c *c);    /* after nghttp2_session_del() */
+/*
+ * Under c->mtx: the connection rests (no request, no output): what it
+ * holds for its traffic goes back once it has rested h2t__rest_release.
+ */
+void h2t__mem_rest(struct h2c *c);
+/* Under c->mtx: a thread works on the connection: it rests no more. */
+void h2t__mem_busy(struct h2c *c);
+/* Give back what connections resting since before now - h2t__rest_release hold (tests). */
+void h2t__mem_sweep(double now);
+/* The last reference went: off the resting list (the sweeper may touch c no more). */
+void h2t__mem_leave(struct h2c *c);
+void h2t__mem_fini(struct h2c *c); /* after nghttp2_session_del() */
+/*
+ * The thread that sweeps resting connections, and the mapping of blocks
+ * never written: made by h2t_init(), undone by h2t_fini().
+ */
+int h2t__rest_start(void);
+void h2t__rest_stop(void);
 
 /* h2t_stream.c */
 struct h2s *h2t__stream_new(struct h2c *c, int32_t id);
@@ -301,7 +338,7 @@ void h2t__stream_data(struct h2s *s, const uint8_t *data, size_t len);
 /* Under c->mtx, holding a reference: run queued streams until there are none (unlocks meanwhile). */
 void h2t__run(struct wrk *wrk, struct h2c *c);
 /* tp_ops park, resume and drop: a stream's request waiting without a worker (tp.h). */
-void h2t__park(struct req *req);
+void h2t__park(struct req *req, bool brief);
 void h2t__resume(struct wrk *wrk, struct req *req);
 void h2t__drop(struct req *req);
 /* Under c->mtx: reset s with code (counted). */

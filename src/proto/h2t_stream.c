@@ -405,7 +405,7 @@ h2t__run(struct wrk *wrk, struct h2c *c)
  * then serves what else the connection has queued.
  */
 void
-h2t__park(struct req *req)
+h2t__park(struct req *req, bool brief)
 {
     struct h2s *s = req->tp_priv;
     struct h2c *c;
@@ -413,7 +413,7 @@ h2t__park(struct req *req)
     OBJ_CHECK(s, H2S_MAGIC);
     c = s->c;
     OBJ_CHECK(req->wrk, WRK_MAGIC);
-    wrk_mem_take(req->wrk, &s->mem, 0);
+    wrk_mem_take(req->wrk, &s->mem, 0, brief);
     req->ws = &s->mem.ws;
     req->wrk = NULL;
     h2t__lock(c);

@@ -194,6 +194,7 @@ req_finish(struct req *req)
     req_log(req);
     if (pol_active() && pol_has_log())
         pol_log(req);
+    pol_req_done(req);
 }
 
 enum req_run

@@ -167,6 +167,8 @@ frag_unref(struct req_frag **fp)
         free(c);
     }
     gz_free(&f->dec);
+    if (f->sub != NULL)
+        pol_req_done(f->sub); /* the program it was carried with (pol_park()) */
     AZ(pthread_cond_destroy(&f->cond));
     AZ(pthread_mutex_destroy(&f->mtx));
     free(f->ws_mem);

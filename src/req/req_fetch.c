@@ -395,14 +395,15 @@ attempts(struct req *req, struct req_fetch *rf, struct cobj *oc, bool resumed,
 /*
  * Whether the request can wait for its backend without its worker: its
  * transport lets go of requests, it is no ESI include (its page holds
- * that worker), no script is loaded (its hooks' state stays on the
- * worker's Lua state), and backend_wait_worker is off.
+ * that worker), and backend_wait_worker is off.  A script's per-request
+ * state goes with it (pol_park()), or, when it cannot, the request waits
+ * on its worker after all (run_steps()).
  */
 static bool
 can_wait(const struct req *req)
 {
     return (!par.backend_wait_worker && req->esi_up == NULL && req->tp != NULL &&
-            req->tp->park != NULL && !pol_active());
+            req->tp->park != NULL);
 }
 
 /* The fetch is over: a miss lets its stale copy go. */
@@ -420,7 +421,6 @@ waits(struct req *req, struct req_fetch *rf)
     req->st->fetch = rf;
     req->st->watch.fd = fetch_wait_fd(&rf->bo);
     req->st->watch.deadline = rf->bo.first_deadline;
-    STAT_INC(fetch_waited);
     return (true);
 }
 
@@ -456,9 +456,12 @@ req__fetch_resume(struct req *req)
     OBJ_CHECK(req, REQ_MAGIC);
     AN(rf);
     req->st->fetch = NULL;
-    /* Another worker, perhaps: its buffers, and the request's memory where it is now. */
-    rf->bo.ws = rf->bc.ws = req->ws;
-    rf->bc.wrk = req->wrk;
+    /*
+     * Another worker, perhaps: its buffers, the request's memory where it
+     * is now, and what the script kept of it on the worker it left.
+     */
+    rf->bo.ws = req->ws;
+    pol_bctx_resume(&rf->bc, req);
     rf->bo.rxbuf = req->wrk->be;
     rf->bo.rxsize = req->wrk->be_size;
     r = fetch_head_resume(&rf->bo, req->st->watch.expired);

@@ -79,8 +79,10 @@ schedule(struct req *req)
 
     __atomic_store_n(&st->park, REQ_P_NONE, __ATOMIC_RELEASE);
     st->task = (struct pool_task){ .func = resume_task, .priv = req };
-    if (pool_submit(pool_pick(), &st->task, POOL_PRIO_RESUME) != 0)
+    if (pool_submit(pool_pick(), &st->task, POOL_PRIO_RESUME) != 0) {
+        pol_req_done(req);
         req->tp->drop(req);
+    }
 }
 
 /* hsh_waiter.wake: from the fetch's thread or the sweeper, no index lock held. */
@@ -148,27 +150,13 @@ req__park(struct req *req)
         __atomic_store_n(&st->park, REQ_P_NONE, __ATOMIC_RELEASE);
         return (false);
     }
-    req->tp->park(req);
-    /* A waiting list's wait is a fetch's length: its spare pages go back now. */
-    if (req->tp->rest != NULL)
-        req->tp->rest(req);
+    req->tp->park(req, false);
     if (!cas(st, REQ_P_PARKING, REQ_P_PARKED, &found)) {
         /* Woken while letting go: it runs again as any woken request does. */
         SRG_ASSERT(found == REQ_P_WOKEN);
         schedule(req);
     }
     return (true);
-}
-
-/* wtr_watch.idle: the backend has been slow for a second, the request's spare pages go back. */
-static void
-await_idle(struct wtr_watch *w)
-{
-    struct req *req = w->task->priv;
-
-    OBJ_CHECK(req, REQ_MAGIC);
-    if (req->tp->rest != NULL)
-        req->tp->rest(req);
 }
 
 /* wtr_watch.drop: the waiter stops before the backend answered. */
@@ -179,6 +167,7 @@ await_drop(struct wtr_watch *w)
 
     OBJ_CHECK(req, REQ_MAGIC);
     req__fetch_drop(req);
+    pol_req_done(req);
     req->tp->drop(req);
 }
 
@@ -192,8 +181,8 @@ req__await(struct req *req)
     st->watch.magic = WTR_WATCH_MAGIC;
     st->watch.task = &st->task;
     st->watch.drop = await_drop;
-    st->watch.idle = await_idle;
-    req->tp->park(req);
+    STAT_INC(fetch_waited);
+    req->tp->park(req, true); /* a backend's answer comes soon */
     if (wtr_watch(&st->watch) == 0)
         return;
     /* Not watched (the waiter stops, or refused the socket): a worker reads it, blocking. */

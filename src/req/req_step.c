@@ -581,8 +581,14 @@ run_steps(struct req *req, unsigned stop)
             continue;
         }
         if (req->st->step == REQ_S_AWAIT) {
-            /* Another worker may run it from here on: touch nothing after. */
             req->st->step = REQ_S_BACKEND;
+            if (pol_active() && pol_park(req) != 0) {
+                /* The script's state for it cannot leave this worker: it waits here. */
+                STAT_INC(fetch_wait_on_thread);
+                req->st->watch.expired = false;
+                continue;
+            }
+            /* Another worker may run it from here on: touch nothing after. */
             req__await(req);
             return (REQ_RUN_PARKED);
         }

@@ -89,10 +89,7 @@
  * order (a shared timeout appends at the tail) and a timerfd in the set
  * fires at the earliest; whoever receives it expires the watches due as
  * the sweep expires sessions (marked, read side shut: their own event
- * still comes, once, to one receiver).  A watch still waiting after
- * WTR_WATCH_IDLE has its idle callback called by the sweep, under the
- * lock (so that its task cannot run meanwhile): a parked request gives
- * back its spare pages then, not at every wait.
+ * still comes, once, to one receiver).
  */
 #include "config.h"
 
@@ -913,17 +910,6 @@ on_sweep(evutil_socket_t fd, short what, void *priv)
         }
         expire_locked(sp);
     }
-    /*
-     * Watches waiting long: their owners give back what the wait holds.
-     * Under the lock, so that no receiver of a watch's event runs its
-     * task meanwhile; a walk of every watch, once a second.
-     */
-    for (struct wtr_watch *w = watch_head; w != NULL; w = w->next) {
-        if (w->idle != NULL && !w->idled && now - w->t_watched >= WTR_WATCH_IDLE) {
-            w->idled = true;
-            w->idle(w);
-        }
-    }
     /* A listener accept() failed on (EMFILE ...): look at its backlog again. */
     for (struct wtr_lsn *wl = lsns; wl != NULL; wl = wl->next)
         if (__atomic_exchange_n(&wl->stalled, false, __ATOMIC_ACQ_REL))
@@ -1422,8 +1408,6 @@ wtr_watch(struct wtr_watch *w)
     AN(w->task);
     AN(w->drop);
     w->expired = false;
-    w->idled = false;
-    w->t_watched = tim_mono();
     AZ(pthread_mutex_lock(&park_mtx));
     if (stopping) {
         AZ(pthread_mutex_unlock(&park_mtx));

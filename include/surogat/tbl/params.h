@@ -128,8 +128,9 @@ PARAM(backend_wait_worker, BOOL, "off", NULL, NULL, PAR_LIVE,
       "on: a pass or miss waits for its backend's answer on its worker thread, blocked. off: "
       "once its request is sent it lets go of the worker and the waiter watches the backend "
       "connection, as it watches idle clients, until the answer is readable or the first byte "
-      "timeout passes; a worker then takes it on. Requests of a policy script, ESI includes, "
-      "pipes and TLS backends always wait on their worker.")
+      "timeout passes; a worker then takes it on. ESI includes, pipes, TLS backends and "
+      "requests whose policy state cannot be carried (see fetch_wait_on_thread) always wait "
+      "on their worker.")
 PARAM(backend_between_bytes_timeout, DURATION, "60s", "1ms", NULL, PAR_LIVE,
       "Default longest silence while reading a backend response. Before the head is complete "
       "this answers 504; during the body the client connection is aborted.")

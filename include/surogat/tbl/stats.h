@@ -115,6 +115,8 @@ STAT(coalesce_on_thread, COUNTER, "Requests that waited for another request's fe
      "whose per-request state cannot be carried).")
 STAT(fetch_waited, COUNTER, "Passes and misses that waited for their backend's answer without "
      "a worker: the waiter watched the backend connection (see backend_wait_worker).")
+STAT(fetch_wait_on_thread, COUNTER, "Passes and misses that waited for their backend's answer "
+     "on their worker because the policy's per-request state could not be carried.")
 STAT(cache_stored, COUNTER, "Responses stored in the cache.")
 STAT(cache_uncacheable, COUNTER, "Fetched responses that could not be stored.")
 STAT(cache_set_cookie_stripped, COUNTER, "Set-Cookie fields left out of a stored object "

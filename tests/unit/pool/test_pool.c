@@ -644,7 +644,7 @@ START_TEST(mem_moves_between_workers)
     before = w1.ws;
     used = (size_t)(before.f - block);
 
-    wrk_mem_take(&w1, m, rx_used);
+    wrk_mem_take(&w1, m, rx_used, false);
     ck_assert_ptr_eq(m->ws_block, block);
     ck_assert_ptr_eq(m->rx, rx);
     ck_assert_ptr_eq(m->ws.s, before.s);
@@ -697,13 +697,105 @@ START_TEST(mem_moves_between_workers)
     m2 = ws_alloc(&w2.ws, sizeof *m2);
     AN(m2);
     f = w2.ws.f;
-    wrk_mem_take(&w2, m2, 0);
+    wrk_mem_take(&w2, m2, 0, false);
     ck_assert_ptr_eq(m2->ws.f, f);
     ck_assert_ptr_eq(m2->ws_block, block);
     wrk_mem_free(m2);
     wrk_buffers_free(&w1);
     wrk_buffers_free(&w2);
     ck_assert_ptr_null(w2.ws_block);
+}
+END_TEST
+
+/*
+ * A brief wait (a pass waiting for its backend's answer): wrk_mem_take()
+ * leaves every page as it was.  The buffers a worker lets go when it takes
+ * a request on (wrk_mem_give()) are spare, and the next wrk_mem_take() on
+ * any worker uses them instead of new ones, so that parking and resuming
+ * in turn allocates nothing; at most WRK_SPARE_MAX are kept, and none once
+ * a worker goes to sleep with no request parked.
+ */
+START_TEST(brief_park_keeps_pages_and_reuses_buffers)
+{
+    struct wrk w1 = { .magic = WRK_MAGIC }, w2 = { .magic = WRK_MAGIC };
+    struct wrk_mem *m, *m2, *many[WRK_SPARE_MAX + 2];
+    char *block, *rx, *w2block, *w2rx;
+    size_t rx_used = 100;
+
+    par.workspace_client = 64 * 1024;
+    wrk_buffers_fit(&w1);
+    wrk_buffers_fit(&w2);
+    m = ws_alloc(&w1.ws, sizeof *m);
+    AN(m);
+    memset(w1.ws.f, 0x5a, (size_t)(w1.ws.e - w1.ws.f));
+    memset(w1.rx, 0x5a, w1.rx_size);
+    block = w1.ws_block;
+    rx = w1.rx;
+
+    wrk_mem_take(&w1, m, rx_used, true);
+    ck_assert_ptr_eq(m->ws_block, block);
+    ck_assert_ptr_eq(m->rx, rx);
+    /* Nothing went back to the kernel: what was there is there. */
+    for (char *p = m->ws.f; p < m->ws.e; p++)
+        ck_assert_int_eq(*p, 0x5a);
+    for (size_t i = rx_used; i < m->rx_size; i++)
+        ck_assert_int_eq(rx[i], 0x5a);
+    ck_assert_uint_eq(wrk_spare_count(), 0);
+
+    /* w2 takes the request on: its own buffers become spare. */
+    w2block = w2.ws_block;
+    w2rx = w2.rx;
+    wrk_mem_give(&w2, m);
+    ck_assert_ptr_eq(w2.ws_block, block);
+    ck_assert_ptr_eq(w2.rx, rx);
+    ck_assert_uint_eq(wrk_spare_count(), 1);
+
+    /* The next park, on w1, hands w1 those, whole and empty. */
+    m2 = ws_alloc(&w1.ws, sizeof *m2);
+    AN(m2);
+    wrk_mem_take(&w1, m2, 0, true);
+    ck_assert_ptr_eq(w1.ws_block, w2block);
+    ck_assert_ptr_eq(w1.rx, w2rx);
+    ck_assert_ptr_eq(w1.ws.f, w1.ws.s);
+    ck_assert_uint_eq(ws_free_bytes(&w1.ws), par.workspace_client);
+    ck_assert_uint_eq(wrk_spare_count(), 0);
+
+    /* A request is parked: a worker going to sleep keeps the spare ones. */
+    wrk_mem_give(&w2, m2);
+    ck_assert_uint_eq(wrk_spare_count(), 1);
+    for (unsigned i = 0; i < WRK_SPARE_MAX + 2; i++) {
+        many[i] = ws_alloc(&w1.ws, sizeof *many[i]);
+        AN(many[i]);
+        wrk_mem_take(&w1, many[i], 0, true);
+    }
+    ck_assert_uint_eq(wrk_spare_count(), 0);
+    /* Resumed in a row: no more than WRK_SPARE_MAX are kept. */
+    for (unsigned i = 0; i < WRK_SPARE_MAX + 1; i++)
+        wrk_mem_give(&w2, many[i]);
+    ck_assert_uint_eq(wrk_spare_count(), WRK_SPARE_MAX);
+    wrk_spare_trim();
+    ck_assert_uint_eq(wrk_spare_count(), WRK_SPARE_MAX);
+    /* The last one parked goes (a pool shutting down): none parked, so trimmed. */
+    wrk_mem_free(many[WRK_SPARE_MAX + 1]);
+    wrk_spare_trim();
+    ck_assert_uint_eq(wrk_spare_count(), 0);
+
+    /* Spare buffers of a size the parameters no longer ask for: refitted when taken. */
+    m = ws_alloc(&w1.ws, sizeof *m);
+    AN(m);
+    wrk_mem_take(&w1, m, 0, true);
+    wrk_mem_give(&w1, m);
+    ck_assert_uint_eq(wrk_spare_count(), 1);
+    par.workspace_client = 128 * 1024;
+    m = ws_alloc(&w1.ws, sizeof *m);
+    AN(m);
+    wrk_mem_take(&w1, m, 0, true);
+    ck_assert_uint_eq(w1.ws_size, par.workspace_client);
+    ck_assert_uint_eq(ws_free_bytes(&w1.ws), par.workspace_client);
+    wrk_mem_free(m);
+    wrk_buffers_free(&w1);
+    wrk_buffers_free(&w2);
+    par.workspace_client = 64 * 1024;
 }
 END_TEST
 
@@ -722,5 +814,6 @@ pool_suite(void)
     tcase_add_test(tc, slots_run_on_workers);
     tc = unit_tcase(s, "wrk", setup, teardown);
     tcase_add_test(tc, mem_moves_between_workers);
+    tcase_add_test(tc, brief_park_keeps_pages_and_reuses_buffers);
     return s;
 }

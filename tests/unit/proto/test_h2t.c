@@ -620,36 +620,55 @@ resident(const void *p)
 }
 
 /*
- * A connection that rests gives its frame buffer's pages back, and the
- * next frames are built in zeroed ones as before; its mapped blocks are
- * its own (the frame buffer alone while it rests).
+ * A connection that rests keeps its output buffer and the pages of its
+ * frame buffer and stream map while a next burst may come; once it has
+ * rested h2t__rest_release it gives them back, and the next frames are
+ * built in zeroed pages as before.  Its mapped blocks are its own (the
+ * frame buffer alone); the stream map is a page of its own; the HPACK
+ * deflater's table sits in memory nothing touches.
  */
 START_TEST(idle_frame_buffer)
 {
     int32_t a, b, c;
-    void *fb;
+    void *fb, *smap;
 
+    h2t__rest_release = 3600; /* the sweeper thread stays out: the test sweeps */
     for (size_t i = 0; i < sizeof bigbuf; i++)
         bigbuf[i] = (char)(i * 7 + 1);
     start(NULL, 0);
     fb = T.c->fb;
+    smap = T.c->smap;
     ck_assert_ptr_nonnull(fb);
+    ck_assert_ptr_nonnull(smap);
+    ck_assert_uint_eq((uintptr_t)smap % 4096, 0);
     ck_assert(T.c->maps != NULL && T.c->maps->p == fb && T.c->maps->next == NULL);
-    T.c->fb = NULL; /* kept while it rests: frames are built there */
     a = get("GET", "/hello", NULL, 0, NULL);
     exchange();
     ck_assert(T.r[a].status == 200 && T.r[a].end);
-    ck_assert(resident(fb));
-    T.c->fb = fb; /* given back when it rests */
+    /* Resting, but not for long: nothing goes back yet. */
+    ck_assert(T.c->listed && T.c->t_rest > 0);
+    h2t__mem_sweep(T.c->t_rest + 1);
+    ck_assert(resident(fb) && resident(smap));
+    ck_assert_ptr_nonnull(T.c->ob);
     b = get("GET", "/hello", NULL, 0, NULL);
     exchange();
     ck_assert(T.r[b].status == 200 && T.r[b].end);
+    /* Rested a while: the output buffer and the pages go back. */
+    h2t__mem_sweep(T.c->t_rest + h2t__rest_release);
+    ck_assert(!T.c->listed);
+    ck_assert_ptr_null(T.c->ob);
     ck_assert(!resident(fb));
+    ck_assert(!resident(smap));
     c = get("GET", "/big", NULL, 0, NULL);
     exchange();
     ck_assert(T.r[c].status == 200 && T.r[c].end && T.r[c].len == sizeof bigbuf);
     ck_assert(memcmp(T.r[c].body, bigbuf, sizeof T.r[c].body) == 0);
     ck_assert(T.c->maps != NULL && T.c->maps->p == fb && T.c->maps->next == NULL);
+    ck_assert(T.c->smap == smap && T.c->listed);
+    /* The deflater's table (our dynamic table is 0) is never written. */
+    ck_assert_ptr_nonnull(T.c->unused);
+    ck_assert(!resident(T.c->unused));
+    h2t__rest_release = H2_REST_RELEASE;
 }
 END_TEST
 

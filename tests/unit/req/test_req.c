@@ -156,12 +156,12 @@ mem_body_next(struct req *req, const char **data)
 
 /* As HTTP/1's: the request keeps the workspace it was built in, the worker gets a new one. */
 static void
-mem_park(struct req *req)
+mem_park(struct req *req, bool brief)
 {
     struct treq *t = req->tp_priv;
 
     OBJ_CHECK(req->wrk, WRK_MAGIC);
-    wrk_mem_take(req->wrk, &t->mem, 0);
+    wrk_mem_take(req->wrk, &t->mem, 0, brief);
     req->ws = &t->mem.ws;
     req->wrk = NULL;
     AZ(pthread_mutex_lock(&mtx));

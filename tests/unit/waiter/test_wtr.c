@@ -9,8 +9,7 @@
  * is not parked by wtr_enter() but run at once.  Watches (wtr_watch()):
  * a socket turning readable runs its task, not expired; one that does not
  * runs it at its deadline, expired, to the millisecond and in deadline
- * order; wtr_fini() drops what is still watched; one waiting long has
- * its idle callback called once, a short one never.  Sessions stay in the
+ * order; wtr_fini() drops what is still watched.  Sessions stay in the
  * set across parks: an event that comes while a worker owns one is not
  * lost, bytes a read left in the socket are looked at again, an owned
  * session never expires, one closed in the set is never reached by a
@@ -353,9 +352,6 @@ static double w_ran_at[WMAX];    /* under mtx */
 static bool w_expired[WMAX];     /* under mtx */
 static unsigned w_order[WMAX];   /* under mtx: indexes in the order the tasks ran */
 static unsigned w_runs, w_drops; /* under mtx */
-static unsigned w_idles;         /* under mtx */
-static double w_idle_at[WMAX];   /* under mtx */
-static unsigned w_runs_at_idle;  /* under mtx: tasks run when the last idle came */
 
 static void
 watch_task(struct wrk *wrk, void *priv)
@@ -369,17 +365,6 @@ watch_task(struct wrk *wrk, void *priv)
     w_ran_at[i] = tim_mono();
     w_expired[i] = w->expired;
     w_order[w_runs++] = i;
-    AZ(pthread_mutex_unlock(&mtx));
-}
-
-static void
-watch_idle(struct wtr_watch *w)
-{
-    OBJ_CHECK(w, WTR_WATCH_MAGIC);
-    AZ(pthread_mutex_lock(&mtx));
-    w_idles++;
-    w_idle_at[w - watches] = tim_mono();
-    w_runs_at_idle = w_runs;
     AZ(pthread_mutex_unlock(&mtx));
 }
 
@@ -405,7 +390,6 @@ watch(unsigned i, int fd, double in)
     wtasks[i] = (struct pool_task){ .func = watch_task, .priv = w };
     w->task = &wtasks[i];
     w->drop = watch_drop;
-    w->idle = watch_idle;
     ck_assert_int_eq(wtr_watch(w), 0);
 }
 
@@ -474,39 +458,6 @@ START_TEST(watch_deadline_exact_and_in_order)
         close(sv[i][1]);
     }
     ck_assert_uint_eq(w_drops, 0);
-}
-END_TEST
-
-START_TEST(watch_idle_only_when_long)
-{
-    int sv[2][2];
-    double t0 = tim_mono();
-
-    w_runs = w_drops = w_idles = 0;
-    for (unsigned i = 0; i < 2; i++)
-        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv[i]), 0);
-    watch(0, sv[0][0], 10);
-    watch(1, sv[1][0], 10);
-    /* A short wait (the common backend answer): its task runs, no idle call. */
-    usleep(100000);
-    ck_assert_int_eq(write(sv[0][1], "x", 1), 1);
-    ck_assert_uint_eq(watch_runs(0.1), 1);
-    /* A long one: idle called once, after WTR_WATCH_IDLE and within a sweep, before its task. */
-    usleep(2200000);
-    AZ(pthread_mutex_lock(&mtx));
-    ck_assert_uint_eq(w_idles, 1);
-    ck_assert_double_ge(w_idle_at[1] - t0, WTR_WATCH_IDLE);
-    ck_assert_double_le(w_idle_at[1] - t0, WTR_WATCH_IDLE + 1.2);
-    ck_assert_uint_eq(w_runs_at_idle, 1);
-    AZ(pthread_mutex_unlock(&mtx));
-    ck_assert_int_eq(write(sv[1][1], "x", 1), 1);
-    ck_assert_uint_eq(watch_runs(0.1), 2);
-    ck_assert(!w_expired[1]);
-    ck_assert_uint_eq(w_idles, 1);
-    for (unsigned i = 0; i < 2; i++) {
-        close(sv[i][0]);
-        close(sv[i][1]);
-    }
 }
 END_TEST
 
@@ -808,7 +759,6 @@ wtr_suite(void)
     tcase_add_test(tc, watch_readable_runs_task);
     tcase_add_test(tc, watch_deadline_exact_and_in_order);
     tcase_add_test(tc, watch_fini_drops);
-    tcase_add_test(tc, watch_idle_only_when_long);
     suite_add_tcase(s, tc);
     tc = tcase_create("registered");
     tcase_add_checked_fixture(tc, setup, teardown);
