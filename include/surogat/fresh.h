@@ -162,8 +162,13 @@ enum fresh_obj_flag {
 struct fresh_obj {
     double t_origin; /* t_resp - corrected_initial_age: the object's age is now - t_origin */
     double ttl;      /* freshness lifetime: fresh while age < ttl */
-    double swr;      /* seconds past ttl it may be served while revalidating */
-    double sie;      /* seconds past ttl it may be served when the backend fails */
+    /*
+     * Seconds past ttl it may be served while revalidating (swr), when the
+     * backend fails (sie).  Floats, as keep: whole seconds are exact up to
+     * 194 days, and a cached object stays in a smaller size class.
+     */
+    float swr;
+    float sie;
     /*
      * Seconds past all of those an object with validators stays for a
      * conditional refetch; negative: the default_keep parameter.  A float

@@ -28,6 +28,7 @@ struct http;
 struct txt;
 struct objhead;
 struct sb;
+struct ws;
 
 enum cobj_flag {
     COBJ_BUSY = 1u << 0,   /* being fetched: not yet visible to lookups */
@@ -79,7 +80,7 @@ struct cobj {
     struct ban *ban; /* the newest ban tested against (or current at creation); shard lock */
     /*
      * A marker never holds a body, so never copies of one: the two share
-     * the room (an object stays 224 bytes).
+     * the room.
      */
     union {
         double t_hfm_end;          /* COBJ_HFM: tim_real() until which the marker stands */
@@ -88,27 +89,46 @@ struct cobj {
     };
     /*
      * Written by the fetch before hsh_unbusy(), read-only afterwards.
-     * What a hit reads comes first: the fields above and fresh, head and
-     * body then span three cache lines of the four an object covers.
+     * What a hit reads comes first: an object is 192 bytes, so always
+     * starts a cache line (the allocator's class), and a hit reads the
+     * first two -- the fields above and head, then fresh and the body's
+     * first 32 bytes -- of its three.
      */
-    char *head; /* status line and fields, each ending in CRLF, no empty line */
+    /*
+     * The response head as stored: encoded (shd.h), head_len bytes; read it
+     * through hsh_head_text() or hsh_head_field().
+     */
+    char *head;
     struct fresh_obj fresh;
+    struct sto_body body;
     char *vary;         /* the request's values of the Vary fields: "name\0value\0"... */
     struct objhead *oh; /* immutable */
-    struct sto_body body;
-    struct cobj *sv_newer; /* the shard's SIEVE queue, under the shard lock */
-    struct cobj *sv_older;
     void *xkey; /* its entries in the tag index, NULL if untagged; xkey.c's locks */
     /*
-     * Streaming from a busy object.  stream_len is the count of body
-     * bytes readers may read: stored with release semantics by
-     * hsh_append() after the bytes are in place, loaded with acquire by
-     * readers, so a reader never sees a byte before it is written.
+     * A busy object streams; a published one or a marker is in its
+     * shard's SIEVE queue: never both, so they share the room.  Whoever
+     * clears COBJ_BUSY (under the shard lock) inserts it in the queue in
+     * the same hold, and a reader of a stream that finds it cleared reads
+     * body.len instead.
      */
-    uint64_t stream_len;
-    uint64_t stream_clen; /* the announced length (Content-Length), UINT64_MAX if none */
+    union {
+        struct {
+            /*
+             * The count of body bytes readers may read: stored with release
+             * semantics by hsh_append() after the bytes are in place, loaded
+             * with acquire by readers, so a reader never sees a byte before
+             * it is written.
+             */
+            uint64_t stream_len;
+            uint64_t stream_clen; /* the announced length, UINT64_MAX if none */
+        };
+        struct {
+            struct cobj *sv_newer; /* under the shard lock */
+            struct cobj *sv_older;
+        };
+    };
 };
-/* Fields are ordered to pack: an object is 224 bytes, one allocator size class. */
+/* Fields are ordered to pack: an object is 192 bytes, one allocator size class. */
 #define HSH_FORM_UNKNOWN 0xff
 
 /*
@@ -277,6 +297,12 @@ bool hsh_stream_close(struct cobj *oc);
 enum hsh_stream hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint64_t *avail);
 void hsh_stream_leave(struct cobj **ocp); /* the reader is done; drops its reference */
 /*
+ * The length a reader of oc (a stream it was given) announces: the
+ * fetch's Content-Length while it is busy, the stored length once it is
+ * published, UINT64_MAX when unknown.  Takes the shard lock.
+ */
+uint64_t hsh_stream_clen(struct cobj *oc);
+/*
  * The fetch completed: the object replaces older variants that match the
  * same request and becomes visible; waiters are woken.  An overtaken one
  * (COBJ_OVERTAKEN) is dropped instead, its streaming readers reading it
@@ -323,8 +349,25 @@ int hsh_oa_copy(struct cobj *dst, const struct cobj *src);
  * none of that kind.  *v is valid as long as the caller's reference.
  */
 bool hsh_oa_get(const struct cobj *oc, enum hsh_oa a, struct txt *v);
-/* The first field `name` of a published object's stored head (read-only, no lock needed). */
+/*
+ * The first field `name` of a published object's stored head (read-only,
+ * no lock needed).  *val is valid as long as the caller's reference,
+ * except a Date or Expires value: until the thread's next call.
+ */
 bool hsh_head_field(const struct cobj *oc, const char *name, struct txt *val);
+/*
+ * An object's stored head is kept encoded (shd.h): these are its only
+ * readers and writer.  hsh_head_set() gives a busy object the head
+ * `text` (status line, field lines, the empty line), replacing any.
+ * hsh_head_text() writes the text into ws and returns it (*len its
+ * length), or NULL when ws has no room; hsh_head_size() is that length,
+ * and hsh_head_copy() writes the text at out and returns its length.
+ * Read-only once published: no lock needed.
+ */
+void hsh_head_set(struct cobj *oc, const char *text, size_t len);
+const char *hsh_head_text(const struct cobj *oc, struct ws *ws, size_t *len);
+size_t hsh_head_size(const struct cobj *oc);
+size_t hsh_head_copy(const struct cobj *oc, char *out); /* out: hsh_head_size() bytes */
 unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */
 /*
  * Whether a published object's body is intact: objects recovered from a

@@ -46,16 +46,22 @@ struct sto_meta {
     size_t tail_len;
 };
 
+/*
+ * Embedded in every cached object: 56 bytes, the store named by a small
+ * number rather than a pointer (a cached object's size class depends on
+ * it), and what a delivery reads in its first 32.
+ */
 struct sto_body {
-    struct stv *stv;      /* NULL until sto_open() */
     struct sto_seg *first;
-    struct sto_seg *last;
     uint64_t len;         /* body bytes */
-    uint64_t bytes;       /* store bytes charged */
-    uint64_t size_hint;   /* expected body length (Content-Length), 0 if unknown */
     void *priv;           /* the store's own record of the body */
+    uint8_t stv;          /* its store: 0 until sto_open(), else the store's number from 1 */
     bool meta_stored;     /* the store holds the meta: sto_open() repointed it at its copy */
     bool verified;        /* the body matches its checksum (always, unless recovered) */
+    /* Written while the body is: */
+    struct sto_seg *last;
+    uint64_t bytes;       /* store bytes charged */
+    uint64_t size_hint;   /* expected body length (Content-Length), 0 if unknown */
 };
 
 /* "malloc,SIZE" or "file,PATH,SIZE": add a store.  0, or -1 with a reason in err. */
@@ -66,7 +72,7 @@ void sto_fini(void);
  * it.  A persistent store copies m and points m's fields at its copies,
  * which live as long as the body (then b->meta_stored is set).  0, or -1
  * when there is no room: b->stv then names the store that was tried, the
- * caller evicts from it and tries again.
+ * caller evicts from it (and sets b->stv back to 0) and tries again.
  */
 int sto_open(struct sto_body *b, struct sto_meta *m);
 /*

@@ -88,10 +88,10 @@ hsh_store_begin(struct cobj *oc)
         if (sto_open(&oc->body, &m) == 0)
             break;
         if (hsh__make_room(oc, &nuked) != 0) {
-            oc->body.stv = NULL;
+            oc->body.stv = 0;
             return (-1);
         }
-        oc->body.stv = NULL;
+        oc->body.stv = 0;
     }
     if (oc->body.meta_stored) {
         /* The store keeps its own copies, for as long as the body: ours can go. */
@@ -314,7 +314,8 @@ hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint64_t *avail)
     for (;;) {
         /* The end is decided under this lock, after the last byte was published. */
         if (!(oc->flags & COBJ_BUSY)) {
-            *avail = __atomic_load_n(&oc->stream_len, __ATOMIC_ACQUIRE);
+            /* Its stream fields are the SIEVE queue's now: its writer is done. */
+            *avail = oc->body.len;
             rv = oc->body_complete ? HSH_S_DONE : HSH_S_FAILED;
             break;
         }
@@ -332,6 +333,23 @@ hsh_stream_wait(struct cobj *oc, uint64_t have, double tmo, uint64_t *avail)
     }
     AZ(pthread_mutex_unlock(&sh->mtx));
     return (rv);
+}
+
+uint64_t
+hsh_stream_clen(struct cobj *oc)
+{
+    struct shard *sh;
+    uint64_t n;
+
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    sh = shard_of(oc->oh->hash);
+    AZ(pthread_mutex_lock(&sh->mtx));
+    if (oc->flags & COBJ_BUSY)
+        n = oc->stream_clen;
+    else
+        n = oc->body_complete ? oc->body.len : UINT64_MAX;
+    AZ(pthread_mutex_unlock(&sh->mtx));
+    return (n);
 }
 
 void

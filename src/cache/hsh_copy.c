@@ -116,10 +116,7 @@ hsh_copy_begin(struct cobj *oc, unsigned form, unsigned after, const char *head,
     cp->copy[form] = c;
     oc->oh->nstream++;
     AZ(pthread_mutex_unlock(&sh->mtx));
-    c->head = malloc(head_len);
-    AN(c->head);
-    memcpy(c->head, head, head_len);
-    c->head_len = (uint32_t)head_len;
+    hsh_head_set(c, head, head_len);
     /* Bound like an object, evicting for room; never sealed: a restart does not bring it back. */
     if (hsh_store_begin(c) != 0) {
         hsh_copy_end(oc, &c, false);

@@ -86,7 +86,7 @@ admit(const struct cobj *victim, uint64_t cand, double now)
  * make room for a newcomer whose key hashes to cand.
  */
 static enum evict_result
-evict_one(const struct stv *stv, uint64_t cand)
+evict_one(uint8_t stv, uint64_t cand)
 {
     double now = tim_real();
 
@@ -103,7 +103,7 @@ evict_one(const struct stv *stv, uint64_t cand)
             if (oc->visited) {
                 oc->visited = false;
             } else if (__atomic_load_n(&oc->refcnt, __ATOMIC_RELAXED) == 1 &&
-                       (stv == NULL || oc->body.stv == stv)) {
+                       (stv == 0 || oc->body.stv == stv)) {
                 victim = oc;
                 break;
             }

@@ -90,15 +90,11 @@ extern struct shard hsh__shards[HSH_SHARDS];
  */
 struct hsh_attr {
     uint32_t version;
-#define HSH_ATTR_VERSION 3 /* 2: fresh_obj.keep; 3: form */
+#define HSH_ATTR_VERSION 4 /* 2: fresh_obj.keep; 3: form; 4: the head encoded (shd.h) */
     uint32_t status;
     struct fresh_obj fresh;
     uint8_t has_validator;
-    /*
-     * Version 3.  In version 2 this byte was padding, zeroed: such
-     * objects come back with HSH_FORM_UNKNOWN.
-     */
-    uint8_t form;
+    uint8_t form; /* since version 3 */
 };
 
 /*

@@ -23,6 +23,7 @@
 
 #include "surogat/defs.h"
 #include "surogat/hsh.h"
+#include "surogat/shd.h"
 #include "surogat/http.h"
 #include "surogat/stat.h"
 #include "surogat/xkey.h"
@@ -134,40 +135,32 @@ name_is(const char *p, size_t len, const char *name)
 unsigned
 xkey_obj_tags(const struct cobj *oc, struct txt *out, unsigned max)
 {
-    const char *p, *e;
+    struct shd_iter it;
+    struct txt name, val;
     unsigned n = 0;
 
     OBJ_CHECK(oc, COBJ_MAGIC);
     if (oc->head == NULL)
         return (0);
-    e = oc->head + oc->head_len;
-    p = memchr(oc->head, '\n', oc->head_len); /* past the status line */
-    for (p = p != NULL ? p + 1 : e; p < e && n < max;) {
-        const char *eol = memchr(p, '\n', (size_t)(e - p)), *colon, *ve;
-        bool commas;
+    shd_iter_init(&it, (const unsigned char *)oc->head, oc->head_len);
+    while (n < max && shd_next(&it, &name, &val)) {
+        bool commas = name_is(name.b, name.len, "xkey");
         unsigned got;
 
-        if (eol == NULL)
-            break;
-        colon = memchr(p, ':', (size_t)(eol - p));
-        if (colon != NULL && (name_is(p, (size_t)(colon - p), "Surrogate-Key") ||
-                              name_is(p, (size_t)(colon - p), "xkey"))) {
-            commas = name_is(p, (size_t)(colon - p), "xkey");
-            ve = eol > colon && eol[-1] == '\r' ? eol - 1 : eol;
-            got = xkey_split(colon + 1, (size_t)(ve - colon - 1), commas, out + n, max - n);
-            /* Drop repeats: each object is on a tag's list once. */
-            for (unsigned i = n; i < n + got;) {
-                bool dup = false;
-                for (unsigned j = 0; j < i && !dup; j++)
-                    dup = out[j].len == out[i].len && memcmp(out[j].b, out[i].b, out[i].len) == 0;
-                if (dup)
-                    out[i] = out[n + --got];
-                else
-                    i++;
-            }
-            n += got;
+        if (!commas && !name_is(name.b, name.len, "Surrogate-Key"))
+            continue;
+        got = xkey_split(val.b, val.len, commas, out + n, max - n);
+        /* Drop repeats: each object is on a tag's list once. */
+        for (unsigned i = n; i < n + got;) {
+            bool dup = false;
+            for (unsigned j = 0; j < i && !dup; j++)
+                dup = out[j].len == out[i].len && memcmp(out[j].b, out[i].b, out[i].len) == 0;
+            if (dup)
+                out[i] = out[n + --got];
+            else
+                i++;
         }
-        p = eol + 1;
+        n += got;
     }
     return (n);
 }

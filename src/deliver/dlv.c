@@ -266,9 +266,9 @@ int
 dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, struct gz_pick pk,
               uint64_t len, double now, const char *fwd, unsigned hits, struct dlv_plan *d)
 {
-    const char *fields, *reason, *sl_end;
+    const char *fields, *reason, *sl_end, *head;
     struct http *h = NULL;
-    size_t flen, rlen;
+    size_t flen, rlen, hlen;
     struct sb sb;
 
     /* Up to its text buffers only, which are written before they are read. */
@@ -278,12 +278,14 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
     d->pk = pk;
     d->xcode = pk.send != pk.from;
     /* The stored head: a status line, field lines, the empty line. */
-    sl_end = memchr(src->head, '\n', src->head_len);
+    if ((head = hsh_head_text(src, req->ws, &hlen)) == NULL)
+        return (overflow(d));
+    sl_end = memchr(head, '\n', hlen);
     AN(sl_end);
     fields = sl_end + 1;
-    flen = src->head_len - 2 - (size_t)(fields - src->head);
-    reason = src->head + 13; /* "HTTP/1.1 200 " */
-    rlen = src->head_len > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
+    flen = hlen - 2 - (size_t)(fields - head);
+    reason = head + 13; /* "HTTP/1.1 200 " */
+    rlen = hlen > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
     if (d->xcode) {
         /*
          * Made on the fly: oc's head over for the coding sent.  Its length
@@ -293,7 +295,9 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
         struct txt blk;
 
         SRG_ASSERT(stored >= 0);
-        h = parse_head(req, oc->head, oc->head_len, 2);
+        if (oc != src && (head = hsh_head_text(oc, req->ws, &hlen)) == NULL)
+            return (overflow(d));
+        h = parse_head(req, head, hlen, 2);
         len = DLV_LEN_UNKNOWN;
         if (h == NULL || gz_head_coding(h, req->ws, (enum gz_coding)stored, pk.send) != 0 ||
             dlv__fields_block(req, h, &blk) != 0)

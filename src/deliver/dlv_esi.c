@@ -536,7 +536,9 @@ static int
 plan(struct req *req, const struct cobj *oc, bool stored_gzip, bool gzip, double now,
      const char *fwd, unsigned hits, struct dlv_plan *d)
 {
-    struct http *h = dlv__head_parse(req, oc->head, oc->head_len, 2);
+    size_t hlen = 0;
+    const char *head = hsh_head_text(oc, req->ws, &hlen);
+    struct http *h = head != NULL ? dlv__head_parse(req, head, hlen, 2) : NULL;
     struct sb sb;
 
     memset(d, 0, sizeof *d);

@@ -290,18 +290,21 @@ send_held(struct req *req, const struct cobj *src, uint64_t first, uint64_t last
 static struct cobj *
 copy_begin(struct req *req, struct cobj *oc, const struct dlv_plan *d)
 {
-    const char *sl_end = memchr(oc->head, '\n', oc->head_len);
-    size_t sl, len;
+    const char *text, *sl_end;
+    size_t sl, len, tlen;
     char *head;
 
     if (par.compress_copy_after == 0)
         return (NULL);
+    if ((text = hsh_head_text(oc, req->ws, &tlen)) == NULL)
+        return (NULL);
+    sl_end = memchr(text, '\n', tlen);
     AN(sl_end);
-    sl = (size_t)(sl_end + 1 - oc->head);
+    sl = (size_t)(sl_end + 1 - text);
     len = sl + d->fields.len + 2;
     if ((head = ws_alloc(req->ws, len)) == NULL)
         return (NULL);
-    memcpy(head, oc->head, sl);
+    memcpy(head, text, sl);
     memcpy(head + sl, d->fields.b, d->fields.len);
     memcpy(head + sl + d->fields.len, "\r\n", 2);
     return (hsh_copy_begin(oc, d->pk.send, par.compress_copy_after, head, len));
@@ -503,7 +506,7 @@ void
 dlv_stream(struct req *req, struct cobj *oc, double tmo)
 {
     const struct tp_ops *tp = req->tp;
-    uint64_t len = oc->stream_clen, avail;
+    uint64_t len = hsh_stream_clen(oc), avail;
     struct gz_pick pk = { GZ_C_IDENTITY, GZ_C_IDENTITY };
     int stored = dlv__coding(oc);
     struct dlv_reader r;

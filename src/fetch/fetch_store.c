@@ -71,12 +71,8 @@ set_head(struct cobj *oc, struct http *h, const struct cc *rcc)
     sb_init(&sb, buf, cap);
     h1_write_response(&sb, h);
     AN(sb_ok(&sb));
-    /* Sized generously to build; trimmed because it lives as long as the object. */
-    buf = realloc(buf, sb.len);
-    AN(buf);
-    free(oc->head);
-    oc->head = buf;
-    oc->head_len = sb.len;
+    hsh_head_set(oc, buf, sb.len);
+    free(buf);
     oc->status = h->status;
     oc->has_validator = http_find(h, "ETag") != NULL || http_find(h, "Last-Modified") != NULL;
 }
@@ -403,19 +399,22 @@ int
 fetch__revalidated(struct busyobj *bo)
 {
     struct cobj *old = bo->stale.oc, *oc = bo->oc;
-    struct h1_limits lim = { old->head_len + 1, old->head_len + 1, 1024 };
+    struct h1_limits lim;
     struct fresh_cfg cfg;
     struct http oh, upd, merged;
     struct http_hdr *hdrs;
     struct cc rcc;
     unsigned n304 = bo->beresp->nhdr;
-    size_t used;
+    const char *head;
+    size_t used, hlen;
 
+    head = hsh_head_text(old, bo->ws, &hlen);
     hdrs = ws_alloc(bo->ws, 1024 * sizeof *hdrs);
-    if (hdrs == NULL)
+    if (head == NULL || hdrs == NULL)
         return (-1);
+    lim = (struct h1_limits){ hlen + 1, hlen + 1, 1024 };
     http_init(&oh, hdrs, 1024);
-    if (h1_parse_response(old->head, old->head_len, &lim, &oh, &used) != H1_DONE)
+    if (h1_parse_response(head, hlen, &lim, &oh, &used) != H1_DONE)
         return (-1);
     hdrs = ws_alloc(bo->ws, (oh.nhdr + n304 + 3) * sizeof *hdrs);
     if (hdrs == NULL)

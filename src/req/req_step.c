@@ -278,7 +278,7 @@ load_obj_head(const struct pol_obj *obj)
     struct h1_limits lim;
     struct http_hdr *hdrs;
     struct http *h;
-    size_t len = oc->head_len + 2, used;
+    size_t hlen = hsh_head_size(oc), len = hlen + 2, used;
     unsigned nhdr = 1;
     char *buf;
 
@@ -288,8 +288,8 @@ load_obj_head(const struct pol_obj *obj)
         STAT_INC(ws_overflow);
         return (NULL);
     }
-    memcpy(buf, oc->head, oc->head_len);
-    memcpy(buf + oc->head_len, "\r\n", 2);
+    (void)hsh_head_copy(oc, buf);
+    memcpy(buf + hlen, "\r\n", 2);
     for (size_t i = 0; i < len; i++)
         nhdr += buf[i] == '\n';
     hdrs = ws_alloc(req->ws, nhdr * sizeof *hdrs);

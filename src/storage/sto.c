@@ -35,6 +35,14 @@
 static struct stv *stores[STV_MAX];
 static unsigned nstores;
 
+/* A body's store (b->stv is its id). */
+static struct stv *
+stv_of(const struct sto_body *b)
+{
+    SRG_ASSERT(b->stv > 0 && b->stv <= nstores);
+    return (stores[b->stv - 1]);
+}
+
 static pthread_mutex_t sweep_mtx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sweep_cv;
 static pthread_t sweep_thr;
@@ -79,6 +87,7 @@ sto_init(const char *spec, struct sb *err)
         return (-1);
     }
     STAT_ADD(sto_size, stv->size);
+    stv->id = (uint8_t)(nstores + 1);
     stores[nstores++] = stv;
     return (0);
 }
@@ -133,7 +142,7 @@ sto_open(struct sto_body *b, struct sto_meta *m)
     uint64_t room = 0;
 
     AN(b);
-    SRG_ASSERT(b->stv == NULL && b->len == 0);
+    SRG_ASSERT(b->stv == 0 && b->len == 0);
     SRG_ASSERT(nstores > 0);
     /* Most room first: stores fill evenly, and eviction starts where it is due. */
     for (unsigned i = 0; i < nstores; i++) {
@@ -144,7 +153,7 @@ sto_open(struct sto_body *b, struct sto_meta *m)
             room = r;
         }
     }
-    b->stv = best;
+    b->stv = best->id;
     b->verified = true;
     if (best->ops->open(best, b, m) != 0)
         return (-1);
@@ -154,76 +163,76 @@ sto_open(struct sto_body *b, struct sto_meta *m)
 int
 sto_append(struct sto_body *b, const void *p, size_t len)
 {
-    OBJ_CHECK(b->stv, STV_MAGIC);
-    return (b->stv->ops->append(b->stv, b, p, len));
+    OBJ_CHECK(stv_of(b), STV_MAGIC);
+    return (stv_of(b)->ops->append(stv_of(b), b, p, len));
 }
 
 void
 sto_body_trim(struct sto_body *b)
 {
-    if (b->stv != NULL)
-        b->stv->ops->trim(b->stv, b);
+    if (b->stv != 0)
+        stv_of(b)->ops->trim(stv_of(b), b);
 }
 
 bool
 sto_trim_in_place(const struct sto_body *b)
 {
-    return (b->stv == NULL || b->stv->ops->trim_in_place);
+    return (b->stv == 0 || stv_of(b)->ops->trim_in_place);
 }
 
 void
 sto_seal(struct sto_body *b)
 {
-    if (b->stv != NULL && b->stv->ops->seal != NULL)
-        b->stv->ops->seal(b->stv, b);
+    if (b->stv != 0 && stv_of(b)->ops->seal != NULL)
+        stv_of(b)->ops->seal(stv_of(b), b);
 }
 
 void
 sto_retire(struct sto_body *b)
 {
-    if (b->stv != NULL && b->stv->ops->retire != NULL)
-        b->stv->ops->retire(b->stv, b);
+    if (b->stv != 0 && stv_of(b)->ops->retire != NULL)
+        stv_of(b)->ops->retire(stv_of(b), b);
 }
 
 void
 sto_body_free(struct sto_body *b)
 {
-    if (b->stv != NULL)
-        b->stv->ops->free(b->stv, b);
+    if (b->stv != 0)
+        stv_of(b)->ops->free(stv_of(b), b);
     memset(b, 0, sizeof *b);
 }
 
 void
 sto_body_release(struct sto_body *b)
 {
-    if (b->stv != NULL)
-        b->stv->ops->release(b->stv, b);
+    if (b->stv != 0)
+        stv_of(b)->ops->release(stv_of(b), b);
     memset(b, 0, sizeof *b);
 }
 
 void
 sto_set_attr(struct sto_body *b, const void *attr, size_t len)
 {
-    if (b->stv != NULL && b->stv->ops->set_attr != NULL)
-        b->stv->ops->set_attr(b->stv, b, attr, len);
+    if (b->stv != 0 && stv_of(b)->ops->set_attr != NULL)
+        stv_of(b)->ops->set_attr(stv_of(b), b, attr, len);
 }
 
 int
 sto_set_tail(struct sto_body *b, const void *p, size_t len)
 {
-    OBJ_CHECK(b->stv, STV_MAGIC);
+    OBJ_CHECK(stv_of(b), STV_MAGIC);
     AN(p);
     SRG_ASSERT(len > 0);
-    return (b->stv->ops->set_tail(b->stv, b, p, len));
+    return (stv_of(b)->ops->set_tail(stv_of(b), b, p, len));
 }
 
 const void *
 sto_tail(const struct sto_body *b, size_t *len)
 {
     *len = 0;
-    if (b->stv == NULL)
+    if (b->stv == 0)
         return (NULL);
-    return (b->stv->ops->tail(b->stv, b, len));
+    return (stv_of(b)->ops->tail(stv_of(b), b, len));
 }
 
 bool
@@ -231,7 +240,7 @@ sto_verify(struct sto_body *b)
 {
     if (__atomic_load_n(&b->verified, __ATOMIC_ACQUIRE))
         return (true);
-    if (b->stv == NULL || b->stv->ops->verify == NULL || !b->stv->ops->verify(b->stv, b))
+    if (b->stv == 0 || stv_of(b)->ops->verify == NULL || !stv_of(b)->ops->verify(stv_of(b), b))
         return (false);
     __atomic_store_n(&b->verified, true, __ATOMIC_RELEASE);
     return (true);
@@ -240,9 +249,9 @@ sto_verify(struct sto_body *b)
 bool
 sto_seg_file(struct sto_body *b, const struct sto_seg *s, int *fd, off_t *off)
 {
-    if (b->stv == NULL || b->stv->ops->seg_file == NULL)
+    if (b->stv == 0 || stv_of(b)->ops->seg_file == NULL)
         return (false);
-    return (b->stv->ops->seg_file(b->stv, b, s, fd, off));
+    return (stv_of(b)->ops->seg_file(stv_of(b), b, s, fd, off));
 }
 
 uint64_t

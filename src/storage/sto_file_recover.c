@@ -292,7 +292,7 @@ rebuild_body(struct stv *stv, const struct sf_item *rec, const struct sf_vec *fr
     o->meta_len = (uint32_t)h->len;
     o->sealed = true;
     o->sent = true; /* the previous run may have: held when freed, if it owns its pages */
-    b->stv = stv;
+    b->stv = stv->id;
     b->priv = o;
     b->meta_stored = true;
     b->verified = false;

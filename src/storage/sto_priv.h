@@ -34,8 +34,9 @@ struct stv {
     unsigned magic;
 #define STV_MAGIC 0x57a0e1b3
     const struct stv_ops *ops;
-    uint64_t size;  /* bytes this store may use */
-    uint64_t used;  /* atomic: bytes in use */
+    uint8_t id;    /* what a body's stv holds: 1 for the first store */
+    uint64_t size; /* bytes this store may use */
+    uint64_t used; /* atomic: bytes in use */
     void *priv;
 };
 

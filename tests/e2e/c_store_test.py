@@ -162,10 +162,12 @@ def test_torn_record_is_dropped_not_served(origin, surogat, tmp_path):
         assert is_hit(sg.get(p))  # sealed: see test_store_comes_back_warm
     sg.kill()
     data = bytearray(path.read_bytes())
-    # The key (Host, NUL, path) is in the record; tear the stored head right after it.
+    # The key (Host, NUL, path) is in the record, the stored head right after it
+    # (encoded: its first byte is the encoding's mark, 0xa5); tear the head.
     at = data.find(b"\x00/torn")
     assert at > 0
-    head = data.find(b"HTTP/1.1 200", at)
+    head = at + len(b"\x00/torn")
+    assert data[head] == 0xA5, data[head : head + 16]
     data[head + 5] ^= 0x20
     path.write_bytes(bytes(data))
     sg2 = surogat(args=["-s", spec])

@@ -19,6 +19,7 @@
 #include "surogat/ban.h"
 #include "surogat/hsh.h"
 #include "surogat/sb.h"
+#include "surogat/shd.h"
 
 #include "fuzz.h"
 
@@ -66,11 +67,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(strcmp(pbuf, pbuf2) == 0);
     }
 
+    /* Stored as the index stores heads: encoded (shd.h). */
+    static unsigned char enc[512];
+    static size_t enc_len;
+    if (enc_len == 0)
+        enc_len = shd_encode(head, sizeof head - 1, enc);
     memset(&oc, 0, sizeof oc);
     oc.magic = COBJ_MAGIC;
     oc.status = 200;
-    oc.head = (char *)(uintptr_t)head;
-    oc.head_len = sizeof head - 1;
+    oc.head = (char *)enc;
+    oc.head_len = (uint32_t)enc_len;
     klen = 12 + ulen;
     key = malloc(klen);
     FUZZ_CHECK(key != NULL);

@@ -90,9 +90,7 @@ cache_busy_sized(const char *key, size_t keylen, uint64_t size_hint)
 
     ck_assert_int_eq(cache_lookup(key, keylen, &oc, &stale), HSH_MISS);
     ck_assert_ptr_null(stale.oc);
-    oc->head = strdup(head);
-    AN(oc->head);
-    oc->head_len = sizeof head - 1;
+    hsh_head_set(oc, head, sizeof head - 1);
     oc->status = 200;
     oc->fresh.t_origin = tim_real();
     oc->fresh.ttl = 60;

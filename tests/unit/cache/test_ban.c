@@ -18,6 +18,7 @@
 #include "surogat/log.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
+#include "surogat/shd.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
@@ -41,17 +42,21 @@ teardown(void)
     par_fini();
 }
 
-/* A published-looking object with a stored head. */
+/* A published-looking object with a stored head (encoded as the index stores it). */
 static struct cobj
 obj(unsigned status, const char *head)
 {
+    static unsigned char enc[8][16384];
+    static unsigned next;
+    unsigned char *e = enc[next++ % 8];
     struct cobj oc;
 
+    ck_assert_uint_le(shd_bound(strlen(head)), sizeof enc[0]);
     memset(&oc, 0, sizeof oc);
     oc.magic = COBJ_MAGIC;
     oc.status = status;
-    oc.head = (char *)(uintptr_t)head;
-    oc.head_len = strlen(head);
+    oc.head = (char *)e;
+    oc.head_len = (uint32_t)shd_encode(head, strlen(head), e);
     return (oc);
 }
 

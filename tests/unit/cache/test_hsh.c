@@ -25,6 +25,8 @@
 #include "surogat/tim.h"
 #include "surogat/xkey.h"
 
+#include "src/cache/hsh_priv.h"
+
 static struct http req;
 static struct cc qcc;
 
@@ -101,6 +103,8 @@ START_TEST(store_charges_heap_classes)
     oc = cache_busy_sized("k1k", 3, sizeof body);
     ck_assert(oc->body.meta_stored);
     used = sto_used() - before;
+    /* The head is stored encoded: smaller than its text. */
+    ck_assert_uint_lt(oc->head_len, sizeof head - 1);
     block = sto_block_cost(sizeof(struct sto_seg) + oc->head_len + sizeof body);
     ck_assert_uint_lt(block, sto_heap_cost(sizeof(struct sto_seg) + oc->head_len + sizeof body));
     ck_assert_uint_eq(used, oc->body.bytes);
@@ -112,7 +116,13 @@ START_TEST(store_charges_heap_classes)
     hsh_unbusy(&oc);
     ck_assert_int_eq(lookup("k1k", &hit), HSH_HIT);
     ck_assert_mem_eq(hit->body.first->data, body, sizeof body);
-    ck_assert_mem_eq(hit->head, head, sizeof head - 1);
+    ck_assert_uint_eq(hsh_head_size(hit), sizeof head - 1);
+    {
+        char text[sizeof head];
+
+        ck_assert_uint_eq(hsh_head_copy(hit, text), sizeof head - 1);
+        ck_assert_mem_eq(text, head, sizeof head - 1);
+    }
     hsh_deref(&hit);
     ck_assert_uint_eq(hsh_purge("k1k", 3), 1);
     ck_assert_uint_eq(sto_used(), before);
@@ -424,8 +434,7 @@ fill(struct cobj *oc, const char *fields)
                      fields);
 
     ck_assert(n > 0 && (size_t)n < sizeof head);
-    oc->head = strdup(head);
-    oc->head_len = (uint32_t)n;
+    hsh_head_set(oc, head, (size_t)n);
     oc->status = 200;
     oc->fresh.t_origin = tim_real();
     oc->fresh.ttl = 60;
@@ -594,7 +603,13 @@ START_TEST(copy_after_demand)
     ck_assert_uint_eq(cp->body.len, 4000);
     ck_assert_uint_eq(cp->form, 0);
     ck_assert_int_eq(cp->body.first->data[0], 'i');
-    ck_assert_int_eq(memcmp(cp->head, copy_head, cp->head_len), 0);
+    {
+        char text[sizeof copy_head];
+
+        ck_assert_uint_eq(hsh_head_size(cp), sizeof copy_head - 1);
+        ck_assert_uint_eq(hsh_head_copy(cp, text), sizeof copy_head - 1);
+        ck_assert_int_eq(memcmp(text, copy_head, sizeof copy_head - 1), 0);
+    }
     ck_assert_ptr_null(hsh_copy_get(oc, 1));
     hsh_deref(&cp);
     /* Another form, independently. */
@@ -749,6 +764,86 @@ START_TEST(object_evicted_with_copy)
 }
 END_TEST
 
+/* ---- what a persistent store brings back ---- */
+
+static char store_path[64];
+
+static void
+setup_file(void)
+{
+    char spec[128];
+    int fd;
+
+    strcpy(store_path, "/tmp/surogat-unit-XXXXXX");
+    fd = mkstemp(store_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    snprintf(spec, sizeof spec, "file,%s,4m", store_path);
+    cache_setup_store(spec);
+    http_init(&req, NULL, 0);
+    cc_parse_request(&req, &qcc);
+}
+
+static void
+teardown_file(void)
+{
+    cache_teardown();
+    unlink(store_path);
+}
+
+/*
+ * A head is stored encoded since the index's attribute version 4.  An
+ * object a store kept from before (version 3, its head as text) is not
+ * read with the wrong format: it is dropped at recovery, and one stored
+ * now comes back with its head as it was given.
+ */
+START_TEST(recovery_refuses_heads_of_an_older_format)
+{
+    static const char head[] = CACHE_BUSY_HEAD;
+    struct hsh_attr attr;
+    struct sto_body b;
+    struct sto_meta m;
+    struct cobj *oc;
+    char spec[128], text[sizeof head];
+
+    oc = cache_busy("new", 3);
+    cache_publish(&oc, "new body");
+    /* As a version 3 daemon stored its objects. */
+    memset(&attr, 0, sizeof attr);
+    attr.version = 3;
+    attr.status = 200;
+    attr.fresh.t_origin = tim_real();
+    attr.fresh.ttl = 60;
+    m = (struct sto_meta){ .key = "old",
+                           .key_len = 3,
+                           .head = head,
+                           .head_len = sizeof head - 1,
+                           .attr = &attr,
+                           .attr_len = sizeof attr };
+    memset(&b, 0, sizeof b);
+    ck_assert_int_eq(sto_open(&b, &m), 0);
+    ck_assert_int_eq(sto_append(&b, "old body", 8), 0);
+    sto_seal(&b);
+    sto_body_release(&b);
+    ck_assert_uint_eq(stat_get(STAT_n_object), 1);
+    cache_teardown();
+
+    snprintf(spec, sizeof spec, "file,%s,4m", store_path);
+    cache_setup_store(spec);
+    hsh_recover();
+    ck_assert_uint_eq(stat_get(STAT_n_object), 1);
+    ck_assert_int_eq(lookup("old", &oc), HSH_MISS);
+    hsh_abandon(&oc, 0);
+    ck_assert_int_eq(lookup("new", &oc), HSH_HIT);
+    ck_assert_uint_eq(hsh_head_size(oc), sizeof head - 1);
+    ck_assert_uint_eq(hsh_head_copy(oc, text), sizeof head - 1);
+    ck_assert_mem_eq(text, head, sizeof head - 1);
+    ck_assert_uint_eq(oc->body.len, 8);
+    ck_assert_mem_eq(oc->body.first->data, "new body", 8);
+    hsh_deref(&oc);
+}
+END_TEST
+
 Suite *
 hsh_suite(void)
 {
@@ -791,6 +886,10 @@ hsh_suite(void)
     tcase_add_checked_fixture(tc, setup_small, cache_teardown);
     tcase_add_test(tc, copy_evicted_alone);
     tcase_add_test(tc, object_evicted_with_copy);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("recovery");
+    tcase_add_checked_fixture(tc, setup_file, teardown_file);
+    tcase_add_test(tc, recovery_refuses_heads_of_an_older_format);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -80,8 +80,7 @@ store(const char *url, const char *fields, const void *body, size_t len, struct 
     ck_assert_int_eq(hsh_lookup(key, klen, req.http, &qcc, tim_real(), 0, &oc, &stale, NULL),
                      HSH_MISS);
     snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\n%s\r\n", fields);
-    oc->head = strdup(head);
-    oc->head_len = (uint32_t)strlen(head);
+    hsh_head_set(oc, head, strlen(head));
     oc->status = 200;
     oc->fresh.t_origin = tim_real();
     oc->fresh.ttl = 60;

@@ -405,9 +405,8 @@ obj_head(const struct cobj *oc)
 {
     static char buf[2048];
 
-    ck_assert_uint_lt(oc->head_len, sizeof buf);
-    memcpy(buf, oc->head, oc->head_len);
-    buf[oc->head_len] = '\0';
+    ck_assert_uint_lt(hsh_head_size(oc), sizeof buf);
+    buf[hsh_head_copy(oc, buf)] = '\0';
     return (buf);
 }
 

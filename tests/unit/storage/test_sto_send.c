@@ -411,7 +411,7 @@ START_TEST(store_full_while_held)
         b.size_hint = BIG;
         if (sto_open(&b, &m) == 0 && sto_append(&b, want, BIG) == 0)
             break;
-        if (b.stv != NULL)
+        if (b.stv != 0)
             sto_body_free(&b);
         poke_cpus();
         usleep(50000);

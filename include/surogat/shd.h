@@ -1,0 +1,71 @@
+/*
+ * shd -- the stored response head's compact encoding.  A cached object
+ * keeps its response head serialised (status line, field lines, the empty
+ * line), but most of those bytes repeat in every object: "HTTP/1.1 200
+ * OK", the field names, ": " and CRLF.  The encoding keeps the status as
+ * two bytes and a common field name as one, each value as its length and
+ * its bytes; any line of another shape is kept as it is.  Decoding gives
+ * the text back byte for byte, so every reader of a stored head sees what
+ * it was given: encode(text) decodes to text for any bytes at all.  The
+ * Date and Expires fields' dates are kept as numbers, printed back.
+ *
+ * The encoding is also what a persistent store keeps on disk: the name
+ * table below (shd.c) is part of that format and only ever grows at its
+ * end; the index's attribute version (hsh_priv.h) names the format.
+ *
+ * Pure: no I/O, no allocation, no locks.
+ */
+#ifndef SUROGAT_SHD_H
+#define SUROGAT_SHD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "surogat/http.h"
+
+/*
+ * The first byte of every encoded head.  No HTTP/1 status line starts
+ * with it, so a head stored before the encoding is told apart.
+ */
+#define SHD_MAGIC 0xa5
+
+/* The most an encoding of len text bytes takes (shd_encode() never writes more). */
+size_t shd_bound(size_t len);
+/* Encode text[0..len) into out (shd_bound(len) bytes); returns the bytes written. */
+size_t shd_encode(const char *text, size_t len, unsigned char *out);
+/*
+ * Whether enc[0..len) is a sound encoding, and then the length of its
+ * text (*tlen).  Every byte is checked: safe on any input.
+ */
+bool shd_check(const unsigned char *enc, size_t len, size_t *tlen);
+/*
+ * The length of the text of an encoding that shd_check() accepted (or that
+ * shd_encode() made): read from its first bytes, without a walk.
+ */
+size_t shd_text_len(const unsigned char *enc, size_t len);
+/*
+ * Write the text of a sound encoding into out, which has room for
+ * shd_text_len() bytes; returns that length.
+ */
+size_t shd_decode(const unsigned char *enc, size_t len, char *out);
+
+/*
+ * The field lines of a sound encoding, in order: "name: value", and any
+ * other line with a colon past its first byte, as a parser reads it
+ * ("name:value").  The first line (the status line), the empty line and
+ * lines without a colon are skipped.
+ */
+struct shd_iter {
+    const unsigned char *p;
+    const unsigned char *e;
+    bool past_status;
+    char date[29]; /* a date kept as a number, printed: valid until the next shd_next() */
+};
+void shd_iter_init(struct shd_iter *it, const unsigned char *enc, size_t len);
+/*
+ * The next field: its name and value (no CRLF), pointing into the
+ * encoding, the name table or it->date.  False at the end.
+ */
+bool shd_next(struct shd_iter *it, struct txt *name, struct txt *val);
+
+#endif
