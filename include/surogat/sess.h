@@ -6,6 +6,7 @@
 #ifndef SUROGAT_SESS_H
 #define SUROGAT_SESS_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <netinet/in.h>
@@ -34,7 +35,23 @@ struct sess {
     struct sess *wprev;
     bool wparked;           /* on that list (under the waiter's lock) */
     bool wexpired;          /* idle too long or past wdeadline: close when its event comes */
-    bool wregistered;       /* its descriptor is in the waiter's epoll set */
+    /*
+     * The waiter's (wtr.c, under its lock): whether the session is parked
+     * or owned, and whether an event came while it was owned; 1 + its
+     * slot in the waiter's table while its descriptor is in the set (0:
+     * never parked, or forgotten); wout: taken out of the set while owned.
+     */
+    unsigned char wstate;
+    bool wout;
+    /*
+     * The last read of the socket may have left bytes in it (it filled
+     * what it asked for, or it was TLS, or nothing tracked has read it
+     * yet): parking then makes the waiter look again, since its set
+     * reports only bytes arriving after the last read.  sess_rx_note().
+     */
+    bool rx_more;
+    unsigned char wowned_events;
+    unsigned wslot;
     bool wbusy;             /* parked busy (wtr_park()): never expires (same lock) */
     double t_ready;         /* tim_mono() when the set reported it ready */
     double wdeadline;       /* wtr_enter_until()'s deadline (tim_mono()); 0 for wtr_enter() */
@@ -102,6 +119,22 @@ sess_is_tls(const struct sess *sp)
 }
 int sess_muxed(void); /* -1 with errno EPROTO */
 size_t sess_input_read(struct sess *sp, void *buf, size_t len);
+/*
+ * A read of sp's socket for len bytes returned n: note whether it may
+ * have left some there (sp->rx_more).  A plain read that returned less
+ * than asked, EOF or EAGAIN emptied the socket; a TLS read says nothing
+ * of the socket unless it would block.  Every read of a session's socket
+ * goes through here, the transports' own included.  Returns n.
+ */
+static inline ssize_t
+sess_rx_note(struct sess *sp, ssize_t n, size_t len)
+{
+    if (n < 0)
+        sp->rx_more = errno != EAGAIN && errno != EWOULDBLOCK;
+    else
+        sp->rx_more = n > 0 && (sp->ssl != NULL || (size_t)n == len);
+    return (n);
+}
 static inline ssize_t
 sess_read(struct sess *sp, void *buf, size_t len, double deadline)
 {
@@ -110,8 +143,8 @@ sess_read(struct sess *sp, void *buf, size_t len, double deadline)
     if (__builtin_expect(sp->in_buf != NULL, 0))
         return ((ssize_t)sess_input_read(sp, buf, len));
     if (__builtin_expect(sp->ssl != NULL, 0))
-        return (tls_read(sp->ssl, sp->fd, buf, len, deadline));
-    return (vio_read(sp->fd, buf, len, deadline));
+        return (sess_rx_note(sp, tls_read(sp->ssl, sp->fd, buf, len, deadline), len));
+    return (sess_rx_note(sp, vio_read(sp->fd, buf, len, deadline), len));
 }
 ssize_t sess_read_nb(struct sess *sp, void *buf, size_t len);
 static inline int

@@ -1,9 +1,10 @@
 /*
  * wtr -- the waiter: one libevent thread watching idle keep-alive
  * sessions and sessions whose request is still arriving, so that an idle
- * or slow connection costs a few hundred bytes and no thread.  Workers park a session straight into the waiter's epoll set
- * (one-shot, one system call, no wake-up); the waiter hands it back to a
- * pool when it turns readable.
+ * or slow connection costs a few hundred bytes and no thread.  A session
+ * joins the waiter's epoll set the first time it parks and stays in it
+ * until it closes, so that parking it again costs no system call and
+ * wakes nobody; the waiter hands it back to a pool when it turns readable.
  */
 #ifndef SUROGAT_WTR_H
 #define SUROGAT_WTR_H
@@ -79,6 +80,13 @@ int wtr_park(struct sess *sp, bool busy);
  * its new owner decides).  Any thread, under the same transport lock.
  */
 void wtr_rest(struct sess *sp);
+/*
+ * sp, owned by the caller, is closing: the waiter forgets it, so that an
+ * event of its descriptor already taken from the set by another thread
+ * finds nothing instead of freed memory.  Called by sess_close() before
+ * it closes the descriptor (which takes it out of the set).  Never blocks.
+ */
+void wtr_forget(struct sess *sp);
 /*
  * A worker with nothing queued takes a ready session from the set itself:
  * its pool task (which runs it), or NULL when none turned ready within

@@ -129,6 +129,7 @@ sess_new(int fd, const struct lsock *ls, const struct sockaddr *sa)
     sp->task.priv = sp;
     sp->t_open = tim_real();
     sp->t_idle = tim_mono();
+    sp->rx_more = true; /* whatever reads it first (a PROXY header, OpenSSL) is not tracked */
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
         AN(inet_ntop(AF_INET, &sin->sin_addr, sp->client_ip, sizeof sp->client_ip));
@@ -173,6 +174,7 @@ sess_close(struct sess **spp)
         (void)sess_input_read(sp, NULL, sess_input_len(sp)); /* frees it, counts it */
     if (sp->ssl != NULL)
         tls_close(&sp->ssl); /* close_notify first: the client knows the response is whole */
+    wtr_forget(sp); /* an event still on its way finds no session, not freed memory */
     if (sp->fd >= 0)
         close(sp->fd);
     if (sp->pp != NULL)
@@ -308,8 +310,8 @@ sess_read_nb(struct sess *sp, void *buf, size_t len)
     if (sp->in_buf != NULL)
         return ((ssize_t)sess_input_read(sp, buf, len));
     if (sp->ssl != NULL)
-        return (tls_read_nb(sp->ssl, buf, len));
-    return (read(sp->fd, buf, len));
+        return (sess_rx_note(sp, tls_read_nb(sp->ssl, buf, len), len));
+    return (sess_rx_note(sp, read(sp->fd, buf, len), len));
 }
 
 int

@@ -64,8 +64,8 @@ h2t__read(struct h2c *c, void *buf, size_t len)
     if (sp->in_buf != NULL)
         return ((ssize_t)sess_input_read(sp, buf, len)); /* kept bytes come first */
     if (sp->ssl != NULL)
-        return (tls_read_nb(sp->ssl, buf, len));
-    return (read(sp->fd, buf, len));
+        return (sess_rx_note(sp, tls_read_nb(sp->ssl, buf, len), len));
+    return (sess_rx_note(sp, read(sp->fd, buf, len), len));
 }
 
 static ssize_t

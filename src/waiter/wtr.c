@@ -1,21 +1,36 @@
 /*
  * The waiter thread.
  *
- * Parked sessions live in an epoll set of their own ("the set"), armed
- * one-shot.  A worker parks a session itself: it links it on the parked
- * list and arms its descriptor with one epoll_ctl(2), so parking wakes
- * nobody.  The waiter's libevent loop watches the set's descriptor and a
- * sweep timer; when the set turns readable it drains the ready sessions
- * into the pools.  Parking and unparking thus cost one system call each
- * and no thread hand-off, where an inbox would wake the waiter once per
- * response.
+ * Parked sessions live in an epoll set of their own ("the set").  A
+ * session's descriptor joins it, edge-triggered, the first time the
+ * session parks, and stays until it closes: a worker parks a session
+ * itself by linking it on the parked list under the lock, with no system
+ * call and no wake-up.  (Armed one-shot, every keep-alive request would
+ * cost an epoll_ctl(2) to re-arm it.)  The waiter's libevent loop watches
+ * the set's descriptor and a sweep timer; when the set turns readable it
+ * drains the ready sessions into the pools.
  *
- * Ownership: a parked session belongs to whoever receives its one-shot
- * event, and only that thread may free it.  The sweep never frees: it
- * marks a session idle for timeout_idle as expired and shuts its read
- * side, which makes the descriptor readable; the event's receiver sees
- * the mark and closes.  A worker that parks a session and a sweep that
- * expires it can therefore never both own it.
+ * Ownership.  A session is owned by one thread at a time, or parked.
+ * Its state (sp->wstate, under park_mtx) says which, and every event of
+ * its descriptor is judged by it under park_mtx: the receiver of an
+ * event of a parked session owns it (claims it); an event of an owned
+ * session is not lost but noted (WS_PENDING), and when its owner parks it
+ * again it goes straight to the ready queue, as if the event came then.
+ * Only the owner may free a session.  Events carry no pointer but a
+ * handle, a slot of a table that never shrinks and the slot's generation
+ * (a session's slot is taken when it first parks, released by
+ * wtr_forget() as it closes): an event another thread took from the set
+ * before the session closed finds a newer generation and is dropped, so
+ * no stale event reaches freed memory.  An owned session whose input
+ * keeps coming (a request body, a tunnel) would wake a scanner for each
+ * piece: after a few such events it is taken out of the set
+ * (EPOLL_CTL_DEL, sp->wout) and added back when it parks, which reports
+ * what is already readable.  The sweep never frees: it marks a session
+ * idle for timeout_idle as expired and shuts its read side, which makes
+ * the descriptor readable; the event's receiver sees the mark and closes.
+ * A worker that parks a session and a sweep that expires it can
+ * therefore never both own it, and the sweep walks parked sessions only:
+ * an owned one never expires.
  *
  * Taking in batches.  epoll(7) puts events that arrive while another
  * thread scans the set at the front of its ready list, so with several
@@ -116,6 +131,28 @@
  */
 #define WTR_ACCEPT_BATCH 16
 #define WTR_LSN_TAG      ((uintptr_t)1)
+/* A session's event: this bit, its slot's generation (31 bits) and index (32 bits). */
+#define WTR_SESS_TAG ((uint64_t)1 << 63)
+#define WTR_GEN_MASK 0x7fffffffu
+/* Slots are allocated a chunk at a time and never move (an event may name one any time). */
+#define WTR_SLOT_CHUNK  1024u
+#define WTR_SLOT_CHUNKS 16384u /* 16M sessions at once */
+/* Events of an owned session before it is taken out of the set (a stream of input). */
+#define WTR_OWNED_EVENTS_MAX 3
+
+/* A session's state, sp->wstate (under park_mtx). */
+enum wtr_state {
+    WS_OWNED = 0, /* a thread runs it (new sessions are); its events are noted */
+    WS_PENDING,   /* owned, and its descriptor had an event since it was taken */
+    WS_PARKED,    /* waiting: its next event's receiver owns it */
+};
+
+/* What a session's handle names: the session while it has the slot. */
+struct wslot {
+    struct sess *sp;    /* NULL when free */
+    uint32_t gen;       /* bumped at each release: stale handles do not match */
+    uint32_t next_free; /* 1 + index of the next free slot, 0 at the end */
+};
 
 static struct event_base *wtr_base;
 static struct event *set_ev, *sweep_ev, *stop_ev, *defer_ev;
@@ -169,6 +206,82 @@ static struct {
     double t;    /* tim_mono() */
     int stat_fd; /* /proc/self/task/<tid>/stat, -1 until opened */
 } seen = { .stat_fd = -1 };
+/* The session handles' table. */
+static struct wslot *slots[WTR_SLOT_CHUNKS]; /* under park_mtx; chunks never freed */
+static unsigned nslots;                      /* under park_mtx: slots allocated */
+static unsigned slot_free;                   /* under park_mtx: 1 + first free, 0 none */
+
+static struct wslot *
+slot_at(unsigned i)
+{
+    return (&slots[i / WTR_SLOT_CHUNK][i % WTR_SLOT_CHUNK]);
+}
+
+/* Under park_mtx: give sp a slot; false when the table is full. */
+static bool
+slot_take_locked(struct sess *sp)
+{
+    struct wslot *ws;
+    unsigned i;
+
+    if (slot_free == 0) {
+        if (nslots == WTR_SLOT_CHUNK * WTR_SLOT_CHUNKS)
+            return (false);
+        slots[nslots / WTR_SLOT_CHUNK] = calloc(WTR_SLOT_CHUNK, sizeof(struct wslot));
+        AN(slots[nslots / WTR_SLOT_CHUNK]);
+        for (i = 0; i < WTR_SLOT_CHUNK; i++)
+            slots[nslots / WTR_SLOT_CHUNK][i].next_free = i + 1 < WTR_SLOT_CHUNK
+                                                              ? nslots + i + 2
+                                                              : 0;
+        slot_free = nslots + 1;
+        nslots += WTR_SLOT_CHUNK;
+    }
+    i = slot_free - 1;
+    ws = slot_at(i);
+    AZ(ws->sp);
+    slot_free = ws->next_free;
+    ws->sp = sp;
+    sp->wslot = i + 1;
+    return (true);
+}
+
+/* Under park_mtx: sp leaves its slot; events naming it are stale from now on. */
+static void
+slot_release_locked(struct sess *sp)
+{
+    struct wslot *ws = slot_at(sp->wslot - 1);
+
+    SRG_ASSERT(ws->sp == sp);
+    ws->sp = NULL;
+    ws->gen = (ws->gen + 1) & WTR_GEN_MASK;
+    ws->next_free = slot_free;
+    slot_free = sp->wslot;
+    sp->wslot = 0;
+    sp->wout = false;
+}
+
+/* Under park_mtx: the event data naming sp's slot as it is now. */
+static uint64_t
+handle_locked(const struct sess *sp)
+{
+    return (WTR_SESS_TAG | (uint64_t)slot_at(sp->wslot - 1)->gen << 32 | (sp->wslot - 1));
+}
+
+/* Under park_mtx: the session a handle names, or NULL when it is stale. */
+static struct sess *
+handle_sess_locked(uint64_t h)
+{
+    unsigned i = (unsigned)(h & 0xffffffffu);
+    struct wslot *ws;
+
+    if (i >= nslots)
+        return (NULL);
+    ws = slot_at(i);
+    if (ws->sp == NULL || ws->gen != (unsigned)((h >> 32) & WTR_GEN_MASK))
+        return (NULL);
+    OBJ_CHECK(ws->sp, SESS_MAGIC);
+    return (ws->sp);
+}
 
 /* Append sp to the list of *headp .. *tailp (the parked list or the ready queue). */
 static void
@@ -290,6 +403,8 @@ claim_locked(struct sess *sp)
     if (!sp->wbusy)
         STAT_DEC(sess_idle); /* a busy one was never counted idle */
     unlink_parked(sp);
+    sp->wstate = WS_OWNED;
+    sp->wowned_events = 0;
     expired = sp->wexpired;
     sp->wexpired = false;
     return (expired);
@@ -416,6 +531,24 @@ watch_pop_locked(void)
 }
 
 /*
+ * Under park_mtx: an event of a session a thread owns.  Noted, for its
+ * owner's next park; after a few it is taken out of the set, so that a
+ * stream of input (a body, a tunnel) does not wake a scanner per piece.
+ * Its owner cannot close it meanwhile: wtr_forget() waits for park_mtx,
+ * so sp->fd is still its descriptor.
+ */
+static void
+owned_event_locked(struct sess *sp)
+{
+    sp->wstate = WS_PENDING;
+    if (sp->wout || ++sp->wowned_events < WTR_OWNED_EVENTS_MAX)
+        return;
+    (void)epoll_ctl(set_fd, EPOLL_CTL_DEL, sp->fd, NULL);
+    sp->wout = true;
+    STAT_INC(sess_wtr_out);
+}
+
+/*
  * Under park_mtx: claim the sessions of one scan of the set.  Live ones
  * join the ready queue in event order; expired ones go on *closep for the
  * caller to close outside the lock.  Listeners with an event go in lv
@@ -432,6 +565,23 @@ collect_locked(const struct epoll_event *evs, int n, struct sess **closep, struc
 
     *nlp = 0;
     for (int i = 0; i < n; i++) {
+        if ((evs[i].data.u64 & WTR_SESS_TAG) != 0) {
+            sp = handle_sess_locked(evs[i].data.u64);
+            if (sp == NULL)
+                continue; /* closed since this scan: its slot moved on */
+            if (sp->wstate != WS_PARKED) {
+                owned_event_locked(sp);
+                continue;
+            }
+            if (claim_locked(sp)) {
+                sp->wnext = *closep;
+                *closep = sp;
+            } else {
+                sp->t_ready = now;
+                append(&ready_head, &ready_tail, sp);
+            }
+            continue;
+        }
         if ((evs[i].data.u64 & WTR_LSN_TAG) != 0) {
             wl = (struct wtr_lsn *)(uintptr_t)(evs[i].data.u64 & ~(uint64_t)WTR_LSN_TAG);
             OBJ_CHECK(wl, WTR_LSN_MAGIC);
@@ -448,18 +598,7 @@ collect_locked(const struct epoll_event *evs, int n, struct sess **closep, struc
             watch_timer_locked(now);
             continue;
         }
-        if (*(const unsigned *)evs[i].data.ptr == WTR_WATCH_MAGIC) {
-            watch_claim_locked(evs[i].data.ptr, now);
-            continue;
-        }
-        OBJ_CHECK(sp, SESS_MAGIC);
-        if (claim_locked(sp)) {
-            sp->wnext = *closep;
-            *closep = sp;
-        } else {
-            sp->t_ready = now;
-            append(&ready_head, &ready_tail, sp);
-        }
+        watch_claim_locked(evs[i].data.ptr, now);
     }
 }
 
@@ -1035,10 +1174,9 @@ wtr_fini(void)
 }
 
 /*
- * Arm fd's one-shot event, its data `ptr` (a session or a watch), with
- * `op`; false if the set refused it.  From the epoll_ctl(2) on the event
- * may fire and another thread own what ptr points to, so nothing reads
- * it after.
+ * Arm a watch's one-shot event, its data `ptr`, with `op`; false if the
+ * set refused it.  From the epoll_ctl(2) on the event may fire and
+ * another thread own what ptr points to, so nothing reads it after.
  */
 static bool
 arm(int fd, void *ptr, int op)
@@ -1059,11 +1197,102 @@ arm(int fd, void *ptr, int op)
     return (false);
 }
 
+/* What parking a session takes (settle_locked()). */
+enum wtr_settle {
+    SETTLE_PARKED, /* nothing more: it is in the set and waits */
+    SETTLE_ADD,    /* add its descriptor to the set after unlocking */
+    SETTLE_MOD,    /* look at its descriptor again after unlocking (sp->rx_more) */
+    SETTLE_READY,  /* an event came while it was owned: it is on the ready queue */
+    SETTLE_FAIL,   /* no slot for it (errno): unlinked again, still the caller's */
+};
+
+/*
+ * Under park_mtx, sp just linked where it waits (its owner's last touch
+ * but the system call SETTLE_ADD or SETTLE_MOD asks for): it is parked
+ * now.  A session not in the set (new, or taken out while owned) goes
+ * in: *add gets its handle, and adding it reports what is readable
+ * already.  One with an event while it was owned is ready at once:
+ * claimed back and queued, as its event would have done a moment later.
+ * One whose last read may have left bytes in the socket (a body read to
+ * its length, TLS) is looked at again with EPOLL_CTL_MOD, which reports
+ * them.  Otherwise nothing: the common case, a keep-alive session whose
+ * last read emptied the socket, costs no system call -- any byte that
+ * arrived since made an event, noted as pending or to come.
+ */
+static enum wtr_settle
+settle_locked(struct sess *sp, uint64_t *add)
+{
+    bool add_it = sp->wout || sp->wslot == 0;
+
+    if (sp->wslot == 0 && !slot_take_locked(sp)) {
+        (void)claim_locked(sp);
+        errno = ENFILE;
+        return (SETTLE_FAIL);
+    }
+    sp->wout = false;
+    if (add_it) {
+        sp->wstate = WS_PARKED;
+        sp->wowned_events = 0;
+        *add = handle_locked(sp);
+        return (SETTLE_ADD);
+    }
+    if (sp->wstate == WS_PENDING) {
+        (void)claim_locked(sp);
+        sp->t_ready = tim_mono();
+        append(&ready_head, &ready_tail, sp);
+        ready_sync_locked();
+        STAT_INC(sess_wtr_pending);
+        return (SETTLE_READY);
+    }
+    sp->wstate = WS_PARKED;
+    sp->wowned_events = 0;
+    if (sp->rx_more) {
+        /* Bytes may wait in the socket that no edge will report: look again. */
+        *add = handle_locked(sp);
+        return (SETTLE_MOD);
+    }
+    return (SETTLE_PARKED);
+}
+
+/*
+ * Add a parked session's descriptor to the set (SETTLE_ADD), or have the
+ * set look at it again (SETTLE_MOD), edge-triggered, its data the handle
+ * `h`; either reports a descriptor readable already.  False if the set
+ * refused it.  From the epoll_ctl(2) on an event may come and another
+ * thread own the session, so nothing reads it after.
+ */
+static bool
+add_sess(int fd, uint64_t h, enum wtr_settle st)
+{
+    struct epoll_event e;
+
+    memset(&e, 0, sizeof e);
+    e.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    e.data.u64 = h;
+    return (epoll_ctl(set_fd, st == SETTLE_ADD ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &e) == 0);
+}
+
+/*
+ * The set refused sp (it is parked, but no event will ever come for it,
+ * so it is still ours): take it back.  The caller closes it or keeps it.
+ */
+static void
+add_failed(struct sess *sp, int err)
+{
+    AZ(pthread_mutex_lock(&park_mtx));
+    (void)claim_locked(sp);
+    slot_release_locked(sp);
+    AZ(pthread_mutex_unlock(&park_mtx));
+    log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(err));
+}
+
 /* Park sp: on the idle list (deadline 0) or on the deadline heap. */
 static void
 park(struct sess *sp, double deadline)
 {
-    int err, op;
+    enum wtr_settle st;
+    uint64_t h = 0;
+    int fd = sp->fd;
 
     /* Still ours: an idle TLS session holds no record buffers while it waits. */
     if (sp->ssl != NULL)
@@ -1079,19 +1308,17 @@ park(struct sess *sp, double deadline)
         heap_push(sp);
     else
         link_tail(sp);
-    /* Set under the lock, so that the next owner (who claims under it) sees it. */
-    op = sp->wregistered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    sp->wregistered = true;
-    AZ(pthread_mutex_unlock(&park_mtx));
     STAT_INC(sess_idle);
-    if (arm(sp->fd, sp, op))
-        return;
-    /* No event will ever come for it, so it is still ours. */
-    err = errno;
-    AZ(pthread_mutex_lock(&park_mtx));
-    (void)claim_locked(sp);
+    st = settle_locked(sp, &h);
     AZ(pthread_mutex_unlock(&park_mtx));
-    log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(err));
+    if (st == SETTLE_FAIL) {
+        log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(errno));
+        sess_close(&sp);
+        return;
+    }
+    if ((st != SETTLE_ADD && st != SETTLE_MOD) || add_sess(fd, h, st))
+        return;
+    add_failed(sp, errno);
     sess_close(&sp);
 }
 
@@ -1133,7 +1360,9 @@ wtr_enter_until(struct sess **spp, double deadline)
 int
 wtr_park(struct sess *sp, bool busy)
 {
-    int err, op;
+    enum wtr_settle st;
+    uint64_t h = 0;
+    int err, fd = sp->fd;
 
     OBJ_CHECK(sp, SESS_MAGIC);
     /* Its requests will write soon: only an idle connection lets its buffers go. */
@@ -1153,17 +1382,19 @@ wtr_park(struct sess *sp, bool busy)
         link_tail(sp);
         STAT_INC(sess_idle);
     }
-    op = sp->wregistered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    sp->wregistered = true;
+    st = settle_locked(sp, &h);
     AZ(pthread_mutex_unlock(&park_mtx));
+    if (st == SETTLE_FAIL) {
+        err = errno;
+        log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(err));
+        errno = err;
+        return (-1);
+    }
     STAT_INC(sess_waited);
-    if (arm(sp->fd, sp, op))
+    if ((st != SETTLE_ADD && st != SETTLE_MOD) || add_sess(fd, h, st))
         return (0);
     err = errno;
-    AZ(pthread_mutex_lock(&park_mtx));
-    (void)claim_locked(sp);
-    AZ(pthread_mutex_unlock(&park_mtx));
-    log_msg(LOG_WARNING, "waiter: cannot watch a session: %s", strerror(err));
+    add_failed(sp, err);
     errno = err;
     return (-1);
 }
@@ -1181,6 +1412,19 @@ wtr_rest(struct sess *sp)
         link_tail(sp);
         STAT_INC(sess_idle);
     }
+    AZ(pthread_mutex_unlock(&park_mtx));
+}
+
+void
+wtr_forget(struct sess *sp)
+{
+    OBJ_CHECK(sp, SESS_MAGIC);
+    /* Never parked: no event ever named it.  (wslot is set by its owner's park, so ours.) */
+    if (sp->wslot == 0)
+        return;
+    AZ(pthread_mutex_lock(&park_mtx));
+    SRG_ASSERT(sp->wstate != WS_PARKED);
+    slot_release_locked(sp);
     AZ(pthread_mutex_unlock(&park_mtx));
 }
 

@@ -17,6 +17,10 @@ STAT(sess_linger_hit, COUNTER, "Idle sessions taken by a worker lingering on the
 STAT(sess_taken, COUNTER, "Idle sessions a worker took from the waiter's set itself, without a hand-off.")
 STAT(wtr_deferred, COUNTER, "Times the waiter left ready sessions to the workers taking them.")
 STAT(sess_waited, COUNTER, "Sessions handed to the waiter while idle.")
+STAT(sess_wtr_pending, COUNTER, "Sessions that turned readable while a worker ran them and "
+     "were queued as ready when it handed them back to the waiter.")
+STAT(sess_wtr_out, COUNTER, "Sessions taken out of the waiter's set while a worker ran them, "
+     "their input still coming (a request body, a tunnel); added back when they wait again.")
 STAT(sess_herd, COUNTER, "Pipelined requests served without returning to the waiter.")
 STAT(sess_wait_partial, COUNTER, "Sessions handed to the waiter with a request head or body "
      "received in part, its bytes kept, or a TLS handshake waiting for the client's next "

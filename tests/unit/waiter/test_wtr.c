@@ -12,6 +12,11 @@
  * order; wtr_fini() drops what is still watched.  Takers (on one CPU): a
  * taker that keeps taking keeps its queue, in order, with no other worker
  * running beside it; one stuck in work that never blocks gives way.
+ * Sessions stay in the set across parks: an event that comes while a
+ * worker owns one is not lost, bytes a read left in the socket are looked
+ * at again, an owned session never expires, one closed in the set is
+ * never reached by a stale event, and one whose input streams while owned
+ * leaves the set.
  *
  * The waiter thread and a real pool run; each session is one end of a
  * socketpair, the test holds the other (the client).
@@ -108,6 +113,8 @@ start(unsigned workers, double linger, pool_task_f *fn)
     started = true;
 }
 
+static void release_holds(void);
+
 static void
 setup(void)
 {
@@ -117,6 +124,7 @@ setup(void)
 static void
 stop(void)
 {
+    release_holds();
     if (!started)
         return;
     started = false;
@@ -620,6 +628,272 @@ START_TEST(stuck_taker_gives_way)
 }
 END_TEST
 
+/*
+ * Sessions that stay in the set across parks.  The hold task reads what
+ * the test asks of it (h_read bytes in one read, or all there is when 0),
+ * tells the test what it read, waits until the test lets it go (h_hold),
+ * then parks the session again or closes it (h_close).
+ */
+static pthread_cond_t h_cv = PTHREAD_COND_INITIALIZER;
+static size_t h_read;      /* under mtx */
+static bool h_hold;        /* under mtx: wait for h_go before handing it back */
+static bool h_go;          /* under mtx */
+static bool h_close;       /* under mtx: close instead of parking */
+static unsigned h_held;    /* under mtx: runs that reached the hold */
+static char h_seen[16][8]; /* under mtx: what run i read */
+
+static void
+hold_task(struct wrk *wrk, void *priv)
+{
+    struct sess *sp = priv;
+    char buf[8];
+    size_t len = 0;
+    ssize_t n;
+    unsigned run;
+
+    (void)wrk;
+    OBJ_CHECK(sp, SESS_MAGIC);
+    AZ(pthread_mutex_lock(&mtx));
+    if (h_read > 0) {
+        n = sess_read_nb(sp, buf, h_read);
+        len = n > 0 ? (size_t)n : 0;
+    } else {
+        while (len < sizeof buf - 1 && (n = sess_read_nb(sp, buf + len, sizeof buf - 1 - len)) > 0)
+            len += (size_t)n;
+    }
+    buf[len] = '\0';
+    run = ran++;
+    if (run < 16)
+        strcpy(h_seen[run], buf);
+    h_held++;
+    AZ(pthread_cond_broadcast(&h_cv));
+    while (h_hold && !h_go)
+        AZ(pthread_cond_wait(&h_cv, &mtx));
+    h_go = false;
+    if (h_close) {
+        AZ(pthread_mutex_unlock(&mtx));
+        sess_close(&sp);
+        return;
+    }
+    AZ(pthread_mutex_unlock(&mtx));
+    sp->t_idle = tim_mono();
+    wtr_enter(&sp);
+}
+
+static void
+hold_setup(size_t read_len, bool hold, bool close_it)
+{
+    AZ(pthread_mutex_lock(&mtx));
+    ran = h_held = 0;
+    h_read = read_len;
+    h_hold = hold;
+    h_go = false;
+    h_close = close_it;
+    memset(h_seen, 0, sizeof h_seen);
+    AZ(pthread_mutex_unlock(&mtx));
+    sess_set_task(hold_task, hold_task);
+}
+
+/* Wait up to tmo seconds for the hold task to have reached its hold n times. */
+static bool
+held(unsigned n, double tmo)
+{
+    double end = tim_mono() + tmo;
+    bool ok;
+
+    AZ(pthread_mutex_lock(&mtx));
+    while (h_held < n && tim_mono() < end) {
+        AZ(pthread_mutex_unlock(&mtx));
+        usleep(2000);
+        AZ(pthread_mutex_lock(&mtx));
+    }
+    ok = h_held >= n;
+    AZ(pthread_mutex_unlock(&mtx));
+    return (ok);
+}
+
+/* Teardown: no hold task may keep a worker (pool_fini() waits for them). */
+static void
+release_holds(void)
+{
+    AZ(pthread_mutex_lock(&mtx));
+    h_hold = false;
+    AZ(pthread_cond_broadcast(&h_cv));
+    AZ(pthread_mutex_unlock(&mtx));
+}
+
+static void
+let_go(void)
+{
+    AZ(pthread_mutex_lock(&mtx));
+    h_go = true;
+    AZ(pthread_cond_broadcast(&h_cv));
+    AZ(pthread_mutex_unlock(&mtx));
+}
+
+/* A session parked, woken by the byte "a" and held by its task; the client end returned. */
+static int
+owned_sess(void)
+{
+    struct sess *sp;
+    int c;
+
+    sp = new_sess(&c, 0);
+    wtr_enter(&sp);
+    ck_assert_int_eq(write(c, "a", 1), 1);
+    ck_assert(held(1, 3));
+    return (c);
+}
+
+START_TEST(event_while_owned_is_not_lost)
+{
+    int c;
+
+    hold_setup(0, true, false);
+    c = owned_sess();
+    /*
+     * The session is owned, its socket emptied (the read came back
+     * short): this byte's event comes while nobody may claim it.  The
+     * owner hands the session back without reading it; the set will
+     * report no new edge, so only the noted event can run it again.
+     */
+    ck_assert_int_eq(write(c, "b", 1), 1);
+    usleep(50000);
+    let_go();
+    ck_assert(held(2, 3));
+    ck_assert_str_eq(h_seen[0], "a");
+    ck_assert_str_eq(h_seen[1], "b");
+    ck_assert_uint_eq(stat_get(STAT_sess_wtr_pending), 1);
+    /* Parked again with nothing pending: it waits, and runs at the next byte. */
+    let_go();
+    usleep(100000);
+    ck_assert_uint_eq(runs(), 2);
+    ck_assert_int_eq(write(c, "c", 1), 1);
+    ck_assert(held(3, 3));
+    ck_assert_str_eq(h_seen[2], "c");
+    let_go();
+    close(c);
+}
+END_TEST
+
+START_TEST(bytes_left_unread_are_looked_at_again)
+{
+    struct sess *sp;
+    int c;
+
+    /* One byte read of two: the read filled what it asked for, so bytes may be left. */
+    hold_setup(1, false, false);
+    sp = new_sess(&c, 0);
+    wtr_enter(&sp);
+    ck_assert_int_eq(write(c, "ab", 2), 2);
+    ck_assert(held(2, 3));
+    ck_assert_str_eq(h_seen[0], "a");
+    ck_assert_str_eq(h_seen[1], "b");
+    /* The second read emptied the socket: parked for good until a byte comes. */
+    usleep(100000);
+    ck_assert_uint_le(runs(), 3); /* at most one more run, which read nothing */
+    close(c);
+}
+END_TEST
+
+START_TEST(owned_session_never_expires)
+{
+    char buf[64];
+    double t_park, t_eof;
+    int c;
+
+    par.timeout_idle = 1;
+    hold_setup(0, true, false);
+    c = owned_sess();
+    /* Owned past timeout_idle, through two sweeps or more: the sweep leaves it alone. */
+    ck_assert_double_eq(wait_eof(c, buf, sizeof buf, 2.5), 0);
+    ck_assert_uint_eq(stat_get(STAT_sess_timeout_idle), 0);
+    t_park = tim_mono();
+    let_go();
+    /* Parked again, it idles from then on and expires timeout_idle later. */
+    t_eof = wait_eof(c, buf, sizeof buf, 4);
+    ck_assert_double_ne(t_eof, 0);
+    ck_assert_double_ge(t_eof - t_park, 0.9);
+    ck_assert_double_le(t_eof - t_park, 2.3);
+    ck_assert_uint_eq(stat_get(STAT_sess_timeout_idle), 1);
+    ck_assert_uint_eq(runs(), 1);
+    close(c);
+}
+END_TEST
+
+START_TEST(closed_while_in_the_set)
+{
+    enum { N = 300 };
+    struct sess *sp;
+    char buf[8];
+    int c;
+
+    /*
+     * Sessions in the set closed by their owner while bytes keep coming:
+     * events taken from the set around the close name a slot whose
+     * generation moved on (under ASan, one reaching the freed session
+     * would fail).  Their descriptors and slots are reused at once.
+     */
+    hold_setup(0, false, true);
+    for (int i = 0; i < N; i++) {
+        sp = new_sess(&c, 0);
+        wtr_enter(&sp);
+        ck_assert_int_eq(write(c, "a", 1), 1);
+        (void)send(c, "b", 1, MSG_NOSIGNAL); /* the session may be closed by now */
+        (void)send(c, "c", 1, MSG_NOSIGNAL);
+        ck_assert_double_ne(wait_eof(c, buf, sizeof buf, 3), 0);
+        close(c);
+    }
+    ck_assert_uint_ge(runs(), N);
+    ck_assert_uint_le(runs(), N);
+    /*
+     * A new session on a reused descriptor and slot starts clean: nothing
+     * pending from its predecessor, it waits for its own first byte.
+     */
+    hold_setup(0, true, true);
+    c = owned_sess();
+    ck_assert_int_eq(write(c, "b", 1), 1); /* pending on the owned session */
+    usleep(50000);
+    let_go();                              /* which its owner closes */
+    ck_assert_double_ne(wait_eof(c, buf, sizeof buf, 3), 0);
+    close(c);
+    hold_setup(0, true, false);
+    sp = new_sess(&c, 0);
+    wtr_enter(&sp);
+    usleep(200000);
+    ck_assert_uint_eq(runs(), 0);
+    ck_assert_uint_eq(stat_get(STAT_sess_idle), 1);
+    close(c); /* EOF: runs, reads nothing */
+    ck_assert(held(1, 3));
+    let_go();
+}
+END_TEST
+
+START_TEST(stream_while_owned_leaves_the_set)
+{
+    int c;
+
+    hold_setup(0, true, false);
+    c = owned_sess();
+    /* Input keeps coming while it is owned (a body, a tunnel): out of the set after a few. */
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(write(c, "x", 1), 1);
+        usleep(20000);
+    }
+    ck_assert_uint_eq(stat_get(STAT_sess_wtr_out), 1);
+    let_go(); /* parked: added back, and what is there is reported */
+    ck_assert(held(2, 3));
+    ck_assert_str_eq(h_seen[1], "xxxxxx");
+    let_go();
+    usleep(100000);
+    ck_assert_int_eq(write(c, "y", 1), 1);
+    ck_assert(held(3, 3));
+    ck_assert_str_eq(h_seen[2], "y");
+    let_go();
+    close(c);
+}
+END_TEST
+
 Suite *
 wtr_suite(void)
 {
@@ -643,6 +917,15 @@ wtr_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, taker_keeps_its_queue);
     tcase_add_test(tc, stuck_taker_gives_way);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("registered");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, event_while_owned_is_not_lost);
+    tcase_add_test(tc, bytes_left_unread_are_looked_at_again);
+    tcase_add_test(tc, owned_session_never_expires);
+    tcase_add_test(tc, closed_while_in_the_set);
+    tcase_add_test(tc, stream_while_owned_leaves_the_set);
     suite_add_tcase(s, tc);
     return (s);
 }
