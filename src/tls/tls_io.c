@@ -35,6 +35,23 @@
 static struct log_limit fail_limit = LOG_LIMIT_INIT;
 
 /*
+ * OpenSSL's rule for SSL_get_error(): the thread's error queue must be
+ * empty before the I/O call whose failure it then reads, or an error left
+ * on this thread by another connection (or by anything else that uses
+ * OpenSSL here) is read as this call's.  SSL_get_error() sees the queue
+ * through ERR_peek_error() alone, so a queue that peeks empty is as good
+ * as a cleared one; ERR_clear_error() itself frees the file and function
+ * names of all 16 slots, 32 free()s, on every read and write, and the
+ * queue is nearly always empty (whoever sees an error clears it).
+ */
+static void
+err_empty(void)
+{
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
+}
+
+/*
  * What to do after an SSL call failed with error e: 1 retry (after
  * waiting), 0 at EOF, -1 failed with errno set.
  */
@@ -186,7 +203,7 @@ tls_read(SSL *ssl, int fd, void *buf, size_t len, double deadline)
     int w;
 
     for (;;) {
-        ERR_clear_error();
+        err_empty();
         errno = 0;
         if (SSL_read_ex(ssl, buf, len, &n) == 1)
             return ((ssize_t)n);
@@ -202,7 +219,7 @@ tls_read_nb(SSL *ssl, void *buf, size_t len)
     size_t n;
     int e;
 
-    ERR_clear_error();
+    err_empty();
     errno = 0;
     if (SSL_read_ex(ssl, buf, len, &n) == 1)
         return ((ssize_t)n);
@@ -222,7 +239,7 @@ tls_write(SSL *ssl, int fd, const void *buf, size_t len, double deadline)
     int w;
 
     while (len > 0) {
-        ERR_clear_error();
+        err_empty();
         errno = 0;
         if (SSL_write_ex(ssl, buf, len, &n) == 1) {
             buf = (const char *)buf + n;
@@ -313,7 +330,7 @@ tls_write_nb(SSL *ssl, const void *buf, size_t len)
     size_t n;
     int e;
 
-    ERR_clear_error();
+    err_empty();
     errno = 0;
     if (SSL_write_ex(ssl, buf, len, &n) == 1)
         return ((ssize_t)n);
@@ -363,12 +380,12 @@ tls_pending(SSL *ssl)
      * signalled by the socket, the start of one will (by its rest).
      * Peeking opens what is whole; WANT_READ means only a part is there.
      */
-    ERR_clear_error();
+    err_empty();
     errno = 0;
     if (SSL_peek_ex(ssl, &c, 1, &n) == 1)
         return (true);
     e = SSL_get_error(ssl, 0);
-    ERR_clear_error();
+    err_empty();
     /* EOF and errors count as news: the next read reports them at once. */
     return (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE);
 }

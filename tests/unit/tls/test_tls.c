@@ -17,12 +17,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include "unit.h"
+#include "surogat/defs.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
 #include "surogat/stat.h"
@@ -354,6 +356,83 @@ START_TEST(partial_record_is_not_readable)
 }
 END_TEST
 
+/*
+ * What another connection's failure leaves on this thread's error queue:
+ * a handshake with a server that answers garbage, on a client SSL of its
+ * own, never cleared.
+ */
+static void
+leave_an_error(void)
+{
+    SSL *other = SSL_new(cctx);
+    BIO *in = BIO_new(BIO_s_mem()), *out = BIO_new(BIO_s_mem());
+    int r;
+
+    SSL_set_bio(other, in, out);
+    BIO_write(in, "\x16\x03\x03\x00\x05hello", 10);
+    r = SSL_connect(other);
+    ck_assert_int_le(r, 0);
+    ck_assert_int_eq(SSL_get_error(other, r), SSL_ERROR_SSL);
+    SSL_free(other);
+    ck_assert_uint_ne(ERR_peek_error(), 0);
+}
+
+START_TEST(an_error_left_by_another_connection_is_not_ours)
+{
+    static char chunk[100000], sink[1 << 16];
+    size_t sent = 0, got = 0;
+    char buf[16];
+    ssize_t n;
+    int r;
+
+    memset(chunk, 'z', sizeof chunk);
+    tls_mux_mode(srv);
+    /* Nothing to read: EAGAIN, not the other connection's protocol error. */
+    leave_an_error();
+    ck_assert_int_eq(tls_read_nb(srv, buf, sizeof buf), -1);
+    ck_assert_int_eq(errno, EAGAIN);
+    leave_an_error();
+    ck_assert(!tls_pending(srv));
+    /* Writes until the socket is full: each takes something, the last EAGAIN. */
+    for (;;) {
+        leave_an_error();
+        n = tls_write_nb(srv, chunk, sizeof chunk);
+        if (n < 0)
+            break;
+        ck_assert_int_gt(n, 0);
+        sent += (size_t)n;
+    }
+    ck_assert_int_eq(errno, EAGAIN);
+    ck_assert_uint_gt(sent, 0);
+    /* The client reads; the write that waited is retried, the same, until it goes. */
+    do {
+        if (got < sent) {
+            r = SSL_read(cli, sink, (int)SRG_MIN(sizeof sink, sent - got));
+            ck_assert_int_gt(r, 0);
+            got += (size_t)r;
+        }
+        leave_an_error();
+        n = tls_write_nb(srv, chunk, sizeof chunk);
+    } while (n < 0 && errno == EAGAIN);
+    ck_assert_int_gt(n, 0);
+    sent += (size_t)n;
+    /* What went is whole, and the connection still works both ways. */
+    while (got < sent) {
+        r = SSL_read(cli, sink, (int)SRG_MIN(sizeof sink, sent - got));
+        ck_assert_int_gt(r, 0);
+        got += (size_t)r;
+    }
+    ck_assert_int_eq(SSL_write(cli, "ping", 4), 4);
+    leave_an_error();
+    ck_assert_int_eq(tls_read(srv, sv[0], buf, sizeof buf, tim_mono() + 5), 4);
+    ck_assert(memcmp(buf, "ping", 4) == 0);
+    leave_an_error();
+    ck_assert_int_eq(tls_write(srv, sv[0], "pong", 4, tim_mono() + 5), 0);
+    ck_assert_int_eq(SSL_read(cli, buf, sizeof buf), 4);
+    ERR_clear_error();
+}
+END_TEST
+
 Suite *
 tls_suite(void)
 {
@@ -369,6 +448,7 @@ tls_suite(void)
     tcase_add_test(tc, garbage_is_an_error_not_eof);
     tcase_add_test(tc, read_ahead_record_counts_as_readable);
     tcase_add_test(tc, partial_record_is_not_readable);
+    tcase_add_test(tc, an_error_left_by_another_connection_is_not_ours);
     suite_add_tcase(s, tc);
     return s;
 }
