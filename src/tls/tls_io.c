@@ -322,19 +322,13 @@ tls_mux_mode(SSL *ssl)
      * may come from a buffer the caller has since compacted or grown.
      */
     SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    tls__wbio_set(ssl);
 }
 
-ssize_t
-tls_write_nb(SSL *ssl, const void *buf, size_t len)
+/* What tls_write_nb() returns for a write that failed with SSL error e. */
+static ssize_t
+write_failed(SSL *ssl, int e)
 {
-    size_t n;
-    int e;
-
-    err_empty();
-    errno = 0;
-    if (SSL_write_ex(ssl, buf, len, &n) == 1)
-        return ((ssize_t)n);
-    e = SSL_get_error(ssl, 0);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         errno = EAGAIN;
         return (-1);
@@ -343,6 +337,45 @@ tls_write_nb(SSL *ssl, const void *buf, size_t len)
     if (want(ssl, -1, e, 0) == 0)
         errno = EPIPE; /* the client closed while we were writing */
     return (-1);
+}
+
+ssize_t
+tls_write_nb(SSL *ssl, const void *buf, size_t len)
+{
+    struct tls_wbio *w = tls__wbio_of(ssl);
+    const char *p = buf;
+    size_t n, done = 0, k;
+    int e = SSL_ERROR_NONE;
+
+    if (w == NULL || len <= TLS_COALESCE) {
+        err_empty();
+        errno = 0;
+        if (SSL_write_ex(ssl, buf, len, &n) == 1)
+            return ((ssize_t)n);
+        return (write_failed(ssl, SSL_get_error(ssl, 0)));
+    }
+    /*
+     * A batch: a record per call (partial writes), the last one named,
+     * so that the BIO sends them all with it (tls_wbio.c).  A record
+     * OpenSSL keeps pending from an earlier call is at most one, and the
+     * same bytes begin buf (OpenSSL's rule for a retry): it goes first.
+     */
+    tls__wbio_gather(w, true);
+    while (done < len) {
+        k = SRG_MIN(len - done, (size_t)TLS_COALESCE);
+        tls__wbio_last(w, done + k == len);
+        err_empty();
+        errno = 0;
+        if (SSL_write_ex(ssl, p + done, k, &n) != 1) {
+            e = SSL_get_error(ssl, 0);
+            break;
+        }
+        done += n;
+    }
+    tls__wbio_gather(w, false);
+    if (done > 0)
+        return ((ssize_t)done); /* a failure after is the next call's to report */
+    return (write_failed(ssl, e));
 }
 
 void

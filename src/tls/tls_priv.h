@@ -5,6 +5,7 @@
 #define SUROGAT_TLS_PRIV_H
 
 #include <pthread.h>
+#include <stdbool.h>
 
 #include <openssl/ssl.h>
 
@@ -60,5 +61,20 @@ void tls__ticket_init(void);
 void tls__ticket_fini(void);
 int tls__ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
                    EVP_MAC_CTX *hctx, int enc);
+
+/*
+ * The write BIO of a multiplexed connection (tls_wbio.c): several records
+ * per system call.  tls__wbio_set() puts it on ssl (the socket BIO stays
+ * the read side); tls__wbio_of() is ssl's, or NULL when it has none.
+ * tls_write_nb() brackets a batch of SSL_write_ex() calls with
+ * tls__wbio_gather(w, true) and (w, false), and names the batch's last
+ * record with tls__wbio_last() before the call that writes it.
+ */
+struct tls_wbio;
+void tls__wbio_set(SSL *ssl);
+struct tls_wbio *tls__wbio_of(const SSL *ssl);
+void tls__wbio_gather(struct tls_wbio *w, bool on);
+void tls__wbio_last(struct tls_wbio *w, bool last);
+extern unsigned long tls__wbio_sends; /* its sendmsg(2) calls, all connections (tests) */
 
 #endif

@@ -31,6 +31,7 @@
 #include "surogat/tim.h"
 #include "surogat/tls.h"
 #include "surogat/vio.h"
+#include "src/tls/tls_priv.h"
 
 static char dir[256], crt[300], key[300];
 static struct tls_lsn *ln;
@@ -377,15 +378,66 @@ leave_an_error(void)
     ck_assert_uint_ne(ERR_peek_error(), 0);
 }
 
-START_TEST(an_error_left_by_another_connection_is_not_ours)
+struct reading {
+    size_t want;
+    char *in;
+};
+
+static void *
+client_reads(void *priv)
 {
-    static char chunk[100000], sink[1 << 16];
-    size_t sent = 0, got = 0;
-    char buf[16];
-    ssize_t n;
+    struct reading *rd = priv;
+    size_t got = 0;
     int r;
 
-    memset(chunk, 'z', sizeof chunk);
+    while (got < rd->want) {
+        r = SSL_read(cli, rd->in + got, (int)SRG_MIN(rd->want - got, (size_t)1 << 20));
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return ((void *)got);
+}
+
+/*
+ * Write all of data as the h2 transport does: non-blocking, from where the
+ * last write stopped, waiting for the socket when it is full; an error
+ * left on the thread's queue before each call.  false on anything but
+ * EAGAIN.
+ */
+static bool
+write_all_nb(const char *data, size_t len)
+{
+    size_t off = 0;
+    ssize_t n;
+
+    while (off < len) {
+        leave_an_error();
+        n = tls_write_nb(srv, data + off, len - off);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n == 0 || errno != EAGAIN)
+            return (false);
+        if (vio_wait(sv[0], POLLOUT, tim_mono() + 10) != 1)
+            return (false);
+    }
+    return (true);
+}
+
+START_TEST(an_error_left_by_another_connection_is_not_ours)
+{
+    size_t len = 3u << 20, sent = 0;
+    char *out = malloc(len), *in = malloc(len);
+    struct reading rd = { .want = len, .in = in };
+    char buf[16];
+    pthread_t th;
+    void *got;
+    ssize_t n;
+
+    for (size_t i = 0; i < len; i++)
+        out[i] = (char)(i * 13 + i / 4099);
     tls_mux_mode(srv);
     /* Nothing to read: EAGAIN, not the other connection's protocol error. */
     leave_an_error();
@@ -393,10 +445,10 @@ START_TEST(an_error_left_by_another_connection_is_not_ours)
     ck_assert_int_eq(errno, EAGAIN);
     leave_an_error();
     ck_assert(!tls_pending(srv));
-    /* Writes until the socket is full: each takes something, the last EAGAIN. */
+    /* Writes until the socket is full: each takes something, the last says EAGAIN. */
     for (;;) {
         leave_an_error();
-        n = tls_write_nb(srv, chunk, sizeof chunk);
+        n = tls_write_nb(srv, out + sent, len - sent);
         if (n < 0)
             break;
         ck_assert_int_gt(n, 0);
@@ -404,32 +456,64 @@ START_TEST(an_error_left_by_another_connection_is_not_ours)
     }
     ck_assert_int_eq(errno, EAGAIN);
     ck_assert_uint_gt(sent, 0);
-    /* The client reads; the write that waited is retried, the same, until it goes. */
-    do {
-        if (got < sent) {
-            r = SSL_read(cli, sink, (int)SRG_MIN(sizeof sink, sent - got));
-            ck_assert_int_gt(r, 0);
-            got += (size_t)r;
-        }
-        leave_an_error();
-        n = tls_write_nb(srv, chunk, sizeof chunk);
-    } while (n < 0 && errno == EAGAIN);
-    ck_assert_int_gt(n, 0);
-    sent += (size_t)n;
-    /* What went is whole, and the connection still works both ways. */
-    while (got < sent) {
-        r = SSL_read(cli, sink, (int)SRG_MIN(sizeof sink, sent - got));
-        ck_assert_int_gt(r, 0);
-        got += (size_t)r;
-    }
+    /* The client reads; the rest goes as the socket takes it, whole and in order. */
+    ck_assert_int_eq(pthread_create(&th, NULL, client_reads, &rd), 0);
+    ck_assert(write_all_nb(out + sent, len - sent));
+    ck_assert_int_eq(pthread_join(th, &got), 0);
+    ck_assert_uint_eq((size_t)got, len);
+    ck_assert_int_eq(memcmp(in, out, len), 0);
+    /* Both ways still. */
     ck_assert_int_eq(SSL_write(cli, "ping", 4), 4);
     leave_an_error();
     ck_assert_int_eq(tls_read(srv, sv[0], buf, sizeof buf, tim_mono() + 5), 4);
     ck_assert(memcmp(buf, "ping", 4) == 0);
-    leave_an_error();
-    ck_assert_int_eq(tls_write(srv, sv[0], "pong", 4, tim_mono() + 5), 0);
+    ck_assert(write_all_nb("pong", 4));
     ck_assert_int_eq(SSL_read(cli, buf, sizeof buf), 4);
+    ck_assert(memcmp(buf, "pong", 4) == 0);
     ERR_clear_error();
+    free(out);
+    free(in);
+}
+END_TEST
+
+/* A multiplexed connection's batch: its records in as few system calls as the buffer allows. */
+START_TEST(batch_records_in_one_system_call)
+{
+    static char out[100 * 1024], in[100 * 1024];
+    struct counting c = { .want = 64 * 1024, .plain = in };
+    unsigned long before;
+    pthread_t th;
+
+    for (size_t i = 0; i < sizeof out; i++)
+        out[i] = (char)(i * 31 + i / 509);
+    tls_mux_mode(srv);
+    ck_assert_ptr_nonnull(tls__wbio_of(srv));
+    /* 64 KiB: four records, one sendmsg(2). */
+    before = tls__wbio_sends;
+    ck_assert_int_eq(tls_write_nb(srv, out, 64 * 1024), 64 * 1024);
+    ck_assert_uint_eq(tls__wbio_sends - before, 1);
+    ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_uint_eq(c.recs, 4);
+    ck_assert_int_eq(memcmp(in, out, 64 * 1024), 0);
+    /* 100 KiB: seven records; the buffer holds four, so two calls. */
+    c = (struct counting){ .want = sizeof out, .plain = in };
+    ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
+    before = tls__wbio_sends;
+    ck_assert_int_eq(tls_write_nb(srv, out, sizeof out), (int)sizeof out);
+    ck_assert_uint_eq(tls__wbio_sends - before, 2);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_uint_eq(c.recs, 7);
+    ck_assert_int_eq(memcmp(in, out, sizeof out), 0);
+    /* One record: in place, one call. */
+    before = tls__wbio_sends;
+    ck_assert_int_eq(tls_write_nb(srv, "tail", 4), 4);
+    ck_assert_uint_eq(tls__wbio_sends - before, 1);
+    c = (struct counting){ .want = 4, .plain = in };
+    ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_uint_eq(c.recs, 1);
+    ck_assert(memcmp(in, "tail", 4) == 0);
 }
 END_TEST
 
@@ -449,6 +533,7 @@ tls_suite(void)
     tcase_add_test(tc, read_ahead_record_counts_as_readable);
     tcase_add_test(tc, partial_record_is_not_readable);
     tcase_add_test(tc, an_error_left_by_another_connection_is_not_ours);
+    tcase_add_test(tc, batch_records_in_one_system_call);
     suite_add_tcase(s, tc);
     return s;
 }
