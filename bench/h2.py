@@ -29,6 +29,11 @@ static files from tmpfs.  Same pinning as tls.py:
    resumption: handshakes per second of the proxy's CPU time, and per
    second of the run.
 
+--before SUROGATD adds an older surogatd as the contender surogat-before,
+run in the same rounds (its ratios to the peers get columns of their own);
+--rounds N repeats the hit runs, each round starting with the next
+contender; --objects and --streams pick the hit cases.
+
 The protocol, cipher, key exchange, certificate and ALPN each one
 negotiates with `openssl s_client` are printed first.  Every process it
 starts is stopped on exit.  Traffic goes to 127.0.0.1 only.  Python 3
@@ -57,7 +62,7 @@ import tls  # noqa: E402 -- certificate, TLS check, warming
 REPO = pt.REPO
 log = pt.log
 
-CONTENDERS = ["surogat", "nginx", "haproxy"]
+CONTENDERS = ["surogat", "surogat-before", "nginx", "haproxy"]
 OBJECTS = tls.OBJECTS
 STREAMS = 128  # concurrent streams a connection, the same for all
 # Idle connections are kept this long by all (conf/h2-*.in say it too): opening 10,000 TLS
@@ -65,16 +70,25 @@ STREAMS = 128  # concurrent streams a connection, the same for all
 IDLE_TIMEOUT = "300s"
 
 
-def start_surogat(args, workdir, origin_port, crt, key):
-    args.surogat_param = [f"tls_ciphers={tls.CIPHERS}", f"tls_ciphersuites={tls.SUITES}",
-                          f"h2_max_concurrent_streams={STREAMS}", f"timeout_idle={IDLE_TIMEOUT}",
-                          *args.surogat_param]
+def start_surogat(args, workdir, origin_port, crt, key, name="surogat"):
+    params = [f"tls_ciphers={tls.CIPHERS}", f"tls_ciphersuites={tls.SUITES}",
+              f"h2_max_concurrent_streams={STREAMS}", f"timeout_idle={IDLE_TIMEOUT}",
+              *args.surogat_param]
+    saved, args.surogat_param = args.surogat_param, params
     h2c_port = pt.free_port()
-    srv = ch.start_surogat(args, "surogat", workdir, pt.free_port(), origin_port,
-                           "malloc,256m", listen_opts=f",tls,cert={crt},key={key}",
-                           extra=["-a", f"127.0.0.1:{h2c_port},h2c"])
+    try:
+        srv = ch.start_surogat(args, name, workdir, pt.free_port(), origin_port,
+                               "malloc,256m", listen_opts=f",tls,cert={crt},key={key}",
+                               extra=["-a", f"127.0.0.1:{h2c_port},h2c"],
+                               binary=args.before if name == "surogat-before" else None)
+    finally:
+        args.surogat_param = saved
     srv.h2c_port = h2c_port
     return srv
+
+
+def start_surogat_before(args, workdir, origin_port, crt, key):
+    return start_surogat(args, workdir, origin_port, crt, key, "surogat-before")
 
 
 def start_nginx(args, workdir, origin_port, crt, key):
@@ -203,9 +217,20 @@ def idle_phase(args, srv):
 
 def load_phase(args, servers, workdir):
     rows = []
-    cases = [(f"hit {name}", path, m) for name, path, _ in OBJECTS for m in args.streams]
+    cases = [(f"hit {name}", path, m) for name, path, _ in OBJECTS
+             if not args.objects or name in args.objects for m in args.streams]
+    for rnd in range(args.rounds):
+        # Each round starts with the next contender, so that none always runs first.
+        k = rnd % len(servers)
+        rows += load_round(args, servers[k:] + servers[:k], workdir, cases,
+                           f" r{rnd + 1}" if args.rounds > 1 else "")
+    return rows
+
+
+def load_round(args, servers, workdir, cases, tag):
+    rows = []
     for label, path, m in cases:
-        row = {"case": f"{label} x{m}", "conns": args.conns, "streams": m}
+        row = {"case": f"{label} x{m}{tag}", "conns": args.conns, "streams": m}
         for srv in servers:
             if not srv.check_alive():
                 continue
@@ -265,6 +290,8 @@ def growth(r):
 
 def report(idle, rows, hs, names, h2c=False):
     others = [n for n in names if n != "surogat"]
+    before_peers = [n for n in names if n not in ("surogat", "surogat-before")] \
+        if "surogat-before" in names else []
     print(f"\n### 10,000 idle HTTP/2 connections ({'h2c' if h2c else 'TLS'})\n")
     print("| proxy | VmRSS before | VmRSS with | RssAnon with | more with them | a connection "
           "| open / failed | still open |")
@@ -282,6 +309,7 @@ def report(idle, rows, hs, names, h2c=False):
     head += [f"{n} per CPU s" for n in names]
     if "surogat" in names:
         head += [f"surogat/{n} (CPU s)" for n in others]
+    head += [f"surogat-before/{n} (CPU s)" for n in before_peers]
     head += [f"{n} p99" for n in names]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -293,6 +321,8 @@ def report(idle, rows, hs, names, h2c=False):
         if "surogat" in names:
             cells += [pt.ratio(r["surogat"].get("per_cpu_s"), r[n].get("per_cpu_s"))
                       for n in others]
+        cells += [pt.ratio(r["surogat-before"].get("per_cpu_s"), r[n].get("per_cpu_s"))
+                  for n in before_peers]
         cells += [pt.fmt_ms(r[n].get("p99")) for n in names]
         print("| " + " | ".join(cells) + " |")
     print("\n### TLS handshakes with ALPN h2 (a connection a request)\n")
@@ -307,6 +337,14 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--surogatd", default=os.path.join(REPO, "build-bench", "surogatd"),
                     help="surogatd binary (default: the release build in build-bench/)")
+    ap.add_argument("--before", default=None, metavar="SUROGATD",
+                    help="an older surogatd, run as the contender surogat-before with the same "
+                    "arguments, in the same rounds")
+    ap.add_argument("--objects", default="",
+                    help="comma-separated objects of the hit runs (default: all; "
+                    f"{','.join(n for n, _, _ in OBJECTS)})")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat the hit runs, each round starting with the next contender")
     ap.add_argument("--quick", action="store_true",
                     help="smoke mode: 2 s runs, 1 s warmup, 1000 idle connections")
     ap.add_argument("--duration", type=int, default=10, help="seconds per measured run")
@@ -338,8 +376,10 @@ def parse_args():
     ap.add_argument("--h2load", default=shutil.which("h2load") or "/usr/bin/h2load")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy")
-    ap.add_argument("--only", default=",".join(CONTENDERS),
-                    help=f"comma-separated contenders (default: {','.join(CONTENDERS)})")
+    peers = [n for n in CONTENDERS if n != "surogat-before"]
+    ap.add_argument("--only", default=",".join(peers),
+                    help=f"comma-separated contenders (default: {','.join(peers)}; "
+                    "--before adds surogat-before)")
     ap.add_argument("--json", help="also write every figure and the TLS check here")
     ap.add_argument("--keep-tmp", action="store_true")
     args = ap.parse_args()
@@ -348,6 +388,11 @@ def parse_args():
         args.idle_hold = 1.0
     args.streams = [int(s) for s in args.streams.split(",") if s.strip()]
     args.only = [n.strip() for n in args.only.split(",") if n.strip()]
+    args.objects = [o.strip() for o in args.objects.split(",") if o.strip()]
+    if args.before and "surogat-before" not in args.only:
+        args.only.insert(1, "surogat-before")
+    if not args.before and "surogat-before" in args.only:
+        ap.error("surogat-before needs --before SUROGATD")
     bad = [n for n in args.only if n not in CONTENDERS]
     if bad or not args.only:
         ap.error(f"--only: unknown {bad}; choose from {','.join(CONTENDERS)}")
@@ -361,6 +406,7 @@ def main():
         signal.signal(sig, pt.on_signal)
     tools = [args.h2load, args.nginx, shutil.which("taskset"), shutil.which("openssl")]
     tools += [args.surogatd] if "surogat" in args.only else []
+    tools += [args.before] if "surogat-before" in args.only else []
     tools += [args.haproxy] if "haproxy" in args.only else []
     for tool in tools:
         if not tool or not os.access(tool, os.X_OK):
@@ -388,7 +434,8 @@ def main():
     origin = pt.start_nginx(args, "origin", "cache-origin-nginx.conf.in", args.client_cpu,
                             workdir, PORT=origin_port, DOCROOT=docroot)
     pt.wait_ready(origin.proc, origin_port, "/1k", 1024, "origin nginx")
-    start = {"surogat": start_surogat, "nginx": start_nginx, "haproxy": start_haproxy}
+    start = {"surogat": start_surogat, "surogat-before": start_surogat_before,
+             "nginx": start_nginx, "haproxy": start_haproxy}
     servers = [start[n](args, workdir, origin_port, crt, key) for n in args.only]
     busy_before = pt.wait_idle(args.wait_idle, limit=args.idle_limit)
     log(f"cores busy before the runs (%): {busy_before}")
