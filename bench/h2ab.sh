@@ -3,7 +3,8 @@
 # by side over TLS with ALPN h2, pinned to core 0, h2load (one thread, 50 connections,
 # STREAMS concurrent streams each) on core 1 against each in turn, ROUNDS rounds (default 3)
 # of N requests (default 40,000; N=... to change); prints req/s, each daemon's CPU
-# (utime+stime) per request in microseconds, and h2load's p99 (from its per-request log).
+# (utime+stime, and each apart) per request in microseconds, and h2load's p99 (from its
+# per-request log).
 # The backend is a Python http.server over a fresh directory with "1k" (1,024 bytes) and
 # "128k" (131,072 bytes).  The certificate, ciphers and suites are bench/h2.py's.
 # Ports BASE (the backend), BASE+1 and BASE+2 (BASE=18180 unless set).
@@ -42,14 +43,16 @@ done
 for r in $(seq "$ROUNDS"); do
     for tag in before after; do
         p=${PORT[$tag]} pid=${PID[$tag]}
-        t0=$(awk '{print $14+$15}' /proc/$pid/stat)
+        read -r u0 s0 < <(awk '{print $14, $15}' /proc/$pid/stat)
         out=$(taskset -c 1 h2load -t1 -c50 -m"$M" -n "$N" --log-file "$work/h2log" \
               "https://127.0.0.1:$p$PATH_")
-        t1=$(awk '{print $14+$15}' /proc/$pid/stat)
+        read -r u1 s1 < <(awk '{print $14, $15}' /proc/$pid/stat)
         ok=$(echo "$out" | awk '/^requests:/ {print $8}')
         rps=$(echo "$out" | awk '/^finished in/ {print $4}')
         p99=$(sort -n -k3 "$work/h2log" | awk '{a[NR]=$3} END {print a[int(NR*0.99)]/1000}')
         echo "$tag r$r m$M $PATH_ ok $ok $rps req/s cpu-us/req" \
-             "$(echo "scale=2; ($t1-$t0)*10000/$ok" | bc) p99 ${p99}ms"
+             "$(echo "scale=2; ($u1-$u0+$s1-$s0)*10000/$ok" | bc)" \
+             "(user $(echo "scale=2; ($u1-$u0)*10000/$ok" | bc)" \
+             "sys $(echo "scale=2; ($s1-$s0)*10000/$ok" | bc)) p99 ${p99}ms"
     done
 done
