@@ -108,11 +108,14 @@ ssize_t tls_read(struct ssl_st *ssl, int fd, void *buf, size_t len, double deadl
 ssize_t tls_read_nb(struct ssl_st *ssl, void *buf, size_t len);
 /*
  * For a transport that writes without blocking (HTTP/2): after
- * tls_mux_mode(), tls_write_nb() returns as soon as a record has gone
- * (>0 bytes written), or -1 with EAGAIN when the socket is full, or -1
- * with errno when the session failed.  After EAGAIN the next call must
- * present the same bytes first, at the same or another address, possibly
- * followed by more.
+ * tls_mux_mode(), tls_write_nb() writes buf as records, those of one call
+ * in as few system calls as it can (one for 64 KiB), and returns the
+ * bytes written (>0) once the socket takes no more or all is written, or
+ * -1 with EAGAIN when the socket is full, or -1 with errno when the
+ * session failed.  After a short write or EAGAIN the next call must
+ * present the bytes not written first, at the same or another address,
+ * possibly followed by more: OpenSSL may hold one record of them, and
+ * the connection what the socket did not take, which that call sends.
  */
 void tls_mux_mode(struct ssl_st *ssl);
 ssize_t tls_write_nb(struct ssl_st *ssl, const void *buf, size_t len);

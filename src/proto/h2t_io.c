@@ -9,8 +9,9 @@
  * record.  That one copy is the one TLS needs anyway to build a record;
  * nghttp2 itself copies nothing.  ob is written from its front: under
  * TLS a write that would block is retried with the same bytes first
- * (tls_mux_mode() lets ob move and grow meanwhile).  ob exists only while
- * there is output, so an idle connection holds none.
+ * (tls_mux_mode() lets ob move and grow meanwhile), and the records of
+ * one write leave in one system call (tls_write_nb()).  ob exists only
+ * while there is output, so an idle connection holds none.
  *
  * Who waits for the socket.  Writes are non-blocking, under the lock; when
  * the socket is full, one thread, "the flusher", waits for it to drain

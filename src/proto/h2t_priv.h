@@ -34,8 +34,6 @@ struct wrk;
 #define H2_OB_SIZE  (64 * 1024)
 #define H2_DATA_MAX (16384 - 9)
 #define H2_HOLD_MAX 16384
-/* A write of more than this is more than one TLS record: corked (h2t_io.c). */
-#define H2_CORK_MIN 16384
 /*
  * A connection's streams keep at most H2_SPILL_MAX of promised writes the
  * windows did not take; writable() says yes only with room for one of
