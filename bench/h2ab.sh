@@ -43,6 +43,7 @@ done
 for r in $(seq "$ROUNDS"); do
     for tag in before after; do
         p=${PORT[$tag]} pid=${PID[$tag]}
+        rm -f "$work/h2log" # h2load appends to its log: each run's p99 from its own lines
         read -r u0 s0 < <(awk '{print $14, $15}' /proc/$pid/stat)
         out=$(taskset -c 1 h2load -t1 -c50 -m"$M" -n "$N" --log-file "$work/h2log" \
               "https://127.0.0.1:$p$PATH_")
