@@ -239,6 +239,8 @@ def load_round(args, servers, workdir, cases, tag):
             lf = os.path.join(workdir, f"h2load-{srv.name}.log")
             url = f"https://127.0.0.1:{srv.port}{path}"
             h2load(args, url, args.conns, m, args.warmup)  # warm-up, not counted
+            if os.path.exists(lf):
+                os.unlink(lf)  # h2load appends to its log: the run's p99 from its own lines
             t0 = pt.proc_ticks(srv.pid)
             r = h2load(args, url, args.conns, m, args.duration, lf)
             r["cpu_s"] = (pt.proc_ticks(srv.pid) - t0) / os.sysconf("SC_CLK_TCK")
