@@ -499,12 +499,14 @@ END_TEST
  * blocking: a long policy script), notes which thread ran it, in what
  * order, and how many tasks were running at once, then closes it.
  */
-#define NT 12
-static double spin_ms[NT];
-static pthread_t ran_on[NT]; /* under mtx */
-static double ran_at[NT];    /* under mtx: when each task started */
-static unsigned order[NT];   /* under mtx: client indexes in the order they ran */
+#define NT    12
+#define NTMAX 401
+static double spin_ms[NTMAX];
+static pthread_t ran_on[NTMAX]; /* under mtx */
+static double ran_at[NTMAX];    /* under mtx: when each task started */
+static unsigned order[NTMAX];   /* under mtx: client indexes in the order they ran */
 static unsigned inflight, inflight_max; /* under mtx */
+static bool spin_yield; /* the spinning task yields the CPU to any thread waiting for it */
 
 static void
 spin_task(struct wrk *wrk, void *priv)
@@ -523,7 +525,8 @@ spin_task(struct wrk *wrk, void *priv)
         inflight_max = inflight;
     AZ(pthread_mutex_unlock(&mtx));
     for (end = tim_mono() + spin_ms[i] * 1e-3; tim_mono() < end;)
-        ;
+        if (spin_yield)
+            (void)sched_yield();
     (void)sess_read_nb(sp, buf, sizeof buf);
     AZ(pthread_mutex_lock(&mtx));
     inflight--;
@@ -541,6 +544,7 @@ setup_one_cpu(void)
     CPU_SET(cpu < 0 ? 0 : cpu, &one);
     ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0); /* the workers inherit it */
     ran = inflight = inflight_max = 0;
+    spin_yield = false;
     start(8, 2, spin_task); /* a 2 s linger: the taker stays one for the whole test */
 }
 
@@ -586,6 +590,55 @@ START_TEST(taker_keeps_its_queue)
     }
     AZ(pthread_mutex_unlock(&mtx));
     for (int i = 0; i < NT; i++)
+        close(c[i]);
+}
+END_TEST
+
+/*
+ * A taker that keeps taking is looked at less and less often.  NTMAX - 1
+ * sessions of 0.25 ms of work each turn ready one after the other, about
+ * as fast as the taker serves them: 100 ms of work, never queued as long
+ * as WTR_DEFER_BUSY.  The taker serves them all, in order, alone; and the
+ * waiter, whose every look preempts the taker on its CPU, wakes for a
+ * look far fewer times than it did at a look a millisecond (30-100 looks:
+ * the scheduler stretches the millisecond).  The work yields the CPU
+ * whenever another thread wants it, so that the looks come when the
+ * waiter asks for them, not when the scheduler's slice ends.
+ */
+START_TEST(keeping_taker_is_looked_at_seldom)
+{
+    struct sess *sp[NTMAX];
+    uint64_t looks;
+    int c[NTMAX];
+
+    spin_yield = true;
+    for (int i = 0; i < NTMAX; i++) {
+        spin_ms[i] = i == 0 ? 0 : 0.25;
+        sp[i] = new_sess(&c[i], i);
+        wtr_enter(&sp[i]);
+    }
+    ck_assert_int_eq(write(c[0], "x", 1), 1);
+    wait_runs(1, 2);
+    usleep(20000); /* its worker is back in the set, lingering */
+    looks = stat_get(STAT_wtr_looks);
+    for (int i = 1; i < NTMAX; i++) {
+        ck_assert_int_eq(write(c[i], "x", 1), 1);
+        usleep(200);
+    }
+    wait_runs(NTMAX, 5);
+    usleep(20000); /* the last look, if one was due */
+    looks = stat_get(STAT_wtr_looks) - looks;
+    AZ(pthread_mutex_lock(&mtx));
+    ck_assert_uint_eq(inflight_max, 1);
+    for (int i = 1; i < NTMAX; i++) {
+        ck_assert_msg(pthread_equal(ran_on[i], ran_on[0]), "session %d ran on another worker",
+                      i);
+        ck_assert_uint_eq(order[i], (unsigned)i);
+    }
+    AZ(pthread_mutex_unlock(&mtx));
+    ck_assert_uint_ge(looks, 1);
+    ck_assert_msg(looks <= 25, "%u looks in 100 ms", (unsigned)looks);
+    for (int i = 0; i < NTMAX; i++)
         close(c[i]);
 }
 END_TEST
@@ -916,6 +969,7 @@ wtr_suite(void)
     tcase_add_checked_fixture(tc, setup_one_cpu, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, taker_keeps_its_queue);
+    tcase_add_test(tc, keeping_taker_is_looked_at_seldom);
     tcase_add_test(tc, stuck_taker_gives_way);
     suite_add_tcase(s, tc);
     tc = tcase_create("registered");
