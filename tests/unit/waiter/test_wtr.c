@@ -557,6 +557,52 @@ wait_runs(unsigned n, double tmo)
 }
 
 /*
+ * Session 0 makes a taker; then sessions 1 .. n - 1 turn ready, all at
+ * once or one every `pace` microseconds.  The taker must serve them all:
+ * one task at a time, all on its thread, in the order they turned ready.
+ * *looks gets the waiter's looks from the first of them to the last run
+ * (and a look due after it), *took the time that took.
+ */
+static void
+one_taker_serves(int n, unsigned pace, uint64_t *looks, double *took)
+{
+    struct sess *sp[NTMAX];
+    int c[NTMAX];
+    double t0;
+
+    SRG_ASSERT(n <= NTMAX);
+    for (int i = 0; i < n; i++) {
+        spin_ms[i] = i == 0 ? 0 : 0.25;
+        sp[i] = new_sess(&c[i], i);
+        wtr_enter(&sp[i]);
+    }
+    ck_assert_int_eq(write(c[0], "x", 1), 1);
+    wait_runs(1, 2);
+    usleep(20000); /* its worker is back in the set, lingering */
+    *looks = stat_get(STAT_wtr_looks);
+    t0 = tim_mono();
+    for (int i = 1; i < n; i++) {
+        ck_assert_int_eq(write(c[i], "x", 1), 1);
+        if (pace > 0)
+            usleep(pace);
+    }
+    wait_runs((unsigned)n, 5);
+    *took = tim_mono() - t0;
+    usleep(20000); /* the last look, if one was due */
+    *looks = stat_get(STAT_wtr_looks) - *looks;
+    AZ(pthread_mutex_lock(&mtx));
+    ck_assert_uint_eq(inflight_max, 1);
+    for (int i = 1; i < n; i++) {
+        ck_assert_msg(pthread_equal(ran_on[i], ran_on[0]), "session %d ran on another worker",
+                      i);
+        ck_assert_uint_eq(order[i], (unsigned)i);
+    }
+    AZ(pthread_mutex_unlock(&mtx));
+    for (int i = 0; i < n; i++)
+        close(c[i]);
+}
+
+/*
  * Session 0 makes a taker.  Then NT - 1 sessions turn ready at once,
  * 0.25 ms of work each (a request, not a stuck one): 2.75 ms of queue,
  * more than twice the waiter's deferral (and short of WTR_DEFER_BUSY with
@@ -567,30 +613,10 @@ wait_runs(unsigned n, double tmo)
  */
 START_TEST(taker_keeps_its_queue)
 {
-    struct sess *sp[NT];
-    int c[NT];
+    uint64_t looks;
+    double took;
 
-    for (int i = 0; i < NT; i++) {
-        spin_ms[i] = i == 0 ? 0 : 0.25;
-        sp[i] = new_sess(&c[i], i);
-        wtr_enter(&sp[i]);
-    }
-    ck_assert_int_eq(write(c[0], "x", 1), 1);
-    wait_runs(1, 2);
-    usleep(20000); /* its worker is back in the set, lingering */
-    for (int i = 1; i < NT; i++)
-        ck_assert_int_eq(write(c[i], "x", 1), 1);
-    wait_runs(NT, 5);
-    AZ(pthread_mutex_lock(&mtx));
-    ck_assert_uint_eq(inflight_max, 1);
-    for (int i = 1; i < NT; i++) {
-        ck_assert_msg(pthread_equal(ran_on[i], ran_on[0]), "session %d ran on another worker",
-                      i);
-        ck_assert_uint_eq(order[i], (unsigned)i);
-    }
-    AZ(pthread_mutex_unlock(&mtx));
-    for (int i = 0; i < NT; i++)
-        close(c[i]);
+    one_taker_serves(NT, 0, &looks, &took);
 }
 END_TEST
 
@@ -608,43 +634,13 @@ END_TEST
  */
 START_TEST(keeping_taker_is_looked_at_seldom)
 {
-    struct sess *sp[NTMAX];
     uint64_t looks;
-    double t0, t1;
-    int c[NTMAX];
+    double took;
 
     spin_yield = true;
-    for (int i = 0; i < NTMAX; i++) {
-        spin_ms[i] = i == 0 ? 0 : 0.25;
-        sp[i] = new_sess(&c[i], i);
-        wtr_enter(&sp[i]);
-    }
-    ck_assert_int_eq(write(c[0], "x", 1), 1);
-    wait_runs(1, 2);
-    usleep(20000); /* its worker is back in the set, lingering */
-    looks = stat_get(STAT_wtr_looks);
-    t0 = tim_mono();
-    for (int i = 1; i < NTMAX; i++) {
-        ck_assert_int_eq(write(c[i], "x", 1), 1);
-        usleep(400);
-    }
-    wait_runs(NTMAX, 5);
-    t1 = tim_mono();
-    usleep(20000); /* the last look, if one was due */
-    looks = stat_get(STAT_wtr_looks) - looks;
-    AZ(pthread_mutex_lock(&mtx));
-    ck_assert_uint_eq(inflight_max, 1);
-    for (int i = 1; i < NTMAX; i++) {
-        ck_assert_msg(pthread_equal(ran_on[i], ran_on[0]), "session %d ran on another worker",
-                      i);
-        ck_assert_uint_eq(order[i], (unsigned)i);
-    }
-    AZ(pthread_mutex_unlock(&mtx));
+    one_taker_serves(NTMAX, 400, &looks, &took);
     ck_assert_uint_ge(looks, 1);
-    ck_assert_msg(looks * 0.0055 <= t1 - t0, "%u looks in %.1f ms", (unsigned)looks,
-                  (t1 - t0) * 1e3);
-    for (int i = 0; i < NTMAX; i++)
-        close(c[i]);
+    ck_assert_msg(looks * 0.0055 <= took, "%u looks in %.1f ms", (unsigned)looks, took * 1e3);
 }
 END_TEST
 
