@@ -198,8 +198,8 @@ static pid_t taker_tid;
 static clockid_t taker_clock;
 static __thread pid_t self_tid; /* this thread's tid, once it took */
 static __thread clockid_t self_clock;
-/* The waiter thread's: what it saw at its last look. */
 static double defer_s = WTR_DEFER; /* the waiter thread's: its next look, seconds away */
+/* The waiter thread's: what it saw at its last look. */
 static struct {
     unsigned long taken;
     pid_t tid;
