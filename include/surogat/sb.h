@@ -27,6 +27,13 @@ sb_cat(struct sb *sb, const char *s)
 }
 void sb_printf(struct sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_uint(struct sb *sb, unsigned long long v); /* faster than printf on hot paths */
+/*
+ * The HTML entity that stands for c in text and in attribute values alike
+ * (& < > " '), or NULL when c stands for itself.
+ */
+const char *sb_html_entity(char c);
+/* The string s with every character sb_html_entity() names as its entity. */
+void sb_html_escape(struct sb *sb, const char *s);
 static inline bool
 sb_ok(const struct sb *sb)
 {
