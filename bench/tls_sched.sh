@@ -14,21 +14,9 @@ tls_setup tls-sched 18490 1
 kids=($OP); port=18491
 trap 'kill ${kids[@]} 2>/dev/null; wait 2>/dev/null; rm -rf $work' EXIT
 for spec in "$@"; do
-    if [ "$spec" = nginx ]; then
-        tag=nginx d=$work/nginx; tls_nginx_conf $d $port 18490
-        taskset -c 0 nginx -c $d/nginx.conf -p $d -e $d/error.log >/dev/null 2>&1 &
-        master=$!; sleep 1
-        pid=$(cat /proc/$master/task/$master/children | awk '{print $1}') # the one worker
-    else
-        tag=${spec%%=*}; rest=${spec#*=}; bin=${rest%%,*}; extra=()
-        IFS=, read -ra ps <<< "${rest#$bin}"; for p in "${ps[@]}"; do [ -n "$p" ] && extra+=(-p "$p"); done
-        mkdir -p $work/n-$tag
-        taskset -c 0 $bin -F -j none -a 127.0.0.1:$port,tls,cert=$work/c.pem,key=$work/k.pem \
-            -b 127.0.0.1:18490 -n $work/n-$tag -s malloc,256m -p thread_pools=2 \
-            -p thread_pool_min=250 -p timeout_idle=60s -p tls_ciphers=$CIPHERS \
-            -p tls_ciphersuites=$SUITES "${extra[@]}" >$work/log-$tag 2>&1 &
-        master=$! pid=$!; sleep 2
-    fi
+    tls_start "$spec" $port 18490
+    kids+=($kid)
+    [ $tag = nginx ] || sleep 2
     curl -sk -o /dev/null https://127.0.0.1:$port/1k; curl -sk -o /dev/null https://127.0.0.1:$port/1k
     taskset -c 1 wrk -t2 -c$C -d2 -H "Connection: close" https://127.0.0.1:$port/1k >/dev/null
     taskset -c 1 wrk -t2 -c$C -d$((DUR + 4)) -H "Connection: close" https://127.0.0.1:$port/1k \
@@ -38,11 +26,11 @@ for spec in "$@"; do
     wait $w
     rate=$(awk '/Requests\/sec/{print $2}' $work/wrk.out)
     echo "$tag: $rate handshakes/s"
-    perf sched timehist -i $work/sched.data -s 2>/dev/null | awk -v pid=$pid -v rate=$rate -v dur=$DUR '
+    perf sched timehist -i $work/sched.data -s 2>/dev/null | awk -v pid=$spid -v rate=$rate -v dur=$DUR '
         /idle for/ { print "  " $0 }
         $1 ~ "\\[[0-9]+/" pid "\\]$" || $1 ~ "\\[" pid "\\]$" {
             printf "  %-30s switched in %6d = %.3f per handshake, ran %s ms\n", $1, $3,
                    $3 / (dur * rate), $4 }'
-    kill $master; wait $master 2>/dev/null || true
+    kill $kid; wait $kid 2>/dev/null || true
     port=$((port + 1))
 done
