@@ -174,6 +174,23 @@ overflow(struct dlv_plan *d)
  * with room for more fields, the hook run, the result made the one block.
  * 0, or -1 with d->syn set (status 0: the hook restarts the request).
  */
+int
+dlv__head_decode(struct req *req, struct tp_head *h)
+{
+    char *p;
+
+    if (h->stored == NULL)
+        return (0);
+    SRG_ASSERT(h->nblock < TP_HEAD_BLOCKS);
+    if ((p = ws_alloc(req->ws, h->stored->room > 0 ? h->stored->room : 1)) == NULL)
+        return (-1);
+    memmove(&h->block[1], &h->block[0], h->nblock * sizeof h->block[0]);
+    h->block[0] = (struct txt){ p, shd_decode_fields(h->stored, p) };
+    h->nblock++;
+    h->stored = NULL;
+    return (0);
+}
+
 static int
 deliver_hook(struct req *req, struct dlv_plan *d)
 {
@@ -181,6 +198,9 @@ deliver_hook(struct req *req, struct dlv_plan *d)
     struct http *h;
     char *buf;
 
+    /* The hook may change any field: the head is built, not sent as stored. */
+    if (dlv__head_decode(req, &d->head) != 0)
+        return (overflow(d));
     len = 32 + d->head.reason.len;
     for (unsigned i = 0; i < d->head.nblock; i++)
         len += d->head.block[i].len;
@@ -222,6 +242,8 @@ dlv__finish_head(struct req *req, struct dlv_plan *d)
 {
     if (pol_active() && pol_has_deliver() && deliver_hook(req, d) != 0)
         return (-1);
+    if (req->trace != NULL && dlv__head_decode(req, &d->head) != 0)
+        return (overflow(d));
     TRACE_HEAD(req->trace, &d->head);
     return (0);
 }
@@ -262,13 +284,21 @@ cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
     }
 }
 
+/*
+ * Workspace a head sent as stored leaves for the transport beyond the
+ * decoded fields and the reason: its status line, framing and
+ * connection fields, and this delivery's own (d->tail).  With less the
+ * head is decoded here, and a full workspace answers 500 as always.
+ */
+#define STORED_SLACK 512
+
 int
 dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, struct gz_pick pk,
               uint64_t len, double now, const char *fwd, unsigned hits, struct dlv_plan *d)
 {
-    const char *fields, *reason, *sl_end, *head;
+    const char *fields, *reason, *sl_end, *head = NULL;
     struct http *h = NULL;
-    size_t flen, rlen, hlen;
+    size_t flen, rlen, hlen = 0;
     struct sb sb;
 
     /* Up to its text buffers only, which are written before they are read. */
@@ -277,15 +307,28 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
     d->syn.reason[0] = '\0';
     d->pk = pk;
     d->xcode = pk.send != pk.from;
-    /* The stored head: a status line, field lines, the empty line. */
-    if ((head = hsh_head_text(src, req->ws, &hlen)) == NULL)
+    if (!d->xcode && req->tp->stored_fields && hsh_head_split(src, &d->sh) &&
+        ws_free_bytes(req->ws) >= d->sh.room + d->sh.reason.len + STORED_SLACK) {
+        /*
+         * Sent as stored, to a transport that decodes the fields straight
+         * into what it sends: the text is written once, where it goes out.
+         */
+        d->head.stored = &d->sh;
+        reason = d->sh.reason.b;
+        rlen = d->sh.reason.len;
+        fields = NULL;
+        flen = 0;
+    } else if ((head = hsh_head_text(src, req->ws, &hlen)) == NULL) {
         return (overflow(d));
-    sl_end = memchr(head, '\n', hlen);
-    AN(sl_end);
-    fields = sl_end + 1;
-    flen = hlen - 2 - (size_t)(fields - head);
-    reason = head + 13; /* "HTTP/1.1 200 " */
-    rlen = hlen > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
+    } else {
+        /* The stored head: a status line, field lines, the empty line. */
+        sl_end = memchr(head, '\n', hlen);
+        AN(sl_end);
+        fields = sl_end + 1;
+        flen = hlen - 2 - (size_t)(fields - head);
+        reason = head + 13; /* "HTTP/1.1 200 " */
+        rlen = hlen > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
+    }
     if (d->xcode) {
         /*
          * Made on the fly: oc's head over for the coding sent.  Its length
@@ -319,7 +362,8 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
                                                              : oc->status;
     if (d->head.status == oc->status)
         d->head.reason = (struct txt){ reason, rlen };
-    d->head.block[d->head.nblock++] = (struct txt){ fields, flen };
+    if (fields != NULL)
+        d->head.block[d->head.nblock++] = (struct txt){ fields, flen };
     sb_init(&sb, d->tail, sizeof d->tail);
     if (d->range == HTTP_RANGE_OK)
         sb_printf(&sb, "Content-Range: bytes %llu-%llu/%llu\r\n", (unsigned long long)d->first,
