@@ -243,10 +243,12 @@ END_TEST
 /* Random texts after a status line, split and decoded (round_trip() checks each). */
 START_TEST(split_random)
 {
-    static const char *const atoms[] = { "\r\n", "\r",      "\n",           ":",
-                                         ": ",   " ",       "Date: ",       "ETag",
-                                         "x",    "Expires: Fri, 27 Nov 2026 05:00:00 GMT",
-                                         "\0",   "Content-Type: text/html" };
+    static const char *const atoms[] = { "\r\n",   "\r",
+                                         "\n",     ":",
+                                         ": ",     " ",
+                                         "Date: ", "ETag",
+                                         "x",      "Expires: Fri, 27 Nov 2026 05:00:00 GMT",
+                                         "\0",     "Content-Type: text/html" };
     char text[512];
     uint32_t r = 54321;
 
@@ -266,6 +268,75 @@ START_TEST(split_random)
         }
         round_trip(text, n);
     }
+}
+END_TEST
+
+/* enc[0..n)'s fields decoded (split) into exactly their room, compared with want. */
+static void
+fields_are(const unsigned char *enc, size_t n, const char *want)
+{
+    struct shd_head h;
+    char *out;
+
+    ck_assert(shd_split(enc, n, &h));
+    out = malloc(h.room);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_uint_eq(shd_decode_fields(&h, out), strlen(want));
+    ck_assert_msg(memcmp(out, want, strlen(want)) == 0, "got [%.*s], want [%s]", (int)strlen(want),
+                  out, want);
+    free(out);
+}
+
+/*
+ * The thread's memo of the fields decoded last: filled once the same
+ * fields come twice, never given for other fields -- of the same length,
+ * at the same address (a freed head's room reused), or longer than it
+ * keeps.
+ */
+START_TEST(split_memo)
+{
+    static const char a[] = "HTTP/1.1 200 OK\r\nServer: a\r\nETag: \"1\"\r\n\r\n";
+    static const char b[] = "HTTP/1.1 200 OK\r\nServer: b\r\nETag: \"2\"\r\n\r\n";
+    unsigned char *ea = malloc(shd_bound(sizeof a)), *eb = malloc(shd_bound(sizeof b));
+    unsigned char *at = malloc(shd_bound(sizeof a)), *big;
+    char *long_text;
+    size_t na, nb, nbig;
+
+    ck_assert(ea != NULL && eb != NULL && at != NULL);
+    na = shd_encode(a, sizeof a - 1, ea);
+    nb = shd_encode(b, sizeof b - 1, eb);
+    ck_assert_uint_eq(na, nb);
+    for (int i = 0; i < 3; i++) /* the second fills the memo, the third reads it */
+        fields_are(ea, na, "Server: a\r\nETag: \"1\"\r\n");
+    fields_are(eb, nb, "Server: b\r\nETag: \"2\"\r\n");
+    fields_are(ea, na, "Server: a\r\nETag: \"1\"\r\n");
+    /* One address, its bytes rewritten in between: each time what it holds now. */
+    for (int i = 0; i < 4; i++) {
+        memcpy(at, i % 2 == 0 ? ea : eb, na);
+        fields_are(at, na,
+                   i % 2 == 0 ? "Server: a\r\nETag: \"1\"\r\n" : "Server: b\r\nETag: \"2\"\r\n");
+        fields_are(at, na,
+                   i % 2 == 0 ? "Server: a\r\nETag: \"1\"\r\n" : "Server: b\r\nETag: \"2\"\r\n");
+    }
+    /* Fields longer than the memo keeps: decoded every time, right. */
+    long_text = malloc(8192);
+    ck_assert_ptr_nonnull(long_text);
+    strcpy(long_text, "HTTP/1.1 200 OK\r\nX-Long: ");
+    memset(long_text + strlen(long_text), 'v', 4000);
+    strcpy(long_text + strlen("HTTP/1.1 200 OK\r\nX-Long: ") + 4000, "\r\n\r\n");
+    big = malloc(shd_bound(strlen(long_text)));
+    ck_assert_ptr_nonnull(big);
+    nbig = shd_encode(long_text, strlen(long_text), big);
+    long_text[strlen(long_text) - 2] = '\0'; /* the fields: without the empty line */
+    for (int i = 0; i < 3; i++) {
+        fields_are(big, nbig, long_text + strlen("HTTP/1.1 200 OK\r\n"));
+        fields_are(ea, na, "Server: a\r\nETag: \"1\"\r\n");
+    }
+    free(big);
+    free(long_text);
+    free(at);
+    free(eb);
+    free(ea);
 }
 END_TEST
 
@@ -450,6 +521,7 @@ UNIT_SUITE(void)
     tcase_add_test(tc, damaged);
     tcase_add_test(tc, split_shapes);
     tcase_add_test(tc, split_random);
+    tcase_add_test(tc, split_memo);
     suite_add_tcase(s, tc);
     return (s);
 }
