@@ -314,7 +314,7 @@ cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
  * Workspace a head sent as stored leaves for the transport beyond the
  * decoded fields and the reason: its status line, framing and
  * connection fields, and this delivery's own (d->tail).  With less the
- * head is decoded here, and a full workspace answers 500 as always.
+ * fields are decoded here, and a full workspace answers 500 as always.
  */
 #define STORED_SLACK 512
 
@@ -333,17 +333,22 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
     d->syn.reason[0] = '\0';
     d->pk = pk;
     d->xcode = pk.send != pk.from;
-    if (!d->xcode && req->tp->stored_fields && hsh_head_split(src, &d->sh) &&
-        ws_free_bytes(req->ws) >= d->sh.room + d->sh.reason.len + STORED_SLACK) {
+    if (!d->xcode && hsh_head_split(src, &d->sh)) {
         /*
-         * Sent as stored, to a transport that decodes the fields straight
-         * into what it sends: the text is written once, where it goes out.
+         * Sent as stored: a transport that takes the fields encoded decodes
+         * them straight into what it sends, so the text is written once,
+         * where it goes out; for any other, or when the workspace would
+         * leave it too little room to, they are decoded here.
          */
         d->head.stored = &d->sh;
         reason = d->sh.reason.b;
         rlen = d->sh.reason.len;
         fields = NULL;
         flen = 0;
+        if ((!req->tp->stored_fields ||
+             ws_free_bytes(req->ws) < d->sh.room + d->sh.reason.len + STORED_SLACK) &&
+            dlv__head_decode(req, &d->head) != 0)
+            return (overflow(d));
     } else if ((head = hsh_head_text(src, req->ws, &hlen)) == NULL) {
         return (overflow(d));
     } else {
