@@ -257,22 +257,6 @@ dlv__refused(struct req *req, const struct dlv_plan *d)
         dlv_synth(req, d->syn.status, d->syn.reason);
 }
 
-/* v in decimal at o; returns the end. */
-static char *
-put_uint(char *o, uint64_t v)
-{
-    char tmp[20], *p = tmp + sizeof tmp;
-
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    memcpy(o, p, (size_t)(tmp + sizeof tmp - p));
-    return (o + (tmp + sizeof tmp - p));
-}
-
-#define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
-
 /*
  * Age and Cache-Status (RFC 9211) of a delivery of oc at `now`: "hit" or
  * fwd's forward reason, and the object's remaining freshness.  Written by
@@ -285,26 +269,26 @@ cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
     double age = SRG_MAX(0.0, now - oc->fresh.t_origin);
     char buf[128], *o = buf; /* the longest: 97 bytes and fwd, which goes apart */
 
-    o = PUT_LIT(o, "Age: ");
-    o = put_uint(o, (uint64_t)age);
-    o = PUT_LIT(o, "\r\n");
+    o = SB_PUT_LIT(o, "Age: ");
+    o = sb_put_uint(o, (uint64_t)age);
+    o = SB_PUT_LIT(o, "\r\n");
     if (par.x_cache)
-        o = fwd == NULL ? PUT_LIT(o, "X-Cache: HIT\r\n") : PUT_LIT(o, "X-Cache: MISS\r\n");
+        o = fwd == NULL ? SB_PUT_LIT(o, "X-Cache: HIT\r\n") : SB_PUT_LIT(o, "X-Cache: MISS\r\n");
     if (par.cache_status) {
-        o = PUT_LIT(o, "Cache-Status: surogat; ");
+        o = SB_PUT_LIT(o, "Cache-Status: surogat; ");
         if (fwd == NULL) {
-            o = PUT_LIT(o, "hit");
+            o = SB_PUT_LIT(o, "hit");
         } else {
             sb_bcat(sb, buf, (size_t)(o - buf));
             sb_cat(sb, fwd);
             o = buf;
         }
-        o = PUT_LIT(o, "; ttl=");
+        o = SB_PUT_LIT(o, "; ttl=");
         if (oc->fresh.ttl < age)
             *o++ = '-';
-        o = put_uint(o,
-                     (uint64_t)(oc->fresh.ttl < age ? age - oc->fresh.ttl : oc->fresh.ttl - age));
-        o = PUT_LIT(o, "\r\n");
+        o = sb_put_uint(
+            o, (uint64_t)(oc->fresh.ttl < age ? age - oc->fresh.ttl : oc->fresh.ttl - age));
+        o = SB_PUT_LIT(o, "\r\n");
     }
     SRG_ASSERT((size_t)(o - buf) <= sizeof buf);
     sb_bcat(sb, buf, (size_t)(o - buf));

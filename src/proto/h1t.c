@@ -30,6 +30,7 @@
 #include "surogat/h1.h"
 #include "surogat/par.h"
 #include "surogat/req.h"
+#include "surogat/sb.h"
 #include "surogat/sess.h"
 #include "surogat/shd.h"
 #include "surogat/stat.h"
@@ -146,29 +147,13 @@ h1t_req_init(struct req *req)
     return (0);
 }
 
-/* v in decimal at o; returns the end. */
-static char *
-put_uint(char *o, uint64_t v)
-{
-    char tmp[20], *p = tmp + sizeof tmp;
-
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    memcpy(o, p, (size_t)(tmp + sizeof tmp - p));
-    return (o + (tmp + sizeof tmp - p));
-}
-
-#define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
-
 /* "HTTP/1.1 SSS " at o (at most H1T_LINE bytes); returns the end. */
 #define H1T_LINE 30
 static char *
 put_line(char *o, unsigned status)
 {
-    o = PUT_LIT(o, "HTTP/1.1 ");
-    o = put_uint(o, status);
+    o = SB_PUT_LIT(o, "HTTP/1.1 ");
+    o = sb_put_uint(o, status);
     *o++ = ' ';
     return (o);
 }
@@ -185,20 +170,20 @@ put_framing(struct req *req, struct h1t_resp *r, const struct tp_head *h, char *
             /* HEAD of a body whose length is not known yet: say nothing of it. */
         } else if (req->http->proto == 11) {
             r->chunked = true;
-            o = PUT_LIT(o, "Transfer-Encoding: chunked\r\n");
+            o = SB_PUT_LIT(o, "Transfer-Encoding: chunked\r\n");
         } else {
             req->close = true; /* an HTTP/1.0 client learns the end from the close */
         }
     } else if (h->len != TP_LEN_NONE) {
-        o = PUT_LIT(o, "Content-Length: ");
-        o = put_uint(o, h->len);
-        o = PUT_LIT(o, "\r\n");
+        o = SB_PUT_LIT(o, "Content-Length: ");
+        o = sb_put_uint(o, h->len);
+        o = SB_PUT_LIT(o, "\r\n");
     }
     if (req->close || req->want_close || sess_draining())
-        o = PUT_LIT(o, "Connection: close\r\n");
+        o = SB_PUT_LIT(o, "Connection: close\r\n");
     else if (req->keepalive_10)
-        o = PUT_LIT(o, "Connection: keep-alive\r\n");
-    return (PUT_LIT(o, "\r\n"));
+        o = SB_PUT_LIT(o, "Connection: keep-alive\r\n");
+    return (SB_PUT_LIT(o, "\r\n"));
 }
 
 static int
@@ -231,7 +216,7 @@ h1t_head(struct req *req, const struct tp_head *h)
     if ((len <= H1T_HEAD_JOIN || h->stored != NULL) && (joined = ws_alloc(req->ws, len)) != NULL) {
         o = put_line(joined, h->status);
         memcpy(o, reason, rlen);
-        o = PUT_LIT(o + rlen, "\r\n");
+        o = SB_PUT_LIT(o + rlen, "\r\n");
         if (h->stored != NULL)
             o += shd_decode_fields(h->stored, o);
         for (unsigned i = 0; i < h->nblock; i++) {

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "unit.h"
+#include "surogat/defs.h"
 #include "surogat/shd.h"
 
 /* Whether text starts with "HTTP/1.M SSS " (status 100-999), a reason and CRLF: its length. */
@@ -158,6 +159,23 @@ START_TEST(long_and_binary)
 }
 END_TEST
 
+/* Up to 23 atoms (a "\0" is one NUL byte) drawn by *r appended to text[0..n); the new length. */
+static size_t
+random_atoms(char *text, size_t cap, size_t n, const char *const *atoms, size_t natoms, uint32_t *r)
+{
+    *r = *r * 1103515245u + 12345u;
+    for (unsigned k = (*r >> 16) % 24; k > 0; k--) {
+        *r = *r * 1103515245u + 12345u;
+        const char *a = atoms[(*r >> 16) % natoms];
+        size_t al = a[0] == '\0' ? 1 : strlen(a);
+        if (n + al > cap)
+            break;
+        memcpy(text + n, a, al);
+        n += al;
+    }
+    return (n);
+}
+
 /* Pseudo-random texts of CR, LF, ':', ' ', a name of the table and other bytes. */
 START_TEST(random_texts)
 {
@@ -171,16 +189,7 @@ START_TEST(random_texts)
     for (unsigned round = 0; round < 20000; round++) {
         size_t n = 0;
 
-        r = r * 1103515245u + 12345u;
-        for (unsigned k = (r >> 16) % 24; k > 0; k--) {
-            r = r * 1103515245u + 12345u;
-            const char *a = atoms[(r >> 16) % (sizeof atoms / sizeof atoms[0])];
-            size_t al = a[0] == '\0' ? 1 : strlen(a);
-            if (n + al > sizeof text)
-                break;
-            memcpy(text + n, a, al);
-            n += al;
-        }
+        n = random_atoms(text, sizeof text, n, atoms, ARRAY_LEN(atoms), &r);
         round_trip(text, n);
     }
 }
@@ -256,16 +265,7 @@ START_TEST(split_random)
         size_t n = (size_t)snprintf(text, sizeof text, "HTTP/1.%u %u R\r\n", round % 10,
                                     100 + round % 900);
 
-        r = r * 1103515245u + 12345u;
-        for (unsigned k = (r >> 16) % 24; k > 0; k--) {
-            r = r * 1103515245u + 12345u;
-            const char *a = atoms[(r >> 16) % (sizeof atoms / sizeof atoms[0])];
-            size_t al = a[0] == '\0' ? 1 : strlen(a);
-            if (n + al > sizeof text)
-                break;
-            memcpy(text + n, a, al);
-            n += al;
-        }
+        n = random_atoms(text, sizeof text, n, atoms, ARRAY_LEN(atoms), &r);
         round_trip(text, n);
     }
 }

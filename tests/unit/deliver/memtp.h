@@ -110,27 +110,13 @@ mem_writable(struct req *req)
     return (!seen.full);
 }
 
-static const struct tp_ops mem_ops = {
-    .name = "memory",
-    .writable = mem_writable,
-    .head = mem_head,
-    .body = mem_body,
-    .file = mem_file,
-    .end = mem_end,
-    .abort = mem_abort,
-};
+#define MEM_OPS                                                                     \
+    .name = "memory", .writable = mem_writable, .head = mem_head, .body = mem_body, \
+    .file = mem_file, .end = mem_end, .abort = mem_abort
 
+static const struct tp_ops mem_ops = { MEM_OPS };
 /* The same transport taking a stored head's fields encoded (tp_ops.stored_fields), as h1t does. */
-static const struct tp_ops mem_stored_ops = {
-    .name = "memory",
-    .stored_fields = true,
-    .writable = mem_writable,
-    .head = mem_head,
-    .body = mem_body,
-    .file = mem_file,
-    .end = mem_end,
-    .abort = mem_abort,
-};
+static const struct tp_ops mem_stored_ops = { MEM_OPS, .stored_fields = true };
 
 /* A GET for url as a transport would hand it over, answered through the memory transport. */
 static void
