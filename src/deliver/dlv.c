@@ -2,11 +2,13 @@
  * The deliverer's heads: what a response says before its body.
  *
  * A head is planned from its source -- a stored object's head, kept
- * serialised so that a hit copies nothing, or a response head as a struct
- * http -- and the request: 304 when its conditions say the client has the
- * representation, 206 or 416 for a Range, the length, Age and Cache-Status.
- * Then the policy's deliver hook runs on it, once for every kind of
- * delivery, and the plan goes to the transport as field blocks.
+ * encoded (shd.h), or a response head as a struct http -- and the request:
+ * 304 when its conditions say the client has the representation, 206 or
+ * 416 for a Range, the length, Age and Cache-Status.  Then the policy's
+ * deliver hook runs on it, once for every kind of delivery, and the plan
+ * goes to the transport as field blocks, a stored head's fields first:
+ * still encoded to a transport that writes them itself where they go out
+ * (tp_ops.stored_fields), so that a hit writes its head's text once.
  */
 #include "config.h"
 
