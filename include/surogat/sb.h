@@ -44,6 +44,13 @@ sb_put_uint(char *o, unsigned long long v)
     return (o + (tmp + sizeof tmp - p));
 }
 #define SB_PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
+/*
+ * The HTML entity that stands for c in text and in attribute values alike
+ * (& < > " '), or NULL when c stands for itself.
+ */
+const char *sb_html_entity(char c);
+/* The string s with every character sb_html_entity() names as its entity. */
+void sb_html_escape(struct sb *sb, const char *s);
 static inline bool
 sb_ok(const struct sb *sb)
 {

@@ -20,33 +20,6 @@
 #include "surogat/trace.h"
 #include "surogat/ws.h"
 
-/* s with &, <, >, " and ' as HTML entities, into sb. */
-static void
-html_escape(struct sb *sb, const char *s)
-{
-    for (; *s != '\0'; s++) {
-        switch (*s) {
-        case '&':
-            sb_cat(sb, "&amp;");
-            break;
-        case '<':
-            sb_cat(sb, "&lt;");
-            break;
-        case '>':
-            sb_cat(sb, "&gt;");
-            break;
-        case '"':
-            sb_cat(sb, "&quot;");
-            break;
-        case '\'':
-            sb_cat(sb, "&#39;");
-            break;
-        default:
-            sb_bcat(sb, s, 1);
-        }
-    }
-}
-
 /*
  * Head and body through the transport; the fields are complete lines.  A
  * hook may have made it a 204 or a 304: no body then, nor a length,
@@ -83,7 +56,7 @@ dlv_error(struct req *req, unsigned status, const char *extra_fields, const char
     sb_printf(&bb, "<!DOCTYPE html>\n<html><head><title>%u %s</title></head>\n<body><h1>%u %s</h1>",
               status, reason, status, reason);
     sb_cat(&bb, "<p>");
-    html_escape(&bb, msg != NULL ? msg : "surogat");
+    sb_html_escape(&bb, msg != NULL ? msg : "surogat");
     sb_cat(&bb, "</p></body></html>\n");
     tim_http_date(tim_real(), date);
     sb_init(&fb, fields, sizeof fields);
@@ -139,9 +112,9 @@ dlv_synth(struct req *req, unsigned status, const char *reason)
     if (page != NULL) {
         sb_init(&sb, page, room);
         sb_printf(&sb, "<!DOCTYPE html>\n<html><head><title>%u ", status);
-        html_escape(&sb, reason);
+        sb_html_escape(&sb, reason);
         sb_printf(&sb, "</title></head>\n<body><h1>%u ", status);
-        html_escape(&sb, reason);
+        sb_html_escape(&sb, reason);
         sb_cat(&sb, "</h1></body></html>\n");
         ws_release(req->ws, sb_ok(&sb) ? sb.len : 0);
     }

@@ -66,3 +66,40 @@ sb_uint(struct sb *sb, unsigned long long v)
 
     sb_bcat(sb, tmp, (size_t)(sb_put_uint(tmp, v) - tmp));
 }
+
+const char *
+sb_html_entity(char c)
+{
+    switch (c) {
+    case '&':
+        return ("&amp;");
+    case '<':
+        return ("&lt;");
+    case '>':
+        return ("&gt;");
+    case '"':
+        return ("&quot;");
+    case '\'':
+        return ("&#39;");
+    default:
+        return (NULL);
+    }
+}
+
+void
+sb_html_escape(struct sb *sb, const char *s)
+{
+    size_t run = 0; /* characters that stand for themselves, appended in one piece */
+    size_t i;
+
+    for (i = 0; s[i] != '\0'; i++) {
+        const char *e = sb_html_entity(s[i]);
+
+        if (e == NULL)
+            continue;
+        sb_bcat(sb, s + run, i - run);
+        sb_cat(sb, e);
+        run = i + 1;
+    }
+    sb_bcat(sb, s + run, i - run);
+}

@@ -29,6 +29,7 @@
 
 #include "surogat/defs.h"
 #include "surogat/dir.h"
+#include "surogat/sb.h"
 #include "surogat/tim.h"
 
 #include "pol_priv.h"
@@ -411,25 +412,12 @@ l_html_escape(lua_State *L)
 
     luaL_buffinit(L, &b);
     for (size_t i = 0; i < n; i++) {
-        switch (s[i]) {
-        case '&':
-            luaL_addstring(&b, "&amp;");
-            break;
-        case '<':
-            luaL_addstring(&b, "&lt;");
-            break;
-        case '>':
-            luaL_addstring(&b, "&gt;");
-            break;
-        case '"':
-            luaL_addstring(&b, "&quot;");
-            break;
-        case '\'':
-            luaL_addstring(&b, "&#39;");
-            break;
-        default:
+        const char *e = sb_html_entity(s[i]);
+
+        if (e != NULL)
+            luaL_addstring(&b, e);
+        else
             luaL_addchar(&b, s[i]);
-        }
     }
     luaL_pushresult(&b);
     return (1);

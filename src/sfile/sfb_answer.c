@@ -314,32 +314,6 @@ redirect_resp(const struct http *req, struct ws *ws, const char *path, struct sf
     set_fields(r, ws, buf, &sb);
 }
 
-static void
-html_escape(struct sb *sb, const char *s)
-{
-    for (; *s != '\0'; s++) {
-        switch (*s) {
-        case '<':
-            sb_cat(sb, "&lt;");
-            break;
-        case '>':
-            sb_cat(sb, "&gt;");
-            break;
-        case '&':
-            sb_cat(sb, "&amp;");
-            break;
-        case '"':
-            sb_cat(sb, "&quot;");
-            break;
-        case '\'':
-            sb_cat(sb, "&#39;");
-            break;
-        default:
-            sb_bcat(sb, s, 1);
-        }
-    }
-}
-
 static int
 name_cmp(const void *a, const void *b)
 {
@@ -407,9 +381,9 @@ build_listing(const struct sfb *sfb, const char *path, char **page, size_t *plen
         sb_init(&sb, line, sizeof line);
         if (i == 0) {
             sb_cat(&sb, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
-            html_escape(&sb, path);
+            sb_html_escape(&sb, path);
             sb_cat(&sb, "</title></head>\n<body><h1>Index of ");
-            html_escape(&sb, path);
+            sb_html_escape(&sb, path);
             sb_cat(&sb, "</h1><ul>\n");
             if (strcmp(path, "/") != 0)
                 sb_cat(&sb, "<li><a href=\"../\">../</a></li>\n");
@@ -417,7 +391,7 @@ build_listing(const struct sfb *sfb, const char *path, char **page, size_t *plen
             sb_cat(&sb, "<li><a href=\"");
             sfb__url_encode(&sb, names[i - 1]);
             sb_cat(&sb, "\">");
-            html_escape(&sb, names[i - 1]);
+            sb_html_escape(&sb, names[i - 1]);
             sb_cat(&sb, "</a></li>\n");
             free(names[i - 1]);
         } else {

@@ -162,6 +162,44 @@ START_TEST(uint_digits)
 }
 END_TEST
 
+START_TEST(html_escape)
+{
+    static const struct {
+        const char *in, *want;
+    } v[] = { { "", "" },
+              { "plain text", "plain text" },
+              { "<script>alert('x')</script>", "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" },
+              { "a&b", "a&amp;b" },
+              { "&amp;", "&amp;amp;" },
+              { "\"q\"", "&quot;q&quot;" },
+              { "<", "&lt;" },
+              { "caf\xc3\xa9 & co", "caf\xc3\xa9 &amp; co" } };
+    char buf[128 + GUARD];
+    struct sb sb;
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        sb_init(&sb, buf, 128);
+        sb_cat(&sb, "[");
+        sb_html_escape(&sb, v[i].in);
+        sb_cat(&sb, "]");
+        ck_assert(sb_ok(&sb));
+        ck_assert_uint_eq(sb.len, strlen(v[i].want) + 2);
+        ck_assert(strncmp(buf + 1, v[i].want, sb.len - 2) == 0);
+    }
+    ck_assert_ptr_null(sb_html_entity('a'));
+    ck_assert_ptr_null(sb_html_entity('\0'));
+    ck_assert_str_eq(sb_html_entity('\''), "&#39;");
+
+    /* An entity that does not fit overflows the builder; nothing past cap is written. */
+    memset(buf, 0x5a, sizeof buf);
+    sb_init(&sb, buf, 8);
+    sb_html_escape(&sb, "ab<<");
+    ck_assert(!sb_ok(&sb));
+    ck_assert(buf[sb.len] == '\0' && sb.len < 8);
+    check_guard(buf + 8);
+}
+END_TEST
+
 START_TEST(zero_cap_is_a_bug)
 {
     char buf[1];
@@ -183,6 +221,7 @@ sb_suite(void)
     tcase_add_test(tc, overflow_is_sticky);
     tcase_add_test(tc, overflow_each_kind);
     tcase_add_test(tc, uint_digits);
+    tcase_add_test(tc, html_escape);
     tcase_add_test_raise_signal(tc, zero_cap_is_a_bug, SIGABRT);
     suite_add_tcase(s, tc);
     return s;
