@@ -61,7 +61,7 @@ struct shd_head {
     struct txt reason;           /* as stored, possibly empty */
     const unsigned char *fields; /* the ops after the status line */
     const unsigned char *end;    /* the encoding's end */
-    size_t room;                 /* the text after the status line: its CRLF to the end */
+    size_t room;                 /* the length of the text after the status line */
 };
 /*
  * Split a sound encoding whose text starts with a status line "HTTP/1.M

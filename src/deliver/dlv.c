@@ -171,11 +171,6 @@ overflow(struct dlv_plan *d)
     return (-1);
 }
 
-/*
- * The deliver hook on the planned head: the blocks parsed into workspace
- * with room for more fields, the hook run, the result made the one block.
- * 0, or -1 with d->syn set (status 0: the hook restarts the request).
- */
 int
 dlv__head_decode(struct req *req, struct tp_head *h)
 {
@@ -193,6 +188,11 @@ dlv__head_decode(struct req *req, struct tp_head *h)
     return (0);
 }
 
+/*
+ * The deliver hook on the planned head: the blocks parsed into workspace
+ * with room for more fields, the hook run, the result made the one block.
+ * 0, or -1 with d->syn set (status 0: the hook restarts the request).
+ */
 static int
 deliver_hook(struct req *req, struct dlv_plan *d)
 {

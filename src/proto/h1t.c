@@ -3,9 +3,10 @@
  * deliverer hands over (tp.h).
  *
  * A head is held back until the first body piece or the end, so that a
- * small response leaves in one writev(2): the status line, the field
- * blocks as given (a stored object's head is never copied), our framing
- * and Connection fields, and the body.  Framing is decided here only:
+ * small response leaves in one writev(2): the status line, a stored
+ * object's fields (tp_head.stored, decoded straight into the head's one
+ * piece: their text is written once), the field blocks, our framing and
+ * Connection fields, and the body.  Framing is decided here only:
  * Content-Length when the length is known, chunked to an HTTP/1.1 client
  * when it is not, and for HTTP/1.0 the end of the connection.  Runs on the
  * request's worker; each write is bounded by send_timeout.
