@@ -12,11 +12,12 @@ cachehit.py, one run.
 
 1. Handshakes: wrk with "Connection: close", so every request is a new
    connection and a handshake: requests per second = handshakes per second,
-   on a 1 KiB cache hit.  wrk resumes every other one: it SSL_clear()s its
-   client SSL between connections, which keeps the session, whose ticket the
-   next connection presents (surogat's tls_resumed counts half the
-   handshakes); so does every contender's.  bench/tls_count.sh counts full
-   handshakes alone.
+   on a 1 KiB cache hit.  wrk resumes: it SSL_clear()s its client SSL
+   between connections, which keeps the session, whose ticket the next
+   connection presents; a server that sends a new ticket at each resumption
+   (nginx, surogat) resumes all but each connection's first, one that does
+   not (surogat before 2026-11-27) every other one.  bench/tls_count.sh
+   counts full handshakes alone.
 2. Cache hits over TLS: keep-alive wrk on 1 KiB and 128 KiB objects, every
    cache warmed first and the hit checked in the response headers.
 

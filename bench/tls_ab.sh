@@ -6,8 +6,11 @@
 # tickets on), side by side on core 0 behind one nginx origin on core 1; wrk on core 1
 # against each in turn, ROUNDS times.  Prints each server's CPU (utime+stime, and utime
 # alone) and context switches (perf stat, all its threads) per handshake.  C: connections
-# (default 50).  For a figure that does not move with the machine's load, see
-# bench/tls_count.sh (instructions under callgrind).
+# (default 50).  NGINX_SED: a sed expression applied to nginx's configuration (e.g.
+# 's|ssl_session_tickets on|ssl_session_tickets off|', with tls_tickets=0 for surogat, for
+# full handshakes only: wrk presents the ticket of its connection before).  For a figure
+# that does not move with the machine's load, see bench/tls_count.sh (instructions under
+# callgrind).
 set -eu
 DUR=$1 R=$2; shift 2
 C=${C:-50}
@@ -15,22 +18,8 @@ C=${C:-50}
 tls_setup tls-ab 18390 1
 declare -A PID PORT; tags=(); kids=($OP); port=18391
 for spec in "$@"; do
-    if [ "$spec" = nginx ]; then
-        d=$work/nginx; tls_nginx_conf $d $port 18390
-        taskset -c 0 nginx -c $d/nginx.conf -p $d -e $d/error.log >/dev/null 2>&1 &
-        kids+=($!); sleep 1
-        PID[nginx]=$(cat /proc/$!/task/$!/children | awk '{print $1}') # the one worker
-        PORT[nginx]=$port; port=$((port+1)); tags+=(nginx)
-        continue
-    fi
-    tag=${spec%%=*}; rest=${spec#*=}; bin=${rest%%,*}; extra=()
-    IFS=, read -ra ps <<< "${rest#$bin}"; for p in "${ps[@]}"; do [ -n "$p" ] && extra+=(-p "$p"); done
-    mkdir -p $work/n-$tag
-    taskset -c 0 $bin -F -j none -a 127.0.0.1:$port,tls,cert=$work/c.pem,key=$work/k.pem \
-        -b 127.0.0.1:18390 -n $work/n-$tag -s malloc,256m -p thread_pools=2 \
-        -p thread_pool_min=250 -p timeout_idle=60s -p tls_ciphers=$CIPHERS \
-        -p tls_ciphersuites=$SUITES "${extra[@]}" >$work/log-$tag 2>&1 &
-    PID[$tag]=$!; kids+=($!); PORT[$tag]=$port; port=$((port+1)); tags+=($tag)
+    tls_start "$spec" $port 18390
+    PID[$tag]=$spid; kids+=($kid); PORT[$tag]=$port; port=$((port+1)); tags+=($tag)
 done
 trap 'kill ${kids[@]} 2>/dev/null; wait 2>/dev/null; rm -rf $work' EXIT
 sleep 2

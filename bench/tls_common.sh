@@ -29,3 +29,27 @@ tls_nginx_conf() {
         -e "s|@KEY@|$work/k.pem|;s|@CIPHERS@|$CIPHERS|;s|@SUITES@|$SUITES|" -e "${4:-}" \
         $B/conf/tls-nginx.conf.in > $1/nginx.conf
 }
+
+# tls_start SPEC PORT ORIGIN_PORT: start one server of a TLS bench on core 0 and PORT, in front
+# of the origin, $work set up (tls_setup).  SPEC is "nginx" (tls_nginx_conf, $NGINX_SED applied)
+# or TAG=BIN[,name=value...]: that surogatd with those parameters.  Sets $tag (nginx or TAG),
+# $kid (the process started: nginx's master) and $spid (the one that serves: nginx's worker).
+tls_start() {
+    local rest bin ps p extra=()
+    if [ "$1" = nginx ]; then
+        tag=nginx; tls_nginx_conf $work/nginx $2 $3 "${NGINX_SED:-}"
+        taskset -c 0 nginx -c $work/nginx/nginx.conf -p $work/nginx -e $work/nginx/error.log \
+            >/dev/null 2>&1 &
+        kid=$!; sleep 1
+        spid=$(cat /proc/$kid/task/$kid/children | awk '{print $1}') # the one worker
+        return
+    fi
+    tag=${1%%=*}; rest=${1#*=}; bin=${rest%%,*}
+    IFS=, read -ra ps <<< "${rest#$bin}"; for p in "${ps[@]}"; do [ -n "$p" ] && extra+=(-p "$p"); done
+    mkdir -p $work/n-$tag
+    taskset -c 0 $bin -F -j none -a 127.0.0.1:$2,tls,cert=$work/c.pem,key=$work/k.pem \
+        -b 127.0.0.1:$3 -n $work/n-$tag -s malloc,256m -p thread_pools=2 \
+        -p thread_pool_min=250 -p timeout_idle=60s -p tls_ciphers=$CIPHERS \
+        -p tls_ciphersuites=$SUITES "${extra[@]}" >$work/log-$tag 2>&1 &
+    kid=$! spid=$!
+}

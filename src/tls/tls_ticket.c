@@ -109,7 +109,6 @@ tls__ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPH
     struct tkey k;
     int rv;
 
-    (void)ssl;
     params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, sha256, 0);
     params[1] = OSSL_PARAM_construct_end();
     rv = tkey_find(key_name, &k, enc != 0);
@@ -123,6 +122,17 @@ tls__ticket_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPH
         if (EVP_MAC_init(hctx, k.hmac, sizeof k.hmac, params) != 1 ||
             EVP_DecryptInit_ex(cctx, tk_aes, NULL, k.aes, iv) != 1)
             rv = -1;
+        /*
+         * A TLS 1.3 ticket is used once (RFC 8446, C.4: clients do not
+         * offer it twice, and OpenSSL's keeps only the session a
+         * handshake leaves it): without a new one from this resumption
+         * the client's next connection would be a full handshake, so
+         * every other one.  1 would send none; 2 sends one.  A TLS 1.2
+         * ticket may be offered again and is renewed only when its key
+         * is the previous one.
+         */
+        else if (SSL_version(ssl) == TLS1_3_VERSION)
+            rv = 2;
     }
     OPENSSL_cleanse(&k, sizeof k);
     return (rv);

@@ -121,6 +121,7 @@
 #define WTR_BATCH     64
 #define WTR_SWEEP_MAX 1.0   /* seconds between sweeps at most: timeout_idle may change */
 #define WTR_DEFER     0.001 /* how long the waiter leaves ready sessions to the workers */
+#define WTR_DEFER_MAX 0.008 /* the same, at most, while the takers keep taking (on_defer()) */
 #define WTR_DEFER_PARTIAL 0.05 /* the same for a partial request's next bytes (see schedule()) */
 #define WTR_DEFER_BUSY    0.05 /* the longest a session waits for takers that keep up (on_defer()) */
 #define WTR_STUCK_CPU     0.002 /* CPU seconds a taker runs without taking before it is stuck */
@@ -197,6 +198,7 @@ static pid_t taker_tid;
 static clockid_t taker_clock;
 static __thread pid_t self_tid; /* this thread's tid, once it took */
 static __thread clockid_t self_clock;
+static double defer_s = WTR_DEFER; /* the waiter thread's: its next look, seconds away */
 /* The waiter thread's: what it saw at its last look. */
 static struct {
     unsigned long taken;
@@ -835,11 +837,11 @@ dispatch(double before)
     return (true);
 }
 
-/* The set stays readable while sessions wait: look again in WTR_DEFER, not at once. */
+/* The set stays readable while sessions wait: look again in defer_s, not at once. */
 static void
 defer(void)
 {
-    struct timeval tv = { 0, (suseconds_t)(WTR_DEFER * 1e6) };
+    struct timeval tv = { 0, (suseconds_t)(defer_s * 1e6) };
 
     AZ(event_del(set_ev));
     AZ(evtimer_add(defer_ev, &tv));
@@ -936,11 +938,23 @@ static void
 on_defer(evutil_socket_t fd, short what, void *priv)
 {
     double before = INFINITY;
+    enum takers r = takers_look();
 
     (void)fd;
     (void)what;
     (void)priv;
-    switch (takers_look()) {
+    STAT_INC(wtr_looks);
+    /*
+     * Each look wakes this thread, which preempts a taker sharing its CPU:
+     * two context switches, and the taker's caches partly refilled after
+     * (at a look a millisecond, most of a busy server's context switches).
+     * Takers that took since the last look are looked at half as often
+     * each time, down to one look in WTR_DEFER_MAX; any other answer brings
+     * the next look back to WTR_DEFER.  A taker stuck just after it took is
+     * then found within two looks, 2 * WTR_DEFER_MAX at worst.
+     */
+    defer_s = r == TAKERS_KEEP_UP ? fmin(2 * defer_s, WTR_DEFER_MAX) : WTR_DEFER;
+    switch (r) {
     case TAKERS_NONE:
         break;
     case TAKERS_STUCK:
@@ -967,8 +981,11 @@ on_ready(evutil_socket_t fd, short what, void *priv)
     if (takers_active()) {
         /*
          * Look again in a moment: the set stays readable, so leaving the
-         * event armed would spin.
+         * event armed would spin.  After a quiet spell, at WTR_DEFER: what
+         * the takers did before it says nothing of them now.
          */
+        if (tim_mono() - seen.t > WTR_DEFER_MAX)
+            defer_s = WTR_DEFER;
         (void)takers_look(); /* what the next look compares with */
         defer();
         STAT_INC(wtr_deferred);
@@ -1089,6 +1106,7 @@ wtr_init(void)
     if (stop_fd < 0)
         return (-1);
     stopping = false;
+    defer_s = WTR_DEFER;
     set_ev = event_new(wtr_base, set_fd, EV_READ | EV_PERSIST, on_ready, NULL);
     stop_ev = event_new(wtr_base, stop_fd, EV_READ | EV_PERSIST, on_stop, NULL);
     sweep_ev = evtimer_new(wtr_base, on_sweep, NULL);

@@ -284,6 +284,25 @@ def test_resumption(tls, tmp_path, version):
     assert t.sg.stat("tls_handshake") == 2
 
 
+def test_resumption_renews_the_ticket(tls, tmp_path):
+    """A TLS 1.3 client resumes every connection after its first: each resumption brings
+    the ticket the next one presents (a client offers a ticket once; without a new one,
+    every other connection would be a full handshake)."""
+    t = tls()
+    req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+    sess = [tmp_path / f"s{i}.pem" for i in range(5)]
+    out = t.s_client("-tls1_3", "-servername", "a.test", "-sess_out", str(sess[0]), "-ign_eof",
+                     stdin=req)
+    assert "New, TLSv1.3" in out and "HTTP/1.1 200" in out, out
+    for i in range(1, 5):
+        out = t.s_client("-tls1_3", "-servername", "a.test", "-sess_in", str(sess[i - 1]),
+                         "-sess_out", str(sess[i]), "-ign_eof", stdin=req)
+        assert "Reused, TLSv1.3" in out and "HTTP/1.1 200" in out, (i, out)
+        assert sess[i].read_bytes() != sess[i - 1].read_bytes()  # a new ticket, not the old
+    assert t.sg.stat("tls_resumed") == 4
+    assert t.sg.stat("tls_handshake") == 5
+
+
 def test_ticket_keys_rotate(tls, tmp_path):
     """A ticket opens with the current or the previous key, not after two rotations."""
     t = tls(params={"tls_ticket_rotate": "2s"})

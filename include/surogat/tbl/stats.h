@@ -16,6 +16,8 @@ STAT(sess_timeout_idle, COUNTER, "Idle client connections closed after timeout_i
 STAT(sess_linger_hit, COUNTER, "Idle sessions taken by a worker lingering on the waiter's set.")
 STAT(sess_taken, COUNTER, "Idle sessions a worker took from the waiter's set itself, without a hand-off.")
 STAT(wtr_deferred, COUNTER, "Times the waiter left ready sessions to the workers taking them.")
+STAT(wtr_looks, COUNTER, "Times the waiter woke to look at what the workers taking sessions did "
+     "(once a millisecond at most, down to once in 8 ms while they keep taking).")
 STAT(sess_waited, COUNTER, "Sessions handed to the waiter while idle.")
 STAT(sess_wtr_pending, COUNTER, "Sessions that turned readable while a worker ran them and "
      "were queued as ready when it handed them back to the waiter.")

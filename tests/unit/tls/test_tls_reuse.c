@@ -368,6 +368,48 @@ START_TEST(tickets_per_handshake)
 }
 END_TEST
 
+/*
+ * A resumed TLS 1.3 connection brings its client one new ticket (with
+ * tls_tickets 1 or 2): a client uses a ticket once, so without it every
+ * other connection would be a full handshake.  Each ticket resumes the
+ * next connection, five in a row.
+ */
+START_TEST(resumption_brings_a_new_ticket)
+{
+    static const unsigned nt[] = { 1, 2 };
+
+    for (unsigned i = 0; i < sizeof nt / sizeof nt[0]; i++) {
+        struct conn c = { 0 };
+        SSL_SESSION *last;
+        uint64_t resumed;
+
+        tls_lsn_free(&ln);
+        par.tls_tickets = nt[i];
+        new_lsn();
+        ck_assert_int_eq(connect_one(&c), 0);
+        ck_assert(!SSL_session_reused(c.cli));
+        ck_assert_int_eq(ntickets, (int)nt[i]);
+        last = SSL_get1_session(c.cli);
+        close_one(&c);
+        resumed = stat_get(STAT_tls_resumed);
+        for (unsigned k = 0; k < 5; k++) {
+            struct conn r = { .resume = last };
+
+            ck_assert_int_eq(connect_one(&r), 0);
+            ck_assert_msg(SSL_session_reused(r.cli), "connection %u not resumed", k + 2);
+            ck_assert_int_eq(ntickets, 1);
+            ck_assert_uint_eq(stat_get(STAT_tls_resumed), resumed + k + 1);
+            /* The session the new ticket carries, not the one just used. */
+            SSL_SESSION_free(last);
+            last = SSL_get1_session(r.cli);
+            ck_assert_ptr_ne(last, r.resume);
+            close_one(&r);
+        }
+        SSL_SESSION_free(last);
+    }
+}
+END_TEST
+
 Suite *
 tls_reuse_suite(void)
 {
@@ -379,6 +421,7 @@ tls_reuse_suite(void)
     tcase_add_test(tc, failed_connections_are_not_kept);
     tcase_add_test(tc, reload_drops_what_the_old_certificates_kept);
     tcase_add_test(tc, tickets_per_handshake);
+    tcase_add_test(tc, resumption_brings_a_new_ticket);
     suite_add_tcase(s, tc);
     return s;
 }

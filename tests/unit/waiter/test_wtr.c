@@ -499,12 +499,14 @@ END_TEST
  * blocking: a long policy script), notes which thread ran it, in what
  * order, and how many tasks were running at once, then closes it.
  */
-#define NT 12
-static double spin_ms[NT];
-static pthread_t ran_on[NT]; /* under mtx */
-static double ran_at[NT];    /* under mtx: when each task started */
-static unsigned order[NT];   /* under mtx: client indexes in the order they ran */
+#define NT    12
+#define NTMAX 401
+static double spin_ms[NTMAX];
+static pthread_t ran_on[NTMAX]; /* under mtx */
+static double ran_at[NTMAX];    /* under mtx: when each task started */
+static unsigned order[NTMAX];   /* under mtx: client indexes in the order they ran */
 static unsigned inflight, inflight_max; /* under mtx */
+static bool spin_yield; /* the spinning task yields the CPU to any thread waiting for it */
 
 static void
 spin_task(struct wrk *wrk, void *priv)
@@ -523,7 +525,8 @@ spin_task(struct wrk *wrk, void *priv)
         inflight_max = inflight;
     AZ(pthread_mutex_unlock(&mtx));
     for (end = tim_mono() + spin_ms[i] * 1e-3; tim_mono() < end;)
-        ;
+        if (spin_yield)
+            (void)sched_yield();
     (void)sess_read_nb(sp, buf, sizeof buf);
     AZ(pthread_mutex_lock(&mtx));
     inflight--;
@@ -541,6 +544,7 @@ setup_one_cpu(void)
     CPU_SET(cpu < 0 ? 0 : cpu, &one);
     ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0); /* the workers inherit it */
     ran = inflight = inflight_max = 0;
+    spin_yield = false;
     start(8, 2, spin_task); /* a 2 s linger: the taker stays one for the whole test */
 }
 
@@ -550,6 +554,52 @@ wait_runs(unsigned n, double tmo)
     for (double end = tim_mono() + tmo; runs() < n && tim_mono() < end;)
         usleep(1000);
     ck_assert_uint_eq(runs(), n);
+}
+
+/*
+ * Session 0 makes a taker; then sessions 1 .. n - 1 turn ready, all at
+ * once or one every `pace` microseconds.  The taker must serve them all:
+ * one task at a time, all on its thread, in the order they turned ready.
+ * *looks gets the waiter's looks from the first of them to the last run
+ * (and a look due after it), *took the time that took.
+ */
+static void
+one_taker_serves(int n, unsigned pace, uint64_t *looks, double *took)
+{
+    struct sess *sp[NTMAX];
+    int c[NTMAX];
+    double t0;
+
+    SRG_ASSERT(n <= NTMAX);
+    for (int i = 0; i < n; i++) {
+        spin_ms[i] = i == 0 ? 0 : 0.25;
+        sp[i] = new_sess(&c[i], i);
+        wtr_enter(&sp[i]);
+    }
+    ck_assert_int_eq(write(c[0], "x", 1), 1);
+    wait_runs(1, 2);
+    usleep(20000); /* its worker is back in the set, lingering */
+    *looks = stat_get(STAT_wtr_looks);
+    t0 = tim_mono();
+    for (int i = 1; i < n; i++) {
+        ck_assert_int_eq(write(c[i], "x", 1), 1);
+        if (pace > 0)
+            usleep(pace);
+    }
+    wait_runs((unsigned)n, 5);
+    *took = tim_mono() - t0;
+    usleep(20000); /* the last look, if one was due */
+    *looks = stat_get(STAT_wtr_looks) - *looks;
+    AZ(pthread_mutex_lock(&mtx));
+    ck_assert_uint_eq(inflight_max, 1);
+    for (int i = 1; i < n; i++) {
+        ck_assert_msg(pthread_equal(ran_on[i], ran_on[0]), "session %d ran on another worker",
+                      i);
+        ck_assert_uint_eq(order[i], (unsigned)i);
+    }
+    AZ(pthread_mutex_unlock(&mtx));
+    for (int i = 0; i < n; i++)
+        close(c[i]);
 }
 
 /*
@@ -563,30 +613,34 @@ wait_runs(unsigned n, double tmo)
  */
 START_TEST(taker_keeps_its_queue)
 {
-    struct sess *sp[NT];
-    int c[NT];
+    uint64_t looks;
+    double took;
 
-    for (int i = 0; i < NT; i++) {
-        spin_ms[i] = i == 0 ? 0 : 0.25;
-        sp[i] = new_sess(&c[i], i);
-        wtr_enter(&sp[i]);
-    }
-    ck_assert_int_eq(write(c[0], "x", 1), 1);
-    wait_runs(1, 2);
-    usleep(20000); /* its worker is back in the set, lingering */
-    for (int i = 1; i < NT; i++)
-        ck_assert_int_eq(write(c[i], "x", 1), 1);
-    wait_runs(NT, 5);
-    AZ(pthread_mutex_lock(&mtx));
-    ck_assert_uint_eq(inflight_max, 1);
-    for (int i = 1; i < NT; i++) {
-        ck_assert_msg(pthread_equal(ran_on[i], ran_on[0]), "session %d ran on another worker",
-                      i);
-        ck_assert_uint_eq(order[i], (unsigned)i);
-    }
-    AZ(pthread_mutex_unlock(&mtx));
-    for (int i = 0; i < NT; i++)
-        close(c[i]);
+    one_taker_serves(NT, 0, &looks, &took);
+}
+END_TEST
+
+/*
+ * A taker that keeps taking is looked at less and less often.  NTMAX - 1
+ * sessions of 0.25 ms of work each turn ready one after the other, a
+ * little slower than the taker serves them (about 200 ms in all, never
+ * queued as long as WTR_DEFER_BUSY).  The taker serves them all, in
+ * order, alone; and the waiter, whose every look preempts the taker on
+ * its CPU, looks once in 8 ms or so, not once in 4 ms as it did with a
+ * millisecond's deferral (which the scheduler stretched to that): the
+ * assertion is a look in 5.5 ms at most.  The work yields the CPU
+ * whenever another thread wants it, so that the looks come when the
+ * waiter asks for them, not when the scheduler's slice ends.
+ */
+START_TEST(keeping_taker_is_looked_at_seldom)
+{
+    uint64_t looks;
+    double took;
+
+    spin_yield = true;
+    one_taker_serves(NTMAX, 400, &looks, &took);
+    ck_assert_uint_ge(looks, 1);
+    ck_assert_msg(looks * 0.0055 <= took, "%u looks in %.1f ms", (unsigned)looks, took * 1e3);
 }
 END_TEST
 
@@ -916,6 +970,7 @@ wtr_suite(void)
     tcase_add_checked_fixture(tc, setup_one_cpu, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, taker_keeps_its_queue);
+    tcase_add_test(tc, keeping_taker_is_looked_at_seldom);
     tcase_add_test(tc, stuck_taker_gives_way);
     suite_add_tcase(s, tc);
     tc = tcase_create("registered");
