@@ -8,7 +8,9 @@
 # every request a pass).  ORIGIN_PROTO=HTTP/1.1: the origin keeps connections alive.
 # ROUNDS (default 3), SECS (default 6): rounds and seconds per run.  Each line also gives
 # wrk's latency percentiles (p50, p99) and the daemon's context switches per request,
-# voluntary and involuntary, summed over its threads (/proc/PID/task/*/status).
+# voluntary and involuntary, summed over its threads (/proc/PID/task/*/status), and the
+# user-space part of its CPU per request (utime alone: what the daemon's own code costs,
+# against the kernel's TCP work that is most of a small hit's time).
 set -eu
 BEFORE=$1 AFTER=$2 PATH_=$3 C=${4:-50}
 shift $(( $# < 4 ? $# : 4 )); [ "${1:-}" = "--" ] && shift
@@ -38,14 +40,15 @@ for r in $(seq "${ROUNDS:-3}"); do
     for tag in before after; do
         p=${PORT[$tag]} pid=${PID[$tag]}
         curl -s -o /dev/null "http://127.0.0.1:$p$PATH_"
-        t0=$(awk '{print $14+$15}' /proc/$pid/stat) c0=$(csw $pid)
+        t0=$(awk '{print $14+$15}' /proc/$pid/stat) u0=$(awk '{print $14}' /proc/$pid/stat) c0=$(csw $pid)
         out=$(taskset -c 1 wrk -t2 -c"$C" -d"${SECS:-6}" --latency ${HEADER:+-H "$HEADER"} \
             "http://127.0.0.1:$p$PATH_" | grep -E "Requests/sec|requests in| 50%| 99%")
-        t1=$(awk '{print $14+$15}' /proc/$pid/stat) c1=$(csw $pid)
+        t1=$(awk '{print $14+$15}' /proc/$pid/stat) u1=$(awk '{print $14}' /proc/$pid/stat) c1=$(csw $pid)
         n=$(echo "$out" | awk '/requests in/ {print $1}')
         echo "$tag r$r c$C $(echo "$out" | awk '/Requests/ {print $2}') req/s" \
              "cpu-us/req $(echo "scale=2; ($t1-$t0)*10000/$n" | bc)" \
              "p50 $(echo "$out" | awk '/ 50%/ {print $2}') p99 $(echo "$out" | awk '/ 99%/ {print $2}')" \
-             "csw/req $(echo "$c0 $c1 $n" | awk '{printf "%.3f %.3f", ($3-$1)/$5, ($4-$2)/$5}')"
+             "csw/req $(echo "$c0 $c1 $n" | awk '{printf "%.3f %.3f", ($3-$1)/$5, ($4-$2)/$5}')" \
+             "user-us/req $(echo "scale=2; ($u1-$u0)*10000/$n" | bc)"
     done
 done

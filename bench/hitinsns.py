@@ -19,8 +19,13 @@ thread (stream_thread, inclusive), which runs while the hits are made and
 for 0.5 s after, to read what they left.  Give --surogatd twice (or more)
 to compare builds; each build runs every mode.
 
+With --h2 the hits go over HTTP/2 instead (an h2c listener, h2load on
+one connection, one stream at a time; the workers' figure is then
+h2t_sess_task's), and the Cache-Status of each is not checked: the warm-up
+makes the object a hit.
+
 Traffic on 127.0.0.1 only; every process started is stopped.  Python 3
-stdlib, valgrind (callgrind_control, callgrind_annotate).
+stdlib, valgrind (callgrind_control, callgrind_annotate), h2load for --h2.
 """
 
 import argparse
@@ -78,6 +83,15 @@ def hits(port, n, timeout=60):
         c.close()
 
 
+def h2hits(port, n, timeout=120):
+    """n hits over one HTTP/2 connection (h2c, prior knowledge), one stream at a time."""
+    out = subprocess.run(["h2load", "-n", str(n), "-c", "1", "-m", "1",
+                          f"http://127.0.0.1:{port}/1k.bin"],
+                         capture_output=True, text=True, timeout=timeout).stdout
+    if not re.search(r"requests: %d total, %d started, %d done, %d succeeded" % (n, n, n, n), out):
+        raise SystemExit(f"h2load: {out}")
+
+
 def stop(proc):
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -113,7 +127,8 @@ def run(args, surogatd, surogatctl, mode, origin_port, workdir):
     d = tempfile.mkdtemp(prefix="run-", dir=workdir)
     port, admin = free_port(), free_port()
     argv = ["valgrind", "--tool=callgrind", "--dump-instr=no",
-            f"--callgrind-out-file={d}/cg.out", surogatd, "-F", "-a", f"127.0.0.1:{port}",
+            f"--callgrind-out-file={d}/cg.out", surogatd, "-F", "-a",
+            f"127.0.0.1:{port}" + (",h2c" if args.h2 else ""),
             "-b", f"127.0.0.1:{origin_port}", "-n", os.path.join(d, "n"), "-T",
             f"127.0.0.1:{admin}", "-s", "malloc,64m", "-p", "thread_pools=1",
             "-p", "thread_pool_min=2", "-p", "timeout_idle=600s"]
@@ -143,9 +158,11 @@ def run(args, surogatd, surogatctl, mode, origin_port, workdir):
                 raise SystemExit(f"log {MODES[mode]}: {first!r}")
             hits(port, 20)  # the reader's first look at the rings, out of the count
             time.sleep(0.5)
+        if args.h2:
+            h2hits(port, 200)
         subprocess.run(["callgrind_control", "-z", str(sg.pid)], check=True,
                        capture_output=True, timeout=120)
-        hits(port, args.hits)
+        (h2hits if args.h2 else hits)(port, args.hits)
         hits_made = args.hits
         time.sleep(0.5)
         subprocess.run(["callgrind_control", "-d", str(sg.pid)], check=True,
@@ -155,7 +172,8 @@ def run(args, surogatd, surogatctl, mode, origin_port, workdir):
             raise SystemExit("no callgrind dump")
         dump = os.path.join(d, dumps[-1])
         res = {"all": total(dump) / hits_made,
-               "worker": inclusive(dump, "h1t_sess_task") / hits_made,
+               "worker": inclusive(dump, "h2t_sess_task" if args.h2 else "h1t_sess_task")
+               / hits_made,
                "reader": inclusive(dump, "stream_thread") / hits_made}
         if reader is not None and mode == "trace":
             stop(reader)
@@ -179,6 +197,9 @@ def main():
     ap.add_argument("--hits", type=int, default=2000)
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--keep", action="store_true", help="keep the dumps (their paths are shown)")
+    ap.add_argument("--h2", action="store_true",
+                    help="hits over HTTP/2 (h2c with prior knowledge, h2load -c1 -m1); "
+                    "workers: h2t_sess_task")
     args = ap.parse_args()
     builds = args.surogatd or [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                             "build", "surogatd")]
@@ -209,7 +230,8 @@ def main():
         else:
             shutil.rmtree(workdir, True)
     print(f"\n# hitinsns: callgrind, instructions per 1 KiB hit, {args.hits} hits\n")
-    print("| build | reader | Ir/hit | workers (h1t_sess_task) | reader thread |")
+    task = "h2t_sess_task" if args.h2 else "h1t_sess_task"
+    print(f"| build | reader | Ir/hit | workers ({task}) | reader thread |")
     print("|---|---|--:|--:|--:|")
     for b, mode, r in rows:
         print(f"| {b} | {mode} | {r['all']:,.0f} | {r['worker']:,.0f} | {r['reader']:,.0f} |")

@@ -368,6 +368,14 @@ void hsh_head_set(struct cobj *oc, const char *text, size_t len);
 const char *hsh_head_text(const struct cobj *oc, struct ws *ws, size_t *len);
 size_t hsh_head_size(const struct cobj *oc);
 size_t hsh_head_copy(const struct cobj *oc, char *out); /* out: hsh_head_size() bytes */
+/*
+ * The stored head split (shd_split()): its status line's parts and its
+ * field lines still encoded, for a delivery that writes them straight
+ * where they go out (shd_decode_fields()); valid as long as the caller's
+ * reference.  False when the head does not start with a status line.
+ */
+struct shd_head;
+bool hsh_head_split(const struct cobj *oc, struct shd_head *h);
 unsigned hsh_purge(const char *key, size_t keylen); /* drop every variant; returns how many */
 /*
  * Whether a published object's body is intact: objects recovered from a

@@ -28,6 +28,23 @@ sb_cat(struct sb *sb, const char *s)
 void sb_printf(struct sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_uint(struct sb *sb, unsigned long long v); /* faster than printf on hot paths */
 /*
+ * For a hot path writing many pieces into one buffer it has sized: v in
+ * decimal at o (at most 20 bytes), and a literal at o; each returns the end.
+ */
+static inline char *
+sb_put_uint(char *o, unsigned long long v)
+{
+    char tmp[20], *p = tmp + sizeof tmp;
+
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    memcpy(o, p, (size_t)(tmp + sizeof tmp - p));
+    return (o + (tmp + sizeof tmp - p));
+}
+#define SB_PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
+/*
  * The HTML entity that stands for c in text and in attribute values alike
  * (& < > " '), or NULL when c stands for itself.
  */

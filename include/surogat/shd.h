@@ -50,6 +50,36 @@ size_t shd_text_len(const unsigned char *enc, size_t len);
 size_t shd_decode(const unsigned char *enc, size_t len, char *out);
 
 /*
+ * A stored response head split for a deliverer that writes the status
+ * line itself: the status line's parts, and the field lines still
+ * encoded, decoded by shd_decode_fields() straight into the buffer the
+ * head goes out from (no text in between).  Points into the encoding.
+ */
+struct shd_head {
+    unsigned minor;              /* HTTP/1.<minor> */
+    unsigned status;             /* 100-999 */
+    struct txt reason;           /* as stored, possibly empty */
+    const unsigned char *fields; /* the ops after the status line */
+    const unsigned char *end;    /* the encoding's end */
+    size_t room;                 /* the length of the text after the status line */
+};
+/*
+ * Split a sound encoding whose text starts with a status line "HTTP/1.M
+ * SSS reason" CRLF, as every stored response head does; false when its
+ * first line is of another shape (then read the text).  Reads the first
+ * op only: no walk.
+ */
+bool shd_split(const unsigned char *enc, size_t len, struct shd_head *h);
+/*
+ * The text after the status line of a split encoding, written into out
+ * (h->room bytes): the field lines, without the empty line when that is
+ * what the text ends with (the caller adds fields of its own, then the
+ * empty line).  Returns the length written: h->room, less 2 for the
+ * empty line left out.
+ */
+size_t shd_decode_fields(const struct shd_head *h, char *out);
+
+/*
  * The field lines of a sound encoding, in order: "name: value", and any
  * other line with a colon past its first byte, as a parser reads it
  * ("name:value").  The first line (the status line), the empty line and

@@ -26,6 +26,7 @@
 
 struct bcp_conn;
 struct req;
+struct shd_head;
 struct wrk;
 
 /* The body length a head announces. */
@@ -44,6 +45,13 @@ struct tp_head {
     struct txt reason;               /* empty: the standard phrase */
     struct txt block[TP_HEAD_BLOCKS];
     unsigned nblock;
+    /*
+     * A stored head's field lines still encoded, to go before block[0],
+     * or NULL: given only to a transport whose ops say it takes them
+     * (tp_ops.stored_fields), which writes them with shd_decode_fields()
+     * (shd.h) straight into what it sends, during head().
+     */
+    const struct shd_head *stored;
     uint64_t len;                    /* body bytes, or TP_LEN_NONE or TP_LEN_UNKNOWN */
     bool body;                       /* body bytes follow: false for HEAD, 304, 204 */
 };
@@ -81,6 +89,7 @@ enum tp_tunnel_end {
 
 struct tp_ops {
     const char *name; /* "HTTP/1.1", "HTTP/2.0": req.proto in the policy */
+    bool stored_fields; /* head() takes tp_head.stored; else the deliverer decodes them */
     /*
      * Send a response head.  The transport may hold it back until the
      * first body piece or the end, to send both in one system call.

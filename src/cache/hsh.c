@@ -268,6 +268,14 @@ hsh_head_copy(const struct cobj *oc, char *out)
     return (shd_decode((const unsigned char *)oc->head, oc->head_len, out));
 }
 
+bool
+hsh_head_split(const struct cobj *oc, struct shd_head *h)
+{
+    OBJ_CHECK(oc, COBJ_MAGIC);
+    AN(oc->head);
+    return (shd_split((const unsigned char *)oc->head, oc->head_len, h));
+}
+
 const char *
 hsh_head_text(const struct cobj *oc, struct ws *ws, size_t *len)
 {

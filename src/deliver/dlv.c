@@ -2,11 +2,13 @@
  * The deliverer's heads: what a response says before its body.
  *
  * A head is planned from its source -- a stored object's head, kept
- * serialised so that a hit copies nothing, or a response head as a struct
- * http -- and the request: 304 when its conditions say the client has the
- * representation, 206 or 416 for a Range, the length, Age and Cache-Status.
- * Then the policy's deliver hook runs on it, once for every kind of
- * delivery, and the plan goes to the transport as field blocks.
+ * encoded (shd.h), or a response head as a struct http -- and the request:
+ * 304 when its conditions say the client has the representation, 206 or
+ * 416 for a Range, the length, Age and Cache-Status.  Then the policy's
+ * deliver hook runs on it, once for every kind of delivery, and the plan
+ * goes to the transport as field blocks, a stored head's fields first:
+ * still encoded to a transport that writes them itself where they go out
+ * (tp_ops.stored_fields), so that a hit writes its head's text once.
  */
 #include "config.h"
 
@@ -169,6 +171,23 @@ overflow(struct dlv_plan *d)
     return (-1);
 }
 
+int
+dlv__head_decode(struct req *req, struct tp_head *h)
+{
+    char *p;
+
+    if (h->stored == NULL)
+        return (0);
+    SRG_ASSERT(h->nblock < TP_HEAD_BLOCKS);
+    if ((p = ws_alloc(req->ws, h->stored->room > 0 ? h->stored->room : 1)) == NULL)
+        return (-1);
+    memmove(&h->block[1], &h->block[0], h->nblock * sizeof h->block[0]);
+    h->block[0] = (struct txt){ p, shd_decode_fields(h->stored, p) };
+    h->nblock++;
+    h->stored = NULL;
+    return (0);
+}
+
 /*
  * The deliver hook on the planned head: the blocks parsed into workspace
  * with room for more fields, the hook run, the result made the one block.
@@ -181,6 +200,9 @@ deliver_hook(struct req *req, struct dlv_plan *d)
     struct http *h;
     char *buf;
 
+    /* The hook may change any field: the head is built, not sent as stored. */
+    if (dlv__head_decode(req, &d->head) != 0)
+        return (overflow(d));
     len = 32 + d->head.reason.len;
     for (unsigned i = 0; i < d->head.nblock; i++)
         len += d->head.block[i].len;
@@ -222,6 +244,8 @@ dlv__finish_head(struct req *req, struct dlv_plan *d)
 {
     if (pol_active() && pol_has_deliver() && deliver_hook(req, d) != 0)
         return (-1);
+    if (req->trace != NULL && dlv__head_decode(req, &d->head) != 0)
+        return (overflow(d));
     TRACE_HEAD(req->trace, &d->head);
     return (0);
 }
@@ -237,38 +261,56 @@ dlv__refused(struct req *req, const struct dlv_plan *d)
 
 /*
  * Age and Cache-Status (RFC 9211) of a delivery of oc at `now`: "hit" or
- * fwd's forward reason, and the object's remaining freshness.  Integers
- * formatted by hand: printf's floating point shows in a hit's profile.
+ * fwd's forward reason, and the object's remaining freshness.  Written by
+ * hand into one piece: printf's floating point, and even a string
+ * builder's call per piece, show in a hit's profile.
  */
 static void
 cache_fields(struct sb *sb, const struct cobj *oc, double now, const char *fwd)
 {
     double age = SRG_MAX(0.0, now - oc->fresh.t_origin);
+    char buf[128], *o = buf; /* the longest: 97 bytes and fwd, which goes apart */
 
-    sb_cat(sb, "Age: ");
-    sb_uint(sb, (unsigned long long)age);
-    sb_cat(sb, "\r\n");
+    o = SB_PUT_LIT(o, "Age: ");
+    o = sb_put_uint(o, (uint64_t)age);
+    o = SB_PUT_LIT(o, "\r\n");
     if (par.x_cache)
-        sb_cat(sb, fwd == NULL ? "X-Cache: HIT\r\n" : "X-Cache: MISS\r\n");
+        o = fwd == NULL ? SB_PUT_LIT(o, "X-Cache: HIT\r\n") : SB_PUT_LIT(o, "X-Cache: MISS\r\n");
     if (par.cache_status) {
-        sb_cat(sb, "Cache-Status: surogat; ");
-        sb_cat(sb, fwd == NULL ? "hit" : fwd);
-        sb_cat(sb, "; ttl=");
+        o = SB_PUT_LIT(o, "Cache-Status: surogat; ");
+        if (fwd == NULL) {
+            o = SB_PUT_LIT(o, "hit");
+        } else {
+            sb_bcat(sb, buf, (size_t)(o - buf));
+            sb_cat(sb, fwd);
+            o = buf;
+        }
+        o = SB_PUT_LIT(o, "; ttl=");
         if (oc->fresh.ttl < age)
-            sb_cat(sb, "-");
-        sb_uint(sb, (unsigned long long)(oc->fresh.ttl < age ? age - oc->fresh.ttl
-                                                               : oc->fresh.ttl - age));
-        sb_cat(sb, "\r\n");
+            *o++ = '-';
+        o = sb_put_uint(
+            o, (uint64_t)(oc->fresh.ttl < age ? age - oc->fresh.ttl : oc->fresh.ttl - age));
+        o = SB_PUT_LIT(o, "\r\n");
     }
+    SRG_ASSERT((size_t)(o - buf) <= sizeof buf);
+    sb_bcat(sb, buf, (size_t)(o - buf));
 }
+
+/*
+ * Workspace a head sent as stored leaves for the transport beyond the
+ * decoded fields and the reason: its status line, framing and
+ * connection fields, and this delivery's own (d->tail).  With less the
+ * fields are decoded here, and a full workspace answers 500 as always.
+ */
+#define STORED_SLACK 512
 
 int
 dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, struct gz_pick pk,
               uint64_t len, double now, const char *fwd, unsigned hits, struct dlv_plan *d)
 {
-    const char *fields, *reason, *sl_end, *head;
+    const char *fields, *reason, *sl_end, *head = NULL;
     struct http *h = NULL;
-    size_t flen, rlen, hlen;
+    size_t flen, rlen, hlen = 0;
     struct sb sb;
 
     /* Up to its text buffers only, which are written before they are read. */
@@ -277,15 +319,33 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
     d->syn.reason[0] = '\0';
     d->pk = pk;
     d->xcode = pk.send != pk.from;
-    /* The stored head: a status line, field lines, the empty line. */
-    if ((head = hsh_head_text(src, req->ws, &hlen)) == NULL)
+    if (!d->xcode && hsh_head_split(src, &d->sh)) {
+        /*
+         * Sent as stored: a transport that takes the fields encoded decodes
+         * them straight into what it sends, so the text is written once,
+         * where it goes out; for any other, or when the workspace would
+         * leave it too little room to, they are decoded here.
+         */
+        d->head.stored = &d->sh;
+        reason = d->sh.reason.b;
+        rlen = d->sh.reason.len;
+        fields = NULL;
+        flen = 0;
+        if ((!req->tp->stored_fields ||
+             ws_free_bytes(req->ws) < d->sh.room + d->sh.reason.len + STORED_SLACK) &&
+            dlv__head_decode(req, &d->head) != 0)
+            return (overflow(d));
+    } else if ((head = hsh_head_text(src, req->ws, &hlen)) == NULL) {
         return (overflow(d));
-    sl_end = memchr(head, '\n', hlen);
-    AN(sl_end);
-    fields = sl_end + 1;
-    flen = hlen - 2 - (size_t)(fields - head);
-    reason = head + 13; /* "HTTP/1.1 200 " */
-    rlen = hlen > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
+    } else {
+        /* The stored head: a status line, field lines, the empty line. */
+        sl_end = memchr(head, '\n', hlen);
+        AN(sl_end);
+        fields = sl_end + 1;
+        flen = hlen - 2 - (size_t)(fields - head);
+        reason = head + 13; /* "HTTP/1.1 200 " */
+        rlen = hlen > 13 && sl_end - 1 > reason ? (size_t)(sl_end - 1 - reason) : 0;
+    }
     if (d->xcode) {
         /*
          * Made on the fly: oc's head over for the coding sent.  Its length
@@ -319,7 +379,8 @@ dlv__plan_obj(struct req *req, const struct cobj *oc, const struct cobj *src, st
                                                              : oc->status;
     if (d->head.status == oc->status)
         d->head.reason = (struct txt){ reason, rlen };
-    d->head.block[d->head.nblock++] = (struct txt){ fields, flen };
+    if (fields != NULL)
+        d->head.block[d->head.nblock++] = (struct txt){ fields, flen };
     sb_init(&sb, d->tail, sizeof d->tail);
     if (d->range == HTTP_RANGE_OK)
         sb_printf(&sb, "Content-Range: bytes %llu-%llu/%llu\r\n", (unsigned long long)d->first,

@@ -11,6 +11,7 @@
 #include "surogat/gz.h"
 #include "surogat/http.h"
 #include "surogat/pol.h"
+#include "surogat/shd.h"
 #include "surogat/tp.h"
 
 struct cobj;
@@ -38,6 +39,7 @@ struct dlv_plan {
     unsigned hits;         /* the deliver hook's obj.hits: the object's count, 0 for a miss */
     /* dlv__plan_obj() zeroes the fields above only: new ones go above. */
     char tail[320];        /* this delivery's own fields: Age, Cache-Status, Content-Range */
+    struct shd_head sh;    /* head.stored points here when the head goes as stored */
     struct pol_synth syn;  /* the plan was refused: answer this (status 0: restart) */
 };
 
@@ -66,6 +68,12 @@ int dlv__coding(const struct cobj *oc);
 struct gz_pick dlv__negotiate(const struct req *req, enum gz_coding stored, unsigned copies);
 /* hp's fields as one head block (http_write_fields()), in workspace.  -1 when it is full. */
 int dlv__fields_block(struct req *req, const struct http *hp, struct txt *out);
+/*
+ * A head's stored fields (h->stored) decoded into workspace as its first
+ * block, for what reads field lines as text (the deliver hook, the trace,
+ * a transport that takes no stored fields).  -1 when the workspace is full.
+ */
+int dlv__head_decode(struct req *req, struct tp_head *h);
 /* The deliver hook on a finished plan's head.  0, or -1 as dlv__plan_obj(). */
 int dlv__finish_head(struct req *req, struct dlv_plan *d);
 /* A refused plan: its synthetic answer, or the restart it asked for. */

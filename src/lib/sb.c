@@ -62,14 +62,9 @@ sb_printf(struct sb *sb, const char *fmt, ...)
 void
 sb_uint(struct sb *sb, unsigned long long v)
 {
-    char tmp[24];
-    char *p = tmp + sizeof tmp;
+    char tmp[20];
 
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    sb_bcat(sb, p, (size_t)(tmp + sizeof tmp - p));
+    sb_bcat(sb, tmp, (size_t)(sb_put_uint(tmp, v) - tmp));
 }
 
 const char *

@@ -3,9 +3,10 @@
  * deliverer hands over (tp.h).
  *
  * A head is held back until the first body piece or the end, so that a
- * small response leaves in one writev(2): the status line, the field
- * blocks as given (a stored object's head is never copied), our framing
- * and Connection fields, and the body.  Framing is decided here only:
+ * small response leaves in one writev(2): the status line, a stored
+ * object's fields (tp_head.stored, decoded straight into the head's one
+ * piece: their text is written once), the field blocks, our framing and
+ * Connection fields, and the body.  Framing is decided here only:
  * Content-Length when the length is known, chunked to an HTTP/1.1 client
  * when it is not, and for HTTP/1.0 the end of the connection.  Runs on the
  * request's worker; each write is bounded by send_timeout.
@@ -32,6 +33,7 @@
 #include "surogat/req.h"
 #include "surogat/sb.h"
 #include "surogat/sess.h"
+#include "surogat/shd.h"
 #include "surogat/stat.h"
 #include "surogat/tim.h"
 #include "surogat/tp.h"
@@ -146,14 +148,52 @@ h1t_req_init(struct req *req)
     return (0);
 }
 
+/* "HTTP/1.1 SSS " at o (at most H1T_LINE bytes); returns the end. */
+#define H1T_LINE 30
+static char *
+put_line(char *o, unsigned status)
+{
+    o = SB_PUT_LIT(o, "HTTP/1.1 ");
+    o = sb_put_uint(o, status);
+    *o++ = ' ';
+    return (o);
+}
+
+/*
+ * Our framing and connection fields and the empty line that ends the head
+ * at o (at most sizeof r->tail bytes), deciding the framing; the end.
+ */
+static char *
+put_framing(struct req *req, struct h1t_resp *r, const struct tp_head *h, char *o)
+{
+    if (h->len == TP_LEN_UNKNOWN) {
+        if (!r->body) {
+            /* HEAD of a body whose length is not known yet: say nothing of it. */
+        } else if (req->http->proto == 11) {
+            r->chunked = true;
+            o = SB_PUT_LIT(o, "Transfer-Encoding: chunked\r\n");
+        } else {
+            req->close = true; /* an HTTP/1.0 client learns the end from the close */
+        }
+    } else if (h->len != TP_LEN_NONE) {
+        o = SB_PUT_LIT(o, "Content-Length: ");
+        o = sb_put_uint(o, h->len);
+        o = SB_PUT_LIT(o, "\r\n");
+    }
+    if (req->close || req->want_close || sess_draining())
+        o = SB_PUT_LIT(o, "Connection: close\r\n");
+    else if (req->keepalive_10)
+        o = SB_PUT_LIT(o, "Connection: keep-alive\r\n");
+    return (SB_PUT_LIT(o, "\r\n"));
+}
+
 static int
 h1t_head(struct req *req, const struct tp_head *h)
 {
     struct h1t_resp *r = resp_of(req);
     const char *reason = h->reason.len > 0 ? h->reason.b : http_reason(h->status);
-    size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason);
-    struct sb sb;
-    char *joined;
+    size_t rlen = h->reason.len > 0 ? h->reason.len : strlen(reason), len;
+    char *joined, *o;
 
     /*
      * A second head: the first was dropped by abort() before anything
@@ -163,61 +203,54 @@ h1t_head(struct req *req, const struct tp_head *h)
     r->magic = H1T_RESP_MAGIC;
     req->status = h->status;
     r->body = h->body && !req->head_only;
-    /* The reason as given, never copied or cut: a policy's may be long. */
-    sb_init(&sb, r->line, sizeof r->line); /* by hand: printf costs more than the rest of a hit's head */
-    sb_cat(&sb, "HTTP/1.1 ");
-    sb_uint(&sb, h->status);
-    sb_cat(&sb, " ");
-    AN(sb_ok(&sb));
-    r->head[r->nhead++] = (struct iovec){ r->line, sb.len };
-    r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t)reason, rlen };
-    r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t) "\r\n", 2 };
-    for (unsigned i = 0; i < h->nblock; i++) {
-        if (h->block[i].len == 0)
-            continue;
-        r->head[r->nhead].iov_base = (void *)(uintptr_t)h->block[i].b;
-        r->head[r->nhead++].iov_len = h->block[i].len;
-    }
-    sb_init(&sb, r->tail, sizeof r->tail);
-    if (h->len == TP_LEN_UNKNOWN) {
-        if (!r->body) {
-            /* HEAD of a body whose length is not known yet: say nothing of it. */
-        } else if (req->http->proto == 11) {
-            r->chunked = true;
-            sb_cat(&sb, "Transfer-Encoding: chunked\r\n");
-        } else {
-            req->close = true; /* an HTTP/1.0 client learns the end from the close */
+    /* The reason as given, never cut: a policy's may be long. */
+    len = H1T_LINE + rlen + 2 + (h->stored != NULL ? h->stored->room : 0) + sizeof r->tail;
+    for (unsigned i = 0; i < h->nblock; i++)
+        len += h->block[i].len;
+    /*
+     * Each piece of an iovec costs the kernel a copy round of its own: a
+     * head of a few hundred bytes is written as one piece (as cheap as one
+     * of those rounds), so that a hit's writev(2) is two.  A stored head's
+     * fields are decoded into it: the text is written once, where it goes
+     * out from.
+     */
+    if ((len <= H1T_HEAD_JOIN || h->stored != NULL) && (joined = ws_alloc(req->ws, len)) != NULL) {
+        o = put_line(joined, h->status);
+        memcpy(o, reason, rlen);
+        o = SB_PUT_LIT(o + rlen, "\r\n");
+        if (h->stored != NULL)
+            o += shd_decode_fields(h->stored, o);
+        for (unsigned i = 0; i < h->nblock; i++) {
+            if (h->block[i].len > 0)
+                memcpy(o, h->block[i].b, h->block[i].len);
+            o += h->block[i].len;
         }
-    } else if (h->len != TP_LEN_NONE) {
-        sb_cat(&sb, "Content-Length: ");
-        sb_uint(&sb, h->len);
-        sb_cat(&sb, "\r\n");
+        o = put_framing(req, r, h, o);
+        SRG_ASSERT((size_t)(o - joined) <= len);
+        r->head[r->nhead++] = (struct iovec){ joined, (size_t)(o - joined) };
+    } else if (h->stored != NULL) {
+        /* No room to write the stored fields into: the deliverer left some (STORED_SLACK). */
+        STAT_INC(ws_overflow);
+        r->failed = true;
+        req->close = true;
+        return (-1);
+    } else {
+        /* A long head goes as it is given, a piece each. */
+        r->head[r->nhead++] =
+            (struct iovec){ r->line, (size_t)(put_line(r->line, h->status) - r->line) };
+        r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t)reason, rlen };
+        r->head[r->nhead++] = (struct iovec){ (void *)(uintptr_t) "\r\n", 2 };
+        for (unsigned i = 0; i < h->nblock; i++) {
+            if (h->block[i].len == 0)
+                continue;
+            r->head[r->nhead].iov_base = (void *)(uintptr_t)h->block[i].b;
+            r->head[r->nhead++].iov_len = h->block[i].len;
+        }
+        r->head[r->nhead].iov_base = r->tail;
+        r->head[r->nhead++].iov_len = (size_t)(put_framing(req, r, h, r->tail) - r->tail);
     }
-    if (req->close || req->want_close || sess_draining())
-        sb_cat(&sb, "Connection: close\r\n");
-    else if (req->keepalive_10)
-        sb_cat(&sb, "Connection: keep-alive\r\n");
-    sb_cat(&sb, "\r\n");
-    AN(sb_ok(&sb));
-    r->head[r->nhead].iov_base = r->tail;
-    r->head[r->nhead++].iov_len = sb.len;
     for (int i = 0; i < r->nhead; i++)
         r->head_len += r->head[i].iov_len;
-    /*
-     * Each piece of an iovec costs the kernel a copy round of its own:
-     * a head of a few hundred bytes goes as one piece, copied here (as
-     * cheap as one of those rounds), so that a hit's writev(2) is two.
-     */
-    if (r->head_len <= H1T_HEAD_JOIN && (joined = ws_alloc(req->ws, r->head_len)) != NULL) {
-        size_t off = 0;
-
-        for (int i = 0; i < r->nhead; i++) {
-            memcpy(joined + off, r->head[i].iov_base, r->head[i].iov_len);
-            off += r->head[i].iov_len;
-        }
-        r->head[0] = (struct iovec){ joined, off };
-        r->nhead = 1;
-    }
     req->t_first = tim_mono();
     return (0);
 }
@@ -397,6 +430,7 @@ h1t_interim(struct req *req, unsigned status, const struct txt *fields)
 
 const struct tp_ops h1t_ops = {
     .name = "HTTP/1.1",
+    .stored_fields = true,
     .head = h1t_head,
     .body = h1t_body,
     .file = h1t_file,

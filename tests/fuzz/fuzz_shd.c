@@ -7,7 +7,9 @@
  * from an exact-size heap copy, so ASan sees any read past it),
  * shd_check() either refuses it or accepts a text that shd_decode()
  * writes in exactly the length it said and that encodes back to an
- * encoding of the same text; every field the iterator gives is part of it.
+ * encoding of the same text; every field the iterator gives is part of it;
+ * the fields of one that splits at its status line decode, in exactly the
+ * room it says, to the text after that line.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -15,6 +17,30 @@
 #include "surogat/shd.h"
 
 #include "fuzz.h"
+
+/*
+ * When enc (text's encoding, tlen bytes of text) splits, its fields
+ * decode into a heap buffer of exactly the room it says, as the text
+ * after the status line, less at most the empty line's two bytes.
+ */
+static void
+split(const unsigned char *enc, size_t n, const char *text, size_t tlen)
+{
+    struct shd_head h;
+    size_t sl, got;
+    char *out;
+
+    if (!shd_split(enc, n, &h))
+        return;
+    sl = 15 + h.reason.len;
+    FUZZ_CHECK(tlen >= sl && h.room == tlen - sl && memcmp(text, "HTTP/1.", 7) == 0);
+    FUZZ_CHECK(memcmp(text + sl - 2, "\r\n", 2) == 0);
+    out = malloc(h.room > 0 ? h.room : 1);
+    FUZZ_CHECK(out != NULL);
+    got = shd_decode_fields(&h, out);
+    FUZZ_CHECK((got == h.room || got + 2 == h.room) && memcmp(out, text + sl, got) == 0);
+    free(out);
+}
 
 static void
 as_text(const uint8_t *data, size_t size)
@@ -29,6 +55,7 @@ as_text(const uint8_t *data, size_t size)
     FUZZ_CHECK(shd_check(enc, n, &tlen) && tlen == size);
     FUZZ_CHECK(shd_text_len(enc, n) == size);
     FUZZ_CHECK(shd_decode(enc, n, back) == size && memcmp(back, data, size) == 0);
+    split(enc, n, (const char *)data, size);
     free(back);
     free(enc);
 }
@@ -52,6 +79,7 @@ as_encoding(const uint8_t *data, size_t size)
     text = malloc(tlen + 1);
     FUZZ_CHECK(text != NULL);
     FUZZ_CHECK(shd_decode(enc, size, text) == tlen);
+    split(enc, size, text, tlen);
     shd_iter_init(&it, enc, size);
     while (shd_next(&it, &name, &val))
         FUZZ_CHECK(name.len > 0 && name.len + val.len <= tlen); /* a field is part of the text */

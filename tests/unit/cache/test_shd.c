@@ -10,7 +10,58 @@
 #include <time.h>
 
 #include "unit.h"
+#include "surogat/defs.h"
 #include "surogat/shd.h"
+
+/* Whether text starts with "HTTP/1.M SSS " (status 100-999), a reason and CRLF: its length. */
+static size_t
+status_line_len(const char *text, size_t len)
+{
+    const char *crlf;
+
+    if (len < 15 || memcmp(text, "HTTP/1.", 7) != 0 || text[7] < '0' || text[7] > '9' ||
+        text[8] != ' ' || text[9] < '1' || text[9] > '9' || text[10] < '0' || text[10] > '9' ||
+        text[11] < '0' || text[11] > '9' || text[12] != ' ')
+        return (0);
+    crlf = memmem(text, len, "\r\n", 2);
+    return (crlf != NULL ? (size_t)(crlf + 2 - text) : 0);
+}
+
+/*
+ * The split of an encoding of text: accepted exactly when text starts
+ * with a status line; its parts; the fields decoded into a heap buffer of
+ * exactly h.room bytes (ASan sees a byte past it) as the text after the
+ * status line, less the empty line when the text ends with one.
+ */
+static void
+split_check(const char *text, size_t len, const unsigned char *enc, size_t n)
+{
+    size_t sl = status_line_len(text, len), rest, want;
+    struct shd_head h;
+    char *out;
+
+    memset(&h, 0, sizeof h);
+    ck_assert_msg(shd_split(enc, n, &h) == (sl > 0), "[%.*s] split wrong", (int)len, text);
+    if (sl == 0)
+        return;
+    ck_assert_uint_eq(h.minor, (unsigned)(text[7] - '0'));
+    ck_assert_uint_eq(h.status, (unsigned)atoi(text + 9));
+    ck_assert_uint_eq(h.reason.len, sl - 15);
+    ck_assert(memcmp(h.reason.b, text + 13, sl - 15) == 0);
+    rest = len - sl;
+    ck_assert_uint_eq(h.room, rest);
+    want = rest;
+    /* The text's last line is empty: it ends with CRLF after CRLF, or is the CRLF alone. */
+    if (rest >= 2 && memcmp(text + len - 2, "\r\n", 2) == 0 &&
+        (rest == 2 || (rest >= 4 && memcmp(text + len - 4, "\r\n", 2) == 0)))
+        want -= 2;
+    out = malloc(h.room > 0 ? h.room : 1);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_uint_eq(shd_decode_fields(&h, out), want);
+    ck_assert_msg(memcmp(out, text + sl, want) == 0, "[%.*s]: fields [%.*s]", (int)len, text,
+                  (int)want, out);
+    free(out);
+}
 
 /* text -> encoding -> text, checked; returns the encoding's length. */
 static size_t
@@ -32,6 +83,7 @@ round_trip(const char *text, size_t len)
     ck_assert_uint_eq(shd_decode(enc, n, back), len);
     ck_assert_msg(memcmp(back, text, len) == 0, "[%.*s] came back as [%.*s]", (int)len, text,
                   (int)len, back);
+    split_check(text, len, enc, n);
     free(back);
     free(enc);
     return (n);
@@ -107,6 +159,23 @@ START_TEST(long_and_binary)
 }
 END_TEST
 
+/* Up to 23 atoms (a "\0" is one NUL byte) drawn by *r appended to text[0..n); the new length. */
+static size_t
+random_atoms(char *text, size_t cap, size_t n, const char *const *atoms, size_t natoms, uint32_t *r)
+{
+    *r = *r * 1103515245u + 12345u;
+    for (unsigned k = (*r >> 16) % 24; k > 0; k--) {
+        *r = *r * 1103515245u + 12345u;
+        const char *a = atoms[(*r >> 16) % natoms];
+        size_t al = a[0] == '\0' ? 1 : strlen(a);
+        if (n + al > cap)
+            break;
+        memcpy(text + n, a, al);
+        n += al;
+    }
+    return (n);
+}
+
 /* Pseudo-random texts of CR, LF, ':', ' ', a name of the table and other bytes. */
 START_TEST(random_texts)
 {
@@ -120,18 +189,154 @@ START_TEST(random_texts)
     for (unsigned round = 0; round < 20000; round++) {
         size_t n = 0;
 
-        r = r * 1103515245u + 12345u;
-        for (unsigned k = (r >> 16) % 24; k > 0; k--) {
-            r = r * 1103515245u + 12345u;
-            const char *a = atoms[(r >> 16) % (sizeof atoms / sizeof atoms[0])];
-            size_t al = a[0] == '\0' ? 1 : strlen(a);
-            if (n + al > sizeof text)
-                break;
-            memcpy(text + n, a, al);
-            n += al;
-        }
+        n = random_atoms(text, sizeof text, n, atoms, ARRAY_LEN(atoms), &r);
         round_trip(text, n);
     }
+}
+END_TEST
+
+/*
+ * Heads split for a deliverer: every shape after a status line (fields of
+ * the table and not, dates, bare lines, no empty line, text after it),
+ * the fields decoded in a buffer of exactly their room (round_trip()).
+ */
+START_TEST(split_shapes)
+{
+    static const char *const v[] = {
+        "HTTP/1.1 200 OK\r\n\r\n",
+        "HTTP/1.1 200 OK\r\n",                  /* no empty line: nothing left out */
+        "HTTP/1.1 200 OK\r\nServer: x\r\n",     /* nor here */
+        "HTTP/1.1 200 OK\r\nServer: x",         /* a tail without CRLF */
+        "HTTP/1.1 200 OK\r\n\r\n\r\n",          /* two empty lines: the last left out */
+        "HTTP/1.1 200 OK\r\n\r\nafter\r\n\r\n", /* text after the first empty line */
+        "HTTP/1.1 200 OK\r\n\r\nafter",
+        "HTTP/1.0 404 Not Found\r\nServer: x\r\n\r\n",
+        "HTTP/1.1 200 \r\nA: b\r\n\r\n", /* empty reason */
+        "HTTP/1.1 999 Nine: nine\r\n\r\n",
+        "HTTP/1.1 100 Continue\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX-Empty: \r\nX-Bare:\r\n no colon\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX-Cr: a\rb\nc\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nA: \r\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Fri, 27 Nov 2026 04:00:00 GMT\r\n"
+        "Content-Type: application/octet-stream\r\nContent-Length: 1024\r\nLast-Modified: Fri, "
+        "27 Nov 2026 03:00:00 GMT\r\nExpires: Fri, 27 Nov 2026 05:00:00 GMT\r\nCache-Control: "
+        "max-age=3600\r\nETag: \"6929a1c0-400\"\r\nAccept-Ranges: bytes\r\n\r\n",
+        /* not split: the first line is not a status line */
+        "",
+        "\r\n",
+        "HTTP/1.1 200\r\n\r\n",
+        "HTTP/1.1 099 Low\r\n\r\n",
+        "HTTP/2.0 200 OK\r\n\r\n",
+        "HTTP/1.1 200 OK", /* no CRLF: a tail */
+        "Server: x\r\n\r\n",
+    };
+    unsigned char enc[1024];
+    struct shd_head h;
+    size_t n;
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        round_trip_str(v[i]);
+    /* The length a caller sizes by, and what comes back, exactly. */
+    n = shd_encode(v[0], strlen(v[0]), enc);
+    ck_assert(shd_split(enc, n, &h));
+    ck_assert_uint_eq(h.room, 2);
+    ck_assert_uint_eq(shd_decode_fields(&h, (char[2]){ 0 }), 0);
+    n = shd_encode(v[14], strlen(v[14]), enc);
+    ck_assert(shd_split(enc, n, &h));
+    ck_assert_uint_eq(h.status, 200);
+    ck_assert_uint_eq(h.reason.len, 2);
+    ck_assert_uint_eq(h.room, strlen(v[14]) - strlen("HTTP/1.1 200 OK\r\n"));
+}
+END_TEST
+
+/* Random texts after a status line, split and decoded (round_trip() checks each). */
+START_TEST(split_random)
+{
+    static const char *const atoms[] = { "\r\n",   "\r",
+                                         "\n",     ":",
+                                         ": ",     " ",
+                                         "Date: ", "ETag",
+                                         "x",      "Expires: Fri, 27 Nov 2026 05:00:00 GMT",
+                                         "\0",     "Content-Type: text/html" };
+    char text[512];
+    uint32_t r = 54321;
+
+    for (unsigned round = 0; round < 20000; round++) {
+        size_t n = (size_t)snprintf(text, sizeof text, "HTTP/1.%u %u R\r\n", round % 10,
+                                    100 + round % 900);
+
+        n = random_atoms(text, sizeof text, n, atoms, ARRAY_LEN(atoms), &r);
+        round_trip(text, n);
+    }
+}
+END_TEST
+
+/* enc[0..n)'s fields decoded (split) into exactly their room, compared with want. */
+static void
+fields_are(const unsigned char *enc, size_t n, const char *want)
+{
+    struct shd_head h;
+    char *out;
+
+    ck_assert(shd_split(enc, n, &h));
+    out = malloc(h.room);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_uint_eq(shd_decode_fields(&h, out), strlen(want));
+    ck_assert_msg(memcmp(out, want, strlen(want)) == 0, "got [%.*s], want [%s]", (int)strlen(want),
+                  out, want);
+    free(out);
+}
+
+/*
+ * The thread's memo of the fields decoded last: filled once the same
+ * fields come twice, never given for other fields -- of the same length,
+ * at the same address (a freed head's room reused), or longer than it
+ * keeps.
+ */
+START_TEST(split_memo)
+{
+    static const char a[] = "HTTP/1.1 200 OK\r\nServer: a\r\nETag: \"1\"\r\n\r\n";
+    static const char b[] = "HTTP/1.1 200 OK\r\nServer: b\r\nETag: \"2\"\r\n\r\n";
+    unsigned char *ea = malloc(shd_bound(sizeof a)), *eb = malloc(shd_bound(sizeof b));
+    unsigned char *at = malloc(shd_bound(sizeof a)), *big;
+    char *long_text;
+    size_t na, nb, nbig;
+
+    ck_assert(ea != NULL && eb != NULL && at != NULL);
+    na = shd_encode(a, sizeof a - 1, ea);
+    nb = shd_encode(b, sizeof b - 1, eb);
+    ck_assert_uint_eq(na, nb);
+    for (int i = 0; i < 3; i++) /* the second fills the memo, the third reads it */
+        fields_are(ea, na, "Server: a\r\nETag: \"1\"\r\n");
+    fields_are(eb, nb, "Server: b\r\nETag: \"2\"\r\n");
+    fields_are(ea, na, "Server: a\r\nETag: \"1\"\r\n");
+    /* One address, its bytes rewritten in between: each time what it holds now. */
+    for (int i = 0; i < 4; i++) {
+        memcpy(at, i % 2 == 0 ? ea : eb, na);
+        fields_are(at, na,
+                   i % 2 == 0 ? "Server: a\r\nETag: \"1\"\r\n" : "Server: b\r\nETag: \"2\"\r\n");
+        fields_are(at, na,
+                   i % 2 == 0 ? "Server: a\r\nETag: \"1\"\r\n" : "Server: b\r\nETag: \"2\"\r\n");
+    }
+    /* Fields longer than the memo keeps: decoded every time, right. */
+    long_text = malloc(8192);
+    ck_assert_ptr_nonnull(long_text);
+    strcpy(long_text, "HTTP/1.1 200 OK\r\nX-Long: ");
+    memset(long_text + strlen(long_text), 'v', 4000);
+    strcpy(long_text + strlen("HTTP/1.1 200 OK\r\nX-Long: ") + 4000, "\r\n\r\n");
+    big = malloc(shd_bound(strlen(long_text)));
+    ck_assert_ptr_nonnull(big);
+    nbig = shd_encode(long_text, strlen(long_text), big);
+    long_text[strlen(long_text) - 2] = '\0'; /* the fields: without the empty line */
+    for (int i = 0; i < 3; i++) {
+        fields_are(big, nbig, long_text + strlen("HTTP/1.1 200 OK\r\n"));
+        fields_are(ea, na, "Server: a\r\nETag: \"1\"\r\n");
+    }
+    free(big);
+    free(long_text);
+    free(at);
+    free(eb);
+    free(ea);
 }
 END_TEST
 
@@ -314,6 +519,9 @@ UNIT_SUITE(void)
     tcase_add_test(tc, many_dates);
     tcase_add_test(tc, fields);
     tcase_add_test(tc, damaged);
+    tcase_add_test(tc, split_shapes);
+    tcase_add_test(tc, split_random);
+    tcase_add_test(tc, split_memo);
     suite_add_tcase(s, tc);
     return (s);
 }

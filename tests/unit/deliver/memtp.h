@@ -2,18 +2,21 @@
  * memtp -- a memory transport for the deliverer's unit tests: it records
  * what a real one would frame -- the head (status, reason, fields,
  * announced length, whether a body follows), the body bytes, the end, an
- * abort.  Included by one test file each.
+ * abort; given a stored head's fields encoded or as text.  Included by one
+ * test file each.
  */
 #ifndef SUROGAT_TEST_MEMTP_H
 #define SUROGAT_TEST_MEMTP_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "unit.h"
 #include "surogat/req.h"
 #include "surogat/sb.h"
+#include "surogat/shd.h"
 #include "surogat/tp.h"
 #include "surogat/wrk.h"
 #include "surogat/ws.h"
@@ -42,6 +45,14 @@ mem_head(struct req *req, const struct tp_head *h)
     snprintf(seen.reason, sizeof seen.reason, "%.*s", (int)h->reason.len,
              h->reason.len > 0 ? h->reason.b : "");
     sb_init(&sb, seen.fields, sizeof seen.fields);
+    if (h->stored != NULL) {
+        /* Only to mem_stored_ops: decoded as a transport writes them, into exactly their room. */
+        char *f = malloc(h->stored->room > 0 ? h->stored->room : 1);
+        ck_assert(req->tp->stored_fields);
+        ck_assert_ptr_nonnull(f);
+        sb_bcat(&sb, f, shd_decode_fields(h->stored, f));
+        free(f);
+    }
     for (unsigned i = 0; i < h->nblock; i++)
         sb_bcat(&sb, h->block[i].b, h->block[i].len);
     ck_assert(sb_ok(&sb));
@@ -99,15 +110,13 @@ mem_writable(struct req *req)
     return (!seen.full);
 }
 
-static const struct tp_ops mem_ops = {
-    .name = "memory",
-    .writable = mem_writable,
-    .head = mem_head,
-    .body = mem_body,
-    .file = mem_file,
-    .end = mem_end,
-    .abort = mem_abort,
-};
+#define MEM_OPS                                                                     \
+    .name = "memory", .writable = mem_writable, .head = mem_head, .body = mem_body, \
+    .file = mem_file, .end = mem_end, .abort = mem_abort
+
+static const struct tp_ops mem_ops = { MEM_OPS };
+/* The same transport taking a stored head's fields encoded (tp_ops.stored_fields), as h1t does. */
+static const struct tp_ops mem_stored_ops = { MEM_OPS, .stored_fields = true };
 
 /* A GET for url as a transport would hand it over, answered through the memory transport. */
 static void

@@ -27,6 +27,7 @@
 #include "surogat/wrk.h"
 #include "surogat/ws.h"
 
+#include "cache_fixture.h"
 #include "memtp.h"
 
 static struct wrk wrk;
@@ -294,6 +295,121 @@ START_TEST(static_file)
 }
 END_TEST
 
+/* ---- hits: the stored head sent as stored, or decoded first ---- */
+
+#define HIT_FIELDS                                                                                 \
+    "Server: nginx/1.22.1\r\nDate: Fri, 27 Nov 2026 04:00:00 GMT\r\nContent-Type: text/plain\r\n"  \
+    "Last-Modified: Fri, 27 Nov 2026 03:00:00 GMT\r\nExpires: Fri, 27 Nov 2026 05:00:00 GMT\r\n"  \
+    "ETag: \"e1\"\r\nX-Odd:no space\r\nCache-Control: max-age=3600\r\n"
+
+static void
+hit_setup(void)
+{
+    cache_setup();
+    memtp_req(&req, &wrk, wsbuf, sizeof wsbuf, hdrs, 16, "/x");
+}
+
+/* A published object at key with the status line sl, HIT_FIELDS and body. */
+static void
+hit_store(const char *key, const char *sl, const char *body)
+{
+    char head[1024];
+    struct cobj *oc = cache_busy(key, strlen(key));
+
+    snprintf(head, sizeof head, "%s\r\n" HIT_FIELDS "\r\n", sl);
+    hsh_head_set(oc, head, strlen(head));
+    oc->status = (uint16_t)atoi(sl + 9);
+    cache_publish(&oc, body);
+}
+
+/* What a delivery of key's object at now got, through ops; with field f: v in the request. */
+static void
+hit(const char *key, const struct tp_ops *ops, double now, const char *f, const char *v)
+{
+    struct hsh_stale stale;
+    struct cobj *oc;
+
+    memtp_req(&req, &wrk, wsbuf, sizeof wsbuf, hdrs, 16, "/x");
+    req.tp = ops;
+    if (f != NULL)
+        add(req.http, f, v);
+    ck_assert_int_eq(cache_lookup(key, strlen(key), &oc, &stale), HSH_HIT);
+    dlv_obj(&req, oc, now, NULL);
+    hsh_deref(&oc);
+}
+
+/*
+ * A hit sends the same bytes whether the transport takes the stored
+ * fields encoded (h1t) or as text (h2t, a buffer): the stored fields as
+ * they came, this delivery's own after them; a 304, a 206 and a 416 the
+ * same; the reason as stored.
+ */
+START_TEST(hit_head_as_stored)
+{
+    static const struct {
+        const char *f, *v;
+        unsigned status;
+        const char *body, *extra;
+    } v[] = {
+        { NULL, NULL, 200, "0123456789", "" },
+        { "If-None-Match", "\"e1\"", 304, "", "" },
+        { "If-None-Match", "\"e2\"", 200, "0123456789", "" },
+        { "Range", "bytes=2-4", 206, "234", "Content-Range: bytes 2-4/10\r\n" },
+        { "Range", "bytes=20-", 416, "", "Content-Range: bytes */10\r\n" },
+    };
+    double now = tim_real();
+    char want[2048];
+    const char *kinds[] = { "text", "stored" };
+
+    hit_store("k1", "HTTP/1.1 200 Fine Thanks", "0123456789");
+    for (size_t i = 0; i < ARRAY_LEN(v); i++) {
+        for (int k = 0; k < 2; k++) {
+            hit("k1", k == 0 ? &mem_ops : &mem_stored_ops, now, v[i].f, v[i].v);
+            ck_assert_uint_eq(seen.heads, 1);
+            ck_assert_uint_eq(seen.status, v[i].status);
+            if (v[i].status == 200)
+                ck_assert_str_eq(seen.reason, "Fine Thanks");
+            snprintf(want, sizeof want,
+                     HIT_FIELDS "%sAge: 0\r\nCache-Status: surogat; hit; ttl=60\r\n", v[i].extra);
+            ck_assert_msg(strcmp(seen.fields, want) == 0, "%s, %s: got [%s]", kinds[k],
+                          v[i].f != NULL ? v[i].f : "plain", seen.fields);
+            ck_assert_uint_eq(seen.blen, strlen(v[i].body));
+            ck_assert(memcmp(seen.body, v[i].body, seen.blen) == 0);
+        }
+    }
+}
+END_TEST
+
+/*
+ * A stored head the transport writes needs room in the workspace: with
+ * less, the head is decoded by the deliverer as before, and with too
+ * little even for that, a 500 as ever.
+ */
+START_TEST(hit_workspace_tight)
+{
+    static const size_t spare[] = { 400, 100 };
+    struct hsh_stale stale;
+    struct cobj *oc;
+
+    hit_store("k2", "HTTP/1.1 200 OK", "0123456789");
+    for (size_t i = 0; i < ARRAY_LEN(spare); i++) {
+        memtp_req(&req, &wrk, wsbuf, sizeof wsbuf, hdrs, 16, "/x");
+        req.tp = &mem_stored_ops;
+        ck_assert_ptr_nonnull(ws_alloc(req.ws, ws_free_bytes(req.ws) - spare[i]));
+        ck_assert_int_eq(cache_lookup("k2", 2, &oc, &stale), HSH_HIT);
+        dlv_obj(&req, oc, tim_real(), NULL);
+        hsh_deref(&oc);
+        if (spare[i] > strlen("HTTP/1.1 200 OK\r\n" HIT_FIELDS "\r\n")) {
+            ck_assert_uint_eq(seen.status, 200);
+            ck_assert_ptr_nonnull(strstr(seen.fields, HIT_FIELDS "Age: "));
+            ck_assert_uint_eq(seen.blen, 10);
+        } else {
+            ck_assert_uint_eq(seen.status, 500);
+        }
+    }
+}
+END_TEST
+
 Suite *
 dlv_suite(void)
 {
@@ -309,6 +425,11 @@ dlv_suite(void)
     tcase_add_test(tc, fetch_miss_cuts_the_range);
     tcase_add_test(tc, fetch_failure_mid_body);
     tcase_add_test(tc, static_file);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hit");
+    tcase_add_checked_fixture(tc, hit_setup, cache_teardown);
+    tcase_add_test(tc, hit_head_as_stored);
+    tcase_add_test(tc, hit_workspace_tight);
     suite_add_tcase(s, tc);
     return s;
 }
