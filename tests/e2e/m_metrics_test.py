@@ -120,7 +120,11 @@ def test_metrics_count_hits_misses_and_latency(origin, surogat):
         if name.startswith(("req_time", "mon_", "client_resp_")) or name == "uptime":
             continue
         metric = "surogat_%s%s" % (name, "_total" if kind == "COUNTER" else "")
-        if kind == "COUNTER" or name in ("n_object", "n_objecthead", "sto_bytes"):
+        if name.startswith("wtr_"):
+            # The waiter's own: the scrape itself wakes it, and it may look
+            # once more before the second reading.
+            assert 0 <= one(m, metric) <= st[name], metric
+        elif kind == "COUNTER" or name in ("n_object", "n_objecthead", "sto_bytes"):
             assert one(m, metric) == st[name], metric
         else:
             assert metric in m, metric
