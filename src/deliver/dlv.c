@@ -188,6 +188,27 @@ dlv__head_decode(struct req *req, struct tp_head *h)
     return (0);
 }
 
+int
+dlv__run_hook(struct req *req, struct http *h, unsigned hits, struct dlv_plan *d)
+{
+    switch (pol_deliver(req, h, hits, &d->syn)) {
+    case POL_DELIVER:
+        break;
+    case POL_SYNTH:
+        return (-1);
+    case POL_RESTART:
+        d->syn.status = 0;
+        return (-1);
+    default:
+        d->syn.status = 503;
+        snprintf(d->syn.reason, sizeof d->syn.reason, "%s", "policy error");
+        return (-1);
+    }
+    d->head.status = h->status;
+    d->head.reason = h->reason;
+    return (0);
+}
+
 /*
  * The deliver hook on the planned head: the blocks parsed into workspace
  * with room for more fields, the hook run, the result made the one block.
@@ -218,21 +239,8 @@ deliver_hook(struct req *req, struct dlv_plan *d)
     h = parse_head(req, buf, off, POL_HDR_ROOM);
     if (h == NULL)
         return (overflow(d));
-    switch (pol_deliver(req, h, d->hits, &d->syn)) {
-    case POL_DELIVER:
-        break;
-    case POL_SYNTH:
+    if (dlv__run_hook(req, h, d->hits, d) != 0)
         return (-1);
-    case POL_RESTART:
-        d->syn.status = 0;
-        return (-1);
-    default:
-        d->syn.status = 503;
-        snprintf(d->syn.reason, sizeof d->syn.reason, "%s", "policy error");
-        return (-1);
-    }
-    d->head.status = h->status;
-    d->head.reason = h->reason;
     d->head.nblock = 1;
     if (dlv__fields_block(req, h, &d->head.block[0]) != 0)
         return (overflow(d));

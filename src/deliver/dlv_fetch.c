@@ -203,21 +203,8 @@ plan(struct req *req, const struct busyobj *bo, const char *fwd, struct dlv_fetc
     if (d->head.len == TP_LEN_NONE)
         d->head.body = false;
     if (pol_active() && pol_has_deliver()) {
-        switch (pol_deliver(req, resp, 0, &d->syn)) {
-        case POL_DELIVER:
-            break;
-        case POL_SYNTH:
+        if (dlv__run_hook(req, resp, 0, d) != 0)
             return (-1);
-        case POL_RESTART:
-            d->syn.status = 0;
-            return (-1);
-        default:
-            d->syn.status = 503;
-            snprintf(d->syn.reason, sizeof d->syn.reason, "%s", "policy error");
-            return (-1);
-        }
-        d->head.status = resp->status;
-        d->head.reason = resp->reason;
     }
     d->head.nblock = 1;
     return (dlv__fields_block(req, resp, &d->head.block[0]) == 0 ? 0 : -2);

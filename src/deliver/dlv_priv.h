@@ -74,6 +74,13 @@ int dlv__fields_block(struct req *req, const struct http *hp, struct txt *out);
  * a transport that takes no stored fields).  -1 when the workspace is full.
  */
 int dlv__head_decode(struct req *req, struct tp_head *h);
+/*
+ * The deliver hook on h, the head about to go (hits: the object's, 0 for a
+ * fresh answer): 0 with d->head's status and reason taken from what the hook
+ * left in h, or -1 with d->syn set (status 0: the hook restarts the request;
+ * 503: the hook failed).
+ */
+int dlv__run_hook(struct req *req, struct http *h, unsigned hits, struct dlv_plan *d);
 /* The deliver hook on a finished plan's head.  0, or -1 as dlv__plan_obj(). */
 int dlv__finish_head(struct req *req, struct dlv_plan *d);
 /* A refused plan: its synthetic answer, or the restart it asked for. */
