@@ -38,6 +38,14 @@ struct wtr_lsn {
     int fd; /* non-blocking, listening */
     wtr_accept_f *accept;
     void *priv;
+    /*
+     * New connections taken per event of this listener before the sessions
+     * that turned ready meanwhile: 0 for the waiter's default (16).  1 where
+     * a new connection's first step is dear (a TLS handshake's first flight,
+     * a signature): then a request on an established connection waits behind
+     * one such step, not sixteen.
+     */
+    unsigned batch;
     /* Private to the waiter. */
     unsigned users;       /* receivers inside accept() (atomic) */
     bool closing;         /* wtr_unlisten() began: its events are ignored */

@@ -126,9 +126,10 @@
 #define WTR_DEFER_BUSY    0.05 /* the longest a session waits for takers that keep up (on_defer()) */
 #define WTR_STUCK_CPU     0.002 /* CPU seconds a taker runs without taking before it is stuck */
 /*
- * New connections accepted per listener event: a flood is shared with the
- * sessions already ready and the other listeners; the listener is re-armed
- * when the batch ends before its backlog does.
+ * New connections accepted per listener event unless it says otherwise
+ * (wtr_lsn.batch): a flood is shared with the sessions already ready and
+ * the other listeners; the listener is re-armed when the batch ends before
+ * its backlog does, and its next event comes after those already in the set.
  */
 #define WTR_ACCEPT_BATCH 16
 #define WTR_LSN_TAG      ((uintptr_t)1)
@@ -660,7 +661,9 @@ accept_from(struct wtr_lsn **lv, int nl, bool take)
     int k;
 
     for (int i = 0; i < nl; i++) {
-        for (k = 0; k < WTR_ACCEPT_BATCH; k++) {
+        int batch = lv[i]->batch > 0 ? (int)lv[i]->batch : WTR_ACCEPT_BATCH;
+
+        for (k = 0; k < batch; k++) {
             sp = NULL;
             deadline = 0;
             r = lv[i]->accept(lv[i]->priv, &sp, &deadline);
@@ -674,7 +677,7 @@ accept_from(struct wtr_lsn **lv, int nl, bool take)
             tail = &sp->wnext;
         }
         /* Its fd stays open while we are a user: wtr_unlisten() waits for us. */
-        if (k == WTR_ACCEPT_BATCH)
+        if (k == batch)
             lsn_rearm(lv[i]);
         else if (r == WTR_ACC_FAIL)
             __atomic_store_n(&lv[i]->stalled, true, __ATOMIC_RELEASE);
