@@ -57,6 +57,7 @@ struct sess {
     double wdeadline;       /* wtr_enter_until()'s deadline (tim_mono()); 0 for wtr_enter() */
     unsigned wheap;         /* 1 + its index in the waiter's deadline heap; 0 when not in it */
     struct ssl_st *ssl; /* from the TLS handshake's first step on a tls listen socket, else NULL */
+    struct tls_mux *mux; /* an HTTP/2 connection's TLS after the handshake (then ssl is NULL) */
     bool tls_new;       /* new from accept, its handshake not begun: shed like a request */
     /*
      * The client: the peer's address, or on a PROXY listen socket the one
@@ -115,7 +116,7 @@ struct sess {
 static inline bool
 sess_is_tls(const struct sess *sp)
 {
-    return (sp->ssl != NULL || sp->tls_front);
+    return (sp->ssl != NULL || sp->mux != NULL || sp->tls_front);
 }
 int sess_muxed(void); /* -1 with errno EPROTO */
 size_t sess_input_read(struct sess *sp, void *buf, size_t len);
@@ -132,7 +133,7 @@ sess_rx_note(struct sess *sp, ssize_t n, size_t len)
     if (n < 0)
         sp->rx_more = errno != EAGAIN && errno != EWOULDBLOCK;
     else
-        sp->rx_more = n > 0 && (sp->ssl != NULL || (size_t)n == len);
+        sp->rx_more = n > 0 && (sp->ssl != NULL || sp->mux != NULL || (size_t)n == len);
     return (n);
 }
 static inline ssize_t
@@ -189,7 +190,17 @@ int sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadlin
 static inline bool
 sess_pending(const struct sess *sp)
 {
-    return (sp->in_buf != NULL || (sp->ssl != NULL && tls_pending(sp->ssl)));
+    return (sp->in_buf != NULL || (sp->ssl != NULL && tls_pending(sp->ssl)) ||
+            (sp->mux != NULL && tls_mux_pending(sp->mux)));
+}
+/* An idle TLS session gives its record buffers back while it waits (tls_release()). */
+static inline void
+sess_tls_release(struct sess *sp)
+{
+    if (sp->ssl != NULL)
+        tls_release(sp->ssl);
+    else if (sp->mux != NULL)
+        tls_mux_release(sp->mux, false);
 }
 
 /*

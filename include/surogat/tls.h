@@ -107,18 +107,42 @@ ssize_t tls_read(struct ssl_st *ssl, int fd, void *buf, size_t len, double deadl
 /* One non-blocking attempt: -1 with EAGAIN when no whole record is there. */
 ssize_t tls_read_nb(struct ssl_st *ssl, void *buf, size_t len);
 /*
- * For a transport that writes without blocking (HTTP/2): after
- * tls_mux_mode(), tls_write_nb() writes buf as records, those of one call
- * in as few system calls as it can (one for 64 KiB), and returns the
- * bytes written (>0) once the socket takes no more or all is written, or
- * -1 with EAGAIN when the socket is full, or -1 with errno when the
- * session failed.  After a short write or EAGAIN the next call must
- * present the bytes not written first, at the same or another address,
- * possibly followed by more: OpenSSL may hold one record of them, and
- * the connection what the socket did not take, which that call sends.
+ * A multiplexed connection (HTTP/2) after its handshake.  tls_mux_new()
+ * takes the SSL (*sslp NULL after).  Over TLS 1.3 with an AEAD suite --
+ * all OpenSSL offers by default -- the records leave OpenSSL there: it
+ * hands its keys over as it would to kernel TLS, the records are sealed
+ * and opened in src/tls (tls_rec.c), and the SSL, about 15 KiB, is
+ * freed.  Otherwise OpenSSL keeps carrying them.  NULL: the hand-over
+ * failed halfway (counted as tls_handshake_fail); close the socket.
+ *
+ * tls_mux_read() is tls_read_nb() over the connection.  tls_mux_write()
+ * writes buf as records, those of one call in as few system calls as it
+ * can (one for 64 KiB), and returns the bytes written (>0) once the
+ * socket takes no more or all is written, or -1 with EAGAIN when the
+ * socket is full, or -1 with errno when the session failed.  After a
+ * short write or EAGAIN the next call must present the bytes not written
+ * first, at the same or another address, possibly followed by more:
+ * records of them may be sealed already, and what the socket did not
+ * take is sent by that call.  tls_mux_pending() and tls_mux_release()
+ * are tls_pending() and tls_release(); with rest, a connection that has
+ * rested a while also gives back its cipher states.  One thread at a
+ * time (the transport's lock).
  */
-void tls_mux_mode(struct ssl_st *ssl);
-ssize_t tls_write_nb(struct ssl_st *ssl, const void *buf, size_t len);
+struct tls_mux;
+struct tls_mux *tls_mux_new(struct ssl_st **sslp);
+ssize_t tls_mux_read(struct tls_mux *m, void *buf, size_t len);
+ssize_t tls_mux_write(struct tls_mux *m, const void *buf, size_t len);
+bool tls_mux_pending(struct tls_mux *m);
+void tls_mux_release(struct tls_mux *m, bool rest);
+void tls_mux_notify_close(struct tls_mux *m); /* as tls_notify_close() */
+void tls_mux_close(struct tls_mux **mp);      /* as tls_close(); *mp = NULL */
+bool tls_mux_own(const struct tls_mux *m);    /* whether the records left OpenSSL */
+
+/* Facts of a handshake, for logs and policy: OpenSSL's names, or NULL (no SNI). */
+enum tls_fact { TLS_FACT_VERSION, TLS_FACT_CIPHER, TLS_FACT_SNI };
+const char *tls_fact(const struct ssl_st *ssl, enum tls_fact f);
+const char *tls_mux_fact(const struct tls_mux *m, enum tls_fact f);
+
 /*
  * The session goes idle: give its record buffers back (about 17 KiB with
  * read-ahead), unless they still hold bytes.  A read that found nothing

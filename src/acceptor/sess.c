@@ -92,7 +92,16 @@ sess_tls_task(struct wrk *wrk, void *priv)
         break;
     }
     /* From the waiter on, it is an ordinary session of the protocol agreed on. */
-    sp->task.func = tls_alpn_h2(sp->ssl) ? sess_serve_h2 : sess_serve;
+    if (tls_alpn_h2(sp->ssl)) {
+        sp->mux = tls_mux_new(&sp->ssl); /* the records may leave OpenSSL here */
+        if (sp->mux == NULL) {
+            sess_close(&sp);
+            return;
+        }
+        sp->task.func = sess_serve_h2;
+    } else {
+        sp->task.func = sess_serve;
+    }
     sp->t_idle = tim_mono();
     sp->task.func(wrk, sp);
 }
@@ -174,6 +183,8 @@ sess_close(struct sess **spp)
         (void)sess_input_read(sp, NULL, sess_input_len(sp)); /* frees it, counts it */
     if (sp->ssl != NULL)
         tls_close(&sp->ssl); /* close_notify first: the client knows the response is whole */
+    if (sp->mux != NULL)
+        tls_mux_close(&sp->mux);
     wtr_forget(sp); /* an event still on its way finds no session, not freed memory */
     if (sp->fd >= 0)
         close(sp->fd);
@@ -206,6 +217,8 @@ sess_close_lingering(struct sess **spp, double linger)
     OBJ_CHECK(sp, SESS_MAGIC);
     if (sp->ssl != NULL)
         tls_notify_close(sp->ssl);
+    if (sp->mux != NULL)
+        tls_mux_notify_close(sp->mux);
     if (shutdown(sp->fd, SHUT_WR) == 0 && linger > 0) {
         deadline = tim_mono() + linger;
         /* Bounded in bytes too: a client streaming forever must not hold the worker. */

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include <lauxlib.h>
-#include <openssl/ssl.h>
 
 #include "surogat/defs.h"
 #include "surogat/http.h"
@@ -32,6 +31,7 @@
 #include "surogat/pp.h"
 #include "surogat/req.h"
 #include "surogat/sess.h"
+#include "surogat/tls.h"
 
 #include "pol_priv.h"
 
@@ -55,18 +55,20 @@ enum fact {
  * the PROXY v2 header of a terminator in front.  NULL when unknown.
  */
 static const char *
-tls_fact(const struct sess *sp, enum fact f)
+conn_tls_fact(const struct sess *sp, enum fact f)
 {
     const struct pp_sess *ps = sp->pp;
 
-    if (sp->ssl != NULL) {
-        SSL *ssl = (SSL *)sp->ssl;
-        if (f == F_TLS_VERSION)
-            return (SSL_get_version(ssl));
-        if (f == F_TLS_CIPHER)
-            return (SSL_get_cipher_name(ssl));
-        if (f == F_SNI)
-            return (SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
+    static const enum tls_fact tf[F__N] = {
+        [F_TLS_VERSION] = TLS_FACT_VERSION,
+        [F_TLS_CIPHER] = TLS_FACT_CIPHER,
+        [F_SNI] = TLS_FACT_SNI,
+    };
+
+    if (sp->ssl != NULL || sp->mux != NULL) {
+        if (f != F_TLS_VERSION && f != F_TLS_CIPHER && f != F_SNI)
+            return (NULL);
+        return (sp->ssl != NULL ? tls_fact(sp->ssl, tf[f]) : tls_mux_fact(sp->mux, tf[f]));
     } else if (ps != NULL) {
         if (f == F_TLS_VERSION && ps->tls)
             return (ps->tls_version);
@@ -128,7 +130,7 @@ fact_read(const struct sess *sp, enum fact f, char *buf, size_t len)
     case F_TLS_CIPHER:
     case F_TLS_CERT_CN:
     case F_SNI:
-        v = tls_fact(sp, f);
+        v = conn_tls_fact(sp, f);
         break;
     case F_PROXY:
         if (sp->pp == NULL)

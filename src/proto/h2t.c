@@ -173,8 +173,6 @@ conn_new(struct sess *sp)
     win = (int32_t)SRG_MIN((uint64_t)c->local_window * 16, (uint64_t)INT32_MAX);
     if (win > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE)
         AZ(nghttp2_session_set_local_window_size(c->ngh, NGHTTP2_FLAG_NONE, 0, win));
-    if (sp->ssl != NULL)
-        tls_mux_mode(sp->ssl);
     sp->tp_conn = c;
     sp->tp_close = conn_close;
     STAT_INC(h2_sess);
@@ -359,7 +357,7 @@ h2t_sess_task(struct wrk *wrk, void *priv)
 
     OBJ_CHECK(wrk, WRK_MAGIC);
     OBJ_CHECK(sp, SESS_MAGIC);
-    if (sp->tp_conn == NULL && sp->ssl == NULL) {
+    if (sp->tp_conn == NULL && sp->mux == NULL) {
         switch (sniff(sp)) {
         case SNIFF_H2:
             break;

@@ -9,8 +9,8 @@
  * record.  That one copy is the one TLS needs anyway to build a record;
  * nghttp2 itself copies nothing.  ob is written from its front: under
  * TLS a write that would block is retried with the same bytes first
- * (tls_mux_mode() lets ob move and grow meanwhile), and the records of
- * one write leave in one system call (tls_write_nb()).  ob exists only
+ * (ob may move and grow meanwhile), and the records of one write leave
+ * in one system call (tls_mux_write()).  ob exists only
  * while there is output, so an idle connection holds none.
  *
  * Who waits for the socket.  Writes are non-blocking, under the lock; when
@@ -64,8 +64,8 @@ h2t__read(struct h2c *c, void *buf, size_t len)
 
     if (sp->in_buf != NULL)
         return ((ssize_t)sess_input_read(sp, buf, len)); /* kept bytes come first */
-    if (sp->ssl != NULL)
-        return (sess_rx_note(sp, tls_read_nb(sp->ssl, buf, len), len));
+    if (sp->mux != NULL)
+        return (sess_rx_note(sp, tls_mux_read(sp->mux, buf, len), len));
     return (sess_rx_note(sp, read(sp->fd, buf, len), len));
 }
 
@@ -74,8 +74,8 @@ sock_write(struct h2c *c, const void *buf, size_t len)
 {
     struct sess *sp = c->sp;
 
-    if (sp->ssl != NULL)
-        return (tls_write_nb(sp->ssl, buf, len));
+    if (sp->mux != NULL)
+        return (tls_mux_write(sp->mux, buf, len));
     return (send(sp->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT));
 }
 

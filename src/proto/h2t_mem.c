@@ -49,7 +49,9 @@
 #include <sys/mman.h>
 
 #include "surogat/defs.h"
+#include "surogat/sess.h"
 #include "surogat/tim.h"
+#include "surogat/tls.h"
 
 #include "h2t_priv.h"
 
@@ -293,6 +295,8 @@ give_back(struct h2c *c)
     }
     if (c->smap != NULL && all_zero(c->smap, H2_SMAP_SIZE))
         drop_pages(c->smap, H2_SMAP_SIZE); /* no stream: zeros either way */
+    if (c->sp->mux != NULL)
+        tls_mux_release(c->sp->mux, true); /* its cipher states too */
 }
 
 /* Under rest_mtx. */

@@ -166,12 +166,14 @@ alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsign
     unsigned char *sel;
     bool h2 = arg != NULL; /* the listener's: not ,h1only */
 
-    (void)ssl;
     if (SSL_select_next_proto(&sel, outlen, h2 ? alpn_h2 : alpn_h11,
                               h2 ? sizeof alpn_h2 - 1 : sizeof alpn_h11 - 1, in,
                               inlen) != OPENSSL_NPN_NEGOTIATED)
         return (SSL_TLSEXT_ERR_NOACK); /* none of ours: go on without ALPN, speak HTTP/1.1 */
     *out = sel;
+    /* HTTP/2: its records may leave OpenSSL at the handshake's end (tls_mux.c). */
+    if (*outlen == 2 && memcmp(sel, "h2", 2) == 0)
+        tls__hand_arm(ssl);
     return (SSL_TLSEXT_ERR_OK);
 }
 
@@ -286,6 +288,9 @@ new_ctx(bool h2, struct sb *err)
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
     /* Any non-NULL argument says h2: the callback only tests it. */
     SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, h2 ? (void *)(uintptr_t)alpn_h2 : NULL);
+    /* The traffic secrets of connections whose records leave OpenSSL (tls_mux.c); no file. */
+    if (h2)
+        SSL_CTX_set_keylog_callback(ctx, tls__keylog_cb);
     return (ctx);
 }
 

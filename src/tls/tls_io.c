@@ -315,7 +315,7 @@ tls_sendfile(SSL *ssl, int fd, int filefd, off_t off, size_t len, double deadlin
 }
 
 void
-tls_mux_mode(SSL *ssl)
+tls__mux_mode(SSL *ssl)
 {
     /*
      * A write returns once a record went, and a retry after WANT_WRITE
@@ -325,7 +325,7 @@ tls_mux_mode(SSL *ssl)
     tls__wbio_set(ssl);
 }
 
-/* What tls_write_nb() returns for a write that failed with SSL error e. */
+/* What tls__write_nb() returns for a write that failed with SSL error e. */
 static ssize_t
 write_failed(SSL *ssl, int e)
 {
@@ -340,7 +340,7 @@ write_failed(SSL *ssl, int e)
 }
 
 ssize_t
-tls_write_nb(SSL *ssl, const void *buf, size_t len)
+tls__write_nb(SSL *ssl, const void *buf, size_t len)
 {
     struct tls_wbio *w = tls__wbio_of(ssl);
     const char *p = buf;

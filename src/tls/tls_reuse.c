@@ -22,7 +22,8 @@
  *    layer's keys and read-ahead bytes: SSL_clear() (ssl3_clear() and the
  *    record layer's reset);
  *  - what surogat itself set on the SSL: the transport's modes
- *    (tls_mux_mode()), the quiet shutdown of a failed session, its app
+ *    (tls__mux_mode()), the hand-over's option and exact reads
+ *    (tls__hand_arm(), when OpenSSL kept the records), the quiet shutdown of a failed session, its app
  *    data (the generation), the OCSP response stapled (ocsp_cb()): reset
  *    to the SSL_CTX's, or NULL.
  * Only an SSL whose handshake finished and which never failed is kept;
@@ -92,6 +93,9 @@ reset(struct tls_gen *gen, SSL *ssl)
     (void)SSL_set_tlsext_status_ocsp_resp(ssl, NULL, 0);
     (void)SSL_clear_mode(ssl, ~0L);
     (void)SSL_set_mode(ssl, SSL_CTX_get_mode(ctx));
+    (void)SSL_clear_options(ssl, SSL_OP_ENABLE_KTLS);
+    (void)SSL_set_options(ssl, SSL_CTX_get_options(ctx));
+    SSL_set_read_ahead(ssl, SSL_CTX_get_read_ahead(ctx));
     SSL_set_quiet_shutdown(ssl, SSL_CTX_get_quiet_shutdown(ctx));
     AN(SSL_set_app_data(ssl, NULL));
     return (0);
@@ -118,6 +122,19 @@ tls__ssl_done(struct tls_gen *gen, SSL **sslp)
     AZ(pthread_mutex_unlock(&gen->reuse_mtx));
     if (ssl != NULL)
         SSL_free(ssl);
+}
+
+void
+tls__ssl_drop(SSL **sslp)
+{
+    SSL *ssl = *sslp;
+    struct tls_gen *gen;
+
+    *sslp = NULL;
+    AN(ssl);
+    gen = SSL_get_app_data(ssl);
+    SSL_free(ssl);
+    tls__gen_unref(&gen);
 }
 
 void

@@ -1,11 +1,11 @@
 /*
- * The write side of a multiplexed TLS connection (tls_mux_mode()): a BIO
+ * The write side of a multiplexed TLS connection (tls__mux_mode()): a BIO
  * that sends several TLS records in one system call.
  *
  * OpenSSL hands its write BIO one record at a time, each from the same
  * buffer of its own, and the socket BIO makes each a write(2): a 64 KiB
  * batch of HTTP/2 frames was four system calls, four TCP segments and
- * four wake-ups of the client.  Here, while tls_write_nb() writes a
+ * four wake-ups of the client.  Here, while tls__write_nb() writes a
  * batch (tls__wbio_gather()), the records before its last are copied
  * into a buffer of the calling thread, and the last goes out with them
  * in one sendmsg(2), itself in place; outside a batch every write goes
@@ -21,7 +21,7 @@
  * and that retry sends them.  So no byte waits here unbeknown to the
  * caller, who sees output pending exactly as with the socket BIO.  A
  * batch's last record is the one write that never waits in the buffer,
- * which is what makes this hold (tls_write_nb() names it).
+ * which is what makes this hold (tls__write_nb() names it).
  *
  * Threads: a connection's BIO is used under its owner's lock (the h2
  * transport's), by one thread at a time; the gather buffer is the
@@ -48,7 +48,7 @@
  * and their overhead wait here, the fourth goes in place.  A batch of
  * more sends what waits when the next record would not fit.
  */
-#define TB_CAP (64 * 1024 + 1024)
+#define TB_CAP TLS_TBUF_CAP
 
 struct tls_wbio {
     unsigned magic;
@@ -61,7 +61,7 @@ struct tls_wbio {
 };
 
 struct tbuf {
-    char *p;
+    unsigned char *p;
     size_t len;
 };
 
@@ -78,9 +78,8 @@ tb_free(void *p)
     free(p);
 }
 
-/* Bytes out without blocking: what the socket took, 0 when it is full, -1 on error. */
-static ssize_t
-send_out(int fd, struct iovec *iov, int n)
+ssize_t
+tls__send(int fd, struct iovec *iov, int n)
 {
     struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
     ssize_t r;
@@ -118,7 +117,7 @@ left_out(struct tls_wbio *w)
 
     while (w->left_len > 0) {
         iov = (struct iovec){ w->left + w->left_off, w->left_len };
-        r = send_out(w->fd, &iov, 1);
+        r = tls__send(w->fd, &iov, 1);
         if (r <= 0)
             return ((int)r);
         w->left_off += (size_t)r;
@@ -150,12 +149,12 @@ tb_out(struct tls_wbio *w, const char *data, size_t n)
         iov[niov++] = (struct iovec){ (void *)(uintptr_t)data, n };
     if (niov == 0)
         return (0);
-    r = send_out(w->fd, iov, niov);
+    r = tls__send(w->fd, iov, niov);
     tb.len = 0;
     if (r < 0)
         return (-1);
     if ((size_t)r < had) {
-        keep(w, tb.p + r, had - (size_t)r);
+        keep(w, (const char *)tb.p + r, had - (size_t)r);
         return (0);
     }
     return (r - (ssize_t)had);
@@ -177,11 +176,7 @@ wbio_write(BIO *b, const char *data, size_t n, size_t *written)
         return (-1);
     }
     if (w->gather && !w->last && tb.len + n <= TB_CAP) {
-        if (tb.p == NULL) {
-            tb.p = malloc(TB_CAP);
-            AN(tb.p);
-            AZ(pthread_setspecific(tb_key, tb.p));
-        }
+        (void)tls__tbuf();
         memcpy(tb.p + tb.len, data, n);
         tb.len += n;
         *written = n;
@@ -241,10 +236,29 @@ wbio_destroy(BIO *b)
     return (1);
 }
 
+static pthread_once_t tb_once = PTHREAD_ONCE_INIT;
+
+static void
+tb_init(void)
+{
+    AZ(pthread_key_create(&tb_key, tb_free));
+}
+
+unsigned char *
+tls__tbuf(void)
+{
+    if (tb.p == NULL) {
+        AZ(pthread_once(&tb_once, tb_init));
+        tb.p = malloc(TB_CAP);
+        AN(tb.p);
+        AZ(pthread_setspecific(tb_key, tb.p));
+    }
+    return (tb.p);
+}
+
 static void
 wbio_meth_init(void)
 {
-    AZ(pthread_key_create(&tb_key, tb_free));
     wbio_type = BIO_get_new_index() | BIO_TYPE_SOURCE_SINK;
     wbio_meth = BIO_meth_new(wbio_type, "surogat gather");
     AN(wbio_meth);

@@ -1316,8 +1316,7 @@ park(struct sess *sp, double deadline)
     int fd = sp->fd;
 
     /* Still ours: an idle TLS session holds no record buffers while it waits. */
-    if (sp->ssl != NULL)
-        tls_release(sp->ssl);
+    sess_tls_release(sp);
     AZ(pthread_mutex_lock(&park_mtx));
     if (stopping) {
         AZ(pthread_mutex_unlock(&park_mtx));
@@ -1370,7 +1369,7 @@ wtr_enter_until(struct sess **spp, double deadline)
     OBJ_TAKE(sp, spp, SESS_MAGIC);
     SRG_ASSERT(deadline > 0);
     /* Kept bytes are the incomplete request itself: only decrypted ones mean "ready". */
-    if (sp->ssl != NULL && tls_pending(sp->ssl)) {
+    if ((sp->ssl != NULL && tls_pending(sp->ssl)) || (sp->mux != NULL && tls_mux_pending(sp->mux))) {
         sess_schedule(&sp);
         return;
     }
@@ -1387,8 +1386,8 @@ wtr_park(struct sess *sp, bool busy)
 
     OBJ_CHECK(sp, SESS_MAGIC);
     /* Its requests will write soon: only an idle connection lets its buffers go. */
-    if (!busy && sp->ssl != NULL)
-        tls_release(sp->ssl);
+    if (!busy)
+        sess_tls_release(sp);
     AZ(pthread_mutex_lock(&park_mtx));
     if (stopping) {
         AZ(pthread_mutex_unlock(&park_mtx));

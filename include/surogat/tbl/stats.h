@@ -338,6 +338,9 @@ STAT(tls_handshake, COUNTER, "TLS handshakes completed.")
 STAT(tls_resumed, COUNTER, "TLS handshakes that resumed a session from a ticket.")
 STAT(tls_ssl_reused, COUNTER, "TLS handshakes that began on the reset SSL object of a connection "
      "that ended well, instead of a new one.")
+STAT(tls_mux_own, COUNTER, "HTTP/2 connections over TLS 1.3 whose records left OpenSSL at the "
+     "end of the handshake, sealed and opened by surogat (its SSL object freed).")
+STAT(tls_key_update, COUNTER, "TLS 1.3 KeyUpdate messages received on such connections.")
 STAT(tls_handshake_fail, COUNTER, "TLS handshakes that failed: refused protocol or cipher, "
      "garbage, timeout (tls_handshake_timeout), or the client leaving mid-handshake.")
 STAT(proxy_hdr, COUNTER, "PROXY protocol headers accepted on PROXY listen addresses.")

@@ -24,6 +24,7 @@
 #include <openssl/x509.h>
 
 #include "unit.h"
+#include "tls_cert.h"
 #include "surogat/defs.h"
 #include "surogat/par.h"
 #include "surogat/sb.h"
@@ -38,34 +39,6 @@ static struct tls_lsn *ln;
 static int sv[2]; /* [0] server (non-blocking), [1] client (blocking) */
 static SSL *srv, *cli;
 static SSL_CTX *cctx;
-
-static void
-make_cert(void)
-{
-    EVP_PKEY *pk = EVP_EC_gen("P-256");
-    X509 *x = X509_new();
-    FILE *f;
-
-    ck_assert_ptr_nonnull(pk);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), -60);
-    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-    X509_set_pubkey(x, pk);
-    X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
-                               (const unsigned char *)"unit.test", -1, -1, 0);
-    X509_set_issuer_name(x, X509_get_subject_name(x));
-    ck_assert_int_gt(X509_sign(x, pk, EVP_sha256()), 0);
-    f = fopen(crt, "w");
-    ck_assert_ptr_nonnull(f);
-    PEM_write_X509(f, x);
-    fclose(f);
-    f = fopen(key, "w");
-    ck_assert_ptr_nonnull(f);
-    PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
-    fclose(f);
-    X509_free(x);
-    EVP_PKEY_free(pk);
-}
 
 static void *
 client_handshake(void *priv)
@@ -91,7 +64,7 @@ setup(void)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(crt, sizeof crt, "%s/c.pem", dir);
     snprintf(key, sizeof key, "%s/k.pem", dir);
-    make_cert();
+    tls_test_cert(crt, key, "unit.test", 1);
     memset(&conf, 0, sizeof conf);
     conf.ncert = 1;
     conf.c[0].cert = crt;
@@ -413,7 +386,7 @@ write_all_nb(const char *data, size_t len)
 
     while (off < len) {
         leave_an_error();
-        n = tls_write_nb(srv, data + off, len - off);
+        n = tls__write_nb(srv, data + off, len - off);
         if (n > 0) {
             off += (size_t)n;
             continue;
@@ -438,7 +411,7 @@ START_TEST(an_error_left_by_another_connection_is_not_ours)
 
     for (size_t i = 0; i < len; i++)
         out[i] = (char)(i * 13 + i / 4099);
-    tls_mux_mode(srv);
+    tls__mux_mode(srv);
     /* Nothing to read: EAGAIN, not the other connection's protocol error. */
     leave_an_error();
     ck_assert_int_eq(tls_read_nb(srv, buf, sizeof buf), -1);
@@ -448,7 +421,7 @@ START_TEST(an_error_left_by_another_connection_is_not_ours)
     /* Writes until the socket is full: each takes something, the last says EAGAIN. */
     for (;;) {
         leave_an_error();
-        n = tls_write_nb(srv, out + sent, len - sent);
+        n = tls__write_nb(srv, out + sent, len - sent);
         if (n < 0)
             break;
         ck_assert_int_gt(n, 0);
@@ -486,11 +459,11 @@ START_TEST(batch_records_in_one_system_call)
 
     for (size_t i = 0; i < sizeof out; i++)
         out[i] = (char)(i * 31 + i / 509);
-    tls_mux_mode(srv);
+    tls__mux_mode(srv);
     ck_assert_ptr_nonnull(tls__wbio_of(srv));
     /* 64 KiB: four records, one sendmsg(2). */
     before = tls__wbio_sends;
-    ck_assert_int_eq(tls_write_nb(srv, out, 64 * 1024), 64 * 1024);
+    ck_assert_int_eq(tls__write_nb(srv, out, 64 * 1024), 64 * 1024);
     ck_assert_uint_eq(tls__wbio_sends - before, 1);
     ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
@@ -500,14 +473,14 @@ START_TEST(batch_records_in_one_system_call)
     c = (struct counting){ .want = sizeof out, .plain = in };
     ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
     before = tls__wbio_sends;
-    ck_assert_int_eq(tls_write_nb(srv, out, sizeof out), (int)sizeof out);
+    ck_assert_int_eq(tls__write_nb(srv, out, sizeof out), (int)sizeof out);
     ck_assert_uint_eq(tls__wbio_sends - before, 2);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_uint_eq(c.recs, 7);
     ck_assert_int_eq(memcmp(in, out, sizeof out), 0);
     /* One record: in place, one call. */
     before = tls__wbio_sends;
-    ck_assert_int_eq(tls_write_nb(srv, "tail", 4), 4);
+    ck_assert_int_eq(tls__write_nb(srv, "tail", 4), 4);
     ck_assert_uint_eq(tls__wbio_sends - before, 1);
     c = (struct counting){ .want = 4, .plain = in };
     ck_assert_int_eq(pthread_create(&th, NULL, count_thread, &c), 0);
