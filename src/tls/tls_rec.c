@@ -314,7 +314,8 @@ keep(struct tls_rec *r, const unsigned char *p, size_t len)
 
     np = malloc(r->left_len + len);
     AN(np);
-    memcpy(np, r->left + r->left_off, r->left_len);
+    if (r->left_len > 0)
+        memcpy(np, r->left + r->left_off, r->left_len);
     memcpy(np + r->left_len, p, len);
     free(r->left);
     r->left = np;

@@ -349,6 +349,44 @@ def test_counters_metrics_status(static):
     assert js["counters"]["h2_streams"] == 5 and js["counters"]["h2_sess"] == 1
 
 
+TLS_FACTS = """
+function deliver(req, resp)
+    resp.http.x_tls = tostring(client.tls) .. " " .. tostring(client.tls_version) .. " " ..
+                      tostring(client.tls_cipher) .. " " .. tostring(client.sni)
+end
+"""
+
+
+def test_tls13_records_leave_openssl(static, tmp_path):
+    """Over TLS 1.3 an h2 connection's records are sealed by surogat after the handshake
+    (OpenSSL's SSL object freed): curl, nghttp and h2load get their answers whole, the
+    policy still sees the handshake's facts, and TLS 1.2 stays with OpenSSL."""
+    pol = tmp_path / "facts.lua"
+    pol.write_text(TLS_FACTS)
+    srv = static(n_assets=3, args=["-f", str(pol)])
+    out = srv.curl("--http2", "-D", "-", srv.turl("/index.html"), srv.turl("/a00.txt"),
+                   srv.turl("/index.html"))
+    text = out.stdout.decode(errors="replace")
+    assert text.count("HTTP/2 200") == 3 and "hello over h2" in text, text
+    facts = re.findall(r"^x-tls: (.*?)\r?$", text, re.M)
+    assert len(facts) == 3 and len(set(facts)) == 1, facts
+    assert re.fullmatch(r"true TLSv1\.3 TLS_\w+ a\.test", facts[0]), facts
+    assert srv.sg.stat("tls_mux_own") == 1 and srv.sg.stat("h2_sess") == 1
+    # TLS 1.2: OpenSSL keeps the records
+    out = srv.curl("--http2", "--tls-max", "1.2", "-D", "-", srv.turl("/index.html"))
+    text = out.stdout.decode(errors="replace")
+    assert "HTTP/2 200" in text, text
+    assert re.search(r"^x-tls: true TLSv1\.2 \S+ a\.test\r?$", text, re.M), text
+    assert srv.sg.stat("tls_mux_own") == 1 and srv.sg.stat("h2_sess") == 2
+    # many streams on many connections, 3 MiB bodies: each answer whole
+    r = run([H2LOAD, "-n", "40", "-c", "4", "-m", "10", srv.iurl("/big.bin")], timeout=120)
+    assert b"40 succeeded, 0 failed, 0 errored" in r.stdout, r.stdout
+    assert srv.sg.stat("tls_mux_own") == 5
+    r = run([NGHTTP, srv.iurl("/big.bin")], timeout=60)
+    assert hashlib.sha256(r.stdout).digest() == hashlib.sha256((srv.www / "big.bin").read_bytes()).digest()
+    assert srv.sg.stat("tls_mux_own") == 6 and srv.sg.stat("tls_handshake_fail") == 0
+
+
 def test_status_page_shows_h2(static, tmp_path):
     from m_status_page_test import load_dom
     admin = free_port()
