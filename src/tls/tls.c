@@ -171,9 +171,17 @@ alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsign
                               inlen) != OPENSSL_NPN_NEGOTIATED)
         return (SSL_TLSEXT_ERR_NOACK); /* none of ours: go on without ALPN, speak HTTP/1.1 */
     *out = sel;
-    /* HTTP/2: its records may leave OpenSSL at the handshake's end (tls_mux.c). */
-    if (*outlen == 2 && memcmp(sel, "h2", 2) == 0)
-        tls__hand_arm(ssl);
+    /*
+     * HTTP/2 over TLS 1.3: its records may leave OpenSSL at the
+     * handshake's end (tls_mux.c), with the secrets the twin SSL_CTX logs.
+     * TLS 1.3 chooses the certificate after ALPN (as after SNI), so the
+     * move is as safe here as SNI's; TLS 1.2 has chosen it already.
+     */
+    if (*outlen == 2 && memcmp(sel, "h2", 2) == 0 && SSL_version(ssl) == TLS1_3_VERSION) {
+        const struct tls_cert *tc = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+        if (tc != NULL && tc->ctx_mux != NULL && SSL_set_SSL_CTX(ssl, tc->ctx_mux) != NULL)
+            tls__hand_arm(ssl);
+    }
     return (SSL_TLSEXT_ERR_OK);
 }
 
@@ -288,9 +296,6 @@ new_ctx(bool h2, struct sb *err)
     SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
     /* Any non-NULL argument says h2: the callback only tests it. */
     SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, h2 ? (void *)(uintptr_t)alpn_h2 : NULL);
-    /* The traffic secrets of connections whose records leave OpenSSL (tls_mux.c); no file. */
-    if (h2)
-        SSL_CTX_set_keylog_callback(ctx, tls__keylog_cb);
     return (ctx);
 }
 
@@ -305,6 +310,7 @@ gen_free(struct tls_gen **genp)
     for (unsigned i = 0; i < gen->ncert; i++) {
         struct tls_cert *tc = &gen->cert[i];
         SSL_CTX_free(tc->ctx);
+        SSL_CTX_free(tc->ctx_mux);
         for (unsigned j = 0; j < tc->nnames; j++)
             free(tc->names[j]);
         free(tc->names);
@@ -313,52 +319,67 @@ gen_free(struct tls_gen **genp)
     OBJ_FREE(genp);
 }
 
+/* An SSL_CTX with certificate i of conf and its key in *ctxp: 0, or -1 with err said. */
+static int
+cert_ctx(SSL_CTX **ctxp, const struct tls_conf *conf, unsigned i, struct sb *err)
+{
+    char rbuf[256];
+
+    *ctxp = new_ctx(conf->h2, err);
+    if (*ctxp == NULL)
+        return (-1);
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(*ctxp, conf->c[i].cert) != 1) {
+        sb_printf(err, "cert %s: %s", conf->c[i].cert, ssl_reason(rbuf, sizeof rbuf));
+        return (-1);
+    }
+    if (SSL_CTX_use_PrivateKey_file(*ctxp, conf->c[i].key, SSL_FILETYPE_PEM) != 1) {
+        if (ERR_GET_REASON(ERR_peek_error()) != X509_R_KEY_VALUES_MISMATCH) {
+            sb_printf(err, "key %s: %s", conf->c[i].key, ssl_reason(rbuf, sizeof rbuf));
+            return (-1);
+        }
+    } else if (SSL_CTX_check_private_key(*ctxp) == 1) {
+        return (0);
+    }
+    ERR_clear_error();
+    sb_printf(err, "key %s does not match cert %s", conf->c[i].key, conf->c[i].cert);
+    return (-1);
+}
+
 /* Build a generation from conf; NULL with the failing file named in err. */
 static struct tls_gen *
 gen_load(const struct tls_conf *conf, struct sb *err)
 {
     struct tls_gen *gen;
     struct tls_cert *tc;
-    char rbuf[256];
 
     OBJ_NEW(gen, TLS_GEN_MAGIC);
     gen->refcnt = 1;
     AZ(pthread_mutex_init(&gen->reuse_mtx, NULL));
     for (unsigned i = 0; i < conf->ncert; i++) {
         tc = &gen->cert[i];
-        tc->ctx = new_ctx(conf->h2, err);
-        if (tc->ctx == NULL)
-            goto fail;
         gen->ncert++;
-        ERR_clear_error();
-        if (SSL_CTX_use_certificate_chain_file(tc->ctx, conf->c[i].cert) != 1) {
-            sb_printf(err, "cert %s: %s", conf->c[i].cert, ssl_reason(rbuf, sizeof rbuf));
+        if (cert_ctx(&tc->ctx, conf, i, err) != 0)
             goto fail;
-        }
-        if (SSL_CTX_use_PrivateKey_file(tc->ctx, conf->c[i].key, SSL_FILETYPE_PEM) != 1) {
-            if (ERR_GET_REASON(ERR_peek_error()) == X509_R_KEY_VALUES_MISMATCH) {
-                ERR_clear_error();
-                goto mismatch;
-            }
-            sb_printf(err, "key %s: %s", conf->c[i].key, ssl_reason(rbuf, sizeof rbuf));
-            goto fail;
-        }
-        if (SSL_CTX_check_private_key(tc->ctx) != 1) {
-            ERR_clear_error();
-            goto mismatch;
-        }
         cert_names(tc, SSL_CTX_get0_certificate(tc->ctx));
-        if (conf->c[i].ocsp != NULL) {
-            if (load_ocsp(tc, conf->c[i].ocsp, err) != 0)
+        if (conf->c[i].ocsp != NULL && load_ocsp(tc, conf->c[i].ocsp, err) != 0)
+            goto fail;
+        if (conf->h2) {
+            if (cert_ctx(&tc->ctx_mux, conf, i, err) != 0)
                 goto fail;
-            SSL_CTX_set_tlsext_status_cb(tc->ctx, ocsp_cb);
-            SSL_CTX_set_tlsext_status_arg(tc->ctx, tc);
+            SSL_CTX_set_keylog_callback(tc->ctx_mux, tls__keylog_cb); /* no file: tls_mux.c */
+        }
+        for (SSL_CTX **cp = &tc->ctx; cp <= &tc->ctx_mux; cp++) {
+            if (*cp == NULL)
+                continue;
+            AN(SSL_CTX_set_app_data(*cp, tc)); /* the ALPN callback finds the twin */
+            if (tc->ocsp != NULL) {
+                SSL_CTX_set_tlsext_status_cb(*cp, ocsp_cb);
+                SSL_CTX_set_tlsext_status_arg(*cp, tc);
+            }
         }
     }
     return (gen);
-mismatch:
-    sb_printf(err, "key %s does not match cert %s", conf->c[gen->ncert - 1].key,
-              conf->c[gen->ncert - 1].cert);
 fail:
     gen_free(&gen);
     return (NULL);

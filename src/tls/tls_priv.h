@@ -16,6 +16,14 @@
 
 struct tls_cert {
     SSL_CTX *ctx;
+    /*
+     * The same certificate with OpenSSL's key log on, for a connection
+     * that ALPN made HTTP/2 over TLS 1.3: the ALPN callback moves it
+     * there, so that the secrets its records need after OpenSSL
+     * (tls_mux.c) are logged for it alone -- OpenSSL formats every
+     * secret it logs, about 10 us a handshake.  NULL on h1only listeners.
+     */
+    SSL_CTX *ctx_mux;
     char **names; /* lower-case SAN dNSNames, or the CN when there are none */
     unsigned nnames;
     unsigned char *ocsp; /* DER response to staple, or NULL */
