@@ -6,7 +6,9 @@
 # resumption); instructions per handshake = (I(3N) - I(N)) / 2N, so start-up, the cache fill
 # and the exit cancel out.  Kernel time is not counted: bench/tls_ab.sh measures CPU time.
 # The same certificate (ECDSA P-256), ciphers and suites as bench/tls.py; nginx 1.22 runs
-# with bench/conf/tls-nginx.conf.in, master_process off.
+# with bench/conf/tls-nginx.conf.in, master_process off.  ALPN=h2: the client offers h2 and
+# sends the HTTP/2 preface, SETTINGS and GOAWAY instead of a request (a connection set up and
+# ended).
 set -eu
 N=$1; shift
 . "$(dirname "$(readlink -f "$0")")/tls_common.sh"
@@ -14,7 +16,7 @@ tls_setup tls-count 18490
 SP=
 trap 'kill $OP $SP 2>/dev/null; wait 2>/dev/null; rm -rf $work' EXIT
 cat > $work/client.py <<'EOF'
-import socket, ssl, sys, time
+import os, socket, ssl, sys, time
 port, n = int(sys.argv[1]), int(sys.argv[2])
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
@@ -28,9 +30,21 @@ while True:  # the server under callgrind takes seconds to start
         if time.monotonic() > deadline:
             sys.exit("server did not start")
         time.sleep(0.2)
+h2 = os.environ.get("ALPN") == "h2"
+if h2:
+    ctx.set_alpn_protocols(["h2"])
+# HTTP/2: the preface, empty SETTINGS, GOAWAY: the connection set up and ended, no request.
+H2 = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +
+      b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + b"\x00" * 8)
 for i in range(n + 1):  # one more first: the cache fill
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         with ctx.wrap_socket(s, server_hostname="127.0.0.1") as t:
+            if h2:
+                assert t.selected_alpn_protocol() == "h2"
+                t.sendall(H2)
+                while t.recv(65536):
+                    pass
+                continue
             t.sendall(b"GET /1k HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             body = b""
             while True:

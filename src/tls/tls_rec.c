@@ -133,19 +133,44 @@ struct tls_rec {
     size_t held;           /* plaintext of those records, presented again by the next write */
 };
 
+/*
+ * Made once: the ciphers, and for each AEAD a TLS13-KDF context with its
+ * digest, mode and prefix set, which each expansion reuses under its
+ * lock, giving only the secret and the label.  A context given the
+ * digest by name fetches it each time: four expansions a hand-over cost
+ * more than the rest of it that way (OpenSSL 3.0 cannot duplicate one).
+ */
 static EVP_CIPHER *ciphers[ARRAY_LEN(aeads)];
-static EVP_KDF *kdf;
+static EVP_KDF_CTX *kdf_ctx[ARRAY_LEN(aeads)];
+static pthread_mutex_t kdf_mtx[ARRAY_LEN(aeads)] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER
+};
 static pthread_once_t rec_once = PTHREAD_ONCE_INIT;
 
 static void
 rec_init(void)
 {
+    static const char prefix[] = "tls13 ";
+    int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
+    OSSL_PARAM params[4];
+    EVP_KDF *kdf;
+
+    kdf = EVP_KDF_fetch(NULL, "TLS13-KDF", NULL);
+    AN(kdf);
     for (size_t i = 0; i < ARRAY_LEN(aeads); i++) {
         ciphers[i] = EVP_CIPHER_fetch(NULL, aeads[i].cipher, NULL);
         AN(ciphers[i]);
+        kdf_ctx[i] = EVP_KDF_CTX_new(kdf);
+        AN(kdf_ctx[i]);
+        params[0] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
+        params[1] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST,
+                                                     (char *)(uintptr_t)aeads[i].md, 0);
+        params[2] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_PREFIX,
+                                                      (void *)(uintptr_t)prefix, sizeof prefix - 1);
+        params[3] = OSSL_PARAM_construct_end();
+        AN(EVP_KDF_CTX_set_params(kdf_ctx[i], params));
     }
-    kdf = EVP_KDF_fetch(NULL, "TLS13-KDF", NULL);
-    AN(kdf);
+    EVP_KDF_free(kdf); /* the contexts hold it */
 }
 
 unsigned
@@ -159,26 +184,17 @@ static int
 expand_label(enum tls_aead a, const unsigned char *secret, const char *label, unsigned char *out,
              size_t olen)
 {
-    static const char prefix[] = "tls13 ";
-    int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
-    OSSL_PARAM params[6], *p = params;
-    EVP_KDF_CTX *kc;
+    OSSL_PARAM params[3];
     int rv;
 
-    kc = EVP_KDF_CTX_new(kdf);
-    if (kc == NULL)
-        return (-1);
-    *p++ = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
-    *p++ = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)(uintptr_t)aeads[a].md, 0);
-    *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)(uintptr_t)secret,
-                                             aeads[a].hlen);
-    *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_PREFIX, (void *)(uintptr_t)prefix,
-                                             sizeof prefix - 1);
-    *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_LABEL, (void *)(uintptr_t)label,
-                                             strlen(label));
-    *p = OSSL_PARAM_construct_end();
-    rv = EVP_KDF_derive(kc, out, olen, params) == 1 ? 0 : -1;
-    EVP_KDF_CTX_free(kc);
+    params[0] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)(uintptr_t)secret,
+                                                  aeads[a].hlen);
+    params[1] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_LABEL, (void *)(uintptr_t)label,
+                                                  strlen(label));
+    params[2] = OSSL_PARAM_construct_end();
+    AZ(pthread_mutex_lock(&kdf_mtx[a]));
+    rv = EVP_KDF_derive(kdf_ctx[a], out, olen, params) == 1 ? 0 : -1;
+    AZ(pthread_mutex_unlock(&kdf_mtx[a]));
     return (rv);
 }
 
