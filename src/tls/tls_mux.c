@@ -331,14 +331,23 @@ void
 tls__keylog_cb(const SSL *ssl, const char *line)
 {
     struct hand *h = hand_of(ssl);
+    unsigned char sec[48];
+    size_t n;
+    int d;
 
-    if (h == NULL || (line[0] != 'C' && line[0] != 'S'))
+    if (h == NULL)
         return;
     OBJ_CHECK(h, HAND_MAGIC);
-    if (line[0] == 'C')
-        h->sec_len[0] = keylog_secret(line, "CLIENT_TRAFFIC_SECRET_0", h->sec[0], sizeof h->sec[0]);
+    /* The other secrets OpenSSL logs (handshake, exporter) are not kept. */
+    if ((n = keylog_secret(line, "CLIENT_TRAFFIC_SECRET_0", sec, sizeof sec)) > 0)
+        d = 0;
+    else if ((n = keylog_secret(line, "SERVER_TRAFFIC_SECRET_0", sec, sizeof sec)) > 0)
+        d = 1;
     else
-        h->sec_len[1] = keylog_secret(line, "SERVER_TRAFFIC_SECRET_0", h->sec[1], sizeof h->sec[1]);
+        return;
+    memcpy(h->sec[d], sec, n);
+    h->sec_len[d] = n;
+    OPENSSL_cleanse(sec, sizeof sec);
 }
 
 struct tls_mux *
