@@ -57,6 +57,18 @@
 #include "surogat/wtr.h"
 #include "surogat/xkey.h"
 
+#if HAVE_JEMALLOC
+/*
+ * jemalloc gives freed pages back to the kernel as they age, but without
+ * a thread of its own only when the program allocates again: a daemon
+ * that goes quiet after a burst would keep the burst's pages for as long
+ * as it stays quiet -- 18 MiB after 10,000 HTTP/2 connections opened at
+ * once and left idle (bench/RESULTS.md, 2026-11-27 10:05-10:40).  Its
+ * background thread purges them on its own.  MALLOC_CONF still wins.
+ */
+const char *malloc_conf = "background_thread:true";
+#endif
+
 #define MAX_ARGS 64
 
 struct opts {
