@@ -386,7 +386,6 @@ tls__rec_put(struct tls_rec *r, unsigned ct, const void *p, size_t n)
     }
     if (s < len)
         keep(r, out + s, (size_t)(len - s));
-    OPENSSL_cleanse(out, (size_t)len);
     return ((ssize_t)n);
 }
 
