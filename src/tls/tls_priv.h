@@ -98,6 +98,18 @@ extern unsigned long tls__wbio_sends; /* tls__send()'s sendmsg(2) calls, all con
 /* iov out without blocking: the bytes the socket took, 0 when it is full, -1 on error. */
 ssize_t tls__send(int fd, struct iovec *iov, int n);
 /*
+ * Bytes a full socket did not take, kept by their connection to go
+ * before anything else: tls__left_keep() appends, tls__left_out() sends
+ * (1 all out and the buffer freed, 0 the socket is full, -1 failed).
+ */
+struct tls_left {
+    unsigned char *p; /* malloc'd while it holds any */
+    size_t off, len;
+};
+void tls__left_keep(struct tls_left *l, const void *p, size_t len);
+int tls__left_out(struct tls_left *l, int fd);
+void tls__left_free(struct tls_left *l);
+/*
  * The calling thread's buffer for a batch of records (TLS_TBUF_CAP
  * bytes: 64 KiB of plaintext as records), allocated at its first use,
  * freed when the thread exits.  Empty between calls: whoever fills it

@@ -128,8 +128,7 @@ struct tls_rec {
     unsigned char *rb; /* read buffer: raw records from rb_off to rb_end */
     size_t rb_off, rb_end;
     size_t pt_off, pt_len; /* an opened record's plaintext not yet read, in rb */
-    unsigned char *left;   /* sealed records the socket did not take */
-    size_t left_off, left_len;
+    struct tls_left left;  /* sealed records the socket did not take */
     size_t held;           /* plaintext of those records, presented again by the next write */
 };
 
@@ -322,45 +321,16 @@ seal(struct tls_rec *r, unsigned ct, const void *in, size_t n, unsigned char *ou
     return ((ssize_t)(REC_HDR + len));
 }
 
-/* Keep sealed bytes the socket did not take: they go before anything else. */
-static void
-keep(struct tls_rec *r, const unsigned char *p, size_t len)
-{
-    unsigned char *np;
-
-    np = malloc(r->left_len + len);
-    AN(np);
-    if (r->left_len > 0)
-        memcpy(np, r->left + r->left_off, r->left_len);
-    memcpy(np + r->left_len, p, len);
-    free(r->left);
-    r->left = np;
-    r->left_off = 0;
-    r->left_len += len;
-}
-
 int
 tls__rec_flush(struct tls_rec *r)
 {
-    struct iovec iov;
-    ssize_t n;
+    int lo;
 
     OBJ_CHECK(r, TLS_REC_MAGIC);
-    while (r->left_len > 0) {
-        iov = (struct iovec){ r->left + r->left_off, r->left_len };
-        n = tls__send(r->fd, &iov, 1);
-        if (n <= 0) {
-            if (n < 0)
-                r->wfailed = true;
-            return ((int)n);
-        }
-        r->left_off += (size_t)n;
-        r->left_len -= (size_t)n;
-    }
-    free(r->left);
-    r->left = NULL;
-    r->left_off = 0;
-    return (1);
+    lo = tls__left_out(&r->left, r->fd);
+    if (lo < 0)
+        r->wfailed = true;
+    return (lo);
 }
 
 ssize_t
@@ -376,7 +346,7 @@ tls__rec_put(struct tls_rec *r, unsigned ct, const void *p, size_t n)
         return (-1);
     }
     s = 0;
-    if (r->left_len == 0) {
+    if (r->left.len == 0) {
         iov = (struct iovec){ out, (size_t)len };
         s = tls__send(r->fd, &iov, 1);
         if (s < 0) {
@@ -385,7 +355,7 @@ tls__rec_put(struct tls_rec *r, unsigned ct, const void *p, size_t n)
         }
     }
     if (s < len)
-        keep(r, out + s, (size_t)(len - s));
+        tls__left_keep(&r->left, out + s, (size_t)(len - s));
     return ((ssize_t)n);
 }
 
@@ -393,7 +363,7 @@ size_t
 tls__rec_wpending(const struct tls_rec *r)
 {
     OBJ_CHECK(r, TLS_REC_MAGIC);
-    return (r->left_len);
+    return (r->left.len);
 }
 
 /* A fatal alert of ours, once and without waiting, and the read side failed with err. */
@@ -404,7 +374,7 @@ fail(struct tls_rec *r, unsigned desc, int err)
 
     r->rstate = REC_FAILED;
     r->rerr = err;
-    if (!r->sent_close && !r->wfailed && r->left_len == 0) {
+    if (!r->sent_close && !r->wfailed && r->left.len == 0) {
         r->sent_close = true;
         (void)tls__rec_put(r, CT_ALERT, al, sizeof al);
     }
@@ -656,7 +626,7 @@ tls__rec_write(struct tls_rec *r, const void *buf, size_t len)
         errno = EPIPE;
         return (-1);
     }
-    if (r->left_len > 0) {
+    if (r->left.len > 0) {
         lo = tls__rec_flush(r);
         if (lo <= 0) {
             errno = lo == 0 ? EAGAIN : EPIPE;
@@ -705,7 +675,7 @@ tls__rec_write(struct tls_rec *r, const void *buf, size_t len)
         /* The socket is full: what went whole counts, the rest is kept sealed. */
         for (size_t i = 0; i < nrec && ends[i] <= (size_t)s; i++)
             sent_plain += plain[i];
-        keep(r, tb + s, fill - (size_t)s);
+        tls__left_keep(&r->left, tb + s, fill - (size_t)s);
         r->held = taken - sent_plain;
         done += sent_plain;
         break;
@@ -729,7 +699,7 @@ tls__rec_free(struct tls_rec **rp)
     EVP_CIPHER_CTX_free(r->tx.ctx);
     EVP_CIPHER_CTX_free(r->rx.ctx);
     free(r->rb);
-    free(r->left);
+    tls__left_free(&r->left);
     OPENSSL_cleanse(&r->tx, sizeof r->tx);
     OPENSSL_cleanse(&r->rx, sizeof r->rx);
     OBJ_FREE(&r);

@@ -56,8 +56,7 @@ struct tls_wbio {
     int fd;
     bool gather; /* a batch is being written: records may wait in the thread's buffer */
     bool last;   /* the next write is the batch's last record: out with what waits */
-    char *left;  /* what a full socket did not take: goes first (malloc'd while it holds any) */
-    size_t left_off, left_len;
+    struct tls_left left; /* what a full socket did not take: goes first */
 };
 
 struct tbuf {
@@ -93,40 +92,47 @@ tls__send(int fd, struct iovec *iov, int n)
     return (r);
 }
 
-/* Keep bytes the socket did not take for later (they go before anything else). */
-static void
-keep(struct tls_wbio *w, const char *p, size_t len)
+void
+tls__left_keep(struct tls_left *l, const void *p, size_t len)
 {
-    char *np;
+    unsigned char *np;
 
-    SRG_ASSERT(w->left_len == 0);
-    np = realloc(w->left, len);
+    np = malloc(l->len + len);
     AN(np);
-    memcpy(np, p, len);
-    w->left = np;
-    w->left_off = 0;
-    w->left_len = len;
+    if (l->len > 0)
+        memcpy(np, l->p + l->off, l->len);
+    memcpy(np + l->len, p, len);
+    free(l->p);
+    l->p = np;
+    l->off = 0;
+    l->len += len;
 }
 
-/* Send what was kept: true once nothing is; -1 errors leave it (the connection is done). */
-static int
-left_out(struct tls_wbio *w)
+int
+tls__left_out(struct tls_left *l, int fd)
 {
     struct iovec iov;
     ssize_t r;
 
-    while (w->left_len > 0) {
-        iov = (struct iovec){ w->left + w->left_off, w->left_len };
-        r = tls__send(w->fd, &iov, 1);
+    while (l->len > 0) {
+        iov = (struct iovec){ l->p + l->off, l->len };
+        r = tls__send(fd, &iov, 1);
         if (r <= 0)
             return ((int)r);
-        w->left_off += (size_t)r;
-        w->left_len -= (size_t)r;
+        l->off += (size_t)r;
+        l->len -= (size_t)r;
     }
-    free(w->left);
-    w->left = NULL;
-    w->left_off = 0;
+    free(l->p);
+    l->p = NULL;
+    l->off = 0;
     return (1);
+}
+
+void
+tls__left_free(struct tls_left *l)
+{
+    free(l->p);
+    *l = (struct tls_left){ 0 };
 }
 
 /*
@@ -154,7 +160,7 @@ tb_out(struct tls_wbio *w, const char *data, size_t n)
     if (r < 0)
         return (-1);
     if ((size_t)r < had) {
-        keep(w, (const char *)tb.p + r, had - (size_t)r);
+        tls__left_keep(&w->left, tb.p + r, had - (size_t)r);
         return (0);
     }
     return (r - (ssize_t)had);
@@ -169,7 +175,7 @@ wbio_write(BIO *b, const char *data, size_t n, size_t *written)
 
     BIO_clear_retry_flags(b);
     *written = 0;
-    lo = left_out(w);
+    lo = tls__left_out(&w->left, w->fd);
     if (lo <= 0) {
         if (lo == 0)
             BIO_set_retry_write(b);
@@ -205,12 +211,12 @@ wbio_ctrl(BIO *b, int cmd, long num, void *ptr)
         BIO_clear_retry_flags(b);
         if (w->gather && tb.len > 0 && tb_out(w, NULL, 0) < 0)
             return (0);
-        lo = left_out(w);
+        lo = tls__left_out(&w->left, w->fd);
         if (lo == 0)
             BIO_set_retry_write(b);
         return (lo > 0 ? 1 : 0);
     case BIO_CTRL_WPENDING:
-        return ((long)(w->left_len + (w->gather ? tb.len : 0)));
+        return ((long)(w->left.len + (w->gather ? tb.len : 0)));
     case BIO_C_GET_FD:
         if (ptr != NULL)
             *(int *)ptr = w->fd;
@@ -230,7 +236,7 @@ wbio_destroy(BIO *b)
     if (w == NULL)
         return (1);
     OBJ_CHECK(w, TLS_WBIO_MAGIC);
-    free(w->left);
+    tls__left_free(&w->left);
     OBJ_FREE(&w);
     BIO_set_data(b, NULL);
     return (1);
