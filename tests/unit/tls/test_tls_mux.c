@@ -533,6 +533,46 @@ START_TEST(a_full_socket_and_the_write_contract)
 }
 END_TEST
 
+/*
+ * A suite the record layer does not seal (AES-128-CCM, when configured):
+ * the hand-over is refused, OpenSSL keeps the records -- reading through
+ * the hand-over's BIO, writing through the gather one -- and all works.
+ */
+START_TEST(a_suite_we_do_not_seal_stays_with_openssl)
+{
+    static char out[70000], in[70000];
+    struct reading rd = { .want = sizeof out, .in = in };
+    char ebuf[256], buf[16];
+    struct tls_conf conf;
+    struct sb err;
+    pthread_t th;
+    void *got;
+
+    sb_init(&err, ebuf, sizeof ebuf);
+    ck_assert_int_eq(par_set("tls_ciphersuites", "TLS_AES_128_CCM_SHA256:TLS_AES_128_GCM_SHA256", &err), 0);
+    tls_lsn_free(&ln);
+    memset(&conf, 0, sizeof conf);
+    conf.h2 = true;
+    conf.ncert = 1;
+    conf.c[0].cert = crt;
+    conf.c[0].key = key;
+    ln = tls_lsn_new("unit", &conf, &err);
+    ck_assert_msg(ln != NULL, "%s", ebuf);
+    memset(out, 'c', sizeof out);
+    connect_h2("TLS_AES_128_CCM_SHA256", 0, NULL);
+    ck_assert(!tls_mux_own(mux));
+    ck_assert_str_eq(tls_mux_fact(mux, TLS_FACT_CIPHER), "TLS_AES_128_CCM_SHA256");
+    ck_assert_int_eq(SSL_write(cli, "ping", 4), 4);
+    mux_read_all(buf, 4);
+    ck_assert(memcmp(buf, "ping", 4) == 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, client_reads, &rd), 0);
+    mux_write_all(out, sizeof out);
+    ck_assert_int_eq(pthread_join(th, &got), 0);
+    ck_assert_uint_eq((size_t)got, sizeof out);
+    ck_assert_int_eq(memcmp(in, out, sizeof out), 0);
+}
+END_TEST
+
 /* The keys derived here from a secret are those OpenSSL offers for it (RFC 8446 7.3). */
 START_TEST(key_schedule_matches_rfc8448)
 {
@@ -570,6 +610,7 @@ tls_mux_suite(void)
     tcase_add_test(tc, a_plaintext_record_after_the_handshake_is_refused);
     tcase_add_test(tc, records_in_one_go_pending_and_rest);
     tcase_add_test(tc, a_full_socket_and_the_write_contract);
+    tcase_add_test(tc, a_suite_we_do_not_seal_stays_with_openssl);
     tcase_add_test(tc, key_schedule_matches_rfc8448);
     suite_add_tcase(s, tc);
     return s;
