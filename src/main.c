@@ -63,7 +63,7 @@
  * a thread of its own only when the program allocates again: a daemon
  * that goes quiet after a burst would keep the burst's pages for as long
  * as it stays quiet -- 18 MiB after 10,000 HTTP/2 connections opened at
- * once and left idle (bench/RESULTS.md, 2026-11-27 10:05-11:25).  Its
+ * once and left idle (bench/RESULTS.md, 2026-11-27 10:05-11:19).  Its
  * background thread purges them on its own, and pages unused for a
  * second go (ten by default): a page the traffic wants again is reused
  * long before, so the hit path does not see it (measured there too).
