@@ -125,7 +125,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     elen--;
                 eff = elen > 0 ? data[i + --elen] : 0;
             }
-            if (eff == 23 && nexpect + elen <= EXPECT_MAX) {
+            if (eff == 23 && nexpect + elen > EXPECT_MAX)
+                break; /* no room to expect it: the script ends */
+            if (eff == 23) {
                 memcpy(expect + nexpect, data + i, elen);
                 nexpect += elen;
             } else {
@@ -144,10 +146,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             i += len;
         } else if (op == 3) {
             /* The peer's KeyUpdate, asking for ours or not. */
+            if (nexpect == EXPECT_MAX || peer_st != 1)
+                break;
             tls__rec_update_keys(peer.r, (len & 1) != 0);
-            (void)tls__rec_write(peer.r, "k", 1);
-            if (nexpect < EXPECT_MAX)
-                expect[nexpect++] = 'k';
+            FUZZ_CHECK(tls__rec_write(peer.r, "k", 1) == 1);
+            expect[nexpect++] = 'k';
         } else {
             /* Ours writes; the peer reads it whole while ours stands. */
             char back[300], in[300];
