@@ -3,12 +3,14 @@
  * hand-over that takes its records out of OpenSSL (see tls_rec.c for why).
  *
  * The hand-over, step by step:
- *  1. ALPN chose h2 (tls.c's callback calls tls__hand_arm()): the SSL
- *     gets a BIO of ours for both directions, OpenSSL's kernel-TLS option
- *     and exact reads (no read-ahead from then on: the bytes after the
- *     client's Finished must stay in the socket, for us).
- *  2. OpenSSL logs each traffic secret as it derives it: the key log
- *     callback keeps the two application secrets of an armed connection.
+ *  1. ALPN chose h2 over TLS 1.3 (tls.c's callback moves the SSL to its
+ *     certificate's twin SSL_CTX, the one with the key log, and calls
+ *     tls__hand_arm()): the SSL gets a BIO of ours for both directions,
+ *     OpenSSL's kernel-TLS option and exact reads (no read-ahead from
+ *     then on: the bytes after the client's Finished must stay in the
+ *     socket, for us).
+ *  2. OpenSSL logs each secret as it derives it: the key log callback
+ *     keeps the two application traffic secrets of an armed connection.
  *  3. After sending its Finished, OpenSSL offers its write keys to the
  *     BIO as it would to the kernel (BIO_CTRL_SET_KTLS, with the record
  *     sequence number).  The BIO takes them when the cipher is one of
@@ -18,9 +20,13 @@
  *  4. tls_mux_new(), at the handshake's end: the read keys from the
  *     client's secret at sequence 0, the record layer moves to the
  *     tls_mux, and the SSL is freed.
- * Whenever a condition fails -- TLS 1.2, a cipher suite we do not seal,
- * an OpenSSL that offers nothing -- OpenSSL keeps the records and the
- * tls_mux carries the SSL (tls_io.c's non-blocking calls).
+ * Whenever a condition fails -- TLS 1.2 (never armed), a cipher suite we
+ * do not seal, an OpenSSL that offers nothing -- OpenSSL keeps the
+ * records and the tls_mux carries the SSL (tls_io.c's non-blocking calls;
+ * an armed SSL keeps our BIO for its reads).  The cost of the hand-over
+ * is OpenSSL's: it formats every secret it logs, five a handshake, with
+ * a sprintf per byte (about 240,000 instructions; bench/RESULTS.md,
+ * 2026-11-27 10:05-11:19), which is why only these connections log.
  *
  * OpenSSL 3.0 names its kernel-TLS controls in bio.h (73 and 76 are
  * public, 72, 74 and 75 listed as internal) and hands a Linux
