@@ -187,11 +187,17 @@ int sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadlin
  * Request bytes already read (kept input, or bytes OpenSSL has decrypted):
  * the session must not wait for poll(2) before reading them.
  */
+/* Bytes TLS has decrypted or read ahead (tls_pending()). */
+static inline bool
+sess_tls_pending(const struct sess *sp)
+{
+    return ((sp->ssl != NULL && tls_pending(sp->ssl)) ||
+            (sp->mux != NULL && tls_mux_pending(sp->mux)));
+}
 static inline bool
 sess_pending(const struct sess *sp)
 {
-    return (sp->in_buf != NULL || (sp->ssl != NULL && tls_pending(sp->ssl)) ||
-            (sp->mux != NULL && tls_mux_pending(sp->mux)));
+    return (sp->in_buf != NULL || sess_tls_pending(sp));
 }
 /* An idle TLS session gives its record buffers back while it waits (tls_release()). */
 static inline void

@@ -369,13 +369,12 @@ gen_load(const struct tls_conf *conf, struct sb *err)
                 goto fail;
             SSL_CTX_set_keylog_callback(tc->ctx_mux, tls__keylog_cb); /* no file: tls_mux.c */
         }
-        for (SSL_CTX **cp = &tc->ctx; cp <= &tc->ctx_mux; cp++) {
-            if (*cp == NULL)
-                continue;
-            AN(SSL_CTX_set_app_data(*cp, tc)); /* the ALPN callback finds the twin */
+        SSL_CTX *both[] = { tc->ctx, tc->ctx_mux };
+        for (size_t k = 0; k < ARRAY_LEN(both) && both[k] != NULL; k++) {
+            AN(SSL_CTX_set_app_data(both[k], tc)); /* the ALPN callback finds the twin */
             if (tc->ocsp != NULL) {
-                SSL_CTX_set_tlsext_status_cb(*cp, ocsp_cb);
-                SSL_CTX_set_tlsext_status_arg(*cp, tc);
+                SSL_CTX_set_tlsext_status_cb(both[k], ocsp_cb);
+                SSL_CTX_set_tlsext_status_arg(both[k], tc);
             }
         }
     }

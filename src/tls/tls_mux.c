@@ -5,10 +5,9 @@
  * The hand-over, step by step:
  *  1. ALPN chose h2 over TLS 1.3 (tls.c's callback moves the SSL to its
  *     certificate's twin SSL_CTX, the one with the key log, and calls
- *     tls__hand_arm()): the SSL gets a BIO of ours for both directions,
- *     OpenSSL's kernel-TLS option and exact reads (no read-ahead from
- *     then on: the bytes after the client's Finished must stay in the
- *     socket, for us).
+ *     tls__hand_arm()): the SSL gets a write BIO of ours, OpenSSL's
+ *     kernel-TLS option and exact reads (no read-ahead from then on: the
+ *     bytes after the client's Finished must stay in the socket, for us).
  *  2. OpenSSL logs each secret as it derives it: the key log callback
  *     keeps the two application traffic secrets of an armed connection.
  *  3. After sending its Finished, OpenSSL offers its write keys to the
@@ -22,8 +21,8 @@
  *     tls_mux, and the SSL is freed.
  * Whenever a condition fails -- TLS 1.2 (never armed), a cipher suite we
  * do not seal, an OpenSSL that offers nothing -- OpenSSL keeps the
- * records and the tls_mux carries the SSL (tls_io.c's non-blocking calls;
- * an armed SSL keeps our BIO for its reads).  The cost of the hand-over
+ * records and the tls_mux carries the SSL (tls_io.c's non-blocking calls,
+ * and their gather BIO in place of ours).  The cost of the hand-over
  * is OpenSSL's: it formats every secret it logs, five a handshake, with
  * a sprintf per byte (about 240,000 instructions; bench/RESULTS.md,
  * 2026-11-27 10:05-11:19), which is why only these connections log.
@@ -35,12 +34,10 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <linux/tls.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <sys/uio.h>
 
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
@@ -85,29 +82,10 @@ static int hand_type;
 static pthread_once_t hand_once = PTHREAD_ONCE_INIT;
 
 static int
-hand_read(BIO *b, char *p, size_t n, size_t *got)
-{
-    struct hand *h = BIO_get_data(b);
-    ssize_t r;
-
-    BIO_clear_retry_flags(b);
-    *got = 0;
-    do {
-        r = read(h->fd, p, n);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            BIO_set_retry_read(b);
-        return (-1);
-    }
-    *got = (size_t)r;
-    return (r > 0 ? 1 : 0); /* 0: EOF */
-}
-
-static int
 hand_write(BIO *b, const char *p, size_t n, size_t *written)
 {
     struct hand *h = BIO_get_data(b);
+    struct iovec iov;
     int lo;
     ssize_t r;
 
@@ -115,11 +93,10 @@ hand_write(BIO *b, const char *p, size_t n, size_t *written)
     *written = 0;
     if (h->rec == NULL) {
         /* Before the hand-over: records OpenSSL sealed, straight out. */
-        do {
-            r = send(h->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        } while (r < 0 && errno == EINTR);
-        if (r < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+        iov = (struct iovec){ (void *)(uintptr_t)p, n };
+        r = tls__send(h->fd, &iov, 1);
+        if (r <= 0) {
+            if (r == 0)
                 BIO_set_retry_write(b);
             return (-1);
         }
@@ -172,37 +149,32 @@ aead_of(const struct tls_crypto_info *ci, enum tls_aead *a, const unsigned char 
 
 /*
  * OpenSSL offers its write keys: take them (1) when the connection is
- * TLS 1.3 with one of our AEADs, the secret was logged, and the keys we
- * derive from it are the ones offered; else 0, and OpenSSL keeps them.
+ * TLS 1.3 with one of our AEADs, the secret was logged, and the keys the
+ * record layer derives from it are the ones offered; else 0, and OpenSSL
+ * keeps them.
  */
 static long
 hand_take(struct hand *h, long which, const struct tls_crypto_info *ci)
 {
     const unsigned char *seq, *key, *salt, *iv;
-    unsigned char k[32], v[12];
+    unsigned char v[12];
     enum tls_aead a;
     uint64_t sq = 0;
-    size_t klen, slen, ivlen;
-    int ok;
+    size_t slen;
 
     /* Only the first write key: OpenSSL 3.0 offers no read key for TLS 1.3. */
     if ((which & SSL3_CC_WRITE) == 0 || h->rec != NULL || ci->version != TLS_1_3_VERSION ||
-        aead_of(ci, &a, &seq, &key, &salt, &iv) != 0 || h->sec_len[1] != tls__aead_hlen(a) ||
-        tls__rec_derive(a, h->sec[1], k, v) != 0)
-        return (0);
-    klen = a == TLS_AEAD_AES128GCM ? 16 : 32;
-    slen = a == TLS_AEAD_CHACHA20 ? 0 : 4; /* GCM: the iv's first 4 bytes are the "salt" */
-    ivlen = 12 - slen;
-    ok = memcmp(k, key, klen) == 0 && memcmp(v, salt, slen) == 0 && memcmp(v + slen, iv, ivlen) == 0;
-    OPENSSL_cleanse(k, sizeof k);
-    OPENSSL_cleanse(v, sizeof v);
-    if (!ok)
+        aead_of(ci, &a, &seq, &key, &salt, &iv) != 0 || h->sec_len[1] != tls__aead_hlen(a))
         return (0);
     for (int i = 0; i < 8; i++)
         sq = sq << 8 | seq[i];
+    /* The iv as one: GCM's info splits off its first 4 bytes as the "salt". */
+    slen = a == TLS_AEAD_CHACHA20 ? 0 : 4;
+    memcpy(v, salt, slen);
+    memcpy(v + slen, iv, 12 - slen);
     h->rec = tls__rec_new(h->fd, a);
     h->aead = a;
-    if (tls__rec_key(h->rec, true, h->sec[1], sq) != 0) {
+    if (tls__rec_key(h->rec, true, h->sec[1], sq) != 0 || !tls__rec_tx_is(h->rec, key, v)) {
         tls__rec_free(&h->rec);
         return (0);
     }
@@ -272,16 +244,16 @@ hand_meth_init(void)
     hand_type = BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR;
     hand_meth = BIO_meth_new(hand_type, "surogat hand-over");
     AN(hand_meth);
-    AN(BIO_meth_set_read_ex(hand_meth, hand_read));
     AN(BIO_meth_set_write_ex(hand_meth, hand_write));
     AN(BIO_meth_set_ctrl(hand_meth, hand_ctrl));
     AN(BIO_meth_set_destroy(hand_meth, hand_destroy));
 }
 
+/* The hand-over BIO of an armed SSL (SSL_get_wbio() sees past a handshake's buffering BIO). */
 static struct hand *
 hand_of(const SSL *ssl)
 {
-    BIO *b = SSL_get_rbio(ssl);
+    BIO *b = SSL_get_wbio(ssl);
 
     if (b == NULL || hand_meth == NULL || BIO_method_type(b) != hand_type)
         return (NULL);
@@ -298,16 +270,14 @@ tls__hand_arm(SSL *ssl)
     if (hand_of(ssl) != NULL)
         return;
     OBJ_NEW(h, HAND_MAGIC);
-    h->fd = SSL_get_rfd(ssl);
+    h->fd = SSL_get_wfd(ssl);
     h->ctype = 23;
     SRG_ASSERT(h->fd >= 0);
     b = BIO_new(hand_meth);
     AN(b);
     BIO_set_data(b, h);
     BIO_set_init(b, 1);
-    AN(BIO_up_ref(b));
-    SSL_set0_rbio(ssl, b);
-    SSL_set0_wbio(ssl, b);
+    SSL_set0_wbio(ssl, b); /* the socket BIO stays the read side's */
     SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
     SSL_set_read_ahead(ssl, 0);
 }

@@ -135,6 +135,8 @@ int tls__rec_derive(enum tls_aead a, const unsigned char *secret, unsigned char 
                     unsigned char iv[12]);
 struct tls_rec *tls__rec_new(int fd, enum tls_aead a);
 int tls__rec_key(struct tls_rec *r, bool tx, const unsigned char *secret, uint64_t seq);
+/* Whether r's write key and iv are these (the hand-over checks OpenSSL's against ours). */
+bool tls__rec_tx_is(const struct tls_rec *r, const unsigned char *key, const unsigned char iv[12]);
 ssize_t tls__rec_put(struct tls_rec *r, unsigned ct, const void *p, size_t n);
 int tls__rec_flush(struct tls_rec *r);
 size_t tls__rec_wpending(const struct tls_rec *r);

@@ -288,6 +288,14 @@ tls__rec_key(struct tls_rec *r, bool tx, const unsigned char *secret, uint64_t s
     return (0);
 }
 
+bool
+tls__rec_tx_is(const struct tls_rec *r, const unsigned char *key, const unsigned char iv[12])
+{
+    OBJ_CHECK(r, TLS_REC_MAGIC);
+    return (CRYPTO_memcmp(r->tx.key, key, aeads[r->aead].klen) == 0 &&
+            CRYPTO_memcmp(r->tx.iv, iv, 12) == 0);
+}
+
 /*
  * One record of type ct around n bytes of in, sealed into out (room for
  * n + REC_OVERHEAD): its length, or -1.

@@ -1369,7 +1369,7 @@ wtr_enter_until(struct sess **spp, double deadline)
     OBJ_TAKE(sp, spp, SESS_MAGIC);
     SRG_ASSERT(deadline > 0);
     /* Kept bytes are the incomplete request itself: only decrypted ones mean "ready". */
-    if ((sp->ssl != NULL && tls_pending(sp->ssl)) || (sp->mux != NULL && tls_mux_pending(sp->mux))) {
+    if (sess_tls_pending(sp)) {
         sess_schedule(&sp);
         return;
     }

@@ -41,13 +41,28 @@ static SSL *cli;
 static SSL_CTX *cctx;
 static struct tls_mux *mux;
 
+/* The h2 listener on the certificate, with the parameters as they are now. */
+static void
+new_lsn(void)
+{
+    struct tls_conf conf;
+    char ebuf[512];
+    struct sb err;
+
+    memset(&conf, 0, sizeof conf);
+    conf.h2 = true;
+    conf.ncert = 1;
+    conf.c[0].cert = crt;
+    conf.c[0].key = key;
+    sb_init(&err, ebuf, sizeof ebuf);
+    ln = tls_lsn_new("unit", &conf, &err);
+    ck_assert_msg(ln != NULL, "%s", ebuf);
+}
+
 static void
 setup(void)
 {
     const char *tmp = getenv("TMPDIR");
-    struct tls_conf conf;
-    char ebuf[512];
-    struct sb err;
 
     par_init();
     ck_assert_int_eq(stat_init(), 0);
@@ -57,30 +72,31 @@ setup(void)
     snprintf(crt, sizeof crt, "%s/c.pem", dir);
     snprintf(key, sizeof key, "%s/k.pem", dir);
     tls_test_cert(crt, key, "unit.test", 1);
-    memset(&conf, 0, sizeof conf);
-    conf.h2 = true;
-    conf.ncert = 1;
-    conf.c[0].cert = crt;
-    conf.c[0].key = key;
-    sb_init(&err, ebuf, sizeof ebuf);
-    ln = tls_lsn_new("unit", &conf, &err);
-    ck_assert_msg(ln != NULL, "%s", ebuf);
+    new_lsn();
     cctx = SSL_CTX_new(TLS_client_method());
+    sv[0] = sv[1] = -1;
+}
+
+/* Both ends of the connection gone (close_notify ours if the mux is still there). */
+static void
+disconnect(void)
+{
+    if (mux != NULL)
+        tls_mux_close(&mux);
+    SSL_free(cli);
+    cli = NULL;
+    if (sv[0] >= 0) {
+        close(sv[0]);
+        close(sv[1]);
+    }
     sv[0] = sv[1] = -1;
 }
 
 static void
 teardown(void)
 {
-    if (mux != NULL)
-        tls_mux_close(&mux);
-    SSL_free(cli);
-    cli = NULL;
+    disconnect();
     SSL_CTX_free(cctx);
-    if (sv[0] >= 0) {
-        close(sv[0]);
-        close(sv[1]);
-    }
     tls_lsn_free(&ln);
     unlink(crt);
     unlink(key);
@@ -258,11 +274,7 @@ START_TEST(records_leave_openssl_at_the_handshake_end)
         tls_mux_close(&mux);
         ck_assert_int_le(SSL_read(cli, buf, sizeof buf), 0);
         ck_assert_int_eq(SSL_get_error(cli, 0), SSL_ERROR_ZERO_RETURN);
-        SSL_free(cli);
-        cli = NULL;
-        close(sv[0]);
-        close(sv[1]);
-        sv[0] = sv[1] = -1;
+        disconnect();
     }
 }
 END_TEST
@@ -283,10 +295,7 @@ START_TEST(the_tickets_sealed_at_the_hand_over_resume)
     ck_assert_int_eq(SSL_read(cli, buf, sizeof buf), 0);
     /* A client that closes without close_notify spoils its session (OpenSSL's rule). */
     (void)SSL_shutdown(cli);
-    SSL_free(cli);
-    cli = NULL;
-    close(sv[0]);
-    close(sv[1]);
+    disconnect();
     connect_h2(NULL, 0, sess);
     ck_assert(SSL_session_reused(cli));
     ck_assert_uint_eq(stat_get(STAT_tls_resumed), resumed + 1);
@@ -369,11 +378,7 @@ START_TEST(close_notify_and_eof)
     ck_assert(tls_mux_pending(mux));
     ck_assert_int_eq(tls_mux_read(mux, buf, sizeof buf), 0);
     /* A TCP FIN without close_notify is EOF too. */
-    tls_mux_close(&mux);
-    SSL_free(cli);
-    cli = NULL;
-    close(sv[0]);
-    close(sv[1]);
+    disconnect();
     connect_h2(NULL, 0, NULL);
     shutdown(sv[1], SHUT_WR);
     ck_assert_int_eq(vio_wait(sv[0], POLLIN, tim_mono() + 5), 1);
@@ -432,11 +437,7 @@ START_TEST(a_plaintext_record_after_the_handshake_is_refused)
     ck_assert_int_eq(tls_mux_read(mux, buf, sizeof buf), -1);
     ck_assert_int_eq(errno, EPROTO);
     /* A record longer than TLS allows. */
-    tls_mux_close(&mux);
-    SSL_free(cli);
-    cli = NULL;
-    close(sv[0]);
-    close(sv[1]);
+    disconnect();
     connect_h2(NULL, 0, NULL);
     ck_assert_int_eq(write(sv[1], "\x17\x03\x03\x41\x01", 5), 5);
     ck_assert_int_eq(vio_wait(sv[0], POLLIN, tim_mono() + 5), 1);
@@ -536,14 +537,13 @@ END_TEST
 /*
  * A suite the record layer does not seal (AES-128-CCM, when configured):
  * the hand-over is refused, OpenSSL keeps the records -- reading through
- * the hand-over's BIO, writing through the gather one -- and all works.
+ * the socket BIO, writing through the gather one -- and all works.
  */
 START_TEST(a_suite_we_do_not_seal_stays_with_openssl)
 {
     static char out[70000], in[70000];
     struct reading rd = { .want = sizeof out, .in = in };
     char ebuf[256], buf[16];
-    struct tls_conf conf;
     struct sb err;
     pthread_t th;
     void *got;
@@ -551,13 +551,7 @@ START_TEST(a_suite_we_do_not_seal_stays_with_openssl)
     sb_init(&err, ebuf, sizeof ebuf);
     ck_assert_int_eq(par_set("tls_ciphersuites", "TLS_AES_128_CCM_SHA256:TLS_AES_128_GCM_SHA256", &err), 0);
     tls_lsn_free(&ln);
-    memset(&conf, 0, sizeof conf);
-    conf.h2 = true;
-    conf.ncert = 1;
-    conf.c[0].cert = crt;
-    conf.c[0].key = key;
-    ln = tls_lsn_new("unit", &conf, &err);
-    ck_assert_msg(ln != NULL, "%s", ebuf);
+    new_lsn();
     memset(out, 'c', sizeof out);
     connect_h2("TLS_AES_128_CCM_SHA256", 0, NULL);
     ck_assert(!tls_mux_own(mux));
