@@ -183,17 +183,17 @@ sess_write(struct sess *sp, const void *buf, size_t len, double deadline)
  * early (it shrank).
  */
 int sess_sendfile(struct sess *sp, int fd, off_t off, size_t len, double deadline);
-/*
- * Request bytes already read (kept input, or bytes OpenSSL has decrypted):
- * the session must not wait for poll(2) before reading them.
- */
-/* Bytes TLS has decrypted or read ahead (tls_pending()). */
+/* Bytes TLS has decrypted or read ahead (tls_pending(), tls_mux_pending()). */
 static inline bool
 sess_tls_pending(const struct sess *sp)
 {
     return ((sp->ssl != NULL && tls_pending(sp->ssl)) ||
             (sp->mux != NULL && tls_mux_pending(sp->mux)));
 }
+/*
+ * Request bytes already read (kept input, or bytes TLS has decrypted):
+ * the session must not wait for poll(2) before reading them.
+ */
 static inline bool
 sess_pending(const struct sess *sp)
 {

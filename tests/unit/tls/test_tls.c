@@ -34,7 +34,7 @@
 #include "surogat/vio.h"
 #include "src/tls/tls_priv.h"
 
-static char dir[256], crt[300], key[300];
+static struct tls_test_files tf; /* the listener's certificate */
 static struct tls_lsn *ln;
 static int sv[2]; /* [0] server (non-blocking), [1] client (blocking) */
 static SSL *srv, *cli;
@@ -50,7 +50,6 @@ client_handshake(void *priv)
 static void
 setup(void)
 {
-    const char *tmp = getenv("TMPDIR");
     struct tls_conf conf;
     char ebuf[512];
     struct sb err;
@@ -60,15 +59,11 @@ setup(void)
     par_init();
     ck_assert_int_eq(stat_init(), 0);
     ck_assert_int_eq(tls_init(), 0);
-    snprintf(dir, sizeof dir, "%s/surogat-tls-XXXXXX", tmp != NULL ? tmp : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(crt, sizeof crt, "%s/c.pem", dir);
-    snprintf(key, sizeof key, "%s/k.pem", dir);
-    tls_test_cert(crt, key, "unit.test", 1);
+    tls_test_files_make(&tf, "surogat-tls");
     memset(&conf, 0, sizeof conf);
     conf.ncert = 1;
-    conf.c[0].cert = crt;
-    conf.c[0].key = key;
+    conf.c[0].cert = tf.crt;
+    conf.c[0].key = tf.key;
     sb_init(&err, ebuf, sizeof ebuf);
     ln = tls_lsn_new("unit", &conf, &err);
     ck_assert_msg(ln != NULL, "%s", ebuf);
@@ -97,9 +92,7 @@ teardown(void)
     close(sv[0]);
     close(sv[1]);
     tls_lsn_free(&ln);
-    unlink(crt);
-    unlink(key);
-    rmdir(dir);
+    tls_test_files_rm(&tf);
 }
 
 START_TEST(pending_counts_as_readable)
@@ -254,7 +247,7 @@ START_TEST(sendfile_falls_back_to_reads)
 
     for (size_t i = 0; i < sizeof data; i++)
         data[i] = (char)(i % 251);
-    snprintf(path, sizeof path, "%s/body", dir);
+    snprintf(path, sizeof path, "%s/body", tf.dir);
     ffd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     ck_assert_int_ge(ffd, 0);
     ck_assert_int_eq(write(ffd, data, sizeof data), (int)sizeof data);

@@ -77,14 +77,11 @@ new_lsn(void)
 static void
 setup(void)
 {
-    const char *tmp = getenv("TMPDIR");
-
     signal(SIGPIPE, SIG_IGN); /* a write to a client that left: EPIPE, as in surogatd */
     par_init();
     ck_assert_int_eq(stat_init(), 0);
     ck_assert_int_eq(tls_init(), 0);
-    snprintf(dir, sizeof dir, "%s/surogat-tlsr-XXXXXX", tmp != NULL ? tmp : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    tls_test_dir(dir, sizeof dir, "surogat-tlsr");
     for (unsigned i = 0; i < 2; i++) {
         snprintf(crt[i], sizeof crt[i], "%s/c%u.pem", dir, i);
         snprintf(key[i], sizeof key[i], "%s/k%u.pem", dir, i);

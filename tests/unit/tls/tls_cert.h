@@ -1,12 +1,15 @@
 /*
  * The TLS unit tests' certificate: a self-signed P-256 certificate for
  * name (CN and SAN dNSName), serial serial, written as PEM to crt and
- * its key to key.  One function, included by each test that needs one.
+ * its key to key; and the directory of a test's own that holds them.
+ * Included by each test that needs one.
  */
 #ifndef SUROGAT_TEST_TLS_CERT_H
 #define SUROGAT_TEST_TLS_CERT_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -50,6 +53,38 @@ tls_test_cert(const char *crt, const char *key, const char *name, long serial)
     fclose(f);
     X509_free(x);
     EVP_PKEY_free(pk);
+}
+
+/* A new directory of the test's own under $TMPDIR (or /tmp): prefix-XXXXXX, made. */
+static inline void
+tls_test_dir(char *dir, size_t n, const char *prefix)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    snprintf(dir, n, "%s/%s-XXXXXX", tmp != NULL ? tmp : "/tmp", prefix);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+/* One certificate for "unit.test" in a directory of its own: dir/c.pem, dir/k.pem. */
+struct tls_test_files {
+    char dir[256], crt[300], key[300];
+};
+
+static inline void
+tls_test_files_make(struct tls_test_files *f, const char *prefix)
+{
+    tls_test_dir(f->dir, sizeof f->dir, prefix);
+    snprintf(f->crt, sizeof f->crt, "%s/c.pem", f->dir);
+    snprintf(f->key, sizeof f->key, "%s/k.pem", f->dir);
+    tls_test_cert(f->crt, f->key, "unit.test", 1);
+}
+
+static inline void
+tls_test_files_rm(const struct tls_test_files *f)
+{
+    unlink(f->crt);
+    unlink(f->key);
+    rmdir(f->dir);
 }
 
 #endif
